@@ -1,0 +1,39 @@
+# agentic-operator developer entry points. `make test` installs what it needs on a fresh machine.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+CACHE_DIR ?= $(HOME)/.cache/agentic-operator
+export AGENTIC_CACHE_DIR := $(CACHE_DIR)
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: testenv
+testenv: ## Build (or reuse) kube-apiserver, etcd, agent-sandbox and helm; print their directory last
+	@hack/testenv-tools.sh
+
+.PHONY: registry
+registry: ## Install the OCI registry (Debian's docker-registry) when missing
+	@hack/install-registry.sh
+
+.PHONY: skills-ref
+skills-ref: ## Install the reference skill validator (skills-ref) into a cached venv; print its command last
+	@hack/install-skills-ref.sh
+
+.PHONY: test
+test: registry ## Run every test: unit, CRD drift, differential validation, integration against a real control plane
+	export AGENTIC_TESTENV_BIN="$$(hack/testenv-tools.sh | tail -n1)"; \
+	export AGENTSKILLS_BIN="$$(hack/install-skills-ref.sh | tail -n1)"; \
+	cargo test --workspace --all-targets --locked
+
+.PHONY: lint
+lint: ## rustfmt and clippy, as CI expects them
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+.PHONY: crds
+crds: ## Regenerate the committed CRD manifests from the Rust types
+	cargo run --quiet --locked -p agentic-operator -- crd > config/crd/bases/konveyor.io.yaml
+	cp config/crd/bases/konveyor.io.yaml charts/agentic-operator/crds/konveyor.io.yaml

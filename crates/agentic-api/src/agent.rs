@@ -1,0 +1,160 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::SkillType;
+
+/// The desired state of the Agent.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "konveyor.io",
+    version = "v1alpha1",
+    kind = "Agent",
+    doc = "An Agent is a template for runs: the harness image, its prompt, the LLM gateways it may use, the skills it gets, and the parameters a run may set. It is Ready when every referenced SkillCard and Gateway is Ready and no two skills share a frontmatter name.",
+    namespaced,
+    status = "AgentStatus",
+    shortname = "ag",
+    category = "konveyor",
+    printcolumn(name = "Image", type_ = "string", json_path = ".spec.image", priority = "1"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+    /// Container image of the agent harness, for example one wrapping goose.
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: String,
+
+    /// System prompt given to the agent, as `KONVEYOR_PROMPT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+
+    /// Gateways (LLM endpoints) runs of this agent may use. A run with no `gateway` uses the
+    /// only one listed here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["ref".into()]))]
+    pub gateways: Vec<ObjectRef>,
+
+    /// SkillCards mounted into every run's sandbox at `/opt/skills/<name>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["ref".into()]))]
+    pub skill_cards: Vec<ObjectRef>,
+
+    /// Parameters a run may set; the sandbox reads them, typed and with defaults applied,
+    /// from `/run/konveyor/params.json`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub params: Vec<AgentParam>,
+
+    /// How the harness delivers skills: `native` (the agent runtime discovers them under
+    /// /opt/skills) or `inject` (the harness puts every skill into the prompt). An unknown
+    /// value falls back to `inject` and is reported in the `SkillDeliveryResolved` condition.
+    #[serde(default = "default_skill_delivery")]
+    #[schemars(length(min = 1, max = 63))]
+    pub skill_delivery: String,
+}
+
+fn default_skill_delivery() -> String {
+    "native".to_string()
+}
+
+/// A reference to another object of this API in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct ObjectRef {
+    /// Name of the referenced object.
+    #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// A parameter an AgentRun may set.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(
+    validation = Rule::new("!(has(self.default) && has(self.required) && self.required)").message("a param with a default cannot be required")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentParam {
+    /// Name of the parameter, an identifier: letters, digits and `_`, not starting with a digit.
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[a-zA-Z_][a-zA-Z0-9_]*$"))]
+    pub name: String,
+
+    /// Type of the value: `string` (default), `number` or `boolean`. Runs give values as
+    /// strings; the operator parses them into this type.
+    #[serde(default, rename = "type")]
+    pub param_type: ParamType,
+
+    /// What the parameter means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+
+    /// Value used when a run does not set the parameter, written as a string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+
+    /// A run must set this parameter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+}
+
+/// The type of a parameter's value.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamType {
+    #[default]
+    String,
+    Number,
+    Boolean,
+}
+
+impl ParamType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::String => "string",
+            Self::Number => "number",
+            Self::Boolean => "boolean",
+        }
+    }
+}
+
+/// The observed state of an Agent.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    /// The skills runs get, sorted by name, each pinned to its validated image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<AgentSkill>,
+
+    /// Names of the `type: rule` skills, sorted: always in the prompt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+
+    /// The delivery mode runs use: `native` or `inject`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_mode: Option<String>,
+
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `Ready`, and `SkillDeliveryResolved` when `spec.skillDelivery` is not a known value.
+    #[serde(default)]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// A skill as an Agent resolved it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSkill {
+    /// Frontmatter name of the skill.
+    pub name: String,
+    /// The SkillCard it comes from.
+    pub skill_card: String,
+    /// The validated image pinned by digest; absent for inline skills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// `skill` or `rule`.
+    #[serde(rename = "type")]
+    pub skill_type: SkillType,
+}

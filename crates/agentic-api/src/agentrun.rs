@@ -1,0 +1,142 @@
+use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::SkillType;
+
+/// The desired state of the AgentRun.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "konveyor.io",
+    version = "v1alpha1",
+    kind = "AgentRun",
+    doc = "An AgentRun is one execution of an Agent. The operator checks it against the Agent, creates one sandbox (an agent-sandbox Sandbox, or a Pod) with every skill mounted read-only at `/opt/skills/<name>` pinned by digest, and follows it to Succeeded or Failed. The spec is immutable: create a new run to change it.",
+    namespaced,
+    status = "AgentRunStatus",
+    shortname = "ar",
+    category = "konveyor",
+    printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agentRef"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable; create a new AgentRun instead"))]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRunSpec {
+    /// Name of the Agent to run, in the same namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub agent_ref: String,
+
+    /// Gateway to use; must be one of the Agent's. Defaults to the Agent's only gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub gateway: Option<String>,
+
+    /// Values for the Agent's declared params, as strings; the operator parses them into the
+    /// declared type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub params: Vec<RunParam>,
+
+    /// Task for this run, given to the sandbox as `KONVEYOR_INSTRUCTIONS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+
+    /// Extra environment variables for the agent container, added after the operator's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Atomic)]
+    pub env: Vec<EnvVar>,
+
+    /// Extra environment sources for the agent container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Atomic)]
+    pub env_from: Vec<EnvFromSource>,
+}
+
+/// A value for one of the Agent's params.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct RunParam {
+    /// Name of a param the Agent declares.
+    #[schemars(length(min = 1, max = 128))]
+    pub name: String,
+    /// The value, as a string.
+    pub value: String,
+}
+
+/// Where a run is in its life.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum AgentRunPhase {
+    /// Waiting for the Agent, or for the sandbox pod to start.
+    #[default]
+    Pending,
+    /// The agent container is running.
+    Running,
+    /// The agent container exited 0.
+    Succeeded,
+    /// The run was invalid, the agent exited non-zero, or its sandbox disappeared.
+    Failed,
+}
+
+impl AgentRunPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Running => "Running",
+            Self::Succeeded => "Succeeded",
+            Self::Failed => "Failed",
+        }
+    }
+
+    /// Succeeded and Failed are final.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+/// The observed state of an AgentRun.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRunStatus {
+    /// `Pending`, `Running`, `Succeeded` or `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<AgentRunPhase>,
+
+    /// Name of the Sandbox (or Pod) created for this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_name: Option<String>,
+
+    /// When the agent container started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+
+    /// When the run finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+
+    /// The skills mounted into the sandbox, pinned when it was created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<PinnedSkill>,
+
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `Ready` (the sandbox exists and runs) and `Completed`, with reasons for every outcome.
+    #[serde(default)]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// A skill as mounted into a run's sandbox.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PinnedSkill {
+    /// Frontmatter name of the skill; mounted at `/opt/skills/<name>`.
+    pub name: String,
+    /// The image pinned by digest, or `configmap:<name>` for inline skills.
+    pub image: String,
+    /// `skill` or `rule`.
+    #[serde(default, rename = "type")]
+    pub skill_type: SkillType,
+}

@@ -1,0 +1,46 @@
+//! The `konveyor.io/v1alpha1` API: SkillCard, Agent, AgentRun and Gateway.
+//!
+//! Field names follow the Konveyor agentic platform so that its manifests apply unchanged.
+//! The doc comments on the types below are what `kubectl explain` shows users.
+
+mod agent;
+mod agentrun;
+mod condition;
+mod gateway;
+mod skillcard;
+
+pub use agent::{Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType};
+pub use agentrun::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam};
+pub use condition::{CONDITION_READY, ConditionStatus};
+pub use gateway::{CredentialRef, Gateway, GatewayModel, GatewaySpec, GatewayStatus};
+pub use skillcard::{
+    DeliveryMode, SecretRef, SkillCard, SkillCardSpec, SkillCardStatus, SkillFrontmatter, SkillType,
+};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// The API group of every kind in this crate.
+pub const GROUP: &str = "konveyor.io";
+/// The API version of every kind in this crate.
+pub const VERSION: &str = "v1alpha1";
+
+/// Every CustomResourceDefinition of this API, in a stable order.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![SkillCard::crd(), Agent::crd(), AgentRun::crd(), Gateway::crd()]
+}
+
+/// Every CRD as one multi-document YAML stream, as committed under `config/crd/bases/`.
+pub fn crds_yaml() -> Result<String, serde_json::Error> {
+    let mut out = String::new();
+    for crd in crds() {
+        out.push_str("---\n");
+        out.push_str(&yaml::to_yaml(&serde_json::to_value(&crd)?));
+    }
+    Ok(out)
+}
+
+mod yaml;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,154 @@
+use super::*;
+use serde_json::Value;
+
+fn schema_of(crd: &CustomResourceDefinition) -> Value {
+    let version = &crd.spec.versions[0];
+    serde_json::to_value(
+        version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .expect("schema"),
+    )
+    .expect("schema serializes")
+}
+
+#[test]
+fn every_kind_is_namespaced_with_status_in_konveyor_v1alpha1() {
+    for crd in crds() {
+        assert_eq!(crd.spec.group, GROUP);
+        assert_eq!(crd.spec.scope, "Namespaced");
+        assert_eq!(crd.spec.versions.len(), 1);
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, VERSION);
+        assert!(
+            version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(),
+            "{} has no status subresource",
+            crd.spec.names.kind
+        );
+    }
+}
+
+#[test]
+fn short_names_match_the_platform() {
+    let names: Vec<(String, Vec<String>)> = crds()
+        .into_iter()
+        .map(|c| (c.spec.names.kind, c.spec.names.short_names.unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("SkillCard".to_string(), vec!["skc".to_string()]),
+            ("Agent".to_string(), vec!["ag".to_string()]),
+            ("AgentRun".to_string(), vec!["ar".to_string()]),
+            ("Gateway".to_string(), vec!["gw".to_string()]),
+        ]
+    );
+}
+
+#[test]
+fn conditions_merge_by_type_everywhere() {
+    for crd in crds() {
+        let schema = schema_of(&crd);
+        let conditions = &schema["properties"]["status"]["properties"]["conditions"];
+        assert_eq!(conditions["x-kubernetes-list-type"], "map", "{}", crd.spec.names.kind);
+        assert_eq!(
+            conditions["x-kubernetes-list-map-keys"],
+            serde_json::json!(["type"]),
+            "{}",
+            crd.spec.names.kind
+        );
+    }
+}
+
+#[test]
+fn no_unsigned_integer_formats() {
+    let text = crds_yaml().expect("yaml");
+    assert!(!text.contains("format: uint"), "unsigned format found");
+}
+
+#[test]
+fn defaults_are_in_the_schema() {
+    let skc = schema_of(&SkillCard::crd());
+    assert_eq!(skc["properties"]["spec"]["properties"]["type"]["default"], "skill");
+    let ag = schema_of(&Agent::crd());
+    assert_eq!(ag["properties"]["spec"]["properties"]["skillDelivery"]["default"], "native");
+    assert_eq!(
+        ag["properties"]["spec"]["properties"]["params"]["items"]["properties"]["type"]["default"],
+        "string"
+    );
+}
+
+#[test]
+fn platform_manifests_deserialize_with_exact_field_names() {
+    let skill: SkillCard = serde_json::from_value(serde_json::json!({
+        "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
+        "metadata": {"name": "java", "namespace": "ns"},
+        "spec": {"image": "registry.example/skills:1", "subPath": "skills/java", "type": "rule",
+                  "displayName": "Java", "version": "1.0", "tags": ["java"]}
+    }))
+    .expect("skillcard");
+    assert_eq!(skill.spec.sub_path.as_deref(), Some("skills/java"));
+    assert_eq!(skill.spec.skill_type, SkillType::Rule);
+
+    let agent: Agent = serde_json::from_value(serde_json::json!({
+        "apiVersion": "konveyor.io/v1alpha1", "kind": "Agent",
+        "metadata": {"name": "migrator"},
+        "spec": {"image": "harness:1", "gateways": [{"ref": "gw"}], "skillCards": [{"ref": "java"}],
+                  "params": [{"name": "target", "type": "number", "required": true}]}
+    }))
+    .expect("agent");
+    assert_eq!(agent.spec.skill_cards[0].name, "java");
+    assert_eq!(agent.spec.skill_delivery, "native");
+    assert_eq!(agent.spec.params[0].param_type, ParamType::Number);
+
+    let run: AgentRun = serde_json::from_value(serde_json::json!({
+        "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
+        "metadata": {"name": "r1"},
+        "spec": {"agentRef": "migrator", "params": [{"name": "target", "value": "3"}],
+                  "env": [{"name": "A", "value": "b"}], "envFrom": [{"secretRef": {"name": "s"}}]}
+    }))
+    .expect("agentrun");
+    assert_eq!(run.spec.agent_ref, "migrator");
+
+    let gw: Gateway = serde_json::from_value(serde_json::json!({
+        "apiVersion": "konveyor.io/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": "gw"},
+        "spec": {"provider": "openai", "endpoint": "https://llm", "credentialRef": {"secretName": "k", "key": "api"},
+                  "model": {"name": "m", "contextWindow": 128000, "tier": "smart"}}
+    }))
+    .expect("gateway");
+    assert_eq!(gw.spec.model.context_window, 128000);
+}
+
+#[test]
+fn cel_rules_are_declared_where_the_api_promises() {
+    let text = crds_yaml().expect("yaml");
+    for needle in [
+        "exactly one of spec.image, spec.inline or spec.source must be set",
+        "spec.subPath is only allowed with spec.image or spec.source",
+        "spec.subPath must be relative",
+        "spec.subPath must not contain '..' segments",
+        "a param with a default cannot be required",
+        "spec is immutable; create a new AgentRun instead",
+    ] {
+        assert!(text.contains(needle), "missing CEL rule: {needle}");
+    }
+}
+
+#[test]
+fn committed_manifests_match_the_code() {
+    let generated = crds_yaml().expect("yaml");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for path in [
+        "config/crd/bases/konveyor.io.yaml",
+        "charts/agentic-operator/crds/konveyor.io.yaml",
+    ] {
+        let committed = std::fs::read_to_string(root.join(path))
+            .unwrap_or_else(|e| panic!("{path}: {e}; run `make crds`"));
+        assert!(
+            committed == generated,
+            "{path} drifted from the Rust types; run `make crds` and commit the result"
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! The agentic-operator controllers and command line.
+
+pub mod cli;
