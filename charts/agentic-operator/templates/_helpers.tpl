@@ -1,0 +1,109 @@
+{{/*
+Chart name, overridable with nameOverride.
+*/}}
+{{- define "agentic-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Prefix of every object name: the release name, plus the chart name when the release name
+does not already contain it. Object names stay within 63 characters.
+*/}}
+{{- define "agentic-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels on every object.
+*/}}
+{{- define "agentic-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "agentic-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: agentic-operator
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/*
+Labels that select the operator pods; immutable once installed.
+*/}}
+{{- define "agentic-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "agentic-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "agentic-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "agentic-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The operator image: a tag (default: appVersion) or a digest.
+*/}}
+{{- define "agentic-operator.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if hasPrefix "sha256:" $tag }}
+{{- printf "%s@%s" .Values.image.repository $tag }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+Rules on namespaced resources: what the controllers read, write and report, and nothing
+more. A ClusterRole when every namespace is watched, a Role in each watched namespace
+otherwise. tests/tests/chart.rs compares them with the documented list.
+*/}}
+{{- define "agentic-operator.namespacedRules" -}}
+# Read the API's objects; the operator never creates or deletes them.
+- apiGroups: ["konveyor.io"]
+  resources: ["agentruns", "agents", "gateways", "skillcards"]
+  verbs: ["get", "list", "watch"]
+# Report status with server-side apply.
+- apiGroups: ["konveyor.io"]
+  resources: ["agentruns/status", "agents/status", "gateways/status", "skillcards/status"]
+  verbs: ["get", "patch"]
+# Read pull secrets and gateway credentials; apply each run's ACP key Secret.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create", "get", "list", "patch", "watch"]
+# Apply inline-skill and per-run ConfigMaps.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create", "get", "list", "patch", "watch"]
+# Run sandboxes as Pods (pod backend) and follow the pods of Sandboxes.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["create", "get", "list", "patch", "watch"]
+# Run sandboxes as agent-sandbox Sandboxes.
+- apiGroups: ["agents.x-k8s.io"]
+  resources: ["sandboxes"]
+  verbs: ["create", "get", "list", "patch", "watch"]
+# Record Events on the objects it reconciles.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/*
+The one cluster-scoped read: whether the Sandbox CRD exists (`--sandbox-backend auto`).
+*/}}
+{{- define "agentic-operator.crdCheckRule" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  resourceNames: ["sandboxes.agents.x-k8s.io"]
+  verbs: ["get"]
+{{- end }}
