@@ -1,0 +1,586 @@
+//! etcd + kube-apiserver (+ the agent-sandbox controller, + a registry) on loopback.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::sync::OnceCell;
+
+use crate::error::{Error, Result};
+use crate::net::{free_port, http_get_status};
+use crate::pki::Pki;
+use crate::registry::Registry;
+use crate::supervisor::Supervisor;
+use crate::wait_for;
+
+/// Environment variable naming the directory of control-plane binaries: the last line that
+/// `hack/testenv-tools.sh` (`make testenv`) prints. The agent-sandbox CRD manifests are read
+/// from `$AGENTIC_TESTENV_BIN/../crds/agent-sandbox/`.
+pub const BIN_DIR_ENV: &str = "AGENTIC_TESTENV_BIN";
+
+const ETCD: &str = "etcd";
+const APISERVER: &str = "kube-apiserver";
+const SANDBOX_CONTROLLER: &str = "agent-sandbox-controller";
+const FIELD_MANAGER: &str = "agentic-testenv";
+/// The service network the API server allocates ClusterIPs from; nothing routes it.
+const SERVICE_CIDR: &str = "10.0.0.0/24";
+const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// Generous: two cores may be busy compiling while the API server starts.
+const APISERVER_READY_TIMEOUT: Duration = Duration::from_secs(90);
+const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
+const CONTROLLER_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What [`TestEnv::start`] runs besides etcd and kube-apiserver.
+#[derive(Debug, Clone, Default)]
+pub struct TestEnvOptions {
+    /// Run the agent-sandbox controller against the API server. It reconciles `Sandbox`
+    /// objects into Pods and Services (which stay Pending: there are no nodes) and serves
+    /// the conversion webhook of the agent-sandbox CRDs.
+    pub with_agent_sandbox: bool,
+    /// Run an OCI registry next to the control plane; see [`TestEnv::registry_addr`].
+    pub with_registry: bool,
+    /// The directory of control-plane binaries; `None` reads [`BIN_DIR_ENV`].
+    pub bin_dir: Option<PathBuf>,
+}
+
+/// A running control plane: etcd, kube-apiserver and optionally the agent-sandbox controller
+/// and a [`Registry`], all on 127.0.0.1, with the `konveyor.io` and agent-sandbox CRDs
+/// installed and established.
+///
+/// There are no nodes, no scheduler and no controller-manager: Pods stay Pending, nothing
+/// garbage-collects owned objects, and deleted namespaces stay Terminating. The
+/// `ServiceAccount` admission plugin is off, because without the controller-manager no
+/// namespace gets a `default` ServiceAccount and every Pod would be rejected; Pods are
+/// therefore stored exactly as created, without a token volume. RBAC is enforced for
+/// everyone but the admin of [`TestEnv::client`], who is in `system:masters`; ServiceAccount
+/// tokens (TokenRequest) and impersonation work.
+///
+/// Everything is stopped and the work directory removed when the value is dropped; see the
+/// crate docs for what happens when it isn't.
+pub struct TestEnv {
+    config: kube::Config,
+    kubeconfig_path: PathBuf,
+    apiserver_url: String,
+    // Dropped before the control plane, so nothing is left talking to a stopped server.
+    registry: Option<Registry>,
+    supervisor: Supervisor,
+}
+
+static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
+
+impl TestEnv {
+    /// Starts a control plane and waits until it serves, with every CRD established.
+    pub async fn start(options: TestEnvOptions) -> Result<TestEnv> {
+        let started = Instant::now();
+        let bins = Binaries::locate(options.bin_dir.as_deref(), options.with_agent_sandbox)?;
+        let sandbox_crds = read_sandbox_crds(&bins.crd_dir)?;
+        let registry = async {
+            if options.with_registry {
+                Registry::start().await.map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let (control_plane, registry) = tokio::join!(
+            ControlPlane::start(&bins, sandbox_crds, options.with_agent_sandbox),
+            registry
+        );
+        let (control_plane, registry) = (control_plane?, registry?);
+        tracing::info!(
+            apiserver = %control_plane.apiserver_url,
+            registry = registry.as_ref().map(Registry::addr),
+            elapsed = ?started.elapsed(),
+            "test environment ready"
+        );
+        Ok(TestEnv {
+            config: control_plane.config,
+            kubeconfig_path: control_plane.kubeconfig_path,
+            apiserver_url: control_plane.apiserver_url,
+            registry,
+            supervisor: control_plane.supervisor,
+        })
+    }
+
+    /// One environment per test binary, with the agent-sandbox controller and a registry,
+    /// started by the first caller and shared by every test after it. Give each test its own
+    /// namespace ([`TestEnv::namespace`]) so tests can run in parallel.
+    ///
+    /// Statics are never dropped; the watchdog stops the processes and removes the work
+    /// directory when the test binary exits. If starting fails, every caller gets the error.
+    pub async fn shared() -> Result<&'static TestEnv> {
+        let outcome = SHARED
+            .get_or_init(|| async {
+                TestEnv::start(TestEnvOptions {
+                    with_agent_sandbox: true,
+                    with_registry: true,
+                    bin_dir: None,
+                })
+                .await
+                .map_err(|error| error.to_string())
+            })
+            .await;
+        outcome
+            .as_ref()
+            .map_err(|message| Error::SharedStartFailed(message.clone()))
+    }
+
+    /// A new client for the cluster admin (`system:masters`), with `default` as its
+    /// namespace.
+    ///
+    /// Each call builds a fresh client on the calling tokio runtime; every `#[tokio::test]`
+    /// has a runtime of its own, and a client must not outlive the runtime it was made on.
+    /// Must be called from within a tokio runtime.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config.clone())
+            // `start` built a client from this very configuration, so this can't fail.
+            .expect("the test environment's client configuration was validated at start")
+    }
+
+    /// The client configuration behind [`TestEnv::client`], to build clients with other
+    /// settings (for example an impersonated user).
+    pub fn kube_config(&self) -> kube::Config {
+        self.config.clone()
+    }
+
+    /// A kubeconfig file for the admin, with the credentials embedded, for `kubectl`, helm
+    /// or a process under test.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn apiserver_url(&self) -> &str {
+        &self.apiserver_url
+    }
+
+    /// `127.0.0.1:PORT` of the registry, if one was started.
+    pub fn registry_addr(&self) -> Option<String> {
+        self.registry.as_ref().map(Registry::addr)
+    }
+
+    /// Creates a namespace named `<prefix>-<random suffix>` for one test and returns its name.
+    pub async fn namespace(&self, prefix: &str) -> Result<String> {
+        // generateName appends five characters; a namespace name is a DNS label (63).
+        const MAX_PREFIX: usize = 63 - 1 - 5;
+        let valid = prefix.len() <= MAX_PREFIX
+            && prefix.starts_with(|c: char| c.is_ascii_lowercase())
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !valid {
+            return Err(Error::InvalidNamespacePrefix {
+                prefix: prefix.to_owned(),
+                max: MAX_PREFIX,
+            });
+        }
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{prefix}-")),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let created = Api::<Namespace>::all(self.client())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .map_err(Error::kube(format!("creating a namespace {prefix}-*")))?;
+        created.metadata.name.ok_or_else(|| {
+            Error::UnexpectedResponse(format!("the namespace {prefix}-* came back without a name"))
+        })
+    }
+
+    /// Pids of every process this environment started (including watchdogs), for checks
+    /// that nothing outlives it.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = self.supervisor.pids();
+        if let Some(registry) = &self.registry {
+            pids.extend(registry.pids());
+        }
+        pids
+    }
+
+    /// The temporary directory holding certificates, etcd's data and the logs
+    /// (`<name>.log`) of the control plane; removed when the environment stops.
+    pub fn work_dir(&self) -> &Path {
+        self.supervisor.dir()
+    }
+
+    /// The registry, if one was started.
+    pub fn registry(&self) -> Option<&Registry> {
+        self.registry.as_ref()
+    }
+}
+
+impl std::fmt::Debug for TestEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestEnv")
+            .field("apiserver_url", &self.apiserver_url)
+            .field("kubeconfig_path", &self.kubeconfig_path)
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the binaries and manifests of `hack/testenv-tools.sh` are.
+struct Binaries {
+    etcd: PathBuf,
+    apiserver: PathBuf,
+    sandbox_controller: PathBuf,
+    crd_dir: PathBuf,
+}
+
+impl Binaries {
+    fn locate(bin_dir: Option<&Path>, with_agent_sandbox: bool) -> Result<Binaries> {
+        let bin_dir = match bin_dir {
+            Some(dir) => dir.to_path_buf(),
+            None => std::env::var_os(BIN_DIR_ENV)
+                .filter(|value| !value.is_empty())
+                .map(PathBuf::from)
+                .ok_or(Error::BinDirUnset)?,
+        };
+        const HINT: &str =
+            "run `make testenv` and set AGENTIC_TESTENV_BIN to the directory it prints";
+        let require = |name: &'static str| {
+            let path = bin_dir.join(name);
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(Error::BinaryMissing {
+                    name,
+                    path,
+                    hint: HINT,
+                })
+            }
+        };
+        let sandbox_controller = if with_agent_sandbox {
+            require(SANDBOX_CONTROLLER)?
+        } else {
+            bin_dir.join(SANDBOX_CONTROLLER)
+        };
+        Ok(Binaries {
+            etcd: require(ETCD)?,
+            apiserver: require(APISERVER)?,
+            sandbox_controller,
+            crd_dir: bin_dir.join("..").join("crds").join("agent-sandbox"),
+        })
+    }
+}
+
+/// Reads every `*.yaml` CRD manifest in `dir`, sorted by file name.
+fn read_sandbox_crds(dir: &Path) -> Result<Vec<CustomResourceDefinition>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(Error::io("reading the agent-sandbox CRD directory", dir))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    if paths.is_empty() {
+        return Err(Error::NoCrdManifests {
+            path: dir.to_path_buf(),
+        });
+    }
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).map_err(Error::io("reading", &path))?;
+            let mut crd: CustomResourceDefinition =
+                serde_saphyr::from_str(&text).map_err(|error| Error::CrdManifest {
+                    path: path.clone(),
+                    message: error.to_string(),
+                })?;
+            // Status belongs to the server; an applied one would be ignored at best.
+            crd.status = None;
+            Ok(crd)
+        })
+        .collect()
+}
+
+/// The processes and client configuration while the environment is being assembled.
+struct ControlPlane {
+    supervisor: Supervisor,
+    config: kube::Config,
+    kubeconfig_path: PathBuf,
+    apiserver_url: String,
+}
+
+impl ControlPlane {
+    async fn start(
+        bins: &Binaries,
+        mut sandbox_crds: Vec<CustomResourceDefinition>,
+        with_agent_sandbox: bool,
+    ) -> Result<ControlPlane> {
+        let mut supervisor = Supervisor::new("agentic-testenv-")?;
+        let dir = supervisor.dir().to_path_buf();
+        let pki = Pki::generate()?;
+        let write = |name: &str, contents: &str| -> Result<PathBuf> {
+            let path = dir.join(name);
+            std::fs::write(&path, contents).map_err(Error::io("writing", &path))?;
+            Ok(path)
+        };
+        let ca_file = write("ca.crt", &pki.ca_pem)?;
+        let apiserver_cert = write("apiserver.crt", &pki.apiserver.cert_pem)?;
+        let apiserver_key = write("apiserver.key", &pki.apiserver.key_pem)?;
+        let sa_key = write("service-account.key", &pki.service_account_key_pem)?;
+        let sa_public = write("service-account.pub", &pki.service_account_public_pem)?;
+
+        // etcd: plain HTTP on loopback, no fsync: the data is thrown away anyway.
+        let etcd_port = free_port()?;
+        let etcd_peer_port = free_port()?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let etcd_peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
+        let mut etcd = Command::new(&bins.etcd);
+        etcd.arg("--name=testenv")
+            .arg(format!("--data-dir={}", dir.join("etcd").display()))
+            .arg(format!("--listen-client-urls={etcd_url}"))
+            .arg(format!("--advertise-client-urls={etcd_url}"))
+            .arg(format!("--listen-peer-urls={etcd_peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={etcd_peer_url}"))
+            .arg(format!("--initial-cluster=testenv={etcd_peer_url}"))
+            .arg("--unsafe-no-fsync")
+            .arg("--log-level=warn");
+        supervisor.spawn(ETCD, etcd)?;
+        let etcd_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, etcd_port));
+        wait_for(
+            &mut supervisor,
+            ETCD,
+            format!("etcd at {etcd_url}"),
+            ETCD_READY_TIMEOUT,
+            || async { http_get_status(etcd_addr, "/health").await == Some(200) },
+        )
+        .await?;
+
+        let apiserver_port = free_port()?;
+        let apiserver_url = format!("https://127.0.0.1:{apiserver_port}");
+        let mut apiserver = Command::new(&bins.apiserver);
+        apiserver
+            .arg(format!("--etcd-servers={etcd_url}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--secure-port={apiserver_port}"))
+            .arg(format!(
+                "--cert-dir={}",
+                dir.join("apiserver-certs").display()
+            ))
+            .arg(format!("--tls-cert-file={}", apiserver_cert.display()))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                apiserver_key.display()
+            ))
+            .arg(format!("--client-ca-file={}", ca_file.display()))
+            .arg("--authorization-mode=RBAC")
+            .arg(format!("--service-cluster-ip-range={SERVICE_CIDR}"))
+            .arg(format!("--service-account-issuer={SERVICE_ACCOUNT_ISSUER}"))
+            .arg(format!(
+                "--service-account-key-file={}",
+                sa_public.display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                sa_key.display()
+            ))
+            // No controller-manager creates `default` ServiceAccounts; see the type docs.
+            .arg("--disable-admission-plugins=ServiceAccount")
+            .arg("--allow-privileged=true")
+            .arg("--profiling=false");
+        supervisor.spawn(APISERVER, apiserver)?;
+
+        let kubeconfig_path = write("kubeconfig", &kubeconfig(&apiserver_url, &pki))?;
+        let config = load_config(&kubeconfig_path).await?;
+        let client = kube::Client::try_from(config.clone()).map_err(|error| Error::Kubeconfig {
+            path: kubeconfig_path.clone(),
+            message: error.to_string(),
+        })?;
+        wait_for(
+            &mut supervisor,
+            APISERVER,
+            format!("kube-apiserver at {apiserver_url}/readyz"),
+            APISERVER_READY_TIMEOUT,
+            || async {
+                let request = http::Request::get("/readyz").body(Vec::new());
+                match request {
+                    Ok(request) => client.request_text(request).await.is_ok(),
+                    Err(_) => false,
+                }
+            },
+        )
+        .await?;
+
+        let webhook_port = free_port()?;
+        if with_agent_sandbox {
+            // Point the conversion webhooks at the controller on loopback: there is no
+            // Service network to reach it through.
+            let url = format!("https://127.0.0.1:{webhook_port}/convert");
+            for crd in &mut sandbox_crds {
+                if let Some(webhook) = crd
+                    .spec
+                    .conversion
+                    .as_mut()
+                    .and_then(|conversion| conversion.webhook.as_mut())
+                {
+                    webhook.client_config = Some(WebhookClientConfig {
+                        url: Some(url.clone()),
+                        ca_bundle: Some(ByteString(pki.ca_pem.clone().into_bytes())),
+                        service: None,
+                    });
+                }
+            }
+        }
+        let crds: Vec<CustomResourceDefinition> = agentic_api::crds()
+            .into_iter()
+            .chain(sandbox_crds)
+            .collect();
+        install_crds(&client, crds).await?;
+
+        if with_agent_sandbox {
+            let cert_dir = dir.join("agent-sandbox-webhook");
+            std::fs::create_dir_all(&cert_dir).map_err(Error::io("creating", &cert_dir))?;
+            for (name, contents) in [
+                ("tls.crt", &pki.webhook.cert_pem),
+                ("tls.key", &pki.webhook.key_pem),
+            ] {
+                let path = cert_dir.join(name);
+                std::fs::write(&path, contents).map_err(Error::io("writing", &path))?;
+            }
+            let probe_port = free_port()?;
+            let mut controller = Command::new(&bins.sandbox_controller);
+            controller
+                .arg(format!("--kubeconfig={}", kubeconfig_path.display()))
+                .arg("--leader-elect=false")
+                .arg("--extensions")
+                .arg("--metrics-bind-address=0")
+                .arg(format!(
+                    "--health-probe-bind-address=127.0.0.1:{probe_port}"
+                ))
+                .arg(format!("--webhook-port={webhook_port}"))
+                .arg(format!("--webhook-cert-dir={}", cert_dir.display()))
+                .arg("--webhook-cert-name=tls.crt")
+                .arg("--webhook-key-name=tls.key")
+                // We made the certificates and pointed the CRDs at them.
+                .arg("--manage-webhook-certs=false");
+            supervisor.spawn(SANDBOX_CONTROLLER, controller)?;
+            let probe_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, probe_port));
+            let webhook_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, webhook_port));
+            wait_for(
+                &mut supervisor,
+                SANDBOX_CONTROLLER,
+                format!("the agent-sandbox controller (readyz on {probe_addr}, webhook on {webhook_addr})"),
+                CONTROLLER_READY_TIMEOUT,
+                || async {
+                    http_get_status(probe_addr, "/readyz").await == Some(200)
+                        && tokio::net::TcpStream::connect(webhook_addr).await.is_ok()
+                },
+            )
+            .await?;
+        }
+
+        Ok(ControlPlane {
+            supervisor,
+            config,
+            kubeconfig_path,
+            apiserver_url,
+        })
+    }
+}
+
+/// A kubeconfig for the admin with every credential embedded. JSON is valid YAML, and
+/// client-go, kubectl and kube-rs all read it.
+fn kubeconfig(server: &str, pki: &Pki) -> String {
+    let encode = |pem: &str| BASE64.encode(pem);
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{
+            "name": "agentic-testenv",
+            "cluster": {
+                "server": server,
+                "certificate-authority-data": encode(&pki.ca_pem),
+            },
+        }],
+        "users": [{
+            "name": crate::pki::ADMIN_USER,
+            "user": {
+                "client-certificate-data": encode(&pki.admin.cert_pem),
+                "client-key-data": encode(&pki.admin.key_pem),
+            },
+        }],
+        "contexts": [{
+            "name": "agentic-testenv",
+            "context": {
+                "cluster": "agentic-testenv",
+                "user": crate::pki::ADMIN_USER,
+                "namespace": "default",
+            },
+        }],
+        "current-context": "agentic-testenv",
+    })
+    .to_string()
+}
+
+async fn load_config(path: &Path) -> Result<kube::Config> {
+    let error = |message: String| Error::Kubeconfig {
+        path: path.to_path_buf(),
+        message,
+    };
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| error(e.to_string()))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| error(e.to_string()))
+}
+
+/// Server-side applies every CRD and waits until all are Established.
+async fn install_crds(client: &kube::Client, crds: Vec<CustomResourceDefinition>) -> Result<()> {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut names = Vec::with_capacity(crds.len());
+    for crd in &crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &params, &Patch::Apply(crd))
+            .await
+            .map_err(Error::kube(format!(
+                "applying CustomResourceDefinition {name}"
+            )))?;
+        names.push(name);
+    }
+    let established = names.iter().map(|name| wait_established(&api, name));
+    futures::future::try_join_all(established).await?;
+    Ok(())
+}
+
+/// Polls the CRD called `name` until its `Established` condition is `True`.
+async fn wait_established(api: &Api<CustomResourceDefinition>, name: &str) -> Result<()> {
+    let deadline = Instant::now() + CRD_ESTABLISHED_TIMEOUT;
+    loop {
+        let crd = api.get(name).await.map_err(Error::kube(format!(
+            "reading CustomResourceDefinition {name}"
+        )))?;
+        let established = crd
+            .status
+            .and_then(|status| status.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|condition| condition.type_ == "Established" && condition.status == "True");
+        if established {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::CrdNotEstablished {
+                name: name.to_owned(),
+                timeout: CRD_ESTABLISHED_TIMEOUT,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,123 @@
+//! A throw-away OCI registry (CNCF distribution, Debian's `docker-registry`) on loopback.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::net::{free_port, http_get_status};
+use crate::supervisor::Supervisor;
+use crate::wait_for;
+
+/// Environment variable naming the registry binary; defaults to [`DEFAULT_REGISTRY_BIN`].
+pub const REGISTRY_BIN_ENV: &str = "AGENTIC_REGISTRY_BIN";
+/// Where Debian's `docker-registry` package puts the binary (`make registry` installs it).
+pub const DEFAULT_REGISTRY_BIN: &str = "/usr/bin/docker-registry";
+
+const NAME: &str = "registry";
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// An OCI registry serving plain HTTP on `127.0.0.1`, with no authentication, blob and
+/// manifest deletion enabled, and storage in a temporary directory.
+///
+/// The process is stopped and its storage removed when the value is dropped, and also when
+/// the test process dies without dropping it (see the crate docs).
+pub struct Registry {
+    addr: SocketAddr,
+    supervisor: Supervisor,
+}
+
+impl Registry {
+    /// Starts a registry on a free loopback port and waits until `GET /v2/` answers 200.
+    pub async fn start() -> Result<Registry> {
+        let binary = registry_binary()?;
+        let mut supervisor = Supervisor::new("agentic-registry-")?;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let config_path = supervisor.dir().join("registry.yml");
+        let storage = supervisor.dir().join("registry-storage");
+        std::fs::write(&config_path, config(addr, &storage))
+            .map_err(Error::io("writing", &config_path))?;
+
+        let mut command = Command::new(&binary);
+        command.arg("serve").arg(&config_path);
+        // Keep the registry from picking up settings meant for another one.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("REGISTRY_") {
+                command.env_remove(key);
+            }
+        }
+        supervisor.spawn(NAME, command)?;
+        wait_for(
+            &mut supervisor,
+            NAME,
+            format!("the registry at http://{addr}/v2/"),
+            READY_TIMEOUT,
+            || async { http_get_status(addr, "/v2/").await == Some(200) },
+        )
+        .await?;
+        tracing::info!(%addr, "registry ready");
+        Ok(Registry { addr, supervisor })
+    }
+
+    /// `127.0.0.1:PORT`, the host part of image references pushed to this registry.
+    pub fn addr(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// The registry's socket address.
+    pub fn socket_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Pids of the processes this registry started (the registry and its watchdog).
+    pub fn pids(&self) -> Vec<u32> {
+        self.supervisor.pids()
+    }
+
+    /// The temporary directory holding the configuration, storage and log.
+    pub fn work_dir(&self) -> &Path {
+        self.supervisor.dir()
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("addr", &self.addr)
+            .field("work_dir", &self.supervisor.dir())
+            .finish()
+    }
+}
+
+fn registry_binary() -> Result<PathBuf> {
+    let path = std::env::var_os(REGISTRY_BIN_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_REGISTRY_BIN));
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::BinaryMissing {
+            name: "docker-registry",
+            path,
+            hint: "run `make registry` (hack/install-registry.sh) or set AGENTIC_REGISTRY_BIN",
+        })
+    }
+}
+
+/// The registry configuration (distribution 2.x format). JSON is valid YAML, and serde_json
+/// quotes the paths correctly.
+fn config(addr: SocketAddr, storage: &Path) -> String {
+    serde_json::json!({
+        "version": "0.1",
+        "log": { "level": "warn", "accesslog": { "disabled": true } },
+        "storage": {
+            "filesystem": { "rootdirectory": storage },
+            "delete": { "enabled": true },
+            // Upload purging runs a background sweep that tests don't need.
+            "maintenance": { "uploadpurging": { "enabled": false } },
+        },
+        "http": { "addr": addr.to_string() },
+    })
+    .to_string()
+}
