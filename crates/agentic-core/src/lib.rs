@@ -1,1 +1,57 @@
-//! agentic-core
+//! The pure middle of the reconcilers: the controllers read objects from the API server,
+//! call these functions, and apply what they return. Nothing here talks to a server, reads
+//! a clock or draws random numbers, so the same inputs always give byte-identical outputs.
+//!
+//! - [`conditions`]: status conditions that change only when something changed.
+//! - [`params`]: a run's string params typed against the Agent's declarations.
+//! - [`skills`]: an Agent's skills, gateways and skill delivery; a run's gateway.
+//! - [`names`]: names and label values of the objects created for runs and SkillCards.
+//! - [`sandbox`]: a run's sandbox (pod spec, Pod or agent-sandbox `Sandbox`, ConfigMaps,
+//!   Secret) and the run's outcome read back from its pod.
+//!
+//! # Reasons
+//!
+//! Every condition reason this crate produces, in one place. Errors carry theirs in
+//! [`Error::reason`]; run outcomes in [`sandbox::RunOutcome::reason`].
+//!
+//! | reason | from | meaning |
+//! |--------|------|---------|
+//! | `UnknownParam` | [`Error::UnknownParam`] | a run sets a param the Agent does not declare |
+//! | `DuplicateParam` | [`Error::DuplicateParam`] | a param is set (or declared) twice |
+//! | `MissingParam` | [`Error::MissingParam`] | a required param is not set |
+//! | `InvalidParamValue` | [`Error::InvalidParamValue`] | a value does not parse as its type |
+//! | `InvalidParamDefault` | [`Error::InvalidParamDefault`] | a default does not parse as its type |
+//! | `InvalidParams` | [`Error::InvalidParams`] | all of the above, listed at once |
+//! | `SkillCardNotFound` | [`Error::MissingSkillCards`] | referenced SkillCards do not exist |
+//! | `SkillCardNotReady` | [`Error::SkillCardsNotReady`] | referenced SkillCards are not usable yet |
+//! | `DuplicateSkillName` | [`Error::DuplicateSkillName`] | two SkillCards provide one skill name |
+//! | `InvalidSkillName` | [`Error::InvalidSkillName`] | a skill name is not a safe directory name |
+//! | `MissingInlineSkill` | [`Error::MissingInlineSkill`] | a SkillCard has no `spec.inline` |
+//! | `GatewayNotFound` | [`Error::GatewayNotFound`] | referenced Gateways do not exist |
+//! | `GatewayNotReady` | [`Error::GatewayNotReady`] | referenced Gateways are not Ready |
+//! | `NoGateway` | [`Error::NoGateway`] | the Agent lists no gateway |
+//! | `GatewayRequired` | [`Error::GatewayRequired`] | several gateways and the run picks none |
+//! | `GatewayNotAllowed` | [`Error::GatewayNotAllowed`] | the run picks a gateway the Agent does not list |
+//! | `AgentNotFound` | [`Error::AgentNotFound`] | the run's Agent does not exist |
+//! | `AgentNotReady` | [`Error::AgentNotReady`] | the run's Agent is not Ready |
+//! | `ReservedEnvName` | [`Error::ReservedEnvName`] | the run's env sets an operator variable |
+//! | `DuplicateEnvName` | [`Error::DuplicateEnvName`] | the run's env repeats a name |
+//! | `MissingMetadata` | [`Error::MissingMetadata`] | an object has no name or namespace |
+//! | `SerializationFailed` | [`Error::Serialization`] | a built object could not become JSON |
+//! | `UnknownSkillDelivery` | [`skills::REASON_UNKNOWN_SKILL_DELIVERY`] | `spec.skillDelivery` is unknown; runs use `inject` |
+//! | `SandboxCreating` | [`sandbox::REASON_SANDBOX_CREATING`] | run Pending: no pod yet |
+//! | `PodPending` | [`sandbox::REASON_POD_PENDING`] | run Pending: the agent container has not started |
+//! | `AgentRunning` | [`sandbox::REASON_AGENT_RUNNING`] | run Running |
+//! | `AgentSucceeded` | [`sandbox::REASON_AGENT_SUCCEEDED`] | run Succeeded: the agent exited 0 |
+//! | `AgentFailed` | [`sandbox::REASON_AGENT_FAILED`] | run Failed: the agent exited non-zero |
+//! | `PodFailed` | [`sandbox::REASON_POD_FAILED`] | run Failed: the pod failed first (eviction) |
+//! | `SandboxLost` | [`sandbox::REASON_SANDBOX_LOST`] | run Failed: sandbox or pod gone or replaced after the start |
+
+pub mod conditions;
+mod error;
+pub mod names;
+pub mod params;
+pub mod sandbox;
+pub mod skills;
+
+pub use error::Error;

@@ -1,0 +1,301 @@
+//! The one error type of this crate.
+
+use agentic_api::ParamType;
+
+/// Why an Agent, an AgentRun or one of their sandbox objects cannot be built as asked.
+///
+/// Every variant has a stable CamelCase [`reason`](Error::reason), fit for a condition's
+/// `reason`, and a message (its `Display`) written for the user who owns the object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A run sets a param the Agent does not declare.
+    #[error("param {name:?} is not declared by the Agent")]
+    UnknownParam {
+        /// The param as the run names it.
+        name: String,
+    },
+
+    /// A run sets the same param more than once.
+    #[error("param {name:?} is set more than once")]
+    DuplicateParam {
+        /// The repeated name.
+        name: String,
+    },
+
+    /// A required param is not set by the run.
+    #[error("param {name:?} is required but not set")]
+    MissingParam {
+        /// The declared name.
+        name: String,
+    },
+
+    /// A run's value does not parse as the param's declared type.
+    #[error("param {name:?} must be {}, got {value:?}", expectation(*expected))]
+    InvalidParamValue {
+        /// The declared name.
+        name: String,
+        /// The value as the run gives it.
+        value: String,
+        /// The declared type.
+        expected: ParamType,
+    },
+
+    /// An Agent's declared default does not parse as the param's declared type.
+    #[error("param {name:?} has default {value:?}, which is not {}", expectation(*expected))]
+    InvalidParamDefault {
+        /// The declared name.
+        name: String,
+        /// The default as declared.
+        value: String,
+        /// The declared type.
+        expected: ParamType,
+    },
+
+    /// Every param problem found at once; each item is one of the param variants above.
+    #[error("{}", join_messages(.0))]
+    InvalidParams(Vec<Error>),
+
+    /// SkillCards an Agent references do not exist.
+    #[error("{} not found", name_list("SkillCard", .0))]
+    MissingSkillCards(Vec<String>),
+
+    /// SkillCards an Agent references exist but cannot be used yet.
+    #[error("{}", not_ready_list("SkillCard", .0))]
+    SkillCardsNotReady(Vec<(String, String)>),
+
+    /// Two SkillCards of one Agent provide skills with the same frontmatter name, so both
+    /// would mount at the same path.
+    #[error(
+        "skill {skill:?} is provided by both SkillCard {first_card:?} and SkillCard {second_card:?}; skill names must be unique within an Agent"
+    )]
+    DuplicateSkillName {
+        /// The frontmatter name both cards declare.
+        skill: String,
+        /// The card listed first in `spec.skillCards`.
+        first_card: String,
+        /// The card listed later.
+        second_card: String,
+    },
+
+    /// A skill name that is not a safe directory name under `/opt/skills`.
+    #[error(
+        "skill {name:?} from SkillCard {skill_card:?} is not a valid skill name (1 to 64 of a-z, 0-9 and inner '-')"
+    )]
+    InvalidSkillName {
+        /// The name as found.
+        name: String,
+        /// The card it comes from.
+        skill_card: String,
+    },
+
+    /// A SkillCard without `spec.inline` was asked for its inline ConfigMap.
+    #[error("SkillCard {skill_card:?} has no spec.inline")]
+    MissingInlineSkill {
+        /// The card's name.
+        skill_card: String,
+    },
+
+    /// Gateways an Agent references do not exist.
+    #[error("{} not found", name_list("Gateway", .0))]
+    GatewayNotFound(Vec<String>),
+
+    /// Gateways an Agent references exist but are not Ready.
+    #[error("{}", not_ready_list("Gateway", .0))]
+    GatewayNotReady(Vec<(String, String)>),
+
+    /// The Agent lists no gateway, so a run has no LLM endpoint.
+    #[error("the Agent lists no gateways; add one to spec.gateways")]
+    NoGateway,
+
+    /// The Agent lists several gateways and the run does not pick one.
+    #[error(
+        "the Agent lists several gateways ({}); set spec.gateway to one of them",
+        quoted(.choices)
+    )]
+    GatewayRequired {
+        /// The Agent's gateways, in spec order.
+        choices: Vec<String>,
+    },
+
+    /// The run asks for a gateway the Agent does not list.
+    #[error(
+        "gateway {requested:?} is not one of the Agent's gateways ({})",
+        quoted(.allowed)
+    )]
+    GatewayNotAllowed {
+        /// The run's `spec.gateway`.
+        requested: String,
+        /// The Agent's gateways, in spec order.
+        allowed: Vec<String>,
+    },
+
+    /// The run's Agent does not exist.
+    #[error("Agent {name:?} not found")]
+    AgentNotFound {
+        /// The run's `spec.agentRef`.
+        name: String,
+    },
+
+    /// The run's Agent exists but is not Ready for its current spec.
+    #[error("Agent {name:?} is not ready: {detail}")]
+    AgentNotReady {
+        /// The Agent's name.
+        name: String,
+        /// What is missing.
+        detail: String,
+    },
+
+    /// The run's `spec.env` sets names the operator reserves.
+    #[error(
+        "spec.env sets {}, reserved for the operator (names starting with KONVEYOR_, and HARNESS_SKILL_MODE)",
+        quoted(.names)
+    )]
+    ReservedEnvName {
+        /// The offending names, in spec order.
+        names: Vec<String>,
+    },
+
+    /// The run's `spec.env` sets the same name twice.
+    #[error("spec.env sets {} more than once", quoted(.names))]
+    DuplicateEnvName {
+        /// The repeated names, in spec order.
+        names: Vec<String>,
+    },
+
+    /// An object lacks metadata the API server always sets (name or namespace).
+    #[error("{kind} has no {field}")]
+    MissingMetadata {
+        /// The kind of the object.
+        kind: &'static str,
+        /// The missing field, for example `metadata.namespace`.
+        field: &'static str,
+    },
+
+    /// Turning a built object into JSON failed.
+    #[error("cannot serialize {what}: {message}")]
+    Serialization {
+        /// What was being serialized.
+        what: &'static str,
+        /// The serializer's message.
+        message: String,
+    },
+}
+
+impl Error {
+    /// A stable CamelCase word for condition reasons, events and metric labels.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::UnknownParam { .. } => "UnknownParam",
+            Error::DuplicateParam { .. } => "DuplicateParam",
+            Error::MissingParam { .. } => "MissingParam",
+            Error::InvalidParamValue { .. } => "InvalidParamValue",
+            Error::InvalidParamDefault { .. } => "InvalidParamDefault",
+            Error::InvalidParams(_) => "InvalidParams",
+            Error::MissingSkillCards(_) => "SkillCardNotFound",
+            Error::SkillCardsNotReady(_) => "SkillCardNotReady",
+            Error::DuplicateSkillName { .. } => "DuplicateSkillName",
+            Error::InvalidSkillName { .. } => "InvalidSkillName",
+            Error::MissingInlineSkill { .. } => "MissingInlineSkill",
+            Error::GatewayNotFound(_) => "GatewayNotFound",
+            Error::GatewayNotReady(_) => "GatewayNotReady",
+            Error::NoGateway => "NoGateway",
+            Error::GatewayRequired { .. } => "GatewayRequired",
+            Error::GatewayNotAllowed { .. } => "GatewayNotAllowed",
+            Error::AgentNotFound { .. } => "AgentNotFound",
+            Error::AgentNotReady { .. } => "AgentNotReady",
+            Error::ReservedEnvName { .. } => "ReservedEnvName",
+            Error::DuplicateEnvName { .. } => "DuplicateEnvName",
+            Error::MissingMetadata { .. } => "MissingMetadata",
+            Error::Serialization { .. } => "SerializationFailed",
+        }
+    }
+}
+
+fn expectation(expected: ParamType) -> &'static str {
+    match expected {
+        ParamType::String => "a string",
+        ParamType::Number => "a number in JSON syntax (for example 3, -1 or 2.5)",
+        ParamType::Boolean => "true or false",
+    }
+}
+
+fn join_messages(errors: &[Error]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `SkillCard "a"` or `SkillCards "a", "b"`.
+fn name_list(kind: &str, names: &[String]) -> String {
+    let plural = if names.len() == 1 { "" } else { "s" };
+    format!("{kind}{plural} {}", quoted(names))
+}
+
+fn not_ready_list(kind: &str, items: &[(String, String)]) -> String {
+    items
+        .iter()
+        .map(|(name, why)| format!("{kind} {name:?} is not ready: {why}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_camel_case_condition_reasons() {
+        let samples = [
+            Error::InvalidParams(vec![]),
+            Error::MissingSkillCards(vec![]),
+            Error::Serialization {
+                what: "x",
+                message: String::new(),
+            },
+            Error::NoGateway,
+        ];
+        for error in samples {
+            let reason = error.reason();
+            assert!(
+                reason
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_uppercase())
+            );
+            assert!(
+                reason.chars().all(|c| c.is_ascii_alphanumeric()),
+                "{reason}"
+            );
+        }
+    }
+
+    #[test]
+    fn lists_read_naturally() {
+        assert_eq!(
+            Error::MissingSkillCards(vec!["a".into()]).to_string(),
+            r#"SkillCard "a" not found"#
+        );
+        assert_eq!(
+            Error::GatewayNotFound(vec!["a".into(), "b".into()]).to_string(),
+            r#"Gateways "a", "b" not found"#
+        );
+        assert_eq!(
+            Error::SkillCardsNotReady(vec![
+                ("a".into(), "no resolved image".into()),
+                ("b".into(), "Ready is False".into())
+            ])
+            .to_string(),
+            r#"SkillCard "a" is not ready: no resolved image; SkillCard "b" is not ready: Ready is False"#
+        );
+    }
+}

@@ -1,0 +1,320 @@
+//! Everything a run's sandbox needs, built purely from the objects the controller read.
+//!
+//! The contract harness images code against (paths, environment, ports) is documented in
+//! `docs/pod-contract.md`; the constants below are its single source in code.
+//!
+//! Objects per run, all owned by the AgentRun and labelled [`MANAGED_BY_LABEL`] and
+//! [`RUN_LABEL`]:
+//!
+//! | object | name | built by |
+//! |--------|------|----------|
+//! | Secret with the ACP key | `<sandbox>-acp-key` | [`build_acp_secret`] |
+//! | ConfigMap with the skills manifest and params | `<sandbox>-config` | [`build_run_config_map`] |
+//! | the sandbox: a Pod, or an agent-sandbox `Sandbox` | `<sandbox>` | [`build_pod`], [`build_sandbox`] |
+//!
+//! plus, per SkillCard with `spec.inline`, a ConfigMap owned by the SkillCard
+//! ([`build_inline_skill_config_map`]). `<sandbox>` is [`sandbox_name`] of the run's name.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use agentic_api::{Agent, AgentRun, Gateway, PinnedSkill, SkillType};
+use serde_json::Value;
+
+use crate::Error;
+use crate::names::sandbox_name;
+use crate::skills::SkillDeliveryMode;
+
+mod objects;
+mod outcome;
+mod pod;
+
+pub use objects::{
+    SANDBOX_API_VERSION, SANDBOX_KIND, build_acp_secret, build_inline_skill_config_map, build_pod,
+    build_run_config_map, build_sandbox,
+};
+pub use outcome::{
+    CONDITION_COMPLETED, REASON_AGENT_FAILED, REASON_AGENT_RUNNING, REASON_AGENT_SUCCEEDED,
+    REASON_POD_FAILED, REASON_POD_PENDING, REASON_SANDBOX_CREATING, REASON_SANDBOX_LOST,
+    RunOutcome, run_outcome,
+};
+pub use pod::build_pod_spec;
+
+/// Where skills are mounted, one directory per skill: `/opt/skills/<name>`.
+pub const SKILLS_DIR: &str = "/opt/skills";
+/// The manifest of every mounted skill and the rule names.
+pub const SKILLS_MANIFEST_PATH: &str = "/opt/skills/.konveyor-skills.json";
+/// The run's params, typed, with defaults applied.
+pub const PARAMS_PATH: &str = "/run/konveyor/params.json";
+/// Writable scratch space for the agent (an emptyDir).
+pub const WORKSPACE_DIR: &str = "/workspace";
+/// Writable temporary files (an emptyDir).
+pub const TMP_DIR: &str = "/tmp";
+/// The one container of the sandbox.
+pub const AGENT_CONTAINER: &str = "agent";
+/// The port the harness serves the Agent Client Protocol on.
+pub const ACP_PORT: i32 = 4000;
+/// The name of [`ACP_PORT`].
+pub const ACP_PORT_NAME: &str = "acp";
+/// The key of the ACP Secret holding the random key.
+pub const ACP_SECRET_KEY: &str = "secret-key";
+/// The key of the run ConfigMap holding the skills manifest.
+pub const SKILLS_MANIFEST_KEY: &str = "konveyor-skills.json";
+/// The key of the run ConfigMap holding the params.
+pub const PARAMS_KEY: &str = "params.json";
+/// The key of an inline skill's ConfigMap holding SKILL.md.
+pub const SKILL_FILE: &str = "SKILL.md";
+
+/// Label naming the operator on everything it creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// The value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "agentic-operator";
+/// Label naming the run on every object created for it, the sandbox's pod included; its
+/// value is [`label_value`](crate::names::label_value) of the run's name.
+pub const RUN_LABEL: &str = "konveyor.io/agentrun";
+/// Label naming the SkillCard on its inline ConfigMap.
+pub const SKILL_CARD_LABEL: &str = "konveyor.io/skillcard";
+
+/// Environment variables the operator sets; a run's `spec.env` may not set these, nor any
+/// other name starting with [`RESERVED_ENV_PREFIX`].
+pub mod env {
+    /// Always `/opt/skills`.
+    pub const SKILLS_DIR: &str = "KONVEYOR_SKILLS_DIR";
+    /// `native` or `inject`.
+    pub const SKILL_MODE: &str = "HARNESS_SKILL_MODE";
+    /// Rule names, sorted, comma-separated; empty when there are none.
+    pub const RULES: &str = "KONVEYOR_RULES";
+    /// The Agent's `spec.prompt`; empty when unset.
+    pub const PROMPT: &str = "KONVEYOR_PROMPT";
+    /// The run's `spec.instructions`; empty when unset.
+    pub const INSTRUCTIONS: &str = "KONVEYOR_INSTRUCTIONS";
+    /// The Gateway's `spec.provider`.
+    pub const LLM_PROVIDER: &str = "KONVEYOR_LLM_PROVIDER";
+    /// The Gateway's `spec.endpoint`; empty when unset.
+    pub const LLM_ENDPOINT: &str = "KONVEYOR_LLM_ENDPOINT";
+    /// The Gateway's `spec.model.name`.
+    pub const LLM_MODEL: &str = "KONVEYOR_LLM_MODEL";
+    /// The API key, from the Gateway's Secret key; set only when the Gateway names a key.
+    pub const LLM_API_KEY: &str = "KONVEYOR_LLM_API_KEY";
+    /// The per-run ACP key.
+    pub const ACP_SECRET_KEY: &str = "KONVEYOR_ACP_SECRET_KEY";
+}
+
+/// Prefix of the environment variable names the operator reserves.
+pub const RESERVED_ENV_PREFIX: &str = "KONVEYOR_";
+
+/// One skill as a sandbox mounts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountedSkill {
+    /// Frontmatter name; mounted at `/opt/skills/<name>`.
+    pub name: String,
+    /// Frontmatter description.
+    pub description: String,
+    /// `skill` or `rule`.
+    pub skill_type: SkillType,
+    /// The SkillCard it comes from.
+    pub skill_card: String,
+    /// Where the files come from.
+    pub source: SkillSource,
+    /// Directory inside the image that holds the skill; image skills only.
+    pub sub_path: Option<String>,
+    /// Secrets with registry credentials for the image; the pod lists them as
+    /// `imagePullSecrets` so the kubelet can pull the image volume.
+    pub pull_secrets: Vec<String>,
+}
+
+/// Where a mounted skill's files come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SkillSource {
+    /// An OCI image, pinned by digest (`repository@sha256:...`), mounted as an image volume.
+    Image {
+        /// The pinned reference.
+        reference: String,
+    },
+    /// A ConfigMap owned by the SkillCard, with `SKILL.md` under key [`SKILL_FILE`].
+    Inline {
+        /// The ConfigMap's name.
+        config_map: String,
+    },
+}
+
+impl MountedSkill {
+    /// The mount point, `/opt/skills/<name>`.
+    pub fn mount_path(&self) -> String {
+        format!("{SKILLS_DIR}/{}", self.name)
+    }
+
+    /// The skill as the run's status records it: image skills by their pinned image, inline
+    /// skills as `configmap:<name>`.
+    pub fn pinned(&self) -> PinnedSkill {
+        PinnedSkill {
+            name: self.name.clone(),
+            image: match &self.source {
+                SkillSource::Image { reference } => reference.clone(),
+                SkillSource::Inline { config_map } => format!("configmap:{config_map}"),
+            },
+            skill_type: self.skill_type,
+        }
+    }
+}
+
+/// The checked inputs of every sandbox builder. Build it with [`SandboxInputs::new`].
+#[derive(Clone, Debug)]
+pub struct SandboxInputs<'a> {
+    run: &'a AgentRun,
+    run_name: &'a str,
+    namespace: &'a str,
+    sandbox_name: String,
+    agent: &'a Agent,
+    gateway: &'a Gateway,
+    skills: Vec<MountedSkill>,
+    delivery_mode: SkillDeliveryMode,
+    params: BTreeMap<String, Value>,
+}
+
+impl<'a> SandboxInputs<'a> {
+    /// Checks the inputs once so every builder is infallible: the run has a name and a
+    /// namespace, its `spec.env` neither repeats a name nor sets a reserved one, every skill
+    /// name is a safe directory name, and no two skills share a name. `skills` may come in any
+    /// order; `params` are the typed values from
+    /// [`resolve_params`](crate::params::resolve_params).
+    pub fn new(
+        run: &'a AgentRun,
+        agent: &'a Agent,
+        gateway: &'a Gateway,
+        mut skills: Vec<MountedSkill>,
+        delivery_mode: SkillDeliveryMode,
+        params: BTreeMap<String, Value>,
+    ) -> Result<Self, Error> {
+        let run_name = run.metadata.name.as_deref().ok_or(Error::MissingMetadata {
+            kind: "AgentRun",
+            field: "metadata.name",
+        })?;
+        let namespace = run
+            .metadata
+            .namespace
+            .as_deref()
+            .ok_or(Error::MissingMetadata {
+                kind: "AgentRun",
+                field: "metadata.namespace",
+            })?;
+        check_run_env(run)?;
+        for skill in &skills {
+            if !is_skill_name(&skill.name) {
+                return Err(Error::InvalidSkillName {
+                    name: skill.name.clone(),
+                    skill_card: skill.skill_card.clone(),
+                });
+            }
+        }
+        // Stable sort: of two skills with one name, the first given is the "first" card.
+        skills.sort_by(|a, b| a.name.cmp(&b.name));
+        if let Some(pair) = skills.windows(2).find(|w| w[0].name == w[1].name) {
+            return Err(Error::DuplicateSkillName {
+                skill: pair[0].name.clone(),
+                first_card: pair[0].skill_card.clone(),
+                second_card: pair[1].skill_card.clone(),
+            });
+        }
+        Ok(SandboxInputs {
+            run,
+            run_name,
+            namespace,
+            sandbox_name: sandbox_name(run_name),
+            agent,
+            gateway,
+            skills,
+            delivery_mode,
+            params,
+        })
+    }
+
+    /// The run.
+    pub fn run(&self) -> &'a AgentRun {
+        self.run
+    }
+
+    /// The run's namespace, where every sandbox object lives.
+    pub fn namespace(&self) -> &'a str {
+        self.namespace
+    }
+
+    /// The sandbox's name: [`sandbox_name`] of the run's name.
+    pub fn sandbox_name(&self) -> &str {
+        &self.sandbox_name
+    }
+
+    /// The skills, sorted by name.
+    pub fn skills(&self) -> &[MountedSkill] {
+        &self.skills
+    }
+
+    /// Names of the `type: rule` skills, sorted.
+    pub fn rules(&self) -> Vec<&str> {
+        self.skills
+            .iter()
+            .filter(|s| s.skill_type == SkillType::Rule)
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
+    /// The skills as the run's `status.skills` records them, sorted by name.
+    pub fn pinned_skills(&self) -> Vec<PinnedSkill> {
+        self.skills.iter().map(MountedSkill::pinned).collect()
+    }
+
+    /// Labels of every object created for the run, and of the sandbox's pod.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
+            (
+                RUN_LABEL.to_string(),
+                crate::names::label_value(self.run_name),
+            ),
+        ])
+    }
+}
+
+/// The Agent Skills limit on a skill name.
+const MAX_SKILL_NAME_LEN: usize = 64;
+
+/// Whether `name` is safe as a directory under `/opt/skills`: the Agent Skills name rule,
+/// 1 to 64 characters of `a-z`, `0-9` and `-`, not starting or ending with `-`.
+fn is_skill_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_SKILL_NAME_LEN
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// A run's own environment must not override the contract or repeat a name (server-side
+/// apply rejects a list-map with a repeated key).
+fn check_run_env(run: &AgentRun) -> Result<(), Error> {
+    let reserved: Vec<String> = run
+        .spec
+        .env
+        .iter()
+        .filter(|e| e.name.starts_with(RESERVED_ENV_PREFIX) || e.name == env::SKILL_MODE)
+        .map(|e| e.name.clone())
+        .collect();
+    if !reserved.is_empty() {
+        return Err(Error::ReservedEnvName { names: reserved });
+    }
+    let mut seen = BTreeSet::new();
+    let mut repeated = Vec::new();
+    for var in &run.spec.env {
+        if !seen.insert(var.name.as_str()) && !repeated.contains(&var.name) {
+            repeated.push(var.name.clone());
+        }
+    }
+    if repeated.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::DuplicateEnvName { names: repeated })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,367 @@
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateWaiting, PodCondition, PodStatus,
+};
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+
+fn at(second: i64) -> Time {
+    Time(Timestamp::from_second(second).expect("valid timestamp"))
+}
+
+fn pod(phase: &str, agent: Option<ContainerState>) -> Pod {
+    Pod {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("fix-123".into()),
+            ..Default::default()
+        },
+        status: Some(PodStatus {
+            phase: Some(phase.into()),
+            container_statuses: agent.map(|state| {
+                vec![ContainerStatus {
+                    name: "agent".into(),
+                    state: Some(state),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn running(since: i64) -> ContainerState {
+    ContainerState {
+        running: Some(ContainerStateRunning {
+            started_at: Some(at(since)),
+        }),
+        ..Default::default()
+    }
+}
+
+fn terminated(exit_code: i32, reason: &str, message: Option<&str>, started: i64) -> ContainerState {
+    ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            exit_code,
+            reason: Some(reason.into()),
+            message: message.map(Into::into),
+            started_at: Some(at(started)),
+            finished_at: Some(at(started + 60)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn waiting(reason: &str, message: Option<&str>) -> ContainerState {
+    ContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.into()),
+            message: message.map(Into::into),
+        }),
+        ..Default::default()
+    }
+}
+
+fn status(phase: Option<AgentRunPhase>, start: Option<i64>) -> AgentRunStatus {
+    AgentRunStatus {
+        phase,
+        sandbox_name: Some("fix-123".into()),
+        start_time: start.map(at),
+        ..Default::default()
+    }
+}
+
+fn created() -> AgentRunStatus {
+    status(Some(AgentRunPhase::Pending), None)
+}
+
+fn started_at(second: i64) -> AgentRunStatus {
+    status(Some(AgentRunPhase::Running), Some(second))
+}
+
+#[test]
+fn no_pod_before_the_start_is_pending() {
+    let outcome = run_outcome(None, true, &created());
+    assert_eq!(
+        (outcome.phase, outcome.reason, outcome.message.as_str()),
+        (
+            AgentRunPhase::Pending,
+            "SandboxCreating",
+            "sandbox fix-123 exists; waiting for its pod"
+        )
+    );
+    let outcome = run_outcome(None, false, &status(None, None));
+    assert_eq!(
+        (outcome.phase, outcome.reason, outcome.message.as_str()),
+        (
+            AgentRunPhase::Pending,
+            "SandboxCreating",
+            "waiting for sandbox fix-123 to be created"
+        )
+    );
+}
+
+#[test]
+fn waiting_container_is_pending_with_its_reason() {
+    let image_pull = pod(
+        "Pending",
+        Some(waiting("ImagePullBackOff", Some("Back-off pulling image"))),
+    );
+    let outcome = run_outcome(Some(&image_pull), true, &created());
+    assert_eq!(outcome.phase, AgentRunPhase::Pending);
+    assert_eq!(outcome.reason, "PodPending");
+    assert_eq!(
+        outcome.message,
+        "the agent container of pod fix-123 is waiting: ImagePullBackOff: Back-off pulling image"
+    );
+    assert_eq!(outcome.start_time, None);
+
+    let mut unschedulable = pod("Pending", None);
+    if let Some(s) = unschedulable.status.as_mut() {
+        s.conditions = Some(vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some("0/3 nodes are available".into()),
+            ..Default::default()
+        }]);
+    }
+    let outcome = run_outcome(Some(&unschedulable), true, &created());
+    assert_eq!(outcome.reason, "PodPending");
+    assert_eq!(
+        outcome.message,
+        "pod fix-123 cannot be scheduled: 0/3 nodes are available"
+    );
+
+    let fresh = pod("Pending", None);
+    assert_eq!(
+        run_outcome(Some(&fresh), true, &created()).message,
+        "waiting for the agent container of pod fix-123 to start"
+    );
+}
+
+#[test]
+fn running_container_is_running_with_its_start() {
+    let outcome = run_outcome(Some(&pod("Running", Some(running(100)))), true, &created());
+    assert_eq!(
+        outcome,
+        RunOutcome {
+            phase: AgentRunPhase::Running,
+            reason: "AgentRunning",
+            message: "the agent is running in pod fix-123".into(),
+            start_time: Some(at(100)),
+            completion_time: None,
+        }
+    );
+    // Still the same container on the next pass.
+    let outcome = run_outcome(
+        Some(&pod("Running", Some(running(100)))),
+        true,
+        &started_at(100),
+    );
+    assert_eq!(outcome.phase, AgentRunPhase::Running);
+}
+
+#[test]
+fn exit_zero_succeeds() {
+    let done = pod("Succeeded", Some(terminated(0, "Completed", None, 100)));
+    assert_eq!(
+        run_outcome(Some(&done), true, &started_at(100)),
+        RunOutcome {
+            phase: AgentRunPhase::Succeeded,
+            reason: "AgentSucceeded",
+            message: "the agent exited with code 0 (Completed)".into(),
+            start_time: Some(at(100)),
+            completion_time: Some(at(160)),
+        }
+    );
+}
+
+#[test]
+fn non_zero_exit_fails_with_code_and_termination_message() {
+    let done = pod(
+        "Failed",
+        Some(terminated(3, "Error", Some("tests failed: 2 of 40\n"), 100)),
+    );
+    let outcome = run_outcome(Some(&done), true, &started_at(100));
+    assert_eq!(outcome.phase, AgentRunPhase::Failed);
+    assert_eq!(outcome.reason, "AgentFailed");
+    assert_eq!(
+        outcome.message,
+        "the agent exited with code 3 (Error): tests failed: 2 of 40"
+    );
+    assert_eq!(outcome.completion_time, Some(at(160)));
+
+    let oom = pod("Failed", Some(terminated(137, "OOMKilled", None, 100)));
+    assert_eq!(
+        run_outcome(Some(&oom), true, &started_at(100)).message,
+        "the agent exited with code 137 (OOMKilled)"
+    );
+}
+
+#[test]
+fn a_fast_agent_finishes_even_if_never_seen_running() {
+    let done = pod("Succeeded", Some(terminated(0, "Completed", None, 100)));
+    let outcome = run_outcome(Some(&done), true, &created());
+    assert_eq!(outcome.phase, AgentRunPhase::Succeeded);
+    assert_eq!(outcome.start_time, Some(at(100)));
+}
+
+#[test]
+fn evicted_pod_fails_with_the_pods_reason() {
+    let mut evicted = pod("Failed", None);
+    if let Some(s) = evicted.status.as_mut() {
+        s.reason = Some("Evicted".into());
+        s.message = Some("The node was low on resource: memory.".into());
+    }
+    let outcome = run_outcome(Some(&evicted), true, &created());
+    assert_eq!(outcome.phase, AgentRunPhase::Failed);
+    assert_eq!(outcome.reason, "PodFailed");
+    assert_eq!(
+        outcome.message,
+        "pod fix-123 failed before the agent finished: Evicted: The node was low on resource: memory."
+    );
+}
+
+#[test]
+fn sandbox_gone_after_the_start_is_lost() {
+    let outcome = run_outcome(None, false, &started_at(100));
+    assert_eq!(
+        (outcome.phase, outcome.reason),
+        (AgentRunPhase::Failed, "SandboxLost")
+    );
+    assert_eq!(
+        outcome.message,
+        "sandbox fix-123 was deleted while the agent was running"
+    );
+
+    let outcome = run_outcome(None, true, &started_at(100));
+    assert_eq!(outcome.reason, "SandboxLost");
+    assert_eq!(
+        outcome.message,
+        "the pod of sandbox fix-123 disappeared while the agent was running"
+    );
+
+    // The Sandbox is gone and its pod is being garbage collected.
+    let outcome = run_outcome(
+        Some(&pod("Running", Some(running(100)))),
+        false,
+        &started_at(100),
+    );
+    assert_eq!(outcome.reason, "SandboxLost");
+
+    // Running recorded without a start time still counts as started.
+    let outcome = run_outcome(None, true, &status(Some(AgentRunPhase::Running), None));
+    assert_eq!(outcome.reason, "SandboxLost");
+}
+
+#[test]
+fn a_replacement_pod_is_lost_not_followed() {
+    let fresh = pod("Pending", Some(waiting("ContainerCreating", None)));
+    let outcome = run_outcome(Some(&fresh), true, &started_at(100));
+    assert_eq!(
+        (outcome.phase, outcome.reason),
+        (AgentRunPhase::Failed, "SandboxLost")
+    );
+    assert_eq!(
+        outcome.message,
+        "pod fix-123 was replaced after the agent started; the run does not start over"
+    );
+
+    let restarted = pod("Running", Some(running(200)));
+    assert_eq!(
+        run_outcome(Some(&restarted), true, &started_at(100)).reason,
+        "SandboxLost"
+    );
+
+    let finished_elsewhere = pod("Succeeded", Some(terminated(0, "Completed", None, 200)));
+    assert_eq!(
+        run_outcome(Some(&finished_elsewhere), true, &started_at(100)).reason,
+        "SandboxLost"
+    );
+}
+
+#[test]
+fn apply_writes_phase_times_and_both_conditions() {
+    let mut run_status = created();
+    let outcome = run_outcome(Some(&pod("Running", Some(running(100)))), true, &run_status);
+    assert!(outcome.apply(&mut run_status, Some(1), at(105)));
+    assert_eq!(run_status.phase, Some(AgentRunPhase::Running));
+    assert_eq!(run_status.observed_generation, Some(1));
+    assert_eq!(run_status.start_time, Some(at(100)));
+    assert_eq!(run_status.completion_time, None);
+    let ready = crate::conditions::find_condition(&run_status.conditions, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "AgentRunning")
+    );
+    let completed =
+        crate::conditions::find_condition(&run_status.conditions, "Completed").expect("Completed");
+    assert_eq!(
+        (completed.status.as_str(), completed.reason.as_str()),
+        ("False", "AgentRunning")
+    );
+
+    // The same observation later changes nothing.
+    let before = serde_json::to_string(&run_status).expect("serializes");
+    let again = run_outcome(Some(&pod("Running", Some(running(100)))), true, &run_status);
+    assert!(!again.apply(&mut run_status, Some(1), at(500)));
+    assert_eq!(
+        serde_json::to_string(&run_status).expect("serializes"),
+        before
+    );
+
+    // The agent finishes.
+    let done = pod("Failed", Some(terminated(1, "Error", Some("boom"), 100)));
+    let outcome = run_outcome(Some(&done), true, &run_status);
+    assert!(outcome.apply(&mut run_status, Some(1), at(700)));
+    assert_eq!(run_status.phase, Some(AgentRunPhase::Failed));
+    assert_eq!(run_status.start_time, Some(at(100)));
+    assert_eq!(
+        run_status.completion_time,
+        Some(at(160)),
+        "the agent's finish, not now"
+    );
+    let ready = crate::conditions::find_condition(&run_status.conditions, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "AgentFailed")
+    );
+    assert_eq!(ready.last_transition_time, at(700));
+    let completed =
+        crate::conditions::find_condition(&run_status.conditions, "Completed").expect("Completed");
+    assert_eq!(
+        (completed.status.as_str(), completed.message.as_str()),
+        ("True", "the agent exited with code 1 (Error): boom")
+    );
+
+    // Finished is final.
+    let frozen = run_status.clone();
+    assert!(!run_outcome(None, false, &run_status).apply(&mut run_status, Some(2), at(900)));
+    assert_eq!(run_status, frozen);
+}
+
+#[test]
+fn failures_before_the_sandbox_complete_now() {
+    let mut run_status = AgentRunStatus::default();
+    let outcome = RunOutcome::failed("InvalidParams", "param \"x\" is required but not set");
+    assert!(outcome.apply(&mut run_status, Some(1), at(50)));
+    assert_eq!(run_status.phase, Some(AgentRunPhase::Failed));
+    assert_eq!(run_status.start_time, None);
+    assert_eq!(run_status.completion_time, Some(at(50)));
+
+    let mut waiting_status = AgentRunStatus::default();
+    assert!(RunOutcome::pending("AgentNotReady", "waiting").apply(
+        &mut waiting_status,
+        Some(1),
+        at(50)
+    ));
+    assert_eq!(waiting_status.phase, Some(AgentRunPhase::Pending));
+    assert_eq!(waiting_status.completion_time, None);
+    assert!(!RunOutcome::pending("AgentNotReady", "waiting").apply(
+        &mut waiting_status,
+        Some(1),
+        at(80)
+    ));
+}

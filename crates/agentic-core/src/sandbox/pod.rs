@@ -1,0 +1,274 @@
+//! The sandbox's pod spec: one `agent` container with the contract of `docs/pod-contract.md`.
+
+use agentic_api::CredentialRef;
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvFromSource, EnvVar, EnvVarSource, ImageVolumeSource, KeyToPath, LocalObjectReference,
+    PodSecurityContext, PodSpec, Probe, SeccompProfile, SecretEnvSource, SecretKeySelector,
+    SecurityContext, TCPSocketAction, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::{
+    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, AGENT_CONTAINER, PARAMS_KEY, PARAMS_PATH, SKILL_FILE,
+    SKILLS_DIR, SKILLS_MANIFEST_KEY, SKILLS_MANIFEST_PATH, SandboxInputs, SkillSource, TMP_DIR,
+    WORKSPACE_DIR, env,
+};
+use crate::names::{acp_secret_name, run_config_map_name};
+
+const WORKSPACE_VOLUME: &str = "workspace";
+const TMP_VOLUME: &str = "tmp";
+const RUN_CONFIG_VOLUME: &str = "konveyor-run";
+
+/// The sandbox's pod spec.
+///
+/// - `restartPolicy: Never`: a run is one attempt; its outcome is the agent's exit code.
+/// - `automountServiceAccountToken: false` and `enableServiceLinks: false`: the agent gets no
+///   Kubernetes credentials and no environment variables for the namespace's Services.
+/// - Security: seccomp `RuntimeDefault`, no privilege escalation, every capability dropped.
+///   `runAsNonRoot` is *not* set, because common harness images run as root and would then
+///   fail to start; the root filesystem stays writable for the same reason.
+/// - `terminationMessagePolicy: FallbackToLogsOnError`, so a failed run reports the end of
+///   the agent's log when it writes no termination message.
+/// - `imagePullSecrets`: the skills' pull secrets, sorted, so the kubelet can pull the skill
+///   images it mounts.
+pub fn build_pod_spec(inputs: &SandboxInputs) -> PodSpec {
+    let mut pull_secrets: Vec<&str> = inputs
+        .skills()
+        .iter()
+        .flat_map(|s| s.pull_secrets.iter().map(String::as_str))
+        .collect();
+    pull_secrets.sort_unstable();
+    pull_secrets.dedup();
+    PodSpec {
+        containers: vec![agent_container(inputs)],
+        volumes: Some(volumes(inputs)),
+        restart_policy: Some("Never".to_string()),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
+            pull_secrets
+                .into_iter()
+                .map(|name| LocalObjectReference {
+                    name: name.to_string(),
+                })
+                .collect()
+        }),
+        security_context: Some(PodSecurityContext {
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn agent_container(inputs: &SandboxInputs) -> Container {
+    let (env, env_from) = environment(inputs);
+    Container {
+        name: AGENT_CONTAINER.to_string(),
+        image: Some(inputs.agent.spec.image.clone()),
+        env: Some(env),
+        env_from: (!env_from.is_empty()).then_some(env_from),
+        ports: Some(vec![ContainerPort {
+            name: Some(ACP_PORT_NAME.to_string()),
+            container_port: ACP_PORT,
+            protocol: Some("TCP".to_string()),
+            ..Default::default()
+        }]),
+        readiness_probe: Some(Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: IntOrString::String(ACP_PORT_NAME.to_string()),
+                ..Default::default()
+            }),
+            period_seconds: Some(5),
+            ..Default::default()
+        }),
+        volume_mounts: Some(volume_mounts(inputs)),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_string()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Default::default()
+    }
+}
+
+/// The operator's variables first, then the run's own. `env` wins over `envFrom` in
+/// Kubernetes, so a Gateway Secret imported whole cannot override the contract.
+fn environment(inputs: &SandboxInputs) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
+    let gateway = &inputs.gateway.spec;
+    let mut vars = vec![
+        value(env::SKILLS_DIR, SKILLS_DIR),
+        value(env::SKILL_MODE, inputs.delivery_mode.as_str()),
+        value(env::RULES, &inputs.rules().join(",")),
+        value(
+            env::PROMPT,
+            inputs.agent.spec.prompt.as_deref().unwrap_or_default(),
+        ),
+        value(
+            env::INSTRUCTIONS,
+            inputs.run.spec.instructions.as_deref().unwrap_or_default(),
+        ),
+        value(env::LLM_PROVIDER, &gateway.provider),
+        value(
+            env::LLM_ENDPOINT,
+            gateway.endpoint.as_deref().unwrap_or_default(),
+        ),
+        value(env::LLM_MODEL, &gateway.model.name),
+    ];
+    let mut sources = Vec::new();
+    match &gateway.credential_ref {
+        Some(CredentialRef {
+            secret_name,
+            key: Some(key),
+        }) => vars.push(secret_key(env::LLM_API_KEY, secret_name, key)),
+        Some(CredentialRef {
+            secret_name,
+            key: None,
+        }) => sources.push(EnvFromSource {
+            secret_ref: Some(SecretEnvSource {
+                name: secret_name.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        None => {}
+    }
+    vars.push(secret_key(
+        env::ACP_SECRET_KEY,
+        &acp_secret_name(inputs.sandbox_name()),
+        ACP_SECRET_KEY,
+    ));
+    vars.extend(inputs.run.spec.env.iter().cloned());
+    sources.extend(inputs.run.spec.env_from.iter().cloned());
+    (vars, sources)
+}
+
+fn value(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        value_from: None,
+    }
+}
+
+fn secret_key(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: None,
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Volume of the skill at `index` in the sorted skill list. Skill names can be 64
+/// characters, too long for a volume name, so volumes are numbered.
+fn skill_volume_name(index: usize) -> String {
+    format!("skill-{index}")
+}
+
+fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
+    let mut volumes = vec![
+        Volume {
+            name: WORKSPACE_VOLUME.to_string(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        },
+        Volume {
+            name: TMP_VOLUME.to_string(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        },
+        Volume {
+            name: RUN_CONFIG_VOLUME.to_string(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: run_config_map_name(inputs.sandbox_name()),
+                // Listing the keys makes a missing key fail the mount instead of leaving an
+                // empty directory at the file's path.
+                items: Some(vec![
+                    key_to_path(SKILLS_MANIFEST_KEY),
+                    key_to_path(PARAMS_KEY),
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    ];
+    for (index, skill) in inputs.skills().iter().enumerate() {
+        let name = skill_volume_name(index);
+        volumes.push(match &skill.source {
+            SkillSource::Image { reference } => Volume {
+                name,
+                image: Some(ImageVolumeSource {
+                    reference: Some(reference.clone()),
+                    pull_policy: Some("IfNotPresent".to_string()),
+                }),
+                ..Default::default()
+            },
+            SkillSource::Inline { config_map } => Volume {
+                name,
+                config_map: Some(ConfigMapVolumeSource {
+                    name: config_map.clone(),
+                    items: Some(vec![key_to_path(SKILL_FILE)]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        });
+    }
+    volumes
+}
+
+fn key_to_path(key: &str) -> KeyToPath {
+    KeyToPath {
+        key: key.to_string(),
+        path: key.to_string(),
+        mode: None,
+    }
+}
+
+fn volume_mounts(inputs: &SandboxInputs) -> Vec<VolumeMount> {
+    let mut mounts = vec![
+        mount(WORKSPACE_VOLUME, WORKSPACE_DIR, false, None),
+        mount(TMP_VOLUME, TMP_DIR, false, None),
+        mount(
+            RUN_CONFIG_VOLUME,
+            SKILLS_MANIFEST_PATH,
+            true,
+            Some(SKILLS_MANIFEST_KEY),
+        ),
+        mount(RUN_CONFIG_VOLUME, PARAMS_PATH, true, Some(PARAMS_KEY)),
+    ];
+    for (index, skill) in inputs.skills().iter().enumerate() {
+        mounts.push(mount(
+            &skill_volume_name(index),
+            &skill.mount_path(),
+            true,
+            skill.sub_path.as_deref(),
+        ));
+    }
+    mounts
+}
+
+fn mount(volume: &str, path: &str, read_only: bool, sub_path: Option<&str>) -> VolumeMount {
+    VolumeMount {
+        name: volume.to_string(),
+        mount_path: path.to_string(),
+        read_only: read_only.then_some(true),
+        sub_path: sub_path.map(str::to_string),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,818 @@
+use agentic_api::{
+    AgentRunSpec, AgentSpec, CredentialRef, GatewayModel, GatewaySpec, SkillCard, SkillCardSpec,
+};
+use k8s_openapi::api::core::v1::{
+    ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource, EnvVar, EnvVarSource, PodSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde_json::json;
+
+use super::*;
+use crate::names::label_value;
+
+const JAVA_IMAGE: &str =
+    "ghcr.io/acme/java@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const STYLE_IMAGE: &str =
+    "ghcr.io/acme/style@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+fn run_named(name: &str) -> AgentRun {
+    let mut run = AgentRun::new(
+        name,
+        AgentRunSpec {
+            agent_ref: "migrator".into(),
+            instructions: Some("Move the app to Quarkus.".into()),
+            ..Default::default()
+        },
+    );
+    run.metadata.namespace = Some("team-a".into());
+    run
+}
+
+fn agent() -> Agent {
+    Agent::new(
+        "migrator",
+        AgentSpec {
+            image: "ghcr.io/acme/harness:1.0".into(),
+            prompt: Some("You migrate Java apps.".into()),
+            skill_delivery: "native".into(),
+            ..Default::default()
+        },
+    )
+}
+
+fn gateway(credential: Option<CredentialRef>) -> Gateway {
+    Gateway::new(
+        "llm",
+        GatewaySpec {
+            provider: "openai".into(),
+            endpoint: Some("https://llm.example.com/v1".into()),
+            credential_ref: credential,
+            model: GatewayModel {
+                name: "gpt-5".into(),
+                context_window: 200_000,
+                tier: None,
+            },
+        },
+    )
+}
+
+fn keyed_credential() -> Option<CredentialRef> {
+    Some(CredentialRef {
+        secret_name: "llm-key".into(),
+        key: Some("api-key".into()),
+    })
+}
+
+fn java() -> MountedSkill {
+    MountedSkill {
+        name: "java".into(),
+        description: "Java migration know-how".into(),
+        skill_type: SkillType::Skill,
+        skill_card: "java-card".into(),
+        source: SkillSource::Image {
+            reference: JAVA_IMAGE.into(),
+        },
+        sub_path: Some("skills/java".into()),
+        pull_secrets: vec!["regcred".into()],
+    }
+}
+
+fn style() -> MountedSkill {
+    MountedSkill {
+        name: "style".into(),
+        description: "House style".into(),
+        skill_type: SkillType::Rule,
+        skill_card: "style-card".into(),
+        source: SkillSource::Image {
+            reference: STYLE_IMAGE.into(),
+        },
+        sub_path: None,
+        pull_secrets: vec!["regcred".into(), "another".into()],
+    }
+}
+
+fn notes() -> MountedSkill {
+    MountedSkill {
+        name: "always-test".into(),
+        description: "Always run the tests".into(),
+        skill_type: SkillType::Rule,
+        skill_card: "notes-card".into(),
+        source: SkillSource::Inline {
+            config_map: "notes-card-skill".into(),
+        },
+        sub_path: None,
+        pull_secrets: vec![],
+    }
+}
+
+fn params() -> BTreeMap<String, Value> {
+    BTreeMap::from([
+        ("depth".to_string(), json!(3)),
+        ("dry_run".to_string(), json!(false)),
+        ("target".to_string(), json!("quarkus")),
+    ])
+}
+
+fn owner(name: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "konveyor.io/v1alpha1".into(),
+        kind: "AgentRun".into(),
+        name: name.into(),
+        uid: "5f0c-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+struct Fixture {
+    run: AgentRun,
+    agent: Agent,
+    gateway: Gateway,
+    skills: Vec<MountedSkill>,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Fixture {
+            run: run_named("fix-123"),
+            agent: agent(),
+            gateway: gateway(keyed_credential()),
+            // Deliberately unsorted: the inputs sort them.
+            skills: vec![style(), java(), notes()],
+        }
+    }
+
+    fn inputs(&self) -> SandboxInputs<'_> {
+        SandboxInputs::new(
+            &self.run,
+            &self.agent,
+            &self.gateway,
+            self.skills.clone(),
+            SkillDeliveryMode::Native,
+            params(),
+        )
+        .expect("valid inputs")
+    }
+
+    fn pod_spec(&self) -> Value {
+        serde_json::to_value(build_pod_spec(&self.inputs())).expect("serializes")
+    }
+}
+
+fn container(spec: &Value) -> &Value {
+    &spec["containers"][0]
+}
+
+#[test]
+fn pod_spec_top_level() {
+    let spec = Fixture::new().pod_spec();
+    let keys: Vec<&String> = spec.as_object().expect("object").keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "automountServiceAccountToken",
+            "containers",
+            "enableServiceLinks",
+            "imagePullSecrets",
+            "restartPolicy",
+            "securityContext",
+            "volumes"
+        ]
+    );
+    assert_eq!(spec["restartPolicy"], "Never");
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert_eq!(spec["enableServiceLinks"], false);
+    assert_eq!(
+        spec["imagePullSecrets"],
+        json!([{"name": "another"}, {"name": "regcred"}]),
+        "sorted, without repeats"
+    );
+    assert_eq!(
+        spec["securityContext"],
+        json!({"seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    assert_eq!(spec["containers"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn no_pull_secrets_means_no_field() {
+    let mut fixture = Fixture::new();
+    fixture.skills = vec![notes()];
+    assert!(fixture.pod_spec().get("imagePullSecrets").is_none());
+}
+
+#[test]
+fn agent_container_basics() {
+    let spec = Fixture::new().pod_spec();
+    let agent = container(&spec);
+    assert_eq!(agent["name"], "agent");
+    assert_eq!(agent["image"], "ghcr.io/acme/harness:1.0");
+    assert_eq!(
+        agent["ports"],
+        json!([{"name": "acp", "containerPort": 4000, "protocol": "TCP"}])
+    );
+    assert_eq!(
+        agent["readinessProbe"],
+        json!({"tcpSocket": {"port": "acp"}, "periodSeconds": 5})
+    );
+    assert_eq!(
+        agent["securityContext"],
+        json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}})
+    );
+    assert!(
+        agent["securityContext"].get("runAsNonRoot").is_none(),
+        "harness images may run as root"
+    );
+    assert_eq!(agent["terminationMessagePolicy"], "FallbackToLogsOnError");
+    assert!(
+        agent.get("envFrom").is_none(),
+        "keyed credential: no envFrom"
+    );
+}
+
+#[test]
+fn volumes_one_per_skill_sorted_by_name() {
+    let spec = Fixture::new().pod_spec();
+    assert_eq!(
+        spec["volumes"],
+        json!([
+            {"name": "workspace", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}},
+            {"name": "konveyor-run", "configMap": {
+                "name": "fix-123-config",
+                "items": [
+                    {"key": "konveyor-skills.json", "path": "konveyor-skills.json"},
+                    {"key": "params.json", "path": "params.json"}
+                ]
+            }},
+            {"name": "skill-0", "configMap": {
+                "name": "notes-card-skill",
+                "items": [{"key": "SKILL.md", "path": "SKILL.md"}]
+            }},
+            {"name": "skill-1", "image": {"reference": JAVA_IMAGE, "pullPolicy": "IfNotPresent"}},
+            {"name": "skill-2", "image": {"reference": STYLE_IMAGE, "pullPolicy": "IfNotPresent"}},
+        ])
+    );
+}
+
+#[test]
+fn mounts_are_read_only_except_scratch() {
+    let spec = Fixture::new().pod_spec();
+    assert_eq!(
+        container(&spec)["volumeMounts"],
+        json!([
+            {"name": "workspace", "mountPath": "/workspace"},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "konveyor-run", "mountPath": "/opt/skills/.konveyor-skills.json",
+             "readOnly": true, "subPath": "konveyor-skills.json"},
+            {"name": "konveyor-run", "mountPath": "/run/konveyor/params.json",
+             "readOnly": true, "subPath": "params.json"},
+            {"name": "skill-0", "mountPath": "/opt/skills/always-test", "readOnly": true},
+            {"name": "skill-1", "mountPath": "/opt/skills/java", "readOnly": true,
+             "subPath": "skills/java"},
+            {"name": "skill-2", "mountPath": "/opt/skills/style", "readOnly": true},
+        ])
+    );
+}
+
+#[test]
+fn env_with_a_keyed_credential() {
+    let spec = Fixture::new().pod_spec();
+    assert_eq!(
+        container(&spec)["env"],
+        json!([
+            {"name": "KONVEYOR_SKILLS_DIR", "value": "/opt/skills"},
+            {"name": "HARNESS_SKILL_MODE", "value": "native"},
+            {"name": "KONVEYOR_RULES", "value": "always-test,style"},
+            {"name": "KONVEYOR_PROMPT", "value": "You migrate Java apps."},
+            {"name": "KONVEYOR_INSTRUCTIONS", "value": "Move the app to Quarkus."},
+            {"name": "KONVEYOR_LLM_PROVIDER", "value": "openai"},
+            {"name": "KONVEYOR_LLM_ENDPOINT", "value": "https://llm.example.com/v1"},
+            {"name": "KONVEYOR_LLM_MODEL", "value": "gpt-5"},
+            {"name": "KONVEYOR_LLM_API_KEY",
+             "valueFrom": {"secretKeyRef": {"name": "llm-key", "key": "api-key"}}},
+            {"name": "KONVEYOR_ACP_SECRET_KEY",
+             "valueFrom": {"secretKeyRef": {"name": "fix-123-acp-key", "key": "secret-key"}}},
+        ])
+    );
+}
+
+#[test]
+fn env_without_rules_prompt_instructions_or_endpoint_keeps_the_names() {
+    let mut fixture = Fixture::new();
+    fixture.skills = vec![java()];
+    fixture.agent.spec.prompt = None;
+    fixture.run.spec.instructions = None;
+    fixture.gateway.spec.endpoint = None;
+    fixture.gateway.spec.credential_ref = None;
+    let inputs = SandboxInputs::new(
+        &fixture.run,
+        &fixture.agent,
+        &fixture.gateway,
+        fixture.skills.clone(),
+        SkillDeliveryMode::Inject,
+        BTreeMap::new(),
+    )
+    .expect("valid");
+    let spec = serde_json::to_value(build_pod_spec(&inputs)).expect("serializes");
+    let env = &container(&spec)["env"];
+    let value_of = |name: &str| {
+        env.as_array()
+            .and_then(|vars| vars.iter().find(|v| v["name"] == name))
+            .map(|v| v["value"].clone())
+    };
+    assert_eq!(
+        value_of("KONVEYOR_RULES"),
+        Some(json!("")),
+        "present and empty"
+    );
+    assert_eq!(value_of("KONVEYOR_PROMPT"), Some(json!("")));
+    assert_eq!(value_of("KONVEYOR_INSTRUCTIONS"), Some(json!("")));
+    assert_eq!(value_of("KONVEYOR_LLM_ENDPOINT"), Some(json!("")));
+    assert_eq!(value_of("HARNESS_SKILL_MODE"), Some(json!("inject")));
+    assert_eq!(
+        value_of("KONVEYOR_LLM_API_KEY"),
+        None,
+        "no credential, no key"
+    );
+    assert!(container(&spec).get("envFrom").is_none());
+}
+
+#[test]
+fn whole_secret_credential_comes_through_env_from() {
+    let mut fixture = Fixture::new();
+    fixture.gateway.spec.credential_ref = Some(CredentialRef {
+        secret_name: "llm-env".into(),
+        key: None,
+    });
+    let spec = fixture.pod_spec();
+    let agent = container(&spec);
+    assert_eq!(
+        agent["envFrom"],
+        json!([{"secretRef": {"name": "llm-env"}}])
+    );
+    let names: Vec<&str> = agent["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert!(!names.contains(&"KONVEYOR_LLM_API_KEY"));
+}
+
+#[test]
+fn run_env_comes_after_the_operators() {
+    let mut fixture = Fixture::new();
+    fixture.gateway.spec.credential_ref = Some(CredentialRef {
+        secret_name: "llm-env".into(),
+        key: None,
+    });
+    fixture.run.spec.env = vec![
+        EnvVar {
+            name: "LOG_LEVEL".into(),
+            value: Some("debug".into()),
+            value_from: None,
+        },
+        EnvVar {
+            name: "FROM_CM".into(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                config_map_key_ref: Some(ConfigMapKeySelector {
+                    name: "settings".into(),
+                    key: "x".into(),
+                    optional: None,
+                }),
+                ..Default::default()
+            }),
+        },
+    ];
+    fixture.run.spec.env_from = vec![EnvFromSource {
+        config_map_ref: Some(ConfigMapEnvSource {
+            name: "extra".into(),
+            optional: Some(true),
+        }),
+        prefix: Some("EXTRA_".into()),
+        ..Default::default()
+    }];
+    let spec = fixture.pod_spec();
+    let agent = container(&spec);
+    let names: Vec<&str> = agent["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert_eq!(names.len(), 11);
+    assert_eq!(names[0], "KONVEYOR_SKILLS_DIR");
+    assert_eq!(names[8], "KONVEYOR_ACP_SECRET_KEY");
+    assert_eq!(&names[9..], ["LOG_LEVEL", "FROM_CM"]);
+    assert_eq!(
+        agent["env"][10]["valueFrom"],
+        json!({"configMapKeyRef": {"name": "settings", "key": "x"}})
+    );
+    assert_eq!(
+        agent["envFrom"],
+        json!([
+            {"secretRef": {"name": "llm-env"}},
+            {"configMapRef": {"name": "extra", "optional": true}, "prefix": "EXTRA_"}
+        ])
+    );
+}
+
+fn env_var(name: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some("x".into()),
+        value_from: None,
+    }
+}
+
+fn inputs_error(fixture: &Fixture) -> Error {
+    SandboxInputs::new(
+        &fixture.run,
+        &fixture.agent,
+        &fixture.gateway,
+        fixture.skills.clone(),
+        SkillDeliveryMode::Native,
+        params(),
+    )
+    .expect_err("invalid inputs")
+}
+
+#[test]
+fn run_env_may_not_override_the_contract() {
+    let mut fixture = Fixture::new();
+    fixture.run.spec.env = vec![
+        env_var("OK"),
+        env_var("KONVEYOR_PROMPT"),
+        env_var("HARNESS_SKILL_MODE"),
+        env_var("KONVEYOR_FUTURE"),
+    ];
+    let error = inputs_error(&fixture);
+    assert_eq!(
+        error,
+        Error::ReservedEnvName {
+            names: vec![
+                "KONVEYOR_PROMPT".into(),
+                "HARNESS_SKILL_MODE".into(),
+                "KONVEYOR_FUTURE".into()
+            ]
+        }
+    );
+    assert_eq!(error.reason(), "ReservedEnvName");
+}
+
+#[test]
+fn run_env_may_not_repeat_a_name() {
+    let mut fixture = Fixture::new();
+    fixture.run.spec.env = vec![env_var("A"), env_var("B"), env_var("A"), env_var("A")];
+    let error = inputs_error(&fixture);
+    assert_eq!(
+        error,
+        Error::DuplicateEnvName {
+            names: vec!["A".into()]
+        }
+    );
+    assert_eq!(error.to_string(), r#"spec.env sets "A" more than once"#);
+}
+
+#[test]
+fn skill_names_must_be_safe_directories() {
+    for bad in [
+        "",
+        "../etc",
+        "a/b",
+        ".hidden",
+        "Upper",
+        "-lead",
+        "trail-",
+        &"a".repeat(65),
+    ] {
+        let mut fixture = Fixture::new();
+        let mut skill = java();
+        skill.name = bad.to_string();
+        fixture.skills = vec![skill];
+        assert_eq!(
+            inputs_error(&fixture),
+            Error::InvalidSkillName {
+                name: bad.to_string(),
+                skill_card: "java-card".into()
+            }
+        );
+    }
+    let mut fixture = Fixture::new();
+    let mut skill = java();
+    skill.name = "a".repeat(64);
+    fixture.skills = vec![skill];
+    assert!(
+        SandboxInputs::new(
+            &fixture.run,
+            &fixture.agent,
+            &fixture.gateway,
+            fixture.skills.clone(),
+            SkillDeliveryMode::Native,
+            params()
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn two_skills_of_one_name_are_refused_naming_both_cards() {
+    let mut fixture = Fixture::new();
+    let mut other = notes();
+    other.name = "java".into();
+    fixture.skills = vec![java(), other];
+    assert_eq!(
+        inputs_error(&fixture),
+        Error::DuplicateSkillName {
+            skill: "java".into(),
+            first_card: "java-card".into(),
+            second_card: "notes-card".into()
+        }
+    );
+}
+
+#[test]
+fn run_without_namespace_is_refused() {
+    let mut fixture = Fixture::new();
+    fixture.run.metadata.namespace = None;
+    assert_eq!(
+        inputs_error(&fixture),
+        Error::MissingMetadata {
+            kind: "AgentRun",
+            field: "metadata.namespace"
+        }
+    );
+}
+
+#[test]
+fn run_config_map_holds_manifest_and_params() {
+    let fixture = Fixture::new();
+    let config_map = build_run_config_map(&fixture.inputs(), owner("fix-123"));
+    assert_eq!(config_map.metadata.name.as_deref(), Some("fix-123-config"));
+    assert_eq!(config_map.metadata.namespace.as_deref(), Some("team-a"));
+    assert_eq!(
+        config_map.metadata.owner_references,
+        Some(vec![owner("fix-123")])
+    );
+    assert_eq!(
+        config_map.metadata.labels,
+        Some(BTreeMap::from([
+            (
+                "app.kubernetes.io/managed-by".into(),
+                "agentic-operator".into()
+            ),
+            ("konveyor.io/agentrun".into(), "fix-123".into()),
+        ]))
+    );
+    let data = config_map.data.expect("data");
+    assert_eq!(data.len(), 2);
+
+    let manifest = &data["konveyor-skills.json"];
+    assert!(
+        manifest.ends_with("}\n"),
+        "pretty JSON with a final newline"
+    );
+    assert!(
+        manifest.contains("\n  \"skills\": ["),
+        "indented: {manifest}"
+    );
+    let manifest: Value = serde_json::from_str(manifest).expect("JSON");
+    assert_eq!(
+        manifest,
+        json!({
+            "skills": [
+                {"name": "always-test", "description": "Always run the tests", "type": "rule",
+                 "source": "inline:notes-card", "sourcePath": "/opt/skills/always-test"},
+                {"name": "java", "description": "Java migration know-how", "type": "skill",
+                 "source": JAVA_IMAGE, "sourcePath": "/opt/skills/java"},
+                {"name": "style", "description": "House style", "type": "rule",
+                 "source": STYLE_IMAGE, "sourcePath": "/opt/skills/style"},
+            ],
+            "rules": ["always-test", "style"]
+        })
+    );
+
+    assert_eq!(
+        data["params.json"],
+        "{\n  \"depth\": 3,\n  \"dry_run\": false,\n  \"target\": \"quarkus\"\n}\n"
+    );
+}
+
+#[test]
+fn empty_skills_and_params_are_still_files() {
+    let mut fixture = Fixture::new();
+    fixture.skills = vec![];
+    let inputs = SandboxInputs::new(
+        &fixture.run,
+        &fixture.agent,
+        &fixture.gateway,
+        vec![],
+        SkillDeliveryMode::Native,
+        BTreeMap::new(),
+    )
+    .expect("valid");
+    let data = build_run_config_map(&inputs, owner("fix-123"))
+        .data
+        .expect("data");
+    assert_eq!(data["params.json"], "{}\n");
+    let manifest: Value = serde_json::from_str(&data["konveyor-skills.json"]).expect("JSON");
+    assert_eq!(manifest, json!({"skills": [], "rules": []}));
+}
+
+#[test]
+fn acp_secret_is_immutable_and_keyed() {
+    let fixture = Fixture::new();
+    let secret = build_acp_secret(&fixture.inputs(), "s3cr3t".into(), owner("fix-123"));
+    assert_eq!(secret.metadata.name.as_deref(), Some("fix-123-acp-key"));
+    assert_eq!(secret.metadata.namespace.as_deref(), Some("team-a"));
+    assert_eq!(
+        secret.metadata.owner_references,
+        Some(vec![owner("fix-123")])
+    );
+    assert_eq!(secret.metadata.labels, Some(fixture.inputs().labels()));
+    assert_eq!(secret.type_.as_deref(), Some("Opaque"));
+    assert_eq!(secret.immutable, Some(true));
+    let data = secret.data.expect("data");
+    assert_eq!(data.len(), 1);
+    assert_eq!(data["secret-key"].0, b"s3cr3t");
+    assert!(secret.string_data.is_none());
+}
+
+#[test]
+fn inline_skill_config_map() {
+    let mut card = SkillCard::new(
+        "notes-card",
+        SkillCardSpec {
+            inline: Some("---\nname: always-test\ndescription: d\n---\nBody\n".into()),
+            ..Default::default()
+        },
+    );
+    card.metadata.namespace = Some("team-a".into());
+    let card_owner = OwnerReference {
+        kind: "SkillCard".into(),
+        ..owner("notes-card")
+    };
+    let config_map = build_inline_skill_config_map(&card, card_owner.clone()).expect("inline");
+    assert_eq!(
+        config_map.metadata.name.as_deref(),
+        Some("notes-card-skill")
+    );
+    assert_eq!(config_map.metadata.namespace.as_deref(), Some("team-a"));
+    assert_eq!(
+        config_map.metadata.owner_references,
+        Some(vec![card_owner.clone()])
+    );
+    assert_eq!(
+        config_map.metadata.labels,
+        Some(BTreeMap::from([
+            (
+                "app.kubernetes.io/managed-by".into(),
+                "agentic-operator".into()
+            ),
+            ("konveyor.io/skillcard".into(), "notes-card".into()),
+        ]))
+    );
+    assert_eq!(
+        config_map.data,
+        Some(BTreeMap::from([(
+            "SKILL.md".into(),
+            "---\nname: always-test\ndescription: d\n---\nBody\n".into()
+        )]))
+    );
+
+    card.spec.inline = None;
+    card.spec.image = Some("ghcr.io/acme/notes:1".into());
+    let error = build_inline_skill_config_map(&card, card_owner).expect_err("not inline");
+    assert_eq!(error.reason(), "MissingInlineSkill");
+    assert_eq!(
+        error.to_string(),
+        r#"SkillCard "notes-card" has no spec.inline"#
+    );
+}
+
+#[test]
+fn pod_backend() {
+    let fixture = Fixture::new();
+    let inputs = fixture.inputs();
+    let pod = build_pod(&inputs, owner("fix-123"));
+    assert_eq!(pod.metadata.name.as_deref(), Some("fix-123"));
+    assert_eq!(pod.metadata.namespace.as_deref(), Some("team-a"));
+    assert_eq!(pod.metadata.owner_references, Some(vec![owner("fix-123")]));
+    assert_eq!(pod.metadata.labels, Some(inputs.labels()));
+    assert_eq!(pod.spec, Some(build_pod_spec(&inputs)));
+}
+
+#[test]
+fn sandbox_backend() {
+    let fixture = Fixture::new();
+    let inputs = fixture.inputs();
+    let sandbox = build_sandbox(&inputs, owner("fix-123")).expect("serializes");
+    let pod_spec: Value = serde_json::to_value(build_pod_spec(&inputs)).expect("serializes");
+    assert_eq!(
+        sandbox,
+        json!({
+            "apiVersion": "agents.x-k8s.io/v1beta1",
+            "kind": "Sandbox",
+            "metadata": {
+                "name": "fix-123",
+                "namespace": "team-a",
+                "labels": {
+                    "app.kubernetes.io/managed-by": "agentic-operator",
+                    "konveyor.io/agentrun": "fix-123"
+                },
+                "ownerReferences": [{
+                    "apiVersion": "konveyor.io/v1alpha1",
+                    "kind": "AgentRun",
+                    "name": "fix-123",
+                    "uid": "5f0c-uid",
+                    "controller": true,
+                    "blockOwnerDeletion": true
+                }]
+            },
+            "spec": {
+                "podTemplate": {
+                    "metadata": {"labels": {
+                        "app.kubernetes.io/managed-by": "agentic-operator",
+                        "konveyor.io/agentrun": "fix-123"
+                    }},
+                    "spec": pod_spec
+                },
+                "service": true
+            }
+        })
+    );
+    // Round-trips into the PodSpec type: nothing was lost in the JSON.
+    let back: PodSpec =
+        serde_json::from_value(sandbox["spec"]["podTemplate"]["spec"].clone()).expect("PodSpec");
+    assert_eq!(back, build_pod_spec(&inputs));
+}
+
+#[test]
+fn awkward_run_names_give_valid_object_names() {
+    let mut fixture = Fixture::new();
+    let long = format!("{}.{}", "release-2024".repeat(10), "z".repeat(100));
+    fixture.run = run_named(&long);
+    let inputs = fixture.inputs();
+    let sandbox = inputs.sandbox_name().to_string();
+    assert!(crate::names::is_dns1035_label(&sandbox), "{sandbox}");
+    assert_eq!(sandbox, sandbox_name(&long));
+
+    let pod = build_pod(&inputs, owner(&long));
+    assert_eq!(pod.metadata.name.as_deref(), Some(sandbox.as_str()));
+    let labels = pod.metadata.labels.expect("labels");
+    assert_eq!(labels[RUN_LABEL], label_value(&long));
+    assert!(labels[RUN_LABEL].len() <= 63);
+
+    let spec = serde_json::to_value(build_pod_spec(&inputs)).expect("serializes");
+    assert_eq!(
+        spec["volumes"][2]["configMap"]["name"],
+        format!("{sandbox}-config")
+    );
+    assert_eq!(
+        container(&spec)["env"][9]["valueFrom"]["secretKeyRef"]["name"],
+        format!("{sandbox}-acp-key")
+    );
+}
+
+#[test]
+fn builds_are_deterministic() {
+    let fixture = Fixture::new();
+    let first = build_sandbox(&fixture.inputs(), owner("fix-123")).expect("serializes");
+    let second = build_sandbox(&fixture.inputs(), owner("fix-123")).expect("serializes");
+    assert_eq!(first.to_string(), second.to_string());
+    let mut reversed = Fixture::new();
+    reversed.skills.reverse();
+    assert_eq!(
+        build_run_config_map(&fixture.inputs(), owner("fix-123")),
+        build_run_config_map(&reversed.inputs(), owner("fix-123")),
+        "skill order in the input does not matter"
+    );
+}
+
+#[test]
+fn pinned_skills_record_images_and_config_maps() {
+    let fixture = Fixture::new();
+    assert_eq!(
+        fixture.inputs().pinned_skills(),
+        vec![
+            PinnedSkill {
+                name: "always-test".into(),
+                image: "configmap:notes-card-skill".into(),
+                skill_type: SkillType::Rule
+            },
+            PinnedSkill {
+                name: "java".into(),
+                image: JAVA_IMAGE.into(),
+                skill_type: SkillType::Skill
+            },
+            PinnedSkill {
+                name: "style".into(),
+                image: STYLE_IMAGE.into(),
+                skill_type: SkillType::Rule
+            },
+        ]
+    );
+    assert_eq!(fixture.inputs().rules(), ["always-test", "style"]);
+}

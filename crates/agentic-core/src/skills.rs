@@ -1,0 +1,344 @@
+//! What an Agent references, resolved: its skills, its gateways, how skills are delivered,
+//! and which gateway a run uses.
+
+use std::collections::BTreeMap;
+
+use agentic_api::{Agent, AgentSkill, Gateway, ObjectRef, SkillCard, SkillFrontmatter, SkillType};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+
+use crate::Error;
+use crate::conditions::find_condition;
+use crate::names::inline_skill_config_map_name;
+use crate::sandbox::{MountedSkill, SkillSource};
+
+/// An Agent's skills, ready for its status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedSkills {
+    /// Every skill, sorted by frontmatter name.
+    pub skills: Vec<AgentSkill>,
+    /// Names of the `type: rule` skills, sorted.
+    pub rules: Vec<String>,
+}
+
+/// Resolves an Agent's `spec.skillCards`: `cards` holds, in spec order, each reference's
+/// name and the SkillCard found under it (None when it does not exist).
+///
+/// A SkillCard is usable when its `Ready` condition is True for its current generation
+/// (`status.observedGeneration == metadata.generation`), `status.skill` is set, and, for
+/// image cards, `status.resolvedImage` is pinned by digest. Errors, checked in this order:
+/// every missing card ([`Error::MissingSkillCards`]), every unusable card
+/// ([`Error::SkillCardsNotReady`]), then the first frontmatter name two cards share
+/// ([`Error::DuplicateSkillName`]).
+pub fn resolve_skills<N: AsRef<str>>(
+    cards: &[(N, Option<&SkillCard>)],
+) -> Result<ResolvedSkills, Error> {
+    let missing: Vec<String> = cards
+        .iter()
+        .filter(|(_, card)| card.is_none())
+        .map(|(name, _)| name.as_ref().to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::MissingSkillCards(missing));
+    }
+
+    let mut usable = Vec::new();
+    let mut not_ready = Vec::new();
+    for (name, card) in cards {
+        let Some(card) = card else { continue };
+        match usable_skill(card) {
+            Ok((skill, source)) => usable.push((name.as_ref(), card, skill, source)),
+            Err(why) => not_ready.push((name.as_ref().to_string(), why)),
+        }
+    }
+    if !not_ready.is_empty() {
+        return Err(Error::SkillCardsNotReady(not_ready));
+    }
+
+    let mut by_name: BTreeMap<&str, AgentSkill> = BTreeMap::new();
+    for (card_name, card, skill, source) in usable {
+        if let Some(first) = by_name.get(skill.name.as_str()) {
+            return Err(Error::DuplicateSkillName {
+                skill: skill.name.clone(),
+                first_card: first.skill_card.clone(),
+                second_card: card_name.to_string(),
+            });
+        }
+        let image = match source {
+            SkillSource::Image { reference } => Some(reference),
+            SkillSource::Inline { .. } => None,
+        };
+        by_name.insert(
+            &skill.name,
+            AgentSkill {
+                name: skill.name.clone(),
+                skill_card: card_name.to_string(),
+                image,
+                skill_type: card.spec.skill_type,
+            },
+        );
+    }
+    let skills: Vec<AgentSkill> = by_name.into_values().collect();
+    let rules = skills
+        .iter()
+        .filter(|s| s.skill_type == SkillType::Rule)
+        .map(|s| s.name.clone())
+        .collect();
+    Ok(ResolvedSkills { skills, rules })
+}
+
+impl MountedSkill {
+    /// The mount for one skill of an Agent's status, checked against the SkillCard as it is
+    /// now. The Agent's pin is what the sandbox mounts; the card adds the sub-path, the
+    /// description and the pull secrets. A card that is no longer usable, or that has changed
+    /// since the Agent pinned it (another name, image or delivery), is
+    /// [`Error::SkillCardsNotReady`]: the run waits for the Agent to catch up.
+    pub fn from_agent_skill(skill: &AgentSkill, card: &SkillCard) -> Result<Self, Error> {
+        let not_ready =
+            |why: String| Error::SkillCardsNotReady(vec![(skill.skill_card.clone(), why)]);
+        let (frontmatter, source) = usable_skill(card).map_err(not_ready)?;
+        let pinned = match &source {
+            SkillSource::Image { reference } => Some(reference),
+            SkillSource::Inline { .. } => None,
+        };
+        if frontmatter.name != skill.name || pinned != skill.image.as_ref() {
+            return Err(not_ready(
+                "it changed since the Agent resolved it; waiting for the Agent".to_string(),
+            ));
+        }
+        let pull_secrets = card
+            .spec
+            .pull_secrets
+            .iter()
+            .flatten()
+            .map(|s| s.name.clone())
+            .collect();
+        Ok(MountedSkill {
+            name: skill.name.clone(),
+            description: frontmatter.description.clone(),
+            skill_type: card.spec.skill_type,
+            skill_card: skill.skill_card.clone(),
+            sub_path: match source {
+                SkillSource::Image { .. } => card.spec.sub_path.clone(),
+                SkillSource::Inline { .. } => None,
+            },
+            source,
+            pull_secrets,
+        })
+    }
+}
+
+/// The validated skill of a usable card and where sandboxes get it, or why it is unusable.
+fn usable_skill(card: &SkillCard) -> Result<(&SkillFrontmatter, SkillSource), String> {
+    let status = card.status.as_ref();
+    let conditions = status.map_or(&[][..], |s| &s.conditions[..]);
+    if let Some(why) = not_ready_reason(
+        &card.metadata,
+        status.and_then(|s| s.observed_generation),
+        conditions,
+    ) {
+        return Err(why);
+    }
+    let skill = status
+        .and_then(|s| s.skill.as_ref())
+        .ok_or("its status has no validated skill")?;
+    let source = if card.spec.image.is_some() {
+        match status.and_then(|s| s.resolved_image.as_ref()) {
+            Some(reference) if reference.contains('@') => SkillSource::Image {
+                reference: reference.clone(),
+            },
+            Some(reference) => {
+                return Err(format!(
+                    "status.resolvedImage {reference:?} is not pinned by digest"
+                ));
+            }
+            None => return Err("its status has no resolved image".to_string()),
+        }
+    } else if card.spec.inline.is_some() {
+        let name = card
+            .metadata
+            .name
+            .as_deref()
+            .ok_or("it has no metadata.name")?;
+        SkillSource::Inline {
+            config_map: inline_skill_config_map_name(name),
+        }
+    } else {
+        return Err("only image and inline skills can be mounted".to_string());
+    };
+    Ok((skill, source))
+}
+
+/// Why an object with these conditions is not Ready for its current generation, if it is not.
+fn not_ready_reason(
+    metadata: &ObjectMeta,
+    observed_generation: Option<i64>,
+    conditions: &[Condition],
+) -> Option<String> {
+    let Some(ready) = find_condition(conditions, agentic_api::CONDITION_READY) else {
+        return Some("it has no Ready condition yet".to_string());
+    };
+    if ready.status != "True" {
+        return Some(if ready.message.is_empty() {
+            format!("Ready is {} ({})", ready.status, ready.reason)
+        } else {
+            format!(
+                "Ready is {} ({}: {})",
+                ready.status, ready.reason, ready.message
+            )
+        });
+    }
+    if observed_generation != metadata.generation {
+        return Some(format!(
+            "its status describes generation {}, its spec is at generation {}",
+            generation_text(observed_generation),
+            generation_text(metadata.generation)
+        ));
+    }
+    None
+}
+
+fn generation_text(generation: Option<i64>) -> String {
+    generation.map_or_else(|| "none".to_string(), |g| g.to_string())
+}
+
+/// Checks an Agent's `spec.gateways`: `gateways` holds, in spec order, each reference's name
+/// and the Gateway found under it. Every missing gateway is [`Error::GatewayNotFound`]; then
+/// every gateway not Ready for its current generation is [`Error::GatewayNotReady`].
+pub fn resolve_gateways<N: AsRef<str>>(gateways: &[(N, Option<&Gateway>)]) -> Result<(), Error> {
+    let missing: Vec<String> = gateways
+        .iter()
+        .filter(|(_, gateway)| gateway.is_none())
+        .map(|(name, _)| name.as_ref().to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::GatewayNotFound(missing));
+    }
+    let not_ready: Vec<(String, String)> = gateways
+        .iter()
+        .filter_map(|(name, gateway)| {
+            let gateway = (*gateway)?;
+            let status = gateway.status.as_ref();
+            let conditions = status.map_or(&[][..], |s| &s.conditions[..]);
+            not_ready_reason(
+                &gateway.metadata,
+                status.and_then(|s| s.observed_generation),
+                conditions,
+            )
+            .map(|why| (name.as_ref().to_string(), why))
+        })
+        .collect();
+    if not_ready.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::GatewayNotReady(not_ready))
+    }
+}
+
+/// The Agent a run names, when it exists and is Ready for its current generation.
+pub fn check_agent<'a>(name: &str, agent: Option<&'a Agent>) -> Result<&'a Agent, Error> {
+    let agent = agent.ok_or_else(|| Error::AgentNotFound {
+        name: name.to_string(),
+    })?;
+    let status = agent.status.as_ref();
+    let conditions = status.map_or(&[][..], |s| &s.conditions[..]);
+    match not_ready_reason(
+        &agent.metadata,
+        status.and_then(|s| s.observed_generation),
+        conditions,
+    ) {
+        Some(detail) => Err(Error::AgentNotReady {
+            name: name.to_string(),
+            detail,
+        }),
+        None => Ok(agent),
+    }
+}
+
+/// How a harness hands skills to its agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkillDeliveryMode {
+    /// The agent runtime discovers the skills under `/opt/skills` itself.
+    Native,
+    /// The harness puts every skill into the prompt.
+    Inject,
+}
+
+impl SkillDeliveryMode {
+    /// The value of `HARNESS_SKILL_MODE` and of the Agent's `status.deliveryMode`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkillDeliveryMode::Native => "native",
+            SkillDeliveryMode::Inject => "inject",
+        }
+    }
+}
+
+/// The delivery mode an Agent's runs use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkillDelivery {
+    /// The mode runs use.
+    pub mode: SkillDeliveryMode,
+    /// The `spec.skillDelivery` value when it is not a known mode (runs then use `inject`).
+    pub unknown: Option<String>,
+}
+
+/// The condition an Agent reports when `spec.skillDelivery` is not a known mode.
+pub const CONDITION_SKILL_DELIVERY_RESOLVED: &str = "SkillDeliveryResolved";
+/// The reason of [`CONDITION_SKILL_DELIVERY_RESOLVED`] = False.
+pub const REASON_UNKNOWN_SKILL_DELIVERY: &str = "UnknownSkillDelivery";
+
+impl SkillDelivery {
+    /// For an unknown value, the message of [`CONDITION_SKILL_DELIVERY_RESOLVED`] = False.
+    pub fn fallback_message(&self) -> Option<String> {
+        self.unknown.as_ref().map(|value| {
+            format!(
+                "spec.skillDelivery {value:?} is not a known mode (native, inject); runs use inject"
+            )
+        })
+    }
+}
+
+/// Maps `spec.skillDelivery` to a mode: exactly `native` or `inject`; anything else falls back
+/// to `inject`, which works with every harness, and is reported in `unknown`.
+pub fn resolve_skill_delivery(spec: &str) -> SkillDelivery {
+    match spec {
+        "native" => SkillDelivery {
+            mode: SkillDeliveryMode::Native,
+            unknown: None,
+        },
+        "inject" => SkillDelivery {
+            mode: SkillDeliveryMode::Inject,
+            unknown: None,
+        },
+        other => SkillDelivery {
+            mode: SkillDeliveryMode::Inject,
+            unknown: Some(other.to_string()),
+        },
+    }
+}
+
+/// The gateway a run uses: the one it requests, which must be one of the Agent's, or the
+/// Agent's only gateway. Errors: [`Error::NoGateway`] when the Agent lists none,
+/// [`Error::GatewayNotAllowed`] for a gateway the Agent does not list, and
+/// [`Error::GatewayRequired`] when the Agent lists several and the run picks none.
+pub fn select_gateway(
+    agent_gateways: &[ObjectRef],
+    requested: Option<&str>,
+) -> Result<String, Error> {
+    let names = || agent_gateways.iter().map(|g| g.name.clone()).collect();
+    match (agent_gateways, requested) {
+        ([], _) => Err(Error::NoGateway),
+        (_, Some(requested)) if agent_gateways.iter().any(|g| g.name == requested) => {
+            Ok(requested.to_string())
+        }
+        (_, Some(requested)) => Err(Error::GatewayNotAllowed {
+            requested: requested.to_string(),
+            allowed: names(),
+        }),
+        ([only], None) => Ok(only.name.clone()),
+        (_, None) => Err(Error::GatewayRequired { choices: names() }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

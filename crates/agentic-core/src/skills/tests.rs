@@ -1,0 +1,460 @@
+use agentic_api::{
+    AgentSpec, AgentStatus, GatewayModel, GatewaySpec, GatewayStatus, SecretRef, SkillCardSpec,
+    SkillCardStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+
+const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn ready_condition(status: &str, reason: &str, message: &str) -> Condition {
+    Condition {
+        type_: "Ready".into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: Some(2),
+        last_transition_time: Time(Timestamp::UNIX_EPOCH),
+    }
+}
+
+fn frontmatter(name: &str) -> SkillFrontmatter {
+    SkillFrontmatter {
+        name: name.into(),
+        description: format!("{name} things"),
+        ..Default::default()
+    }
+}
+
+/// A Ready image SkillCard `card` providing skill `skill`.
+fn image_card(card: &str, skill: &str) -> SkillCard {
+    let mut c = SkillCard::new(
+        card,
+        SkillCardSpec {
+            image: Some(format!("ghcr.io/acme/{card}:1")),
+            ..Default::default()
+        },
+    );
+    c.metadata.namespace = Some("ns".into());
+    c.metadata.generation = Some(2);
+    c.status = Some(SkillCardStatus {
+        resolved_image: Some(format!("ghcr.io/acme/{card}@{DIGEST}")),
+        skill: Some(frontmatter(skill)),
+        observed_generation: Some(2),
+        conditions: vec![ready_condition("True", "Valid", "")],
+        ..Default::default()
+    });
+    c
+}
+
+/// A Ready inline SkillCard `card` providing skill `skill`.
+fn inline_card(card: &str, skill: &str) -> SkillCard {
+    let mut c = image_card(card, skill);
+    c.spec.image = None;
+    c.spec.inline = Some(format!("---\nname: {skill}\ndescription: d\n---\n"));
+    if let Some(status) = c.status.as_mut() {
+        status.resolved_image = None;
+    }
+    c
+}
+
+fn resolve(cards: &[(&str, Option<&SkillCard>)]) -> Result<ResolvedSkills, Error> {
+    resolve_skills(cards)
+}
+
+#[test]
+fn skills_are_sorted_by_name_and_rules_listed() {
+    let java = image_card("java-card", "java");
+    let mut rules = inline_card("rules-card", "always-test");
+    rules.spec.skill_type = SkillType::Rule;
+    let mut style = image_card("style-card", "style");
+    style.spec.skill_type = SkillType::Rule;
+    let resolved = resolve(&[
+        ("style-card", Some(&style)),
+        ("java-card", Some(&java)),
+        ("rules-card", Some(&rules)),
+    ])
+    .expect("usable");
+    assert_eq!(
+        resolved.skills,
+        vec![
+            AgentSkill {
+                name: "always-test".into(),
+                skill_card: "rules-card".into(),
+                image: None,
+                skill_type: SkillType::Rule,
+            },
+            AgentSkill {
+                name: "java".into(),
+                skill_card: "java-card".into(),
+                image: Some(format!("ghcr.io/acme/java-card@{DIGEST}")),
+                skill_type: SkillType::Skill,
+            },
+            AgentSkill {
+                name: "style".into(),
+                skill_card: "style-card".into(),
+                image: Some(format!("ghcr.io/acme/style-card@{DIGEST}")),
+                skill_type: SkillType::Rule,
+            },
+        ]
+    );
+    assert_eq!(resolved.rules, ["always-test", "style"]);
+}
+
+#[test]
+fn no_cards_is_an_empty_skill_set() {
+    let resolved = resolve(&[]).expect("empty is fine");
+    assert!(resolved.skills.is_empty() && resolved.rules.is_empty());
+}
+
+#[test]
+fn every_missing_card_is_named() {
+    let java = image_card("java-card", "java");
+    let error =
+        resolve(&[("a", None), ("java-card", Some(&java)), ("b", None)]).expect_err("missing");
+    assert_eq!(
+        error,
+        Error::MissingSkillCards(vec!["a".into(), "b".into()])
+    );
+    assert_eq!(error.reason(), "SkillCardNotFound");
+    assert_eq!(error.to_string(), r#"SkillCards "a", "b" not found"#);
+}
+
+#[test]
+fn missing_cards_are_reported_before_unready_ones() {
+    let mut broken = image_card("broken", "x");
+    broken.status = None;
+    let error = resolve(&[("broken", Some(&broken)), ("gone", None)]).expect_err("missing");
+    assert_eq!(error.reason(), "SkillCardNotFound");
+}
+
+#[test]
+fn unusable_cards_say_why() {
+    let mut no_status = image_card("no-status", "a");
+    no_status.status = None;
+
+    let mut invalid = image_card("invalid", "b");
+    if let Some(s) = invalid.status.as_mut() {
+        s.conditions = vec![ready_condition("False", "InvalidSkill", "name: too long")];
+    }
+
+    let mut stale = image_card("stale", "c");
+    stale.metadata.generation = Some(3);
+
+    let mut no_skill = image_card("no-skill", "d");
+    if let Some(s) = no_skill.status.as_mut() {
+        s.skill = None;
+    }
+
+    let mut no_image = image_card("no-image", "e");
+    if let Some(s) = no_image.status.as_mut() {
+        s.resolved_image = None;
+    }
+
+    let mut tag_only = image_card("tag-only", "f");
+    if let Some(s) = tag_only.status.as_mut() {
+        s.resolved_image = Some("ghcr.io/acme/f:1".into());
+    }
+
+    let mut git = image_card("git", "g");
+    git.spec.image = None;
+    git.spec.source = Some("https://example.com/skills.git".into());
+
+    let good = image_card("good", "h");
+    let error = resolve(&[
+        ("no-status", Some(&no_status)),
+        ("invalid", Some(&invalid)),
+        ("good", Some(&good)),
+        ("stale", Some(&stale)),
+        ("no-skill", Some(&no_skill)),
+        ("no-image", Some(&no_image)),
+        ("tag-only", Some(&tag_only)),
+        ("git", Some(&git)),
+    ])
+    .expect_err("not ready");
+    assert_eq!(error.reason(), "SkillCardNotReady");
+    assert_eq!(
+        error,
+        Error::SkillCardsNotReady(vec![
+            ("no-status".into(), "it has no Ready condition yet".into()),
+            (
+                "invalid".into(),
+                "Ready is False (InvalidSkill: name: too long)".into()
+            ),
+            (
+                "stale".into(),
+                "its status describes generation 2, its spec is at generation 3".into()
+            ),
+            (
+                "no-skill".into(),
+                "its status has no validated skill".into()
+            ),
+            ("no-image".into(), "its status has no resolved image".into()),
+            (
+                "tag-only".into(),
+                "status.resolvedImage \"ghcr.io/acme/f:1\" is not pinned by digest".into()
+            ),
+            (
+                "git".into(),
+                "only image and inline skills can be mounted".into()
+            ),
+        ])
+    );
+}
+
+#[test]
+fn duplicate_names_name_both_cards() {
+    let a = image_card("java-a", "java");
+    let b = inline_card("java-b", "java");
+    let error = resolve(&[("java-a", Some(&a)), ("java-b", Some(&b))]).expect_err("duplicate");
+    assert_eq!(
+        error,
+        Error::DuplicateSkillName {
+            skill: "java".into(),
+            first_card: "java-a".into(),
+            second_card: "java-b".into(),
+        }
+    );
+    assert_eq!(error.reason(), "DuplicateSkillName");
+    assert_eq!(
+        error.to_string(),
+        r#"skill "java" is provided by both SkillCard "java-a" and SkillCard "java-b"; skill names must be unique within an Agent"#
+    );
+}
+
+#[test]
+fn mounted_skill_follows_the_agent_pin_and_the_card() {
+    let mut card = image_card("java-card", "java");
+    card.spec.sub_path = Some("skills/java".into());
+    card.spec.pull_secrets = Some(vec![SecretRef {
+        name: "regcred".into(),
+    }]);
+    let resolved = resolve(&[("java-card", Some(&card))]).expect("usable");
+    let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], &card).expect("mountable");
+    assert_eq!(
+        mounted,
+        MountedSkill {
+            name: "java".into(),
+            description: "java things".into(),
+            skill_type: SkillType::Skill,
+            skill_card: "java-card".into(),
+            source: SkillSource::Image {
+                reference: format!("ghcr.io/acme/java-card@{DIGEST}")
+            },
+            sub_path: Some("skills/java".into()),
+            pull_secrets: vec!["regcred".into()],
+        }
+    );
+
+    let inline = inline_card("notes-card", "notes");
+    let resolved = resolve(&[("notes-card", Some(&inline))]).expect("usable");
+    let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], &inline).expect("mountable");
+    assert_eq!(
+        mounted.source,
+        SkillSource::Inline {
+            config_map: "notes-card-skill".into()
+        }
+    );
+    assert_eq!(mounted.sub_path, None);
+}
+
+#[test]
+fn mounted_skill_refuses_a_card_that_moved_on() {
+    let card = image_card("java-card", "java");
+    let pinned = resolve(&[("java-card", Some(&card))])
+        .expect("usable")
+        .skills
+        .remove(0);
+
+    let mut new_image = card.clone();
+    if let Some(s) = new_image.status.as_mut() {
+        s.resolved_image = Some(format!("ghcr.io/acme/java-card@sha256:{}", "f".repeat(64)));
+    }
+    let mut renamed = card.clone();
+    if let Some(s) = renamed.status.as_mut() {
+        s.skill = Some(frontmatter("kotlin"));
+    }
+    for changed in [new_image, renamed] {
+        let error = MountedSkill::from_agent_skill(&pinned, &changed).expect_err("changed");
+        assert_eq!(
+            error,
+            Error::SkillCardsNotReady(vec![(
+                "java-card".into(),
+                "it changed since the Agent resolved it; waiting for the Agent".into()
+            )])
+        );
+    }
+
+    let mut stale = card.clone();
+    stale.metadata.generation = Some(5);
+    assert_eq!(
+        MountedSkill::from_agent_skill(&pinned, &stale).map_err(|e| e.reason()),
+        Err("SkillCardNotReady")
+    );
+}
+
+fn gateway(name: &str, ready: &str, observed: Option<i64>) -> Gateway {
+    let mut g = Gateway::new(
+        name,
+        GatewaySpec {
+            provider: "openai".into(),
+            model: GatewayModel {
+                name: "gpt".into(),
+                context_window: 1000,
+                tier: None,
+            },
+            ..Default::default()
+        },
+    );
+    g.metadata.generation = Some(2);
+    g.status = Some(GatewayStatus {
+        observed_generation: observed,
+        conditions: vec![ready_condition(
+            ready,
+            "SecretMissing",
+            "secret llm not found",
+        )],
+    });
+    g
+}
+
+#[test]
+fn gateways_must_exist_and_be_ready() {
+    let good = gateway("good", "True", Some(2));
+    let bad = gateway("bad", "False", Some(2));
+    let stale = gateway("stale", "True", Some(1));
+    assert_eq!(resolve_gateways(&[("good", Some(&good))]), Ok(()));
+    assert_eq!(resolve_gateways::<&str>(&[]), Ok(()));
+
+    let error =
+        resolve_gateways(&[("x", None), ("good", Some(&good)), ("y", None)]).expect_err("missing");
+    assert_eq!(error, Error::GatewayNotFound(vec!["x".into(), "y".into()]));
+    assert_eq!(error.reason(), "GatewayNotFound");
+
+    let error = resolve_gateways(&[
+        ("bad".to_string(), Some(&bad)),
+        ("good".to_string(), Some(&good)),
+        ("stale".to_string(), Some(&stale)),
+    ])
+    .expect_err("not ready");
+    assert_eq!(error.reason(), "GatewayNotReady");
+    assert_eq!(
+        error.to_string(),
+        "Gateway \"bad\" is not ready: Ready is False (SecretMissing: secret llm not found); \
+         Gateway \"stale\" is not ready: its status describes generation 1, its spec is at generation 2"
+    );
+}
+
+#[test]
+fn agent_must_exist_and_be_ready_for_its_generation() {
+    let mut agent = Agent::new(
+        "migrator",
+        AgentSpec {
+            image: "ghcr.io/acme/harness:1".into(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        check_agent("migrator", None).err(),
+        Some(Error::AgentNotFound {
+            name: "migrator".into()
+        })
+    );
+    assert_eq!(
+        check_agent("migrator", Some(&agent))
+            .err()
+            .map(|e| e.to_string()),
+        Some("Agent \"migrator\" is not ready: it has no Ready condition yet".to_string())
+    );
+    agent.metadata.generation = Some(2);
+    agent.status = Some(AgentStatus {
+        observed_generation: Some(2),
+        conditions: vec![ready_condition("True", "Resolved", "")],
+        ..Default::default()
+    });
+    let checked = check_agent("migrator", Some(&agent)).expect("ready");
+    assert!(std::ptr::eq(checked, &agent));
+    agent.metadata.generation = Some(3);
+    assert_eq!(
+        check_agent("migrator", Some(&agent))
+            .err()
+            .map(|e| e.reason()),
+        Some("AgentNotReady")
+    );
+}
+
+#[test]
+fn skill_delivery_falls_back_to_inject() {
+    assert_eq!(
+        resolve_skill_delivery("native"),
+        SkillDelivery {
+            mode: SkillDeliveryMode::Native,
+            unknown: None
+        }
+    );
+    assert_eq!(
+        resolve_skill_delivery("inject"),
+        SkillDelivery {
+            mode: SkillDeliveryMode::Inject,
+            unknown: None
+        }
+    );
+    for value in ["Native", "mcp", "", " native"] {
+        let delivery = resolve_skill_delivery(value);
+        assert_eq!(delivery.mode, SkillDeliveryMode::Inject, "{value:?}");
+        assert_eq!(delivery.unknown.as_deref(), Some(value));
+    }
+    assert_eq!(resolve_skill_delivery("native").fallback_message(), None);
+    assert_eq!(
+        resolve_skill_delivery("mcp").fallback_message().as_deref(),
+        Some("spec.skillDelivery \"mcp\" is not a known mode (native, inject); runs use inject")
+    );
+    assert_eq!(SkillDeliveryMode::Native.as_str(), "native");
+    assert_eq!(SkillDeliveryMode::Inject.as_str(), "inject");
+}
+
+fn refs(names: &[&str]) -> Vec<ObjectRef> {
+    names
+        .iter()
+        .map(|n| ObjectRef { name: (*n).into() })
+        .collect()
+}
+
+#[test]
+fn gateway_selection() {
+    assert_eq!(select_gateway(&refs(&["only"]), None), Ok("only".into()));
+    assert_eq!(
+        select_gateway(&refs(&["a", "b"]), Some("b")),
+        Ok("b".into())
+    );
+    assert_eq!(
+        select_gateway(&refs(&["only"]), Some("only")),
+        Ok("only".into())
+    );
+
+    let error = select_gateway(&refs(&[]), None).expect_err("none");
+    assert_eq!(
+        (error.reason(), error.to_string().as_str()),
+        (
+            "NoGateway",
+            "the Agent lists no gateways; add one to spec.gateways"
+        )
+    );
+    assert_eq!(select_gateway(&refs(&[]), Some("x")), Err(Error::NoGateway));
+
+    let error = select_gateway(&refs(&["a", "b"]), None).expect_err("ambiguous");
+    assert_eq!(error.reason(), "GatewayRequired");
+    assert_eq!(
+        error.to_string(),
+        r#"the Agent lists several gateways ("a", "b"); set spec.gateway to one of them"#
+    );
+
+    let error = select_gateway(&refs(&["a", "b"]), Some("c")).expect_err("not listed");
+    assert_eq!(error.reason(), "GatewayNotAllowed");
+    assert_eq!(
+        error.to_string(),
+        r#"gateway "c" is not one of the Agent's gateways ("a", "b")"#
+    );
+}
