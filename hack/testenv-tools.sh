@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Builds, once, the binaries the test control plane runs (kube-apiserver, etcd,
+# the agent-sandbox controller, helm) from the Go module proxy, plus the
+# agent-sandbox CRD manifests, into a cache outside the repository:
+#
+#   ${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv/<key>/bin
+#   ${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv/<key>/crds/agent-sandbox/*.yaml
+#
+# The key names the versions (read from hack/tools/*/go.mod) plus a digest of the
+# build recipe, so changing either builds a fresh directory. A build goes to a
+# temporary directory that is renamed into place when complete: an interrupted
+# build never leaves a half-filled cache. Progress goes to stderr; the last line
+# of stdout is the bin directory (export it as AGENTIC_TESTENV_BIN).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tools="$repo_root/hack/tools"
+cache_root="${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv"
+
+# Never let a go.mod `toolchain` line trigger a toolchain download.
+export GOTOOLCHAIN=local
+# Two cores are shared with everyone else: two packages compile at a time.
+build_flags=(-p 2 -trimpath)
+
+log() { printf 'testenv-tools: %s\n' "$*" >&2; }
+
+module_version() { # <tool dir> <module path>
+    go -C "$tools/$1" list -m -f '{{.Version}}' "$2"
+}
+
+k8s_version="$(module_version kube-apiserver k8s.io/kubernetes)"
+etcd_version="$(module_version etcd go.etcd.io/etcd/server/v3)"
+sandbox_version="$(module_version agent-sandbox sigs.k8s.io/agent-sandbox)"
+helm_version="$(module_version helm helm.sh/helm/v3)"
+
+recipe_digest="$(
+    cd "$repo_root" &&
+        cat hack/testenv-tools.sh hack/tools/*/go.mod hack/tools/*/go.sum hack/tools/etcd/main.go |
+        sha256sum | cut -c1-8
+)"
+key="k8s-${k8s_version}_etcd-${etcd_version}_sandbox-${sandbox_version}_helm-${helm_version}_${recipe_digest}"
+target="$cache_root/$key"
+
+if [[ -x "$target/bin/kube-apiserver" ]]; then
+    log "cached: $target"
+    echo "$target/bin"
+    exit 0
+fi
+
+mkdir -p "$cache_root"
+# One build at a time per cache; a second caller waits and then finds the result.
+exec 9>"$cache_root/.lock"
+if ! flock -n 9; then
+    log "another build holds $cache_root/.lock; waiting for it"
+    flock 9
+fi
+if [[ -x "$target/bin/kube-apiserver" ]]; then
+    log "cached: $target"
+    echo "$target/bin"
+    exit 0
+fi
+
+staging="$(mktemp -d "$cache_root/.building-$key.XXXXXX")"
+trap 'rm -rf "$staging"' EXIT
+mkdir -p "$staging/bin" "$staging/crds/agent-sandbox"
+
+build() { # <tool dir> <package> <output name> [ldflags]
+    local started=$SECONDS
+    log "building $3 ($2)"
+    go -C "$tools/$1" build "${build_flags[@]}" -ldflags "-s -w ${4:-}" -o "$staging/bin/$3" "$2"
+    log "built $3 in $((SECONDS - started))s"
+}
+
+# The release commit and date, so /version reports what a release build reports.
+k8s_info="$(go -C "$tools/kube-apiserver" mod download -json "k8s.io/kubernetes@$k8s_version")"
+k8s_commit="$(sed -n 's/.*"Hash": "\([0-9a-f]*\)".*/\1/p' <<<"$k8s_info" | head -n1)"
+k8s_date="$(go -C "$tools/kube-apiserver" list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)"
+k8s_minor="${k8s_version#v1.}"
+k8s_minor="${k8s_minor%%.*}"
+k8s_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8s_minor"
+    k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$k8s_date"
+    [[ -n "$k8s_commit" ]] && k8s_ldflags+=" -X $pkg.gitCommit=$k8s_commit"
+done
+
+started=$SECONDS
+build etcd . etcd
+build agent-sandbox sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller agent-sandbox-controller \
+    "-X sigs.k8s.io/agent-sandbox/internal/version.gitVersion=$sandbox_version"
+build helm helm.sh/helm/v3/cmd/helm helm \
+    "-X helm.sh/helm/v3/internal/version.version=$helm_version -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$k8s_ldflags"
+
+# The controller's module ships its CRDs; take every one it has.
+sandbox_dir="$(go -C "$tools/agent-sandbox" list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)"
+crds=("$sandbox_dir"/k8s/crds/*.yaml)
+if [[ ! -e "${crds[0]}" ]]; then
+    log "no CRD manifests under $sandbox_dir/k8s/crds"
+    exit 1
+fi
+cp "${crds[@]}" "$staging/crds/agent-sandbox/"
+chmod -R u+w "$staging/crds"
+log "copied ${#crds[@]} agent-sandbox CRD manifests"
+
+mv -T "$staging" "$target"
+trap - EXIT
+log "built everything in $((SECONDS - started))s: $target"
+echo "$target/bin"
