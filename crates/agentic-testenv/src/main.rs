@@ -1,1 +1,122 @@
-fn main() {}
+//! `agentic-testenv up`: a control plane and registry in the foreground, for local runs.
+
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+
+use agentic_testenv::{BIN_DIR_ENV, TestEnv, TestEnvOptions};
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use tokio::signal::unix::{SignalKind, signal};
+use tracing_subscriber::EnvFilter;
+
+/// A real kube-apiserver, etcd, OCI registry and (optionally) agent-sandbox controller on
+/// loopback, built by `make testenv`.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start everything and run until SIGINT or SIGTERM.
+    ///
+    /// Writes DIR/kubeconfig (cluster admin) and DIR/registry (host:port), then creates
+    /// DIR/ready once everything answers; DIR/ready is removed again on shutdown.
+    Up {
+        /// Where to write kubeconfig, registry and ready.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Also run the agent-sandbox controller.
+        #[arg(long)]
+        with_agent_sandbox: bool,
+        /// The directory of control-plane binaries printed by `make testenv`.
+        #[arg(long, env = BIN_DIR_ENV)]
+        bin_dir: Option<PathBuf>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // kube-rs logs every failed request as an error, and the readiness polls fail until
+    // the API server is up; our own messages say what went wrong.
+    let default_filter = || EnvFilter::new("info,kube_client=off");
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter()))
+        .init();
+    match Cli::parse().command {
+        Command::Up {
+            dir,
+            with_agent_sandbox,
+            bin_dir,
+        } => up(&dir, with_agent_sandbox, bin_dir).await,
+    }
+}
+
+async fn up(dir: &Path, with_agent_sandbox: bool, bin_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let ready = dir.join("ready");
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    remove_if_present(&ready)?;
+    // Listen before starting, so a signal during startup still shuts down cleanly.
+    let mut interrupt = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+
+    tracing::info!(
+        with_agent_sandbox,
+        "starting etcd, kube-apiserver and a registry"
+    );
+    let options = TestEnvOptions {
+        with_agent_sandbox,
+        with_registry: true,
+        bin_dir,
+    };
+    let env = tokio::select! {
+        env = TestEnv::start(options) => env.context("starting the test environment")?,
+        _ = interrupt.recv() => return interrupted("SIGINT"),
+        _ = terminate.recv() => return interrupted("SIGTERM"),
+    };
+
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::copy(env.kubeconfig_path(), &kubeconfig)
+        .with_context(|| format!("writing {}", kubeconfig.display()))?;
+    let registry_file = dir.join("registry");
+    let registry = env.registry_addr().unwrap_or_default();
+    std::fs::write(&registry_file, &registry)
+        .with_context(|| format!("writing {}", registry_file.display()))?;
+    std::fs::write(&ready, "").with_context(|| format!("writing {}", ready.display()))?;
+    tracing::info!(
+        apiserver = env.apiserver_url(),
+        %registry,
+        kubeconfig = %kubeconfig.display(),
+        logs = %env.work_dir().display(),
+        "ready; stop with Ctrl-C"
+    );
+
+    let received = tokio::select! {
+        _ = interrupt.recv() => "SIGINT",
+        _ = terminate.recv() => "SIGTERM",
+    };
+    tracing::info!(signal = received, "shutting down");
+    remove_if_present(&ready)?;
+    drop(env);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn interrupted(signal: &str) -> anyhow::Result<()> {
+    // Dropping the half-started environment (by returning) stops what it had started.
+    tracing::info!(signal, "interrupted during startup; stopped");
+    Ok(())
+}
+
+fn remove_if_present(path: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            Err(error).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}

@@ -21,8 +21,9 @@ use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
 
-/// How long children get to exit on SIGTERM before they are SIGKILLed.
-const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long children get to exit on SIGTERM before they are SIGKILLed. Short: their state
+/// is thrown away, and kube-apiserver would take seconds to drain gracefully.
+const STOP_GRACE: Duration = Duration::from_millis(500);
 /// How long the watchdog may take to finish after its pipe closed.
 const WATCHDOG_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of a child's log quoted in startup errors.
@@ -30,6 +31,7 @@ const LOG_TAIL_BYTES: u64 = 4096;
 
 /// Reads `add PID` / `del PID` lines until end-of-file, then kills the process group of every
 /// pid still listed, waits briefly for them to go, and removes the work directory (`$1`).
+/// Written for dash: its `kill` takes no `--`, and a negative pid names a process group.
 const WATCHDOG_SCRIPT: &str = r#"
 dir=$1
 groups=
@@ -39,11 +41,11 @@ while read -r verb pid; do
     del) kept=; for g in $groups; do [ "$g" = "$pid" ] || kept="$kept $g"; done; groups=$kept ;;
   esac
 done
-for g in $groups; do kill -9 -- "-$g" 2>/dev/null; done
+for g in $groups; do kill -9 "-$g" 2>/dev/null; done
 tries=0
 while [ $tries -lt 50 ]; do
   alive=
-  for g in $groups; do kill -0 -- "-$g" 2>/dev/null && alive=1; done
+  for g in $groups; do kill -0 "-$g" 2>/dev/null && alive=1; done
   [ -z "$alive" ] && break
   sleep 0.1
   tries=$((tries + 1))
@@ -83,6 +85,8 @@ impl Supervisor {
             .arg(WATCHDOG_SCRIPT)
             .arg("agentic-testenv-watchdog")
             .arg(&dir)
+            // Anywhere but a directory someone may want to remove.
+            .current_dir("/")
             .stdin(reader)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -162,7 +166,7 @@ impl Supervisor {
             Ok(None) => Ok(()),
             Ok(Some(status)) => Err(Error::ExitedEarly {
                 name,
-                status: describe(status),
+                status: status.to_string(),
                 log: self.log_path(name),
                 log_tail: self.log_tail(name),
             }),
@@ -204,7 +208,7 @@ impl Supervisor {
             tracing::debug!(
                 name = managed.name,
                 pid,
-                status = status.map(describe).unwrap_or_default(),
+                status = status.map(|s| s.to_string()).unwrap_or_default(),
                 "stopped"
             );
         }
@@ -244,10 +248,6 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
             Ok(None) | Err(_) => return None,
         }
     }
-}
-
-fn describe(status: ExitStatus) -> String {
-    status.to_string()
 }
 
 /// The last [`LOG_TAIL_BYTES`] of a log file, or a note saying why there are none.

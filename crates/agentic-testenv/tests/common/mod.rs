@@ -53,3 +53,13 @@ pub async fn http_request(addr: &str, method: &str, path: &str) -> String {
         .expect("read the response");
     String::from_utf8_lossy(&response).into_owned()
 }
+
+/// A child process that is SIGKILLed when dropped, so a failing test can't leave it running.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
