@@ -1,0 +1,197 @@
+//! The one error type of this crate.
+
+/// Everything that can go wrong while packing, pushing, resolving or reading a skill image.
+///
+/// Messages name the image, path or limit involved and never contain registry credentials.
+/// [`OciError::reason`] gives a stable CamelCase string for status conditions and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OciError {
+    /// The image reference cannot be parsed, or cannot be used for the operation.
+    #[error("invalid image reference {reference:?}: {message}")]
+    InvalidReference { reference: String, message: String },
+
+    /// The `subPath` is not a plain relative path inside the image.
+    #[error("invalid subPath {sub_path:?}: {message}")]
+    InvalidSubPath { sub_path: String, message: String },
+
+    /// The registry does not know the repository, tag, manifest or blob.
+    #[error("image {image} not found: {message}")]
+    ImageNotFound { image: String, message: String },
+
+    /// The registry refused the credentials (or their absence).
+    #[error("registry refused access to {image}: {message}")]
+    Unauthorized { image: String, message: String },
+
+    /// The registry cannot be reached, timed out, is overloaded or answered with a 5xx.
+    #[error("registry for {image} is unavailable: {message}")]
+    RegistryUnavailable { image: String, message: String },
+
+    /// The registry answered in a way this client does not understand.
+    #[error("registry error for {image}: {message}")]
+    RegistryError { image: String, message: String },
+
+    /// A docker config (a pull secret's `.dockerconfigjson` or `~/.docker/config.json`) is malformed.
+    #[error("invalid registry credentials in {source_name}: {message}")]
+    InvalidCredentials {
+        source_name: String,
+        message: String,
+    },
+
+    /// Bytes received from the registry do not match the digest or size that names them.
+    #[error("{blob} does not match its descriptor: {message}")]
+    DigestMismatch { blob: String, message: String },
+
+    /// The image holds several skills in top-level directories and no `subPath` chose one.
+    #[error(
+        "the image has no SKILL.md at its root; set subPath to one of its skill directories: {}",
+        directories.join(", ")
+    )]
+    SubPathRequired { directories: Vec<String> },
+
+    /// There is no `SKILL.md` where one was asked for.
+    #[error("no skill at {path}: {message}")]
+    SkillNotFound { path: String, message: String },
+
+    /// The `SKILL.md` exists but does not pass validation; `summary` lists every problem.
+    #[error("invalid skill {path}: {summary}")]
+    InvalidSkill { path: String, summary: String },
+
+    /// The image tries something a skill image never needs: path traversal, links or
+    /// device nodes where they matter, malformed archive metadata.
+    #[error("unsafe image content: {message}")]
+    UnsafeImageContent { message: String },
+
+    /// The image exceeds one of the [`Limits`](crate::Limits).
+    #[error("image too large: {message}")]
+    ImageTooLarge { message: String },
+
+    /// The image is not a container image this crate can read (media types, platforms,
+    /// compression, corrupt archives).
+    #[error("unsupported image: {message}")]
+    InvalidImage { message: String },
+
+    /// A directory given to `skill push` cannot be packed (links, special files, duplicates).
+    #[error("cannot pack {path}: {message}")]
+    InvalidSkillSource { path: String, message: String },
+
+    /// A local file cannot be read.
+    #[error("cannot read {path}: {message}")]
+    Io { path: String, message: String },
+
+    /// A background task failed; this is a bug, not bad input.
+    #[error("internal error: {message}")]
+    Internal { message: String },
+}
+
+impl OciError {
+    /// A stable CamelCase reason for conditions, events and metrics labels.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            OciError::InvalidReference { .. } => "InvalidReference",
+            OciError::InvalidSubPath { .. } => "InvalidSubPath",
+            OciError::ImageNotFound { .. } => "ImageNotFound",
+            OciError::Unauthorized { .. } => "Unauthorized",
+            OciError::RegistryUnavailable { .. } => "RegistryUnavailable",
+            OciError::RegistryError { .. } => "RegistryError",
+            OciError::InvalidCredentials { .. } => "InvalidCredentials",
+            OciError::DigestMismatch { .. } => "DigestMismatch",
+            OciError::SubPathRequired { .. } => "SubPathRequired",
+            OciError::SkillNotFound { .. } => "SkillNotFound",
+            OciError::InvalidSkill { .. } => "InvalidSkill",
+            OciError::UnsafeImageContent { .. } => "UnsafeImageContent",
+            OciError::ImageTooLarge { .. } => "ImageTooLarge",
+            OciError::InvalidImage { .. } => "InvalidImage",
+            OciError::InvalidSkillSource { .. } => "InvalidSkillSource",
+            OciError::Io { .. } => "IoError",
+            OciError::Internal { .. } => "Internal",
+        }
+    }
+
+    /// Whether retrying the same request later may succeed without anyone changing anything
+    /// (network trouble, registry outages, a transfer that arrived corrupted).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            OciError::RegistryUnavailable { .. }
+                | OciError::RegistryError { .. }
+                | OciError::DigestMismatch { .. }
+                | OciError::Internal { .. }
+        )
+    }
+
+    /// Whether this error is a verdict on the image content itself. Content is addressed by
+    /// digest, so such a verdict never changes and [`SkillCache`](crate::SkillCache) keeps it.
+    pub fn is_content_verdict(&self) -> bool {
+        matches!(
+            self,
+            OciError::SubPathRequired { .. }
+                | OciError::SkillNotFound { .. }
+                | OciError::InvalidSkill { .. }
+                | OciError::UnsafeImageContent { .. }
+                | OciError::ImageTooLarge { .. }
+                | OciError::InvalidImage { .. }
+        )
+    }
+
+    pub(crate) fn unsafe_content(message: impl Into<String>) -> Self {
+        OciError::UnsafeImageContent {
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn too_large(message: impl Into<String>) -> Self {
+        OciError::ImageTooLarge {
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn invalid_image(message: impl Into<String>) -> Self {
+        OciError::InvalidImage {
+            message: message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_are_never_transient() {
+        let samples = [
+            OciError::SubPathRequired {
+                directories: vec!["a".into()],
+            },
+            OciError::unsafe_content("x"),
+            OciError::too_large("x"),
+            OciError::invalid_image("x"),
+            OciError::InvalidSkill {
+                path: "SKILL.md".into(),
+                summary: "x".into(),
+            },
+            OciError::SkillNotFound {
+                path: "SKILL.md".into(),
+                message: "x".into(),
+            },
+        ];
+        for error in samples {
+            assert!(error.is_content_verdict(), "{}", error.reason());
+            assert!(!error.is_transient(), "{}", error.reason());
+        }
+        let unavailable = OciError::RegistryUnavailable {
+            image: "r/x".into(),
+            message: "refused".into(),
+        };
+        assert!(unavailable.is_transient());
+        assert!(!unavailable.is_content_verdict());
+        assert_eq!(unavailable.reason(), "RegistryUnavailable");
+    }
+
+    #[test]
+    fn sub_path_required_lists_directories() {
+        let error = OciError::SubPathRequired {
+            directories: vec!["alpha".into(), "beta".into()],
+        };
+        assert!(error.to_string().ends_with("alpha, beta"), "{error}");
+    }
+}

@@ -1,0 +1,524 @@
+//! Layers built here, byte by byte where tools would refuse to write them.
+
+use std::io::Write as _;
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use tar::{EntryType, Header};
+
+use super::*;
+
+const SKILL: &[u8] = b"---\nname: demo\ndescription: A demo skill.\n---\n# Demo\n";
+
+/// One tar entry; the path is written verbatim, `..` and leading `/` included.
+enum Item<'a> {
+    File(&'a str, &'a [u8]),
+    Dir(&'a str),
+    Symlink(&'a str, &'a str),
+    Hardlink(&'a str, &'a str),
+    Fifo(&'a str),
+    /// A PAX header with these records, for the entry that follows.
+    Pax(&'a [(&'a str, &'a str)]),
+}
+
+fn raw_header(path: &str, kind: EntryType, size: u64) -> Header {
+    let mut header = Header::new_ustar();
+    let name = &mut header.as_old_mut().name;
+    assert!(path.len() < name.len(), "test paths fit the header");
+    name[..path.len()].copy_from_slice(path.as_bytes());
+    header.set_entry_type(kind);
+    header.set_size(size);
+    header.set_mode(0o644);
+    header
+}
+
+fn with_link(mut header: Header, target: &str) -> Header {
+    let link = &mut header.as_old_mut().linkname;
+    link[..target.len()].copy_from_slice(target.as_bytes());
+    header
+}
+
+fn tar(items: &[Item<'_>]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for item in items {
+        let (mut header, data): (Header, Vec<u8>) = match item {
+            Item::File(path, content) => (
+                raw_header(path, EntryType::Regular, content.len() as u64),
+                content.to_vec(),
+            ),
+            Item::Dir(path) => (raw_header(path, EntryType::Directory, 0), Vec::new()),
+            Item::Symlink(path, target) => (
+                with_link(raw_header(path, EntryType::Symlink, 0), target),
+                Vec::new(),
+            ),
+            Item::Hardlink(path, target) => (
+                with_link(raw_header(path, EntryType::Link, 0), target),
+                Vec::new(),
+            ),
+            Item::Fifo(path) => (raw_header(path, EntryType::Fifo, 0), Vec::new()),
+            Item::Pax(records) => {
+                let mut data = Vec::new();
+                for (key, value) in records.iter() {
+                    // Each record is "<length> <key>=<value>\n", the length counting itself.
+                    let body = format!(" {key}={value}\n");
+                    let mut length = body.len() + 1;
+                    while format!("{length}{body}").len() != length {
+                        length += 1;
+                    }
+                    data.extend_from_slice(format!("{length}{body}").as_bytes());
+                }
+                (
+                    raw_header("PaxHeader", EntryType::XHeader, data.len() as u64),
+                    data,
+                )
+            }
+        };
+        header.set_cksum();
+        builder.append(&header, data.as_slice()).unwrap();
+    }
+    builder.into_inner().unwrap()
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::best());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+fn blob(bytes: &[u8]) -> LayerBlob {
+    let digest = crate::pack::sha256_digest(bytes);
+    LayerBlob {
+        name: format!("test@{digest}"),
+        digest,
+        size: bytes.len() as u64,
+    }
+}
+
+fn locate_with(
+    layers: &[Vec<u8>],
+    sub_path: Option<&str>,
+    limits: Limits,
+) -> Result<Located, OciError> {
+    let mut locator = SkillLocator::new(sub_path, limits);
+    for layer in layers {
+        locator.apply_layer(layer.as_slice(), &blob(layer))?;
+    }
+    locator.finish()
+}
+
+fn locate(layers: &[Vec<u8>], sub_path: Option<&str>) -> Result<Located, OciError> {
+    locate_with(layers, sub_path, Limits::default())
+}
+
+#[track_caller]
+fn assert_reason(result: Result<Located, OciError>, reason: &str, mentions: &str) {
+    match result {
+        Ok(located) => panic!("expected {reason}, found {}", located.path),
+        Err(error) => {
+            assert_eq!(error.reason(), reason, "{error}");
+            assert!(
+                error.to_string().contains(mentions),
+                "{error:?} should mention {mentions:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn finds_skill_md_at_the_root_of_gzip_and_plain_layers() {
+    let layer = tar(&[
+        Item::Dir("./"),
+        Item::File("./SKILL.md", SKILL),
+        Item::Dir("./references/"),
+        Item::File("./references/guide.md", b"guide"),
+    ]);
+    for bytes in [gzip(&layer), layer] {
+        let located = locate(&[bytes], None).unwrap();
+        assert_eq!(located.path, "SKILL.md");
+        assert_eq!(located.skill_md, SKILL);
+        assert!(located.skill_dirs.is_empty());
+    }
+}
+
+#[test]
+fn multi_skill_images_need_a_sub_path() {
+    let layer = gzip(&tar(&[
+        Item::Dir("beta/"),
+        Item::File("beta/SKILL.md", b"beta"),
+        Item::Dir("alpha/"),
+        Item::File("alpha/SKILL.md", b"alpha"),
+        Item::File("alpha/references/more.md", b"more"),
+        Item::File("notes/readme.md", b"not a skill"),
+    ]));
+    assert_reason(
+        locate(std::slice::from_ref(&layer), None),
+        "SubPathRequired",
+        "alpha, beta",
+    );
+
+    let alpha = locate(std::slice::from_ref(&layer), Some("alpha")).unwrap();
+    assert_eq!(
+        (alpha.path.as_str(), alpha.skill_md.as_slice()),
+        ("alpha/SKILL.md", &b"alpha"[..])
+    );
+    assert_eq!(alpha.skill_dirs, ["alpha", "beta"]);
+
+    assert_reason(
+        locate(std::slice::from_ref(&layer), Some("gamma")),
+        "SkillNotFound",
+        "alpha, beta",
+    );
+    assert_reason(
+        locate(&[layer], Some("notes")),
+        "SkillNotFound",
+        "notes/SKILL.md",
+    );
+}
+
+#[test]
+fn nested_sub_paths_are_found_with_implicit_parents() {
+    let layer = tar(&[Item::File("skills/team/demo/SKILL.md", SKILL)]);
+    let located = locate(&[layer], Some("skills/team/demo")).unwrap();
+    assert_eq!(located.path, "skills/team/demo/SKILL.md");
+}
+
+#[test]
+fn an_image_without_skill_md_is_skill_not_found() {
+    let layer = tar(&[Item::File("README.md", b"hello")]);
+    assert_reason(
+        locate(&[layer], None),
+        "SkillNotFound",
+        "no SKILL.md at its root",
+    );
+}
+
+#[test]
+fn paths_escaping_the_root_are_refused_anywhere_in_the_image() {
+    for path in ["../etc/passwd", "a/../../x", "docs/.."] {
+        let layer = tar(&[Item::File("SKILL.md", SKILL), Item::File(path, b"x")]);
+        assert_reason(locate(&[layer], None), "UnsafeImageContent", "..");
+    }
+    let absolute = tar(&[Item::File("/SKILL.md", SKILL)]);
+    assert_reason(locate(&[absolute], None), "UnsafeImageContent", "absolute");
+}
+
+#[test]
+fn symlinks_at_or_along_the_skill_path_are_refused() {
+    let link_file = tar(&[Item::Symlink("SKILL.md", "/etc/passwd")]);
+    assert_reason(locate(&[link_file], None), "UnsafeImageContent", "symlink");
+
+    // The link lives in a lower layer; an upper layer writes "through" it.
+    let lower = tar(&[Item::Symlink("team", "/etc")]);
+    let upper = tar(&[Item::File("team/demo/SKILL.md", SKILL)]);
+    assert_reason(
+        locate(&[lower, upper], Some("team/demo")),
+        "UnsafeImageContent",
+        "team is a symlink",
+    );
+
+    // Symlinks elsewhere are a skill's own business.
+    let elsewhere = tar(&[
+        Item::File("SKILL.md", SKILL),
+        Item::Symlink("scripts/python", "/usr/bin/python3"),
+    ]);
+    assert!(locate(&[elsewhere], None).is_ok());
+}
+
+#[test]
+fn hardlinks_are_refused_at_the_skill_path_and_when_they_escape() {
+    let linked = tar(&[
+        Item::File("other.md", SKILL),
+        Item::Hardlink("SKILL.md", "other.md"),
+    ]);
+    assert_reason(locate(&[linked], None), "UnsafeImageContent", "hardlink");
+
+    let escaping = tar(&[
+        Item::File("SKILL.md", SKILL),
+        Item::Hardlink("x", "../../etc/shadow"),
+    ]);
+    assert_reason(locate(&[escaping], None), "UnsafeImageContent", "..");
+
+    let inside = tar(&[
+        Item::File("SKILL.md", SKILL),
+        Item::File("a.md", b"a"),
+        Item::Hardlink("b.md", "a.md"),
+    ]);
+    assert!(locate(&[inside], None).is_ok());
+}
+
+#[test]
+fn device_nodes_are_refused() {
+    let layer = tar(&[Item::File("SKILL.md", SKILL), Item::Fifo("pipe")]);
+    assert_reason(locate(&[layer], None), "UnsafeImageContent", "pipe");
+}
+
+#[test]
+fn skill_md_over_one_mebibyte_is_invalid_and_not_kept() {
+    let limit = agentic_skill::MAX_SKILL_MD_BYTES as usize;
+    let exactly = vec![b'a'; limit];
+    let located = locate(&[tar(&[Item::File("SKILL.md", &exactly)])], None).unwrap();
+    assert_eq!(located.skill_md.len(), limit);
+
+    let over = vec![b'a'; limit + 1];
+    assert_reason(
+        locate(&[tar(&[Item::File("SKILL.md", &over)])], None),
+        "InvalidSkill",
+        "1048577 bytes",
+    );
+}
+
+/// 200 MiB of zeros inside a tar entry, as a multi-member gzip stream of about 200 KiB.
+/// Built from one compressed mebibyte repeated, so the test never holds the 200 MiB either.
+fn gzip_bomb() -> Vec<u8> {
+    const MIB: usize = 1024 * 1024;
+    let mut first = raw_header("bomb.bin", EntryType::Regular, 200 * MIB as u64);
+    first.set_cksum();
+    let mut head = first.as_bytes().to_vec();
+    head.resize(head.len() + MIB, 0);
+    let mut bomb = gzip(&head);
+    let zeros = gzip(&vec![0; MIB]);
+    for _ in 1..202 {
+        bomb.extend_from_slice(&zeros);
+    }
+    bomb
+}
+
+#[test]
+fn decompression_bombs_stop_at_the_uncompressed_limit() {
+    let bomb = gzip_bomb();
+    assert!(
+        bomb.len() < 512 * 1024,
+        "the bomb is small: {} bytes",
+        bomb.len()
+    );
+    let limits = Limits {
+        max_uncompressed_bytes: 8 * 1024 * 1024,
+        ..Limits::default()
+    };
+    assert_reason(
+        locate_with(&[bomb], None, limits),
+        "ImageTooLarge",
+        "max_uncompressed_bytes",
+    );
+}
+
+#[test]
+fn the_uncompressed_limit_counts_all_layers_together() {
+    let layer = tar(&[
+        Item::File("SKILL.md", SKILL),
+        Item::File("data.bin", &[7; 6000]),
+    ]);
+    let limits = Limits {
+        max_uncompressed_bytes: layer.len() as u64 + 1000,
+        ..Limits::default()
+    };
+    assert!(locate_with(std::slice::from_ref(&layer), None, limits).is_ok());
+    assert_reason(
+        locate_with(&[layer.clone(), layer], None, limits),
+        "ImageTooLarge",
+        "max_uncompressed_bytes",
+    );
+}
+
+#[test]
+fn too_many_entries_layers_or_compressed_bytes_are_refused() {
+    let names: Vec<String> = (0..50).map(|index| format!("file-{index}")).collect();
+    let mut items = vec![Item::File("SKILL.md", SKILL)];
+    items.extend(names.iter().map(|name| Item::File(name, b"x")));
+    let many = tar(&items);
+    let few_entries = Limits {
+        max_entries: 20,
+        ..Limits::default()
+    };
+    assert_reason(
+        locate_with(std::slice::from_ref(&many), None, few_entries),
+        "ImageTooLarge",
+        "max_entries",
+    );
+
+    let small = tar(&[Item::File("SKILL.md", SKILL)]);
+    let two_layers = Limits {
+        max_layers: 2,
+        ..Limits::default()
+    };
+    assert_reason(
+        locate_with(
+            &[small.clone(), small.clone(), small.clone()],
+            None,
+            two_layers,
+        ),
+        "ImageTooLarge",
+        "max_layers",
+    );
+
+    let tiny_layers = Limits {
+        max_layer_bytes: 1024,
+        ..Limits::default()
+    };
+    assert_reason(
+        locate_with(&[many], None, tiny_layers),
+        "ImageTooLarge",
+        "max_layer_bytes",
+    );
+}
+
+#[test]
+fn whiteouts_delete_from_lower_layers() {
+    let lower = tar(&[
+        Item::File("SKILL.md", SKILL),
+        Item::File("alpha/SKILL.md", b"alpha"),
+    ]);
+    let delete_root = tar(&[Item::File(".wh.SKILL.md", b"")]);
+    assert_reason(
+        locate(&[lower.clone(), delete_root.clone()], None),
+        "SubPathRequired",
+        "alpha",
+    );
+
+    let delete_dir = tar(&[Item::File(".wh.alpha", b"")]);
+    assert_reason(
+        locate(&[lower.clone(), delete_dir], Some("alpha")),
+        "SkillNotFound",
+        "alpha/SKILL.md",
+    );
+
+    // A later layer can bring the file back.
+    let restore = tar(&[Item::File("SKILL.md", b"restored")]);
+    let located = locate(&[lower, delete_root, restore], None).unwrap();
+    assert_eq!(located.skill_md, b"restored");
+}
+
+#[test]
+fn opaque_directories_hide_lower_content_but_not_their_own_layer() {
+    let lower = tar(&[
+        Item::File("alpha/SKILL.md", b"alpha"),
+        Item::File("beta/SKILL.md", b"beta"),
+        Item::File("team/demo/SKILL.md", b"old"),
+    ]);
+    let upper = tar(&[
+        Item::Dir("alpha/"),
+        Item::File("alpha/.wh..wh..opq", b""),
+        Item::File("alpha/notes.md", b"no skill here anymore"),
+        Item::File("team/.wh..wh..opq", b""),
+        Item::File("team/demo/SKILL.md", b"new"),
+    ]);
+    let located = locate(&[lower.clone(), upper.clone()], Some("beta")).unwrap();
+    assert_eq!(located.skill_dirs, ["beta"]);
+    let team = locate(&[lower.clone(), upper.clone()], Some("team/demo")).unwrap();
+    assert_eq!(
+        team.skill_md, b"new",
+        "the opaque marker spares entries of its own layer"
+    );
+    assert_reason(
+        locate(&[lower, upper], Some("alpha")),
+        "SkillNotFound",
+        "alpha/SKILL.md",
+    );
+
+    let root_opaque = tar(&[Item::File(".wh..wh..opq", b""), Item::File("readme", b"x")]);
+    let lower = tar(&[Item::File("SKILL.md", SKILL)]);
+    assert_reason(
+        locate(&[lower, root_opaque], None),
+        "SkillNotFound",
+        "SKILL.md",
+    );
+}
+
+#[test]
+fn an_upper_file_replaces_a_lower_directory() {
+    let lower = tar(&[Item::File("alpha/SKILL.md", b"alpha")]);
+    let upper = tar(&[Item::File("alpha", b"now a file")]);
+    assert_reason(
+        locate(&[lower, upper], Some("alpha")),
+        "SkillNotFound",
+        "alpha is a regular file",
+    );
+}
+
+#[test]
+fn pax_and_gnu_names_win_as_in_go() {
+    let pax_named = tar(&[
+        Item::Pax(&[("path", "SKILL.md")]),
+        Item::File("decoy.md", SKILL),
+    ]);
+    assert_eq!(locate(&[pax_named], None).unwrap().skill_md, SKILL);
+
+    let pax_escape = tar(&[
+        Item::Pax(&[("path", "../../outside")]),
+        Item::File("fine.md", b"x"),
+        Item::File("SKILL.md", SKILL),
+    ]);
+    assert_reason(locate(&[pax_escape], None), "UnsafeImageContent", "..");
+
+    let size_lie = tar(&[
+        Item::Pax(&[("size", "99999")]),
+        Item::File("SKILL.md", SKILL),
+    ]);
+    assert_reason(locate(&[size_lie], None), "UnsafeImageContent", "PAX size");
+
+    // Long names as the tar crate writes them (GNU records).
+    let deep = format!("{}/demo", "d".repeat(120));
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = Header::new_gnu();
+    header.set_size(SKILL.len() as u64);
+    builder
+        .append_data(&mut header, format!("{deep}/SKILL.md"), SKILL)
+        .unwrap();
+    let layer = builder.into_inner().unwrap();
+    assert_eq!(locate(&[layer], Some(&deep)).unwrap().skill_md, SKILL);
+}
+
+#[test]
+fn blobs_must_match_their_digest_and_size() {
+    let layer = gzip(&tar(&[Item::File("SKILL.md", SKILL)]));
+    let mut locator = SkillLocator::new(None, Limits::default());
+    let mut wrong_digest = blob(&layer);
+    wrong_digest.digest = crate::pack::sha256_digest(b"something else");
+    let error = locator
+        .apply_layer(layer.as_slice(), &wrong_digest)
+        .unwrap_err();
+    assert_eq!(error.reason(), "DigestMismatch", "{error}");
+
+    let mut locator = SkillLocator::new(None, Limits::default());
+    let mut short = blob(&layer);
+    short.size -= 1;
+    let error = locator.apply_layer(layer.as_slice(), &short).unwrap_err();
+    assert_eq!(error.reason(), "DigestMismatch", "{error}");
+    assert!(error.to_string().contains("more bytes"), "{error}");
+
+    let mut locator = SkillLocator::new(None, Limits::default());
+    let truncated = &layer[..layer.len() - 10];
+    let mut long = blob(&layer);
+    long.digest = crate::pack::sha256_digest(truncated);
+    let error = locator.apply_layer(truncated, &long).unwrap_err();
+    assert_eq!(error.reason(), "DigestMismatch", "{error}");
+}
+
+#[test]
+fn corrupt_and_zstd_layers_are_invalid_images() {
+    let mut corrupt = gzip(&tar(&[Item::File("SKILL.md", SKILL)]));
+    let middle = corrupt.len() / 2;
+    corrupt[middle] ^= 0xff;
+    corrupt[middle + 1] ^= 0xff;
+    assert_reason(
+        locate(&[corrupt], None),
+        "InvalidImage",
+        "not a readable tar archive",
+    );
+
+    let zstd = [&ZSTD_MAGIC[..], b"rest of a frame"].concat();
+    assert_reason(locate(&[zstd], None), "InvalidImage", "zstd");
+}
+
+#[test]
+fn sub_paths_must_be_plain_relative_paths() {
+    for good in ["demo", "skills/demo", "a.b/c-d"] {
+        assert!(validate_sub_path(good).is_ok(), "{good}");
+    }
+    for bad in [
+        "", "/demo", "demo/", "a//b", "./demo", "a/../b", "..", ".wh.demo",
+    ] {
+        let error = validate_sub_path(bad).unwrap_err();
+        assert_eq!(error.reason(), "InvalidSubPath", "{bad}");
+    }
+}

@@ -1,0 +1,584 @@
+//! Talking to registries: resolving tags to digests, reading skills from images, pushing.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::{StreamExt as _, future};
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
+use oci_client::{Client, Reference};
+use serde::Deserialize;
+use tokio_util::io::{StreamReader, SyncIoBridge};
+
+use crate::layers::{LayerBlob, SkillLocator, validate_sub_path};
+use crate::pack::{MANIFEST_MEDIA_TYPE, PackedImage};
+use crate::{Limits, OciError, RegistryAuth};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for any one read from the registry.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+const USER_AGENT: &str = concat!("agentic-operator/", env!("CARGO_PKG_VERSION"));
+
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+const DOCKER_MANIFEST_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+const ACCEPTED_MANIFESTS: [&str; 4] = [
+    MANIFEST_MEDIA_TYPE,
+    DOCKER_MANIFEST,
+    OCI_INDEX,
+    DOCKER_MANIFEST_LIST,
+];
+/// Layer media types read; the bytes themselves decide between gzip and plain tar.
+const ACCEPTED_LAYERS: [&str; 4] = [
+    "application/vnd.oci.image.layer.v1.tar",
+    "application/vnd.oci.image.layer.v1.tar+gzip",
+    "application/vnd.docker.image.rootfs.diff.tar",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+];
+
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+static FAILED_REQUESTS: AtomicU64 = AtomicU64::new(0);
+
+/// Registry requests made by this process, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegistryStats {
+    /// Manifest and blob requests sent (a token exchange, when needed, is not counted apart).
+    pub requests: u64,
+    /// Those among them that failed.
+    pub failed_requests: u64,
+}
+
+/// The process-wide registry request counters.
+pub fn registry_stats() -> RegistryStats {
+    RegistryStats {
+        requests: REQUESTS.load(Ordering::Relaxed),
+        failed_requests: FAILED_REQUESTS.load(Ordering::Relaxed),
+    }
+}
+
+/// How to reach registries and how much reading an image may cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegistryOptions {
+    /// Registries (`host:port`, as written in image references) served over plain HTTP.
+    pub insecure_registries: Vec<String>,
+    /// Bounds on reading one image.
+    pub limits: Limits,
+}
+
+/// An image pinned by digest.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResolvedImage {
+    /// `host[:port]/repository@sha256:…`: what pods reference.
+    pub repository_with_digest: String,
+    /// `sha256:…` of the manifest (or of the index, for multi-platform images).
+    pub digest: String,
+    /// `host[:port]` of the registry.
+    pub registry: String,
+    /// The repository path inside the registry.
+    pub repository: String,
+}
+
+impl ResolvedImage {
+    /// Reads back a `host/repository@sha256:…` reference (a tag may be present too) without
+    /// asking the registry, e.g. a digest recorded in a status earlier.
+    pub fn from_pinned(reference: &str) -> Result<ResolvedImage, OciError> {
+        let parsed = parse_reference(reference)?;
+        let Some(digest) = parsed.digest() else {
+            return Err(OciError::InvalidReference {
+                reference: reference.to_string(),
+                message: "it is not pinned by digest".to_string(),
+            });
+        };
+        Ok(ResolvedImage::new(&parsed, digest))
+    }
+
+    fn new(parsed: &Reference, digest: &str) -> ResolvedImage {
+        ResolvedImage {
+            repository_with_digest: format!(
+                "{}/{}@{digest}",
+                parsed.registry(),
+                parsed.repository()
+            ),
+            digest: digest.to_string(),
+            registry: parsed.registry().to_string(),
+            repository: parsed.repository().to_string(),
+        }
+    }
+
+    fn reference(&self) -> Reference {
+        Reference::with_digest(
+            self.registry.clone(),
+            self.repository.clone(),
+            self.digest.clone(),
+        )
+    }
+}
+
+/// A skill read from an image: its `SKILL.md` and the validation report.
+#[derive(Clone)]
+pub struct SkillContent {
+    /// The image it was read from.
+    pub image: ResolvedImage,
+    /// The `subPath` it was read with.
+    pub sub_path: Option<String>,
+    /// Where `SKILL.md` is inside the image.
+    pub path: String,
+    /// The `SKILL.md` bytes, at most [`agentic_skill::MAX_SKILL_MD_BYTES`].
+    pub skill_md: Vec<u8>,
+    /// The validation report: always valid here (invalid skills are
+    /// [`OciError::InvalidSkill`]), possibly with warnings.
+    pub report: agentic_skill::Report,
+    /// Top-level directories of the image that hold a `SKILL.md`, sorted.
+    pub skill_dirs: Vec<String>,
+}
+
+impl std::fmt::Debug for SkillContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkillContent")
+            .field("image", &self.image.repository_with_digest)
+            .field("sub_path", &self.sub_path)
+            .field("path", &self.path)
+            .field("skill_md_bytes", &self.skill_md.len())
+            .field("report", &self.report.summary())
+            .field("skill_dirs", &self.skill_dirs)
+            .finish()
+    }
+}
+
+/// The registry (`host[:port]`) an image reference points at, as docker config keys name it;
+/// `docker.io` for references without a registry.
+pub fn image_registry(reference: &str) -> Result<String, OciError> {
+    Ok(parse_reference(reference)?.registry().to_string())
+}
+
+/// Resolves `reference` to the digest it points at now. A reference already pinned by digest
+/// resolves to itself once the registry confirms it has the manifest.
+///
+/// For a multi-platform image the digest is the index's: each node then mounts its own
+/// platform's manifest.
+pub async fn resolve_digest(
+    reference: &str,
+    auth: &RegistryAuth,
+    opts: &RegistryOptions,
+) -> Result<ResolvedImage, OciError> {
+    let parsed = parse_reference(reference)?;
+    let client = client(opts)?;
+    let digest = counted(client.fetch_manifest_digest(&parsed, &auth.to_client_auth()))
+        .await
+        .map_err(|error| registry_error(error, reference))?;
+    check_digest(&digest, reference)?;
+    Ok(ResolvedImage::new(&parsed, &digest))
+}
+
+/// Reads and validates the skill of an image: `SKILL.md` at the image root, or under
+/// `sub_path` (validated with the last segment of `sub_path` as the expected name).
+///
+/// An image index is read through its `linux/amd64` manifest, or its only manifest when it
+/// has one (attestation entries aside). Layers are streamed in order, gzip or plain tar,
+/// with OCI whiteouts applied; their size and digest are verified; memory and work stay
+/// within [`RegistryOptions::limits`].
+///
+/// Errors: [`OciError::SubPathRequired`] for a multi-skill image read without `sub_path`,
+/// [`OciError::SkillNotFound`], [`OciError::InvalidSkill`] (the report's summary),
+/// [`OciError::UnsafeImageContent`] for path traversal, device nodes, or symlinks and
+/// hardlinks at `SKILL.md` or along its path, [`OciError::ImageTooLarge`], and the registry
+/// errors ([`OciError::ImageNotFound`], [`OciError::Unauthorized`],
+/// [`OciError::RegistryUnavailable`], …).
+pub async fn fetch_skill(
+    resolved: &ResolvedImage,
+    sub_path: Option<&str>,
+    auth: &RegistryAuth,
+    opts: &RegistryOptions,
+) -> Result<SkillContent, OciError> {
+    if let Some(sub_path) = sub_path {
+        validate_sub_path(sub_path)?;
+    }
+    let client = client(opts)?;
+    let auth_for_client = auth.to_client_auth();
+    let image = &resolved.repository_with_digest;
+
+    let mut reference = resolved.reference();
+    let mut document = pull_manifest(&client, &reference, &auth_for_client, image).await?;
+    if document.is_index() {
+        let chosen = choose_platform_manifest(&document.manifests)?;
+        check_digest(&chosen.digest, image)?;
+        reference = Reference::with_digest(
+            resolved.registry.clone(),
+            resolved.repository.clone(),
+            chosen.digest.clone(),
+        );
+        document = pull_manifest(&client, &reference, &auth_for_client, image).await?;
+        if document.is_index() {
+            return Err(OciError::invalid_image(format!(
+                "{image}: an index inside an index is not supported"
+            )));
+        }
+    }
+    check_layers(&document.layers, &opts.limits, image)?;
+
+    let mut locator = SkillLocator::new(sub_path, opts.limits);
+    for layer in &document.layers {
+        let blob = LayerBlob {
+            name: format!(
+                "{}/{}@{}",
+                resolved.registry, resolved.repository, layer.digest
+            ),
+            digest: layer.digest.clone(),
+            size: layer.size,
+        };
+        // Only the digest is passed on: foreign-layer `urls` are never followed.
+        let sized = counted(client.pull_blob_stream(&reference, layer.digest.as_str()))
+            .await
+            .map_err(|error| registry_error(error, &blob.name))?;
+        // oci-client verifies the digest too, but reports a mismatch as an opaque I/O error at
+        // the end of the stream; ending the stream there lets our own check name it.
+        let stream = sized.stream.take_while(|item| {
+            let digest_failure = item
+                .as_ref()
+                .err()
+                .and_then(|error| error.get_ref())
+                .is_some_and(|inner| inner.is::<DigestError>());
+            future::ready(!digest_failure)
+        });
+        let reader = SyncIoBridge::new(StreamReader::new(stream));
+        locator = tokio::task::spawn_blocking(move || {
+            locator.apply_layer(reader, &blob).map(|()| locator)
+        })
+        .await
+        .map_err(|error| OciError::Internal {
+            message: format!("layer reader task failed: {error}"),
+        })??;
+    }
+
+    let located = locator.finish()?;
+    let expected_name = sub_path.and_then(|sub_path| sub_path.rsplit('/').next());
+    let report = agentic_skill::validate_skill_md(&located.skill_md, expected_name);
+    if !report.is_valid() {
+        return Err(OciError::InvalidSkill {
+            path: located.path,
+            summary: report.summary(),
+        });
+    }
+    Ok(SkillContent {
+        image: resolved.clone(),
+        sub_path: sub_path.map(str::to_string),
+        path: located.path,
+        skill_md: located.skill_md,
+        report,
+        skill_dirs: located.skill_dirs,
+    })
+}
+
+/// Pushes a packed image to `reference` (`host/repository:tag`; `latest` when the tag is
+/// left out) and returns it pinned: `host/repository:tag@sha256:…`. Blobs the registry
+/// already has are not uploaded again.
+pub async fn push_image(
+    image: &PackedImage,
+    reference: &str,
+    auth: &RegistryAuth,
+    opts: &RegistryOptions,
+) -> Result<String, OciError> {
+    let parsed = parse_reference(reference)?;
+    if parsed.digest().is_some() {
+        return Err(OciError::InvalidReference {
+            reference: reference.to_string(),
+            message: "push to a tag; the digest is computed from the content".to_string(),
+        });
+    }
+    let client = client(opts)?;
+    client
+        .store_auth_if_needed(parsed.resolve_registry(), &auth.to_client_auth())
+        .await;
+    let failed = |error| registry_error(error, reference);
+    for (bytes, digest) in [
+        (&image.layer, &image.layer_digest),
+        (&image.config, &image.config_digest),
+    ] {
+        if !counted(client.blob_exists(&parsed, digest))
+            .await
+            .map_err(failed)?
+        {
+            counted(client.push_blob(&parsed, bytes.clone(), digest))
+                .await
+                .map_err(failed)?;
+        }
+    }
+    counted(client.push_manifest_raw(
+        &parsed,
+        image.manifest.clone(),
+        http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
+    ))
+    .await
+    .map_err(failed)?;
+    Ok(format!(
+        "{}/{}:{}@{}",
+        parsed.registry(),
+        parsed.repository(),
+        parsed.tag().unwrap_or("latest"),
+        image.manifest_digest
+    ))
+}
+
+fn parse_reference(reference: &str) -> Result<Reference, OciError> {
+    reference
+        .parse::<Reference>()
+        .map_err(|error| OciError::InvalidReference {
+            reference: reference.to_string(),
+            message: error.to_string(),
+        })
+}
+
+fn client(opts: &RegistryOptions) -> Result<Client, OciError> {
+    let protocol = if opts.insecure_registries.is_empty() {
+        ClientProtocol::Https
+    } else {
+        ClientProtocol::HttpsExcept(opts.insecure_registries.clone())
+    };
+    let config = ClientConfig {
+        protocol,
+        // Indexes are resolved here, the same way on every operator architecture.
+        platform_resolver: None,
+        connect_timeout: Some(CONNECT_TIMEOUT),
+        read_timeout: Some(READ_TIMEOUT),
+        user_agent: USER_AGENT,
+        ..ClientConfig::default()
+    };
+    Client::try_from(config).map_err(|error| OciError::Internal {
+        message: format!("cannot build the registry client: {error}"),
+    })
+}
+
+/// Runs one registry request and counts it.
+async fn counted<T>(
+    request: impl Future<Output = Result<T, OciDistributionError>>,
+) -> Result<T, OciDistributionError> {
+    REQUESTS.fetch_add(1, Ordering::Relaxed);
+    let result = request.await;
+    if result.is_err() {
+        FAILED_REQUESTS.fetch_add(1, Ordering::Relaxed);
+    }
+    result
+}
+
+/// A manifest or index, reduced to what is read here.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ManifestDocument {
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    config: Option<Descriptor>,
+    #[serde(default)]
+    layers: Vec<Descriptor>,
+    #[serde(default)]
+    manifests: Vec<Descriptor>,
+}
+
+impl ManifestDocument {
+    fn is_index(&self) -> bool {
+        match self.media_type.as_deref() {
+            Some(media_type) => media_type == OCI_INDEX || media_type == DOCKER_MANIFEST_LIST,
+            None => self.config.is_none() && !self.manifests.is_empty(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Descriptor {
+    media_type: String,
+    digest: String,
+    size: u64,
+    #[serde(default)]
+    platform: Option<Platform>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Platform {
+    architecture: String,
+    os: String,
+}
+
+async fn pull_manifest(
+    client: &Client,
+    reference: &Reference,
+    auth: &oci_client::secrets::RegistryAuth,
+    image: &str,
+) -> Result<ManifestDocument, OciError> {
+    // oci-client checks the body against the digest in the reference.
+    let (body, _digest) = counted(client.pull_manifest_raw(reference, auth, &ACCEPTED_MANIFESTS))
+        .await
+        .map_err(|error| registry_error(error, image))?;
+    let document: ManifestDocument = serde_json::from_slice(&body).map_err(|error| {
+        OciError::invalid_image(format!("{image}: the manifest is not valid JSON: {error}"))
+    })?;
+    if let Some(media_type) = &document.media_type
+        && !ACCEPTED_MANIFESTS.contains(&media_type.as_str())
+    {
+        return Err(OciError::invalid_image(format!(
+            "{image}: manifest media type {media_type} is not an image manifest or index"
+        )));
+    }
+    Ok(document)
+}
+
+/// The manifest of an index to read: `linux/amd64`, or the only entry besides attestations.
+fn choose_platform_manifest(entries: &[Descriptor]) -> Result<&Descriptor, OciError> {
+    let images: Vec<&Descriptor> = entries
+        .iter()
+        .filter(|entry| {
+            entry.platform.as_ref().is_none_or(|platform| {
+                platform.os != "unknown" && platform.architecture != "unknown"
+            })
+        })
+        .collect();
+    let linux_amd64 = images.iter().find(|entry| {
+        entry
+            .platform
+            .as_ref()
+            .is_some_and(|platform| platform.os == "linux" && platform.architecture == "amd64")
+    });
+    match (linux_amd64, images.as_slice()) {
+        (Some(entry), _) => Ok(entry),
+        (None, [only]) => Ok(only),
+        (None, _) => {
+            let platforms: Vec<String> = images
+                .iter()
+                .map(|entry| match &entry.platform {
+                    Some(platform) => format!("{}/{}", platform.os, platform.architecture),
+                    None => "unspecified".to_string(),
+                })
+                .collect();
+            Err(OciError::invalid_image(format!(
+                "the image index has no linux/amd64 manifest and more than one other (platforms: {})",
+                if platforms.is_empty() {
+                    "none".to_string()
+                } else {
+                    platforms.join(", ")
+                }
+            )))
+        }
+    }
+}
+
+fn check_layers(layers: &[Descriptor], limits: &Limits, image: &str) -> Result<(), OciError> {
+    if layers.len() > limits.max_layers {
+        return Err(OciError::too_large(format!(
+            "{image} has {} layers, over the limit of {} (Limits::max_layers)",
+            layers.len(),
+            limits.max_layers
+        )));
+    }
+    for layer in layers {
+        check_digest(&layer.digest, image)?;
+        if !ACCEPTED_LAYERS.contains(&layer.media_type.as_str()) {
+            return Err(OciError::invalid_image(format!(
+                "{image}: layer {} has media type {}; skill images use tar or tar+gzip layers",
+                layer.digest, layer.media_type
+            )));
+        }
+        if layer.size > limits.max_layer_bytes {
+            return Err(OciError::too_large(format!(
+                "{image}: layer {} is {} bytes compressed, over the limit of {} (Limits::max_layer_bytes)",
+                layer.digest, layer.size, limits.max_layer_bytes
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Only `sha256:<64 hex>` digests are accepted; they also end up in URLs.
+fn check_digest(digest: &str, image: &str) -> Result<(), OciError> {
+    let valid = digest.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+    });
+    if valid {
+        Ok(())
+    } else {
+        Err(OciError::invalid_image(format!(
+            "{image}: digest {digest:?} is not a sha256 digest"
+        )))
+    }
+}
+
+/// Sorts oci-client errors into the reasons callers act on.
+fn registry_error(error: OciDistributionError, image: &str) -> OciError {
+    let image = image.to_string();
+    let message = describe(&error);
+    match &error {
+        OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::AuthenticationFailure(_) => {
+            OciError::Unauthorized { image, message }
+        }
+        OciDistributionError::ImageManifestNotFoundError(_) => {
+            OciError::ImageNotFound { image, message }
+        }
+        OciDistributionError::RegistryError { envelope, .. } => {
+            let has = |wanted: &[OciErrorCode]| {
+                envelope
+                    .errors
+                    .iter()
+                    .any(|error| wanted.contains(&error.code))
+            };
+            if has(&[
+                OciErrorCode::ManifestUnknown,
+                OciErrorCode::NameUnknown,
+                OciErrorCode::BlobUnknown,
+                OciErrorCode::NotFound,
+            ]) {
+                OciError::ImageNotFound { image, message }
+            } else if has(&[OciErrorCode::Unauthorized, OciErrorCode::Denied]) {
+                OciError::Unauthorized { image, message }
+            } else if has(&[OciErrorCode::Toomanyrequests]) {
+                OciError::RegistryUnavailable { image, message }
+            } else if has(&[OciErrorCode::NameInvalid]) {
+                OciError::InvalidReference {
+                    reference: image,
+                    message,
+                }
+            } else {
+                OciError::RegistryError { image, message }
+            }
+        }
+        OciDistributionError::ServerError { code, .. } => match code {
+            404 => OciError::ImageNotFound { image, message },
+            401 | 403 => OciError::Unauthorized { image, message },
+            429 | 500..=599 => OciError::RegistryUnavailable { image, message },
+            _ => OciError::RegistryError { image, message },
+        },
+        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => {
+            OciError::RegistryUnavailable { image, message }
+        }
+        OciDistributionError::DigestError(_) => OciError::DigestMismatch {
+            blob: image,
+            message,
+        },
+        OciDistributionError::ManifestParsingError(_)
+        | OciDistributionError::VersionedParsingError(_)
+        | OciDistributionError::UnsupportedMediaTypeError(_)
+        | OciDistributionError::UnsupportedSchemaVersionError(_)
+        | OciDistributionError::ManifestEncodingError(_)
+        | OciDistributionError::JsonError(_) => {
+            OciError::invalid_image(format!("{image}: {message}"))
+        }
+        _ => OciError::RegistryError { image, message },
+    }
+}
+
+/// An error with its causes (`reqwest` keeps "connection refused" in a source).
+fn describe(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !message.contains(&cause_text) {
+            message.push_str(": ");
+            message.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    message
+}
