@@ -1,0 +1,469 @@
+//! The Helm chart in charts/agentic-operator, rendered by the real helm: lint, the objects
+//! each configuration creates, the restricted pod security settings and the exact RBAC.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use support::{
+    KUBE_VERSION, all_of_kind, crd_check_permissions, find, identities, kind, lease_permissions,
+    meta, namespaced_permissions, parse_yaml_stream, permissions, read_yaml_file, repo_root,
+    run_err, run_ok, testenv_tool,
+};
+
+const RELEASE: &str = "agentic-operator";
+const NAMESPACE: &str = "agentic-operator-system";
+const CHART: &str = "charts/agentic-operator";
+
+fn helm() -> Command {
+    let mut command = Command::new(testenv_tool("helm"));
+    command.current_dir(repo_root());
+    command
+}
+
+/// `helm template` of the chart as release `agentic-operator` in `agentic-operator-system`
+/// with `--set`/`--set-json` style arguments.
+fn template_command(args: &[&str]) -> Command {
+    let mut command = helm();
+    command.args([
+        "template",
+        RELEASE,
+        CHART,
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        KUBE_VERSION,
+    ]);
+    command.args(args);
+    command
+}
+
+fn render(args: &[&str]) -> Vec<Value> {
+    let text = run_ok(&mut template_command(args));
+    parse_yaml_stream(&text, &format!("helm template {}", args.join(" ")))
+}
+
+fn deployment(objects: &[Value]) -> &Value {
+    find(objects, "Deployment", RELEASE)
+}
+
+fn container(objects: &[Value]) -> &Value {
+    let containers = deployment(objects)["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("the Deployment has containers");
+    assert_eq!(containers.len(), 1, "one container: {containers:?}");
+    &containers[0]
+}
+
+fn args(objects: &[Value]) -> Vec<String> {
+    container(objects)["args"]
+        .as_array()
+        .expect("the container has args")
+        .iter()
+        .map(|a| a.as_str().expect("args are strings").to_owned())
+        .collect()
+}
+
+fn app_version() -> String {
+    let chart = read_yaml_file(&format!("{CHART}/Chart.yaml"));
+    chart[0]["appVersion"]
+        .as_str()
+        .expect("Chart.yaml has an appVersion string")
+        .to_owned()
+}
+
+fn identity(kind: &str, namespace: &str, name: &str) -> (String, String, String) {
+    (kind.to_owned(), namespace.to_owned(), name.to_owned())
+}
+
+#[test]
+fn lint_is_clean_with_default_and_full_values() {
+    run_ok(helm().args(["lint", "--strict", CHART, "--kube-version", KUBE_VERSION]));
+    run_ok(helm().args([
+        "lint",
+        "--strict",
+        CHART,
+        "--kube-version",
+        KUBE_VERSION,
+        "--set",
+        "leaderElection.enabled=true,replicas=3,metrics.serviceMonitor.enabled=true",
+        "--set-json",
+        r#"watchNamespaces=["team-a","team-b"]"#,
+        "--set-json",
+        r#"insecureRegistries=["registry.local:5000"]"#,
+        "--set",
+        "sandboxBackend=agent-sandbox,logFormat=json",
+    ]));
+}
+
+#[test]
+fn default_values_create_the_cluster_wide_operator() {
+    let objects = render(&[]);
+    assert_eq!(
+        identities(&objects),
+        BTreeSet::from([
+            identity("ServiceAccount", NAMESPACE, RELEASE),
+            identity("ClusterRole", "", RELEASE),
+            identity("ClusterRoleBinding", "", RELEASE),
+            identity("Service", NAMESPACE, "agentic-operator-metrics"),
+            identity("Deployment", NAMESPACE, RELEASE),
+        ])
+    );
+
+    let mut want = namespaced_permissions();
+    want.extend(crd_check_permissions());
+    assert_eq!(
+        permissions(&find(&objects, "ClusterRole", RELEASE)["rules"]),
+        want
+    );
+
+    let binding = find(&objects, "ClusterRoleBinding", RELEASE);
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RELEASE})
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}])
+    );
+
+    let deployment = deployment(&objects);
+    assert_eq!(deployment["spec"]["replicas"], json!(1));
+    assert_eq!(deployment["spec"]["strategy"], json!({"type": "Recreate"}));
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["serviceAccountName"],
+        json!(RELEASE)
+    );
+    let container = container(&objects);
+    assert_eq!(
+        container["image"],
+        json!(format!(
+            "ghcr.io/konveyor/agentic-operator:{}",
+            app_version()
+        ))
+    );
+    assert_eq!(
+        args(&objects),
+        [
+            "run",
+            "--health-addr=0.0.0.0:8081",
+            "--metrics-addr=0.0.0.0:8080",
+            "--sandbox-backend=auto",
+            "--tag-refresh-seconds=300",
+            "--log-format=text",
+        ]
+    );
+}
+
+#[test]
+fn pod_meets_the_restricted_pod_security_standard() {
+    let objects = render(&[]);
+    let pod = &deployment(&objects)["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], json!(true));
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"],
+        json!({"type": "RuntimeDefault"})
+    );
+    assert!(pod["hostNetwork"].is_null() && pod["hostPID"].is_null());
+    assert!(
+        pod["securityContext"]["runAsUser"].as_i64().unwrap_or(0) > 0,
+        "a non-zero runAsUser: {}",
+        pod["securityContext"]
+    );
+
+    let container = container(&objects);
+    let security = &container["securityContext"];
+    assert_eq!(security["allowPrivilegeEscalation"], json!(false));
+    assert_eq!(security["readOnlyRootFilesystem"], json!(true));
+    assert_eq!(security["runAsNonRoot"], json!(true));
+    assert_eq!(security["capabilities"], json!({"drop": ["ALL"]}));
+    assert_eq!(
+        security["seccompProfile"],
+        json!({"type": "RuntimeDefault"})
+    );
+    assert!(security.get("privileged").is_none());
+
+    for (kind, field) in [
+        ("requests", "cpu"),
+        ("requests", "memory"),
+        ("limits", "memory"),
+    ] {
+        assert!(
+            container["resources"][kind][field].is_string(),
+            "resources.{kind}.{field} is set: {}",
+            container["resources"]
+        );
+    }
+    assert_eq!(
+        container["livenessProbe"]["httpGet"],
+        json!({"path": "/healthz", "port": "health"})
+    );
+    assert_eq!(
+        container["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "health"})
+    );
+    let ports: Vec<(&str, i64)> = container["ports"]
+        .as_array()
+        .expect("the container has ports")
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or(""),
+                p["containerPort"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(ports, [("metrics", 8080), ("health", 8081)]);
+
+    let env = container["env"].as_array().expect("the container has env");
+    let pod_namespace = env
+        .iter()
+        .find(|e| e["name"] == "POD_NAMESPACE")
+        .expect("POD_NAMESPACE is set");
+    assert_eq!(
+        pod_namespace["valueFrom"],
+        json!({"fieldRef": {"fieldPath": "metadata.namespace"}})
+    );
+}
+
+#[test]
+fn watched_namespaces_get_roles_and_only_the_crd_check_stays_cluster_wide() {
+    let objects = render(&["--set-json", r#"watchNamespaces=["team-a","team-b"]"#]);
+
+    for namespace in ["team-a", "team-b"] {
+        let role = all_of_kind(&objects, "Role")
+            .into_iter()
+            .find(|r| meta(r, "namespace") == namespace)
+            .unwrap_or_else(|| panic!("a Role in {namespace}"));
+        assert_eq!(meta(role, "name"), RELEASE);
+        assert_eq!(permissions(&role["rules"]), namespaced_permissions());
+        let binding = all_of_kind(&objects, "RoleBinding")
+            .into_iter()
+            .find(|b| meta(b, "namespace") == namespace)
+            .unwrap_or_else(|| panic!("a RoleBinding in {namespace}"));
+        assert_eq!(
+            binding["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RELEASE})
+        );
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}])
+        );
+    }
+    assert_eq!(all_of_kind(&objects, "Role").len(), 2);
+
+    assert_eq!(
+        permissions(&find(&objects, "ClusterRole", RELEASE)["rules"]),
+        crd_check_permissions()
+    );
+    let args = args(&objects);
+    assert!(args.contains(&"--namespace=team-a".to_owned()), "{args:?}");
+    assert!(args.contains(&"--namespace=team-b".to_owned()), "{args:?}");
+}
+
+#[test]
+fn an_explicit_backend_needs_no_crd_permission() {
+    let namespaced = render(&[
+        "--set",
+        "sandboxBackend=pod",
+        "--set-json",
+        r#"watchNamespaces=["team-a"]"#,
+    ]);
+    assert!(
+        all_of_kind(&namespaced, "ClusterRole").is_empty()
+            && all_of_kind(&namespaced, "ClusterRoleBinding").is_empty(),
+        "nothing cluster-scoped: {:?}",
+        identities(&namespaced)
+    );
+    assert!(args(&namespaced).contains(&"--sandbox-backend=pod".to_owned()));
+
+    let cluster_wide = render(&["--set", "sandboxBackend=agent-sandbox"]);
+    assert_eq!(
+        permissions(&find(&cluster_wide, "ClusterRole", RELEASE)["rules"]),
+        namespaced_permissions()
+    );
+}
+
+#[test]
+fn leader_election_adds_the_lease_role_and_allows_replicas() {
+    let objects = render(&["--set", "leaderElection.enabled=true,replicas=2"]);
+    let role_name = format!("{RELEASE}-leader-election");
+
+    let role = find(&objects, "Role", &role_name);
+    assert_eq!(meta(role, "namespace"), NAMESPACE);
+    assert_eq!(permissions(&role["rules"]), lease_permissions());
+    let binding = find(&objects, "RoleBinding", &role_name);
+    assert_eq!(meta(binding, "namespace"), NAMESPACE);
+    assert_eq!(binding["roleRef"]["name"], json!(role_name));
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}])
+    );
+
+    let deployment = deployment(&objects);
+    assert_eq!(deployment["spec"]["replicas"], json!(2));
+    assert_eq!(
+        deployment["spec"]["strategy"]["type"],
+        json!("RollingUpdate")
+    );
+    assert!(args(&objects).contains(&"--leader-elect".to_owned()));
+
+    let without = render(&[]);
+    assert!(all_of_kind(&without, "Role").is_empty());
+    assert!(!args(&without).contains(&"--leader-elect".to_owned()));
+}
+
+#[test]
+fn replicas_without_leader_election_are_refused() {
+    let stderr = run_err(&mut template_command(&["--set", "replicas=2"]));
+    assert!(
+        stderr.contains("replicas is 2 but leaderElection.enabled is false"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn service_monitor_is_opt_in_and_scrapes_the_metrics_service() {
+    assert!(all_of_kind(&render(&[]), "ServiceMonitor").is_empty());
+
+    let objects = render(&[
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.labels.release=prometheus",
+    ]);
+    let monitor = find(&objects, "ServiceMonitor", RELEASE);
+    assert_eq!(monitor["apiVersion"], json!("monitoring.coreos.com/v1"));
+    assert_eq!(
+        monitor["metadata"]["labels"]["release"],
+        json!("prometheus")
+    );
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], json!("metrics"));
+    assert_eq!(monitor["spec"]["endpoints"][0]["path"], json!("/metrics"));
+    assert_eq!(
+        monitor["spec"]["namespaceSelector"],
+        json!({"matchNames": [NAMESPACE]})
+    );
+
+    // The monitor selects the metrics Service, which selects the operator pods.
+    let service = find(&objects, "Service", "agentic-operator-metrics");
+    let service_labels = service["metadata"]["labels"]
+        .as_object()
+        .expect("the Service has labels");
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("the monitor selects by labels")
+    {
+        assert_eq!(service_labels.get(key), Some(value), "Service label {key}");
+    }
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], json!("metrics"));
+    let pod_labels = &deployment(&objects)["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in service["spec"]["selector"]
+        .as_object()
+        .expect("the Service has a selector")
+    {
+        assert_eq!(&pod_labels[key], value, "pod label {key}");
+    }
+}
+
+#[test]
+fn values_reach_the_command_line_and_pod() {
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let objects = render(&[
+        "--set-json",
+        r#"insecureRegistries=["registry.local:5000","10.0.0.7:5000"]"#,
+        "--set",
+        &format!("image.tag={digest},logFormat=json,logLevel=debug,tagRefreshSeconds=60"),
+        "--set",
+        "podAnnotations.team=migrations,nodeSelector.pool=operators",
+        "--set-json",
+        r#"imagePullSecrets=[{"name":"ghcr"}]"#,
+    ]);
+    let args = args(&objects);
+    for expected in [
+        "--insecure-registry=registry.local:5000",
+        "--insecure-registry=10.0.0.7:5000",
+        "--log-format=json",
+        "--tag-refresh-seconds=60",
+    ] {
+        assert!(
+            args.contains(&expected.to_owned()),
+            "{expected} in {args:?}"
+        );
+    }
+    let container = container(&objects);
+    assert_eq!(
+        container["image"],
+        json!(format!("ghcr.io/konveyor/agentic-operator@{digest}"))
+    );
+    let rust_log = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|e| e["name"] == "RUST_LOG")
+        .expect("RUST_LOG is set");
+    assert_eq!(rust_log["value"], json!("debug"));
+    let template = &deployment(&objects)["spec"]["template"];
+    assert_eq!(
+        template["metadata"]["annotations"]["team"],
+        json!("migrations")
+    );
+    assert_eq!(
+        template["spec"]["nodeSelector"],
+        json!({"pool": "operators"})
+    );
+    assert_eq!(
+        template["spec"]["imagePullSecrets"],
+        json!([{"name": "ghcr"}])
+    );
+}
+
+#[test]
+fn the_schema_rejects_unknown_and_invalid_values() {
+    for (args, complaint) in [
+        (["--set", "replicaCount=2"], "replicaCount"),
+        (["--set", "sandboxBackend=docker"], "sandboxBackend"),
+        (["--set", "logFormat=yaml"], "logFormat"),
+        (["--set", "image.tagg=1"], "tagg"),
+        (["--set", "metrics.port=0"], "metrics/port"),
+    ] {
+        let stderr = run_err(&mut template_command(&args));
+        assert!(stderr.contains(complaint), "{args:?}: {stderr}");
+    }
+    let stderr = run_err(&mut template_command(&[
+        "--set-json",
+        r#"watchNamespaces=["Team_A"]"#,
+    ]));
+    assert!(stderr.contains("watchNamespaces"), "{stderr}");
+}
+
+#[test]
+fn every_object_carries_the_release_labels() {
+    let objects = render(&[
+        "--set",
+        "leaderElection.enabled=true,metrics.serviceMonitor.enabled=true",
+    ]);
+    for object in &objects {
+        let labels = &object["metadata"]["labels"];
+        assert_eq!(
+            labels["app.kubernetes.io/instance"],
+            json!(RELEASE),
+            "{} {}",
+            kind(object),
+            meta(object, "name")
+        );
+        assert_eq!(labels["app.kubernetes.io/managed-by"], json!("Helm"));
+    }
+}
+
+#[test]
+fn chart_crds_are_the_generated_ones() {
+    let chart = std::fs::read(repo_root().join(CHART).join("crds/konveyor.io.yaml"))
+        .expect("the chart has crds/konveyor.io.yaml");
+    let generated = std::fs::read(repo_root().join("config/crd/bases/konveyor.io.yaml"))
+        .expect("config/crd/bases/konveyor.io.yaml exists");
+    assert!(
+        chart == generated,
+        "charts/agentic-operator/crds/konveyor.io.yaml differs from config/crd/bases; run `make crds`"
+    );
+}

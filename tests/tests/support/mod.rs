@@ -1,0 +1,289 @@
+//! Helpers shared by the tests of the shipping surface: the Helm chart, the kustomize
+//! configuration, the samples and the scripts.
+//!
+//! Every test target compiles this module and each uses a different part of it.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The directory of control-plane binaries (`make testenv`), where helm and kubectl live.
+pub const TESTENV_BIN_ENV: &str = "AGENTIC_TESTENV_BIN";
+
+/// The Kubernetes version the chart is rendered and linted for. The testenv's helm is built
+/// without the version ldflags of release builds, so its default (1.20) is below the chart's
+/// `kubeVersion`; naming it here also keeps the tests independent of how helm was built.
+pub const KUBE_VERSION: &str = "1.36.0";
+
+/// The repository checkout.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives inside the repository")
+        .to_path_buf()
+}
+
+/// `$AGENTIC_TESTENV_BIN/<name>`; panics with what to do when it is missing, because a test
+/// that cannot run its tool must fail, not pass silently.
+pub fn testenv_tool(name: &str) -> PathBuf {
+    let Some(dir) = std::env::var_os(TESTENV_BIN_ENV) else {
+        panic!(
+            "{TESTENV_BIN_ENV} is not set: run the tests with `make test`, or export \
+             {TESTENV_BIN_ENV}=\"$(hack/testenv-tools.sh | tail -n1)\""
+        );
+    };
+    let path = PathBuf::from(dir).join(name);
+    assert!(
+        path.is_file(),
+        "{} does not exist: `hack/testenv-tools.sh` builds {name} into ${TESTENV_BIN_ENV}",
+        path.display()
+    );
+    path
+}
+
+fn describe(command: &Command) -> String {
+    let mut words = vec![command.get_program().to_string_lossy().into_owned()];
+    words.extend(command.get_args().map(|a| a.to_string_lossy().into_owned()));
+    words.join(" ")
+}
+
+fn output(command: &mut Command) -> Output {
+    command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", describe(command)))
+}
+
+/// Runs `command`, expects exit status 0 and returns its stdout.
+pub fn run_ok(command: &mut Command) -> String {
+    let out = output(command);
+    assert!(
+        out.status.success(),
+        "`{}` failed with {}:\nstdout:\n{}\nstderr:\n{}",
+        describe(command),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap_or_else(|e| panic!("`{}` printed non-UTF-8: {e}", describe(command)))
+}
+
+/// Runs `command`, expects it to fail and returns its stderr.
+pub fn run_err(command: &mut Command) -> String {
+    let out = output(command);
+    assert!(
+        !out.status.success(),
+        "`{}` succeeded but should have failed; stdout:\n{}",
+        describe(command),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every non-empty document of a YAML stream, as JSON values.
+pub fn parse_yaml_stream(text: &str, origin: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .unwrap_or_else(|e| panic!("{origin} is not valid YAML: {e}"))
+        .into_iter()
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+/// A YAML file of the repository, every document.
+pub fn read_yaml_file(relative: &str) -> Vec<Value> {
+    let path = repo_root().join(relative);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    parse_yaml_stream(&text, relative)
+}
+
+/// `metadata.<field>` of an object, or "" when absent.
+pub fn meta<'a>(object: &'a Value, field: &str) -> &'a str {
+    object["metadata"][field].as_str().unwrap_or("")
+}
+
+pub fn kind(object: &Value) -> &str {
+    object["kind"].as_str().unwrap_or("")
+}
+
+/// `(kind, namespace, name)` of every object, to compare what two renderings create.
+pub fn identities(objects: &[Value]) -> BTreeSet<(String, String, String)> {
+    objects
+        .iter()
+        .map(|o| {
+            (
+                kind(o).to_owned(),
+                meta(o, "namespace").to_owned(),
+                meta(o, "name").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The only object of `kind` named `name`; panics listing what there is otherwise.
+pub fn find<'a>(objects: &'a [Value], kind_name: &str, name: &str) -> &'a Value {
+    let matching: Vec<&Value> = objects
+        .iter()
+        .filter(|o| kind(o) == kind_name && meta(o, "name") == name)
+        .collect();
+    match matching.as_slice() {
+        [one] => one,
+        _ => panic!(
+            "want exactly one {kind_name} {name}, found {}; objects: {:?}",
+            matching.len(),
+            identities(objects)
+        ),
+    }
+}
+
+pub fn all_of_kind<'a>(objects: &'a [Value], kind_name: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| kind(o) == kind_name).collect()
+}
+
+/// One permission an RBAC rule grants: API group, resource, verb and, when the rule names
+/// objects, the object name (`*` otherwise).
+pub type Permission = (String, String, String, String);
+
+/// Expands RBAC rules into single permissions, so that rule sets compare whatever their
+/// grouping. Panics on rule fields this operator never needs (non-resource URLs).
+pub fn permissions(rules: &Value) -> BTreeSet<Permission> {
+    let strings = |rule: &Value, field: &str| -> Vec<String> {
+        rule[field]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|i| {
+                        i.as_str()
+                            .unwrap_or_else(|| panic!("{field} holds a non-string: {i}"))
+                            .to_owned()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut granted = BTreeSet::new();
+    for rule in rules.as_array().expect("rules is a list") {
+        assert!(
+            rule.get("nonResourceURLs").is_none(),
+            "unexpected nonResourceURLs rule: {rule}"
+        );
+        let names = strings(rule, "resourceNames");
+        let names = if names.is_empty() {
+            vec!["*".to_owned()]
+        } else {
+            names
+        };
+        for group in strings(rule, "apiGroups") {
+            for resource in strings(rule, "resources") {
+                for verb in strings(rule, "verbs") {
+                    for name in &names {
+                        granted.insert((
+                            group.clone(),
+                            resource.clone(),
+                            verb.clone(),
+                            name.clone(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    granted
+}
+
+/// Builds the expected permission set from `(group, resources, verbs, resource name)` rows.
+pub fn expected_permissions(rows: &[(&str, &[&str], &[&str], &str)]) -> BTreeSet<Permission> {
+    let mut set = BTreeSet::new();
+    for (group, resources, verbs, name) in rows {
+        for resource in *resources {
+            for verb in *verbs {
+                set.insert((
+                    (*group).to_owned(),
+                    (*resource).to_owned(),
+                    (*verb).to_owned(),
+                    (*name).to_owned(),
+                ));
+            }
+        }
+    }
+    set
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const READ_APPLY: &[&str] = &["create", "get", "list", "patch", "watch"];
+const KINDS: &[&str] = &["agentruns", "agents", "gateways", "skillcards"];
+const STATUSES: &[&str] = &[
+    "agentruns/status",
+    "agents/status",
+    "gateways/status",
+    "skillcards/status",
+];
+
+/// What the controllers do in a namespace, from the operator's documented API usage: read
+/// our kinds, patch their status, apply Secrets, ConfigMaps, Pods and Sandboxes, and record
+/// Events. Anything wider must fail the tests.
+pub fn namespaced_permissions() -> BTreeSet<Permission> {
+    expected_permissions(&[
+        ("konveyor.io", KINDS, READ, "*"),
+        ("konveyor.io", STATUSES, &["get", "patch"], "*"),
+        ("", &["secrets", "configmaps", "pods"], READ_APPLY, "*"),
+        ("agents.x-k8s.io", &["sandboxes"], READ_APPLY, "*"),
+        ("events.k8s.io", &["events"], &["create", "patch"], "*"),
+    ])
+}
+
+/// The one cluster-scoped permission: whether the Sandbox CRD exists (backend `auto`).
+pub fn crd_check_permissions() -> BTreeSet<Permission> {
+    expected_permissions(&[(
+        "apiextensions.k8s.io",
+        &["customresourcedefinitions"],
+        &["get"],
+        "sandboxes.agents.x-k8s.io",
+    )])
+}
+
+/// The leader-election Lease: created by name, then read and renewed (kube-lease-manager
+/// patches it; `update` covers clients that replace it).
+pub fn lease_permissions() -> BTreeSet<Permission> {
+    let mut set = expected_permissions(&[("coordination.k8s.io", &["leases"], &["create"], "*")]);
+    set.extend(expected_permissions(&[(
+        "coordination.k8s.io",
+        &["leases"],
+        &["get", "patch", "update"],
+        "agentic-operator-leader",
+    )]));
+    set
+}
+
+/// Where two JSON values first differ (`None` when they are equal). Numbers compare by value,
+/// because YAML tools print `1.0` and `1` interchangeably.
+pub fn first_difference(left: &Value, right: &Value) -> Option<String> {
+    fn walk(left: &Value, right: &Value, path: &str) -> Option<String> {
+        match (left, right) {
+            (Value::Number(l), Value::Number(r)) => {
+                (l.as_f64() != r.as_f64()).then(|| format!("{path}: {l} != {r}"))
+            }
+            (Value::Object(l), Value::Object(r)) => {
+                let keys: BTreeSet<&String> = l.keys().chain(r.keys()).collect();
+                keys.into_iter().find_map(|key| {
+                    let child = format!("{path}.{key}");
+                    match (l.get(key), r.get(key)) {
+                        (Some(lv), Some(rv)) => walk(lv, rv, &child),
+                        (lv, rv) => Some(format!("{child}: {lv:?} != {rv:?}")),
+                    }
+                })
+            }
+            (Value::Array(l), Value::Array(r)) if l.len() == r.len() => l
+                .iter()
+                .zip(r)
+                .enumerate()
+                .find_map(|(i, (lv, rv))| walk(lv, rv, &format!("{path}[{i}]"))),
+            _ => (left != right).then(|| format!("{path}: {left} != {right}")),
+        }
+    }
+    walk(left, right, "")
+}
