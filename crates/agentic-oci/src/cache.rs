@@ -186,3 +186,88 @@ fn evict_least_recently_used(entries: &mut HashMap<Key, Entry>) {
         entries.remove(&key);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    fn content(digest: &str) -> SkillContent {
+        let skill_md = b"---\nname: demo\ndescription: Demo.\n---\n".to_vec();
+        SkillContent {
+            image: ResolvedImage::from_pinned(&format!("r.example/skills@{digest}")).unwrap(),
+            sub_path: None,
+            path: "SKILL.md".into(),
+            report: agentic_skill::validate_skill_md(&skill_md, None),
+            skill_md,
+            skill_dirs: Vec::new(),
+        }
+    }
+
+    fn digest(n: u8) -> String {
+        format!("sha256:{}", hex::encode([n; 32]))
+    }
+
+    /// Fetches `key` through `cache`, counting the fetches that really run.
+    async fn get(
+        cache: &SkillCache,
+        key: u8,
+        runs: &Arc<AtomicUsize>,
+    ) -> Result<Arc<SkillContent>, OciError> {
+        let runs = runs.clone();
+        cache
+            .get_or_fetch(&digest(key), None, move || {
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok(content(&digest(key)))
+                }
+                .boxed()
+            })
+            .await
+    }
+
+    #[tokio::test]
+    async fn the_least_recently_used_entry_makes_room() {
+        let cache = SkillCache::new(2);
+        let runs = Arc::new(AtomicUsize::new(0));
+        get(&cache, 1, &runs).await.unwrap();
+        get(&cache, 2, &runs).await.unwrap();
+        get(&cache, 1, &runs).await.unwrap(); // 1 is now more recent than 2
+        get(&cache, 3, &runs).await.unwrap(); // evicts 2
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+        get(&cache, 1, &runs).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 3, "1 stayed");
+        get(&cache, 2, &runs).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 4, "2 was evicted");
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses, stats.entries), (2, 4, 2));
+    }
+
+    #[tokio::test]
+    async fn sub_paths_are_separate_entries_and_verdicts_stay() {
+        let cache = SkillCache::new(8);
+        let runs = Arc::new(AtomicUsize::new(0));
+        for sub_path in [Some("a"), Some("b"), Some("a"), None] {
+            let runs = runs.clone();
+            let result = cache
+                .get_or_fetch(&digest(9), sub_path, move || {
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        Err(OciError::SkillNotFound {
+                            path: "x/SKILL.md".into(),
+                            message: "none".into(),
+                        })
+                    }
+                    .boxed()
+                })
+                .await;
+            assert_eq!(result.unwrap_err().reason(), "SkillNotFound");
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            3,
+            "a, b and the root; the second a is cached"
+        );
+    }
+}

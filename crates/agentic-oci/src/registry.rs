@@ -543,15 +543,13 @@ fn registry_error(error: OciDistributionError, image: &str) -> OciError {
                 OciError::RegistryError { image, message }
             }
         }
-        OciDistributionError::ServerError { code, .. } => match code {
-            404 => OciError::ImageNotFound { image, message },
-            401 | 403 => OciError::Unauthorized { image, message },
-            429 | 500..=599 => OciError::RegistryUnavailable { image, message },
-            _ => OciError::RegistryError { image, message },
+        OciDistributionError::ServerError { code, .. } => by_status(*code, image, message),
+        // Some calls (blob_exists) turn HTTP statuses into request errors.
+        OciDistributionError::RequestError(request) => match request.status() {
+            Some(status) => by_status(status.as_u16(), image, message),
+            None => OciError::RegistryUnavailable { image, message },
         },
-        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => {
-            OciError::RegistryUnavailable { image, message }
-        }
+        OciDistributionError::IoError(_) => OciError::RegistryUnavailable { image, message },
         OciDistributionError::DigestError(_) => OciError::DigestMismatch {
             blob: image,
             message,
@@ -564,6 +562,15 @@ fn registry_error(error: OciDistributionError, image: &str) -> OciError {
         | OciDistributionError::JsonError(_) => {
             OciError::invalid_image(format!("{image}: {message}"))
         }
+        _ => OciError::RegistryError { image, message },
+    }
+}
+
+fn by_status(code: u16, image: String, message: String) -> OciError {
+    match code {
+        404 => OciError::ImageNotFound { image, message },
+        401 | 403 => OciError::Unauthorized { image, message },
+        429 | 500..=599 => OciError::RegistryUnavailable { image, message },
         _ => OciError::RegistryError { image, message },
     }
 }

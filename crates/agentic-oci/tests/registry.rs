@@ -1,0 +1,707 @@
+//! Round trips through a real registry (CNCF distribution, started by agentic-testenv).
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentic_oci::{
+    DockerConfig, OciError, PackedImage, RegistryAuth, RegistryOptions, ResolvedImage, SkillCache,
+    fetch_skill, pack_skills, push_image, resolve_digest,
+};
+use agentic_testenv::Registry;
+use flate2::read::GzDecoder;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use sha2::{Digest as _, Sha256};
+
+const ANONYMOUS: RegistryAuth = RegistryAuth::Anonymous;
+
+fn options(registry_addr: &str) -> RegistryOptions {
+    RegistryOptions {
+        insecure_registries: vec![registry_addr.to_string()],
+        ..RegistryOptions::default()
+    }
+}
+
+fn write_skill(root: &Path, name: &str) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(dir.join("references")).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!(
+            "---\nname: {name}\ndescription: The {name} skill, for registry tests.\n---\n# {name}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("references/notes.md"),
+        format!("notes of {name}\n"),
+    )
+    .unwrap();
+    dir
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// An image whose single layer is `tar`, packed without any validation.
+fn hand_made_image(tar: &[u8]) -> PackedImage {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(tar).unwrap();
+    let layer = encoder.finish().unwrap();
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [sha256(tar)]},
+    }))
+    .unwrap();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": agentic_oci::MANIFEST_MEDIA_TYPE,
+        "config": {"mediaType": agentic_oci::CONFIG_MEDIA_TYPE, "digest": sha256(&config), "size": config.len()},
+        "layers": [{"mediaType": agentic_oci::LAYER_MEDIA_TYPE, "digest": sha256(&layer), "size": layer.len()}],
+    }))
+    .unwrap();
+    PackedImage {
+        skills: Vec::new(),
+        layer_digest: sha256(&layer),
+        diff_id: sha256(tar),
+        config_digest: sha256(&config),
+        manifest_digest: sha256(&manifest),
+        layer,
+        config,
+        manifest,
+    }
+}
+
+fn tar_with(entries: &[(&str, tar::EntryType, &[u8], Option<&str>)]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, kind, content, link) in entries {
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(*kind);
+        header.set_mode(0o644);
+        header.set_size(content.len() as u64);
+        if let Some(link) = link {
+            header.set_link_name(link).unwrap();
+        }
+        builder.append_data(&mut header, path, *content).unwrap();
+    }
+    builder.into_inner().unwrap()
+}
+
+/// Reads a manifest and a blob back with a plain registry client.
+async fn pull_raw(registry_addr: &str, reference: &str, blob_digest: &str) -> (Vec<u8>, Vec<u8>) {
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(vec![registry_addr.to_string()]),
+        ..ClientConfig::default()
+    });
+    let reference: oci_client::Reference = reference.parse().unwrap();
+    let anonymous = oci_client::secrets::RegistryAuth::Anonymous;
+    let (manifest, _) = client
+        .pull_manifest_raw(&reference, &anonymous, &[agentic_oci::MANIFEST_MEDIA_TYPE])
+        .await
+        .unwrap();
+    let mut blob = Vec::new();
+    client
+        .pull_blob(&reference, blob_digest, &mut blob)
+        .await
+        .unwrap();
+    (manifest.to_vec(), blob)
+}
+
+fn layer_paths(layer: &[u8]) -> Vec<String> {
+    let mut tar = Vec::new();
+    GzDecoder::new(layer).read_to_end(&mut tar).unwrap();
+    tar::Archive::new(tar.as_slice())
+        .entries()
+        .unwrap()
+        .map(|entry| {
+            entry
+                .unwrap()
+                .path()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn one_skill_round_trips_with_a_stable_digest() {
+    let registry = Registry::start().await.unwrap();
+    let addr = registry.addr();
+    let opts = options(&addr);
+    let root = tempfile::tempdir().unwrap();
+    let dir = write_skill(root.path(), "demo");
+
+    let image = pack_skills(std::slice::from_ref(&dir)).unwrap();
+    let pushed = push_image(&image, &format!("{addr}/skills/demo:v1"), &ANONYMOUS, &opts)
+        .await
+        .unwrap();
+    assert_eq!(
+        pushed,
+        format!("{addr}/skills/demo:v1@{}", image.manifest_digest)
+    );
+
+    // Packing and pushing the same directory again lands on the same digest.
+    let again = pack_skills(&[dir]).unwrap();
+    let pushed_again = push_image(&again, &format!("{addr}/skills/demo:v2"), &ANONYMOUS, &opts)
+        .await
+        .unwrap();
+    assert_eq!(
+        pushed_again,
+        format!("{addr}/skills/demo:v2@{}", image.manifest_digest)
+    );
+
+    let (manifest, layer) = pull_raw(
+        &addr,
+        &format!("{addr}/skills/demo:v1"),
+        &image.layer_digest,
+    )
+    .await;
+    assert_eq!(
+        manifest, image.manifest,
+        "the registry serves the exact manifest bytes"
+    );
+    assert_eq!(layer, image.layer);
+    assert!(layer_paths(&layer).contains(&"SKILL.md".to_string()));
+
+    let by_tag = resolve_digest(&format!("{addr}/skills/demo:v1"), &ANONYMOUS, &opts)
+        .await
+        .unwrap();
+    assert_eq!(by_tag.digest, image.manifest_digest);
+    assert_eq!(
+        by_tag.repository_with_digest,
+        format!("{addr}/skills/demo@{}", image.manifest_digest)
+    );
+    let by_digest = resolve_digest(&by_tag.repository_with_digest, &ANONYMOUS, &opts)
+        .await
+        .unwrap();
+    assert_eq!(by_digest, by_tag);
+    assert_eq!(ResolvedImage::from_pinned(&pushed).unwrap(), by_tag);
+
+    let skill = fetch_skill(&by_tag, None, &ANONYMOUS, &opts).await.unwrap();
+    assert_eq!(skill.path, "SKILL.md");
+    assert!(skill.report.is_valid());
+    assert_eq!(skill.report.frontmatter.as_ref().unwrap().name, "demo");
+    assert_eq!(
+        skill.skill_md,
+        std::fs::read(root.path().join("demo/SKILL.md")).unwrap()
+    );
+}
+
+/// Uses the Konveyor skills of the shared corpus when present (their `modules/` and
+/// `references/` must stay reachable), look-alikes otherwise.
+#[tokio::test]
+async fn multi_skill_images_are_read_by_sub_path() {
+    let registry = Registry::start().await.unwrap();
+    let addr = registry.addr();
+    let opts = options(&addr);
+    let corpus =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/skills-corpus/konveyor");
+    let fixture = tempfile::tempdir().unwrap();
+    let (dirs, names) = if corpus.join("javaee-to-quarkus/modules").is_dir()
+        && corpus.join("plan/references").is_dir()
+    {
+        (
+            vec![corpus.join("javaee-to-quarkus"), corpus.join("plan")],
+            ["javaee-to-quarkus", "plan"],
+        )
+    } else {
+        let dirs = vec![
+            write_skill(fixture.path(), "alpha"),
+            write_skill(fixture.path(), "beta"),
+        ];
+        (dirs, ["alpha", "beta"])
+    };
+    let image = pack_skills(&dirs).unwrap();
+    let pushed = push_image(
+        &image,
+        &format!("{addr}/skills/bundle:1"),
+        &ANONYMOUS,
+        &opts,
+    )
+    .await
+    .unwrap();
+    let resolved = resolve_digest(&pushed, &ANONYMOUS, &opts).await.unwrap();
+
+    let (_, layer) = pull_raw(&addr, &pushed, &image.layer_digest).await;
+    let paths = layer_paths(&layer);
+    for (dir, name) in dirs.iter().zip(names) {
+        for folder in ["modules", "references"] {
+            for file in std::fs::read_dir(dir.join(folder)).into_iter().flatten() {
+                let expected = format!(
+                    "{name}/{folder}/{}",
+                    file.unwrap().file_name().to_string_lossy()
+                );
+                assert!(
+                    paths.contains(&expected),
+                    "{expected} missing from {paths:?}"
+                );
+            }
+        }
+        let skill = fetch_skill(&resolved, Some(name), &ANONYMOUS, &opts)
+            .await
+            .unwrap();
+        assert_eq!(skill.path, format!("{name}/SKILL.md"));
+        assert_eq!(skill.skill_md, std::fs::read(dir.join("SKILL.md")).unwrap());
+        assert_eq!(skill.skill_dirs, names);
+    }
+
+    let error = fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        OciError::SubPathRequired {
+            directories: names.iter().map(|name| name.to_string()).collect()
+        }
+    );
+    let error = fetch_skill(&resolved, Some("missing"), &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "SkillNotFound", "{error}");
+}
+
+#[tokio::test]
+async fn bad_content_is_reported_by_reason() {
+    let registry = Registry::start().await.unwrap();
+    let addr = registry.addr();
+    let opts = options(&addr);
+
+    let invalid = hand_made_image(&tar_with(&[(
+        "SKILL.md",
+        tar::EntryType::Regular,
+        b"---\nname: Not_A_Name\n---\nbody\n",
+        None,
+    )]));
+    let pushed = push_image(
+        &invalid,
+        &format!("{addr}/bad/invalid:1"),
+        &ANONYMOUS,
+        &opts,
+    )
+    .await
+    .unwrap();
+    let resolved = ResolvedImage::from_pinned(&pushed).unwrap();
+    let error = fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "InvalidSkill", "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("name") && text.contains("description"),
+        "every problem is listed: {text}"
+    );
+
+    let linked = hand_made_image(&tar_with(&[
+        (
+            "real.md",
+            tar::EntryType::Regular,
+            b"---\nname: x\ndescription: y\n---\n",
+            None,
+        ),
+        ("SKILL.md", tar::EntryType::Symlink, b"", Some("real.md")),
+    ]));
+    let pushed = push_image(&linked, &format!("{addr}/bad/linked:1"), &ANONYMOUS, &opts)
+        .await
+        .unwrap();
+    let resolved = ResolvedImage::from_pinned(&pushed).unwrap();
+    let error = fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "UnsafeImageContent", "{error}");
+
+    let small = RegistryOptions {
+        limits: agentic_oci::Limits {
+            max_layer_bytes: 16,
+            ..agentic_oci::Limits::default()
+        },
+        ..opts.clone()
+    };
+    let error = fetch_skill(&resolved, None, &ANONYMOUS, &small)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "ImageTooLarge", "{error}");
+}
+
+async fn push_index(
+    registry_addr: &str,
+    reference: &str,
+    entries: &[(&str, &str, &str)],
+) -> String {
+    let manifests: Vec<serde_json::Value> = entries
+        .iter()
+        .map(|(digest, os, architecture)| {
+            serde_json::json!({
+                "mediaType": agentic_oci::MANIFEST_MEDIA_TYPE,
+                "digest": digest,
+                // The registry checks that the manifest exists, not its size.
+                "size": 1,
+                "platform": {"os": os, "architecture": architecture},
+            })
+        })
+        .collect();
+    let index = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": manifests,
+    }))
+    .unwrap();
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(vec![registry_addr.to_string()]),
+        ..ClientConfig::default()
+    });
+    client
+        .push_manifest_raw(
+            &reference.parse().unwrap(),
+            index.clone(),
+            http::HeaderValue::from_static("application/vnd.oci.image.index.v1+json"),
+        )
+        .await
+        .unwrap();
+    sha256(&index)
+}
+
+#[tokio::test]
+async fn image_indexes_are_read_through_their_linux_amd64_manifest() {
+    let registry = Registry::start().await.unwrap();
+    let addr = registry.addr();
+    let opts = options(&addr);
+    let root = tempfile::tempdir().unwrap();
+    let good = pack_skills(&[write_skill(root.path(), "demo")]).unwrap();
+    let bad = hand_made_image(&tar_with(&[(
+        "README.md",
+        tar::EntryType::Regular,
+        b"no skill",
+        None,
+    )]));
+    push_image(&good, &format!("{addr}/multi/demo:good"), &ANONYMOUS, &opts)
+        .await
+        .unwrap();
+    push_image(&bad, &format!("{addr}/multi/demo:bad"), &ANONYMOUS, &opts)
+        .await
+        .unwrap();
+    let (good, bad) = (good.manifest_digest.as_str(), bad.manifest_digest.as_str());
+
+    let reference = format!("{addr}/multi/demo:index");
+    let index_digest = push_index(
+        &addr,
+        &reference,
+        &[
+            (bad, "linux", "arm64"),
+            (bad, "unknown", "unknown"),
+            (good, "linux", "amd64"),
+        ],
+    )
+    .await;
+    let resolved = resolve_digest(&reference, &ANONYMOUS, &opts).await.unwrap();
+    assert_eq!(
+        resolved.digest, index_digest,
+        "pods pin the index; each node picks its platform"
+    );
+    let skill = fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+        .await
+        .unwrap();
+    assert_eq!(skill.report.frontmatter.unwrap().name, "demo");
+
+    // Without linux/amd64, a single real entry is read (attestations aside) ...
+    let reference = format!("{addr}/multi/demo:single");
+    push_index(
+        &addr,
+        &reference,
+        &[(good, "linux", "arm64"), (bad, "unknown", "unknown")],
+    )
+    .await;
+    let resolved = resolve_digest(&reference, &ANONYMOUS, &opts).await.unwrap();
+    assert!(
+        fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+            .await
+            .is_ok()
+    );
+
+    // ... and several leave the choice open.
+    let reference = format!("{addr}/multi/demo:ambiguous");
+    push_index(
+        &addr,
+        &reference,
+        &[(good, "linux", "arm64"), (bad, "linux", "s390x")],
+    )
+    .await;
+    let resolved = resolve_digest(&reference, &ANONYMOUS, &opts).await.unwrap();
+    let error = fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "InvalidImage", "{error}");
+    assert!(
+        error.to_string().contains("linux/arm64, linux/s390x"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn registry_failures_are_reported_by_reason() {
+    let registry = Registry::start().await.unwrap();
+    let addr = registry.addr();
+    let opts = options(&addr);
+    let root = tempfile::tempdir().unwrap();
+    let image = pack_skills(&[write_skill(root.path(), "demo")]).unwrap();
+    let before = agentic_oci::registry_stats();
+    push_image(&image, &format!("{addr}/skills/demo:v1"), &ANONYMOUS, &opts)
+        .await
+        .unwrap();
+    let after = agentic_oci::registry_stats();
+    assert!(
+        after.requests >= before.requests + 3,
+        "blobs and manifest are counted: {before:?} {after:?}"
+    );
+
+    for missing in [
+        format!("{addr}/skills/demo:no-such-tag"),
+        format!("{addr}/no/such-repo:v1"),
+        format!("{addr}/skills/demo@sha256:{}", "0".repeat(64)),
+    ] {
+        let error = resolve_digest(&missing, &ANONYMOUS, &opts)
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason(), "ImageNotFound", "{missing}: {error}");
+        assert!(!error.is_transient());
+    }
+    let gone = ResolvedImage::from_pinned(&format!("{addr}/skills/gone@sha256:{}", "1".repeat(64)))
+        .unwrap();
+    let error = fetch_skill(&gone, None, &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "ImageNotFound", "{error}");
+
+    let error = resolve_digest("Not A Reference!", &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "InvalidReference", "{error}");
+
+    // A port nobody listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let error = resolve_digest(
+        &format!("{closed}/skills/demo:v1"),
+        &ANONYMOUS,
+        &options(&closed),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error.reason(), "RegistryUnavailable", "{error}");
+    assert!(error.is_transient());
+}
+
+#[tokio::test]
+async fn the_cache_fetches_each_digest_and_sub_path_once() {
+    let registry = Registry::start().await.unwrap();
+    let addr = registry.addr();
+    let opts = options(&addr);
+    let root = tempfile::tempdir().unwrap();
+    let image = pack_skills(&[
+        write_skill(root.path(), "alpha"),
+        write_skill(root.path(), "beta"),
+    ])
+    .unwrap();
+    let pushed = push_image(
+        &image,
+        &format!("{addr}/skills/cached:1"),
+        &ANONYMOUS,
+        &opts,
+    )
+    .await
+    .unwrap();
+    let resolved = ResolvedImage::from_pinned(&pushed).unwrap();
+
+    let cache = Arc::new(SkillCache::new(16));
+    let fetches = (0..8).map(|_| {
+        let (cache, resolved, opts) = (cache.clone(), resolved.clone(), opts.clone());
+        tokio::spawn(async move {
+            cache
+                .fetch_skill(&resolved, Some("alpha"), &ANONYMOUS, &opts)
+                .await
+        })
+    });
+    let results = futures::future::join_all(fetches).await;
+    let first = results[0].as_ref().unwrap().as_ref().unwrap().clone();
+    for result in &results {
+        assert!(
+            Arc::ptr_eq(result.as_ref().unwrap().as_ref().unwrap(), &first),
+            "one shared fetch"
+        );
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.misses, stats.hits, stats.entries), (1, 7, 1));
+
+    // A content verdict is kept; it comes from the cache the second time.
+    for _ in 0..2 {
+        let error = cache
+            .fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason(), "SubPathRequired");
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.misses, stats.hits, stats.entries), (2, 8, 2));
+
+    // A transient failure is not kept: the next request tries again.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let unreachable =
+        ResolvedImage::from_pinned(&format!("{closed}/skills/x@{}", image.manifest_digest))
+            .unwrap();
+    for _ in 0..2 {
+        let error = cache
+            .fetch_skill(&unreachable, Some("other"), &ANONYMOUS, &options(&closed))
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason(), "RegistryUnavailable");
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.misses, stats.entries), (4, 2));
+}
+
+/// A registry that requires HTTP Basic credentials (htpasswd), which testenv's does not.
+struct AuthRegistry {
+    addr: String,
+    process: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl AuthRegistry {
+    const USER: &str = "skill-pusher";
+    const PASSWORD: &str = "correct horse battery staple";
+
+    fn start() -> AuthRegistry {
+        let dir = tempfile::tempdir().unwrap();
+        let hash = bcrypt::hash(Self::PASSWORD, 4).unwrap();
+        std::fs::write(
+            dir.path().join("htpasswd"),
+            format!("{}:{hash}\n", Self::USER),
+        )
+        .unwrap();
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string();
+        let config = serde_json::json!({
+            "version": "0.1",
+            "log": {"level": "warn", "accesslog": {"disabled": true}},
+            "storage": {"filesystem": {"rootdirectory": dir.path().join("storage")}},
+            "http": {"addr": addr},
+            "auth": {"htpasswd": {"realm": "skills", "path": dir.path().join("htpasswd")}},
+        });
+        std::fs::write(dir.path().join("config.yml"), config.to_string()).unwrap();
+        let binary = std::env::var_os(agentic_testenv::REGISTRY_BIN_ENV)
+            .unwrap_or_else(|| agentic_testenv::DEFAULT_REGISTRY_BIN.into());
+        let mut command = std::process::Command::new(binary);
+        command.arg("serve").arg(dir.path().join("config.yml"));
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("REGISTRY_") {
+                command.env_remove(key);
+            }
+        }
+        let process = command
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let registry = AuthRegistry {
+            addr,
+            process,
+            _dir: dir,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while std::net::TcpStream::connect(&registry.addr).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the htpasswd registry did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        registry
+    }
+}
+
+impl Drop for AuthRegistry {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+#[tokio::test]
+async fn credentials_come_from_pull_secrets() {
+    let registry = AuthRegistry::start();
+    let addr = registry.addr.clone();
+    let opts = options(&addr);
+    let root = tempfile::tempdir().unwrap();
+    let image = pack_skills(&[write_skill(root.path(), "private")]).unwrap();
+    let reference = format!("{addr}/team/private:v1");
+
+    let error = push_image(&image, &reference, &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "Unauthorized", "{error}");
+
+    let encoded = base64_user_password(AuthRegistry::USER, AuthRegistry::PASSWORD);
+    let unrelated = DockerConfig::parse(
+        br#"{"auths": {"elsewhere.example": {"auth": "eDp5"}}}"#,
+        "ns/other",
+    )
+    .unwrap();
+    let wrong = DockerConfig::parse(
+        format!(
+            r#"{{"auths": {{"http://{addr}": {{"username": "{}", "password": "nope"}}}}}}"#,
+            AuthRegistry::USER
+        )
+        .as_bytes(),
+        "ns/wrong",
+    )
+    .unwrap();
+    let right = DockerConfig::parse(
+        format!(r#"{{"auths": {{"{addr}": {{"auth": "{encoded}"}}}}}}"#).as_bytes(),
+        "ns/right",
+    )
+    .unwrap();
+
+    let auth = RegistryAuth::from_docker_configs([&unrelated, &right], &addr);
+    let pushed = push_image(&image, &reference, &auth, &opts).await.unwrap();
+    assert!(pushed.ends_with(&image.manifest_digest));
+
+    let error = resolve_digest(&reference, &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "Unauthorized", "{error}");
+    assert!(!error.is_transient());
+
+    // The first secret with an entry for the registry wins, even with wrong credentials.
+    let wrong_first = RegistryAuth::from_docker_configs([&wrong, &right], &addr);
+    let error = resolve_digest(&reference, &wrong_first, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "Unauthorized", "{error}");
+    assert!(!format!("{error} {error:?} {wrong_first:?}").contains("nope"));
+
+    let resolved = resolve_digest(&reference, &auth, &opts).await.unwrap();
+    assert_eq!(resolved.digest, image.manifest_digest);
+    let error = fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "Unauthorized", "{error}");
+    let skill = fetch_skill(&resolved, None, &auth, &opts).await.unwrap();
+    assert_eq!(skill.report.frontmatter.unwrap().name, "private");
+}
+
+fn base64_user_password(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+}
