@@ -16,9 +16,22 @@ use crate::SkillType;
     status = "AgentStatus",
     shortname = "ag",
     category = "konveyor",
-    printcolumn(name = "Image", type_ = "string", json_path = ".spec.image", priority = "1"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Image",
+        type_ = "string",
+        json_path = ".spec.image",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
@@ -76,7 +89,10 @@ pub struct ObjectRef {
 #[serde(rename_all = "camelCase")]
 pub struct AgentParam {
     /// Name of the parameter, an identifier: letters, digits and `_`, not starting with a digit.
-    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[a-zA-Z_][a-zA-Z0-9_]*$"))]
+    #[schemars(
+        length(min = 1, max = 128),
+        regex(pattern = r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    )]
     pub name: String,
 
     /// Type of the value: `string` (default), `number` or `boolean`. Runs give values as

@@ -19,7 +19,11 @@ use crate::SkillType;
     category = "konveyor",
     printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agentRef"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable; create a new AgentRun instead"))]
 #[serde(rename_all = "camelCase")]

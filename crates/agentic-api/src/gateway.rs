@@ -16,8 +16,16 @@ use serde::{Deserialize, Serialize};
     category = "konveyor",
     printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider"),
     printcolumn(name = "Model", type_ = "string", json_path = ".spec.model.name"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct GatewaySpec {

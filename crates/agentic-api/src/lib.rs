@@ -3,6 +3,10 @@
 //! Field names follow the Konveyor agentic platform so that its manifests apply unchanged.
 //! The doc comments on the types below are what `kubectl explain` shows users.
 
+// kube's `printcolumn(name = .., type_ = ..)` repeats keys across columns, which this lint
+// mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 mod agent;
 mod agentrun;
 mod condition;
@@ -27,7 +31,12 @@ pub const VERSION: &str = "v1alpha1";
 
 /// Every CustomResourceDefinition of this API, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![SkillCard::crd(), Agent::crd(), AgentRun::crd(), Gateway::crd()]
+    vec![
+        SkillCard::crd(),
+        Agent::crd(),
+        AgentRun::crd(),
+        Gateway::crd(),
+    ]
 }
 
 /// Every CRD as one multi-document YAML stream, as committed under `config/crd/bases/`.

@@ -22,7 +22,11 @@ fn every_kind_is_namespaced_with_status_in_konveyor_v1alpha1() {
         let version = &crd.spec.versions[0];
         assert_eq!(version.name, VERSION);
         assert!(
-            version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(),
+            version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some(),
             "{} has no status subresource",
             crd.spec.names.kind
         );
@@ -33,7 +37,12 @@ fn every_kind_is_namespaced_with_status_in_konveyor_v1alpha1() {
 fn short_names_match_the_platform() {
     let names: Vec<(String, Vec<String>)> = crds()
         .into_iter()
-        .map(|c| (c.spec.names.kind, c.spec.names.short_names.unwrap_or_default()))
+        .map(|c| {
+            (
+                c.spec.names.kind,
+                c.spec.names.short_names.unwrap_or_default(),
+            )
+        })
         .collect();
     assert_eq!(
         names,
@@ -51,7 +60,11 @@ fn conditions_merge_by_type_everywhere() {
     for crd in crds() {
         let schema = schema_of(&crd);
         let conditions = &schema["properties"]["status"]["properties"]["conditions"];
-        assert_eq!(conditions["x-kubernetes-list-type"], "map", "{}", crd.spec.names.kind);
+        assert_eq!(
+            conditions["x-kubernetes-list-type"], "map",
+            "{}",
+            crd.spec.names.kind
+        );
         assert_eq!(
             conditions["x-kubernetes-list-map-keys"],
             serde_json::json!(["type"]),
@@ -70,9 +83,15 @@ fn no_unsigned_integer_formats() {
 #[test]
 fn defaults_are_in_the_schema() {
     let skc = schema_of(&SkillCard::crd());
-    assert_eq!(skc["properties"]["spec"]["properties"]["type"]["default"], "skill");
+    assert_eq!(
+        skc["properties"]["spec"]["properties"]["type"]["default"],
+        "skill"
+    );
     let ag = schema_of(&Agent::crd());
-    assert_eq!(ag["properties"]["spec"]["properties"]["skillDelivery"]["default"], "native");
+    assert_eq!(
+        ag["properties"]["spec"]["properties"]["skillDelivery"]["default"],
+        "native"
+    );
     assert_eq!(
         ag["properties"]["spec"]["properties"]["params"]["items"]["properties"]["type"]["default"],
         "string"

@@ -121,7 +121,10 @@ mod tests {
         assert!(text.contains("colon: \"a: b\"\n"), "{text}");
         assert!(text.contains("multi: \"line one\\nline two\"\n"), "{text}");
         assert!(text.contains("empty: \"\"\n"), "{text}");
-        assert!(text.contains("list:\n  - x\n  - j: false\n    k: 1\n"), "{text}");
+        assert!(
+            text.contains("list:\n  - x\n  - j: false\n    k: 1\n"),
+            "{text}"
+        );
         assert!(text.contains("nothing: {}\n"), "{text}");
     }
 }

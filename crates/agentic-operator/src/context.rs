@@ -1,0 +1,157 @@
+//! What every controller shares: the client, the registry and skill cache, events, metrics,
+//! and per-object backoff.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentic_api::ConditionStatus;
+use agentic_core::conditions::find_condition;
+use agentic_oci::{RegistryOptions, SkillCache};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Client;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+
+use crate::error::Error;
+use crate::metrics::Metrics;
+
+/// The one field manager for every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "agentic-operator";
+
+/// Which object creates a run's sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SandboxBackend {
+    /// An `agents.x-k8s.io/v1beta1` Sandbox, run by the agent-sandbox controller.
+    AgentSandbox,
+    /// A plain Pod.
+    Pod,
+}
+
+/// Settings of the controllers that come from the command line.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub registry: RegistryOptions,
+    pub sandbox_backend: SandboxBackend,
+    /// How often image tags are resolved again to notice a new digest.
+    pub tag_refresh_interval: Duration,
+}
+
+/// Shared state of all controllers.
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    pub skills: SkillCache,
+    pub metrics: Arc<Metrics>,
+    recorder: Recorder,
+    backoff: Mutex<HashMap<(&'static str, String, String), u32>>,
+}
+
+/// Skills (digest and subPath) kept validated in memory; each entry holds one SKILL.md.
+const SKILL_CACHE_ENTRIES: usize = 4096;
+const BACKOFF_BASE: Duration = Duration::from_secs(2);
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+impl Context {
+    pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>) -> Self {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            skills: SkillCache::new(SKILL_CACHE_ENTRIES),
+            client,
+            settings,
+            metrics,
+            backoff: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Publishes an event about `obj`. Failing to publish is logged, never fatal.
+    pub async fn publish<K>(&self, obj: &K, type_: EventType, reason: &str, note: String)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(truncate(note, 1000)),
+            action: "Reconcile".to_string(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(object = %obj.name_any(), error = %e, "publishing event failed");
+        }
+    }
+
+    /// Emits one event when the condition `type_` changes status or reason; an unchanged pass
+    /// emits nothing. True is Normal, anything else a Warning.
+    pub async fn announce<K>(&self, obj: &K, old: &[Condition], new: &[Condition], type_: &str)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let Some(after) = find_condition(new, type_) else {
+            return;
+        };
+        let before = find_condition(old, type_);
+        if before.is_some_and(|b| b.status == after.status && b.reason == after.reason) {
+            return;
+        }
+        let event_type = if after.status == ConditionStatus::True.as_str() {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        self.publish(obj, event_type, &after.reason, after.message.clone())
+            .await;
+    }
+
+    /// The delay before the next attempt for an object whose reconcile failed: doubles with
+    /// every consecutive failure, up to five minutes.
+    pub fn backoff<K: Resource>(&self, kind: &'static str, obj: &K, error: &Error) -> Action {
+        self.metrics.failed(kind, error.reason());
+        let key = key_of(kind, obj);
+        let mut attempts = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        let n = attempts.entry(key).or_insert(0);
+        let delay = BACKOFF_BASE
+            .saturating_mul(2u32.saturating_pow(*n))
+            .min(BACKOFF_MAX);
+        *n = n.saturating_add(1);
+        tracing::warn!(kind, object = %obj.meta().name.as_deref().unwrap_or_default(), reason = error.reason(), error = %error, retry_in = ?delay, "reconcile failed");
+        Action::requeue(delay)
+    }
+
+    /// Forgets an object's failures after a successful pass.
+    pub fn succeeded<K: Resource>(&self, kind: &'static str, obj: &K) {
+        let mut attempts = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        attempts.remove(&key_of(kind, obj));
+    }
+}
+
+fn key_of<K: Resource>(kind: &'static str, obj: &K) -> (&'static str, String, String) {
+    let meta = obj.meta();
+    (
+        kind,
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut cut = max;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+/// The reflector key of an object, for watch mappers.
+pub fn object_ref<K: Resource<DynamicType = ()>>(name: &str, namespace: &str) -> ObjectRef<K> {
+    ObjectRef::new(name).within(namespace)
+}

@@ -1,0 +1,164 @@
+//! Agent: Ready when every referenced SkillCard and Gateway is Ready and skill names are unique.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentic_api::{Agent, CONDITION_READY, ConditionStatus, Gateway, SkillCard};
+use agentic_core::conditions::set_condition;
+use agentic_core::skills::{resolve_gateways, resolve_skill_delivery, resolve_skills};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+
+use crate::apply::apply_status;
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+pub const KIND: &str = "Agent";
+/// Condition reporting how `spec.skillDelivery` was understood.
+pub use agentic_core::skills::CONDITION_SKILL_DELIVERY_RESOLVED as CONDITION_SKILL_DELIVERY;
+
+pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let namespace = agent.namespace().ok_or_else(|| Error::MissingNamespace {
+        kind: KIND,
+        name: agent.name_any(),
+    })?;
+
+    // Dereference.
+    let cards_api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut cards = Vec::new();
+    for r in &agent.spec.skill_cards {
+        cards.push((r.name.clone(), cards_api.get_opt(&r.name).await?));
+    }
+    let gateways_api: Api<Gateway> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut gateways = Vec::new();
+    for r in &agent.spec.gateways {
+        gateways.push((r.name.clone(), gateways_api.get_opt(&r.name).await?));
+    }
+
+    // Validate and build the status.
+    let card_refs: Vec<(String, Option<&SkillCard>)> =
+        cards.iter().map(|(n, c)| (n.clone(), c.as_ref())).collect();
+    let gateway_refs: Vec<(String, Option<&Gateway>)> = gateways
+        .iter()
+        .map(|(n, g)| (n.clone(), g.as_ref()))
+        .collect();
+    let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
+
+    let generation = agent.metadata.generation;
+    let old = agent.status.clone().unwrap_or_default();
+    let mut new = old.clone();
+    new.observed_generation = generation;
+    new.delivery_mode = Some(delivery.mode.as_str().to_string());
+    let now = crate::now();
+    let ready = match (resolve_skills(&card_refs), resolve_gateways(&gateway_refs)) {
+        (Ok(resolved), Ok(())) => {
+            new.skills = resolved.skills;
+            new.rules = resolved.rules;
+            (
+                ConditionStatus::True,
+                "AgentReady",
+                format!(
+                    "{} skill(s) and {} gateway(s) are ready",
+                    agent.spec.skill_cards.len(),
+                    agent.spec.gateways.len()
+                ),
+            )
+        }
+        (Err(e), _) => {
+            new.skills.clear();
+            new.rules.clear();
+            (ConditionStatus::False, e.reason(), e.to_string())
+        }
+        (Ok(_), Err(e)) => {
+            new.skills.clear();
+            new.rules.clear();
+            (ConditionStatus::False, e.reason(), e.to_string())
+        }
+    };
+    set_condition(
+        &mut new.conditions,
+        CONDITION_READY,
+        ready.0,
+        ready.1,
+        &ready.2,
+        generation,
+        now.clone(),
+    );
+    match &delivery.unknown {
+        Some(value) => set_condition(
+            &mut new.conditions,
+            CONDITION_SKILL_DELIVERY,
+            ConditionStatus::False,
+            agentic_core::skills::REASON_UNKNOWN_SKILL_DELIVERY,
+            &delivery.fallback_message().unwrap_or_else(|| value.clone()),
+            generation,
+            now,
+        ),
+        None => set_condition(
+            &mut new.conditions,
+            CONDITION_SKILL_DELIVERY,
+            ConditionStatus::True,
+            "KnownSkillDelivery",
+            &format!("runs use skill delivery {}", delivery.mode.as_str()),
+            generation,
+            now,
+        ),
+    };
+
+    // Apply.
+    if new != old {
+        let api: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
+        apply_status(&api, &agent.name_any(), &new).await?;
+        ctx.announce(
+            agent.as_ref(),
+            &old.conditions,
+            &new.conditions,
+            CONDITION_READY,
+        )
+        .await;
+        ctx.announce(
+            agent.as_ref(),
+            &old.conditions,
+            &new.conditions,
+            CONDITION_SKILL_DELIVERY,
+        )
+        .await;
+    }
+    ctx.metrics.reconciled(KIND, started.elapsed());
+    ctx.succeeded(KIND, agent.as_ref());
+    Ok(Action::await_change())
+}
+
+pub fn error_policy(agent: Arc<Agent>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.backoff(KIND, agent.as_ref(), error)
+}
+
+/// The Agents in `namespace` that reference the SkillCard `name`.
+pub fn agents_using_skill_card<'a>(
+    agents: impl IntoIterator<Item = &'a Agent>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<Agent>> {
+    agents
+        .into_iter()
+        .filter(|a| a.namespace().as_deref() == Some(namespace))
+        .filter(|a| a.spec.skill_cards.iter().any(|r| r.name == name))
+        .map(ObjectRef::from_obj)
+        .collect()
+}
+
+/// The Agents in `namespace` that reference the Gateway `name`.
+pub fn agents_using_gateway<'a>(
+    agents: impl IntoIterator<Item = &'a Agent>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<Agent>> {
+    agents
+        .into_iter()
+        .filter(|a| a.namespace().as_deref() == Some(namespace))
+        .filter(|a| a.spec.gateways.iter().any(|r| r.name == name))
+        .map(ObjectRef::from_obj)
+        .collect()
+}

@@ -1,0 +1,314 @@
+//! AgentRun: check the run against its Agent, create exactly one sandbox pinned to the Agent's
+//! validated skills, and follow it to Succeeded or Failed.
+//!
+//! Pipeline: dereference (Agent, Gateway, SkillCards) → validate (params, gateway) → build
+//! (pod spec, run ConfigMap, ACP key Secret) → apply → status. Once the sandbox exists the run
+//! only observes it: a later change to an Agent or SkillCard never changes a running sandbox.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentic_api::{
+    Agent, AgentRun, AgentRunPhase, AgentRunStatus, CONDITION_READY, Gateway, PinnedSkill,
+    SkillCard,
+};
+use agentic_core::conditions::find_condition;
+use agentic_core::names::sandbox_name;
+use agentic_core::params::resolve_params;
+use agentic_core::sandbox::{
+    MountedSkill, RunOutcome, SandboxInputs, build_acp_secret, build_pod, build_run_config_map,
+    build_sandbox, run_outcome,
+};
+use agentic_core::skills::{check_agent, resolve_skill_delivery, select_gateway};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
+
+use crate::apply::{apply_object, apply_status};
+use crate::context::{Context, SandboxBackend};
+use crate::error::{Error, Result};
+
+pub const KIND: &str = "AgentRun";
+/// Condition that is True once the run has finished, with the outcome as its reason.
+pub const CONDITION_COMPLETED: &str = "Completed";
+/// Annotation on the sandbox recording the skills pinned at creation, so a restarted operator
+/// reports exactly what the sandbox mounts.
+pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
+
+/// The agent-sandbox `Sandbox` kind.
+pub fn sandbox_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("agents.x-k8s.io", "v1beta1", "Sandbox"),
+        "sandboxes",
+    )
+}
+
+pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let namespace = run.namespace().ok_or_else(|| Error::MissingNamespace {
+        kind: KIND,
+        name: run.name_any(),
+    })?;
+    let old = run.status.clone().unwrap_or_default();
+    if old.phase.is_some_and(AgentRunPhase::is_finished) {
+        ctx.succeeded(KIND, run.as_ref());
+        return Ok(Action::await_change());
+    }
+
+    let mut new = old.clone();
+    let outcome = if old.sandbox_name.is_some() {
+        observe(&run, &namespace, &ctx, &new).await?
+    } else {
+        start(&run, &namespace, &ctx, &mut new).await?
+    };
+    outcome.apply(&mut new, run.metadata.generation, crate::now());
+
+    if new != old {
+        let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
+        apply_status(&api, &run.name_any(), &new).await?;
+        if old.phase != new.phase || reason_of(&old) != reason_of(&new) {
+            let type_ = match outcome.phase {
+                AgentRunPhase::Failed => EventType::Warning,
+                _ => EventType::Normal,
+            };
+            ctx.publish(run.as_ref(), type_, outcome.reason, outcome.message.clone())
+                .await;
+        }
+    }
+    ctx.metrics.reconciled(KIND, started.elapsed());
+    ctx.succeeded(KIND, run.as_ref());
+    Ok(Action::await_change())
+}
+
+pub fn error_policy(run: Arc<AgentRun>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.backoff(KIND, run.as_ref(), error)
+}
+
+fn reason_of(status: &AgentRunStatus) -> Option<String> {
+    find_condition(&status.conditions, CONDITION_READY).map(|c| c.reason.clone())
+}
+
+/// Before the sandbox exists: check the run, then create its objects.
+async fn start(
+    run: &AgentRun,
+    namespace: &str,
+    ctx: &Context,
+    status: &mut AgentRunStatus,
+) -> Result<RunOutcome> {
+    let name = sandbox_name(&run.name_any());
+
+    // A sandbox from an earlier pass (the operator stopped before writing status) is adopted,
+    // never rebuilt: its annotation says what it mounts.
+    if let Some(pinned) = existing_sandbox_skills(ctx, namespace, &name).await? {
+        status.sandbox_name = Some(name.clone());
+        status.skills = pinned;
+        return Ok(RunOutcome::pending(
+            agentic_core::sandbox::REASON_SANDBOX_CREATING,
+            format!("sandbox {name} exists; waiting for its pod"),
+        ));
+    }
+
+    let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), namespace);
+    let found = agents.get_opt(&run.spec.agent_ref).await?;
+    let agent = match check_agent(&run.spec.agent_ref, found.as_ref()) {
+        Ok(agent) => agent,
+        Err(e) => {
+            return Ok(RunOutcome::pending(
+                e.reason(),
+                format!("spec.agentRef: {e}"),
+            ));
+        }
+    };
+    let agent_status = agent.status.clone().unwrap_or_default();
+
+    let params = match resolve_params(&agent.spec.params, &run.spec.params) {
+        Ok(params) => params,
+        Err(e) => return Ok(RunOutcome::failed(e.reason(), format!("spec.params: {e}"))),
+    };
+    let gateway_name = match select_gateway(&agent.spec.gateways, run.spec.gateway.as_deref()) {
+        Ok(name) => name,
+        Err(e) => return Ok(RunOutcome::failed(e.reason(), format!("spec.gateway: {e}"))),
+    };
+    let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), namespace);
+    let Some(gateway) = gateways.get_opt(&gateway_name).await? else {
+        return Ok(RunOutcome::pending(
+            "GatewayNotFound",
+            format!("Gateway {gateway_name:?} not found"),
+        ));
+    };
+
+    let cards: Api<SkillCard> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut skills = Vec::new();
+    for pinned in &agent_status.skills {
+        let card = cards.get_opt(&pinned.skill_card).await?;
+        let mounted = card
+            .as_ref()
+            .ok_or_else(|| agentic_core::Error::MissingSkillCards(vec![pinned.skill_card.clone()]))
+            .and_then(|card| MountedSkill::from_agent_skill(pinned, card));
+        match mounted {
+            Ok(skill) => skills.push(skill),
+            // The Agent's status is behind its SkillCards; its next pass will catch up and
+            // the watch on the Agent brings the run back.
+            Err(e) => return Ok(RunOutcome::pending(e.reason(), e.to_string())),
+        }
+    }
+
+    let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
+    let inputs = match SandboxInputs::new(run, agent, &gateway, skills, delivery.mode, params) {
+        Ok(inputs) => inputs,
+        Err(e) => return Ok(RunOutcome::failed(e.reason(), e.to_string())),
+    };
+    let owner = owner_of(run)?;
+    create_sandbox_objects(ctx, namespace, &inputs, owner).await?;
+
+    status.sandbox_name = Some(name.clone());
+    status.skills = inputs.pinned_skills();
+    Ok(RunOutcome::pending(
+        agentic_core::sandbox::REASON_SANDBOX_CREATING,
+        format!("sandbox {name} created; waiting for its pod"),
+    ))
+}
+
+fn owner_of(run: &AgentRun) -> Result<OwnerReference> {
+    run.controller_owner_ref(&())
+        .ok_or_else(|| Error::MissingNamespace {
+            kind: KIND,
+            name: run.name_any(),
+        })
+}
+
+async fn create_sandbox_objects(
+    ctx: &Context,
+    namespace: &str,
+    inputs: &SandboxInputs<'_>,
+    owner: OwnerReference,
+) -> Result<()> {
+    // The ACP key is random: created once, never re-applied, so a retry cannot rotate it
+    // under a sandbox that already uses it.
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secret = build_acp_secret(inputs, random_key(), owner.clone());
+    create_if_absent(&secrets, &secret).await?;
+
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let config_map = build_run_config_map(inputs, owner.clone());
+    let cm_name = config_map.metadata.name.clone().unwrap_or_default();
+    apply_object(&config_maps, &cm_name, &config_map).await?;
+
+    let pinned =
+        serde_json::to_string(&inputs.pinned_skills()).map_err(|source| Error::Serialize {
+            what: "pinned skills",
+            source,
+        })?;
+    let annotations = BTreeMap::from([(PINNED_SKILLS_ANNOTATION.to_string(), pinned)]);
+    match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => {
+            let mut pod = build_pod(inputs, owner);
+            pod.metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .extend(annotations);
+            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+            create_if_absent(&pods, &pod).await?;
+        }
+        SandboxBackend::AgentSandbox => {
+            let mut sandbox = build_sandbox(inputs, owner)?;
+            sandbox["metadata"]["annotations"] =
+                serde_json::to_value(&annotations).map_err(|source| Error::Serialize {
+                    what: "annotations",
+                    source,
+                })?;
+            let object: DynamicObject =
+                serde_json::from_value(sandbox).map_err(|source| Error::Serialize {
+                    what: "Sandbox",
+                    source,
+                })?;
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
+            create_if_absent(&api, &object).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn random_key() -> String {
+    use base64::Engine;
+    let bytes: [u8; 32] = rand::random();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The pinned skills of a sandbox that already exists, or None when there is none.
+async fn existing_sandbox_skills(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Vec<PinnedSkill>>> {
+    let annotations = match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => {
+            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+            pods.get_opt(name).await?.map(|p| p.annotations().clone())
+        }
+        SandboxBackend::AgentSandbox => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
+            api.get_opt(name).await?.map(|s| s.annotations().clone())
+        }
+    };
+    Ok(annotations.map(|a| {
+        a.get(PINNED_SKILLS_ANNOTATION)
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default()
+    }))
+}
+
+/// After the sandbox exists: follow its pod.
+async fn observe(
+    run: &AgentRun,
+    namespace: &str,
+    ctx: &Context,
+    status: &AgentRunStatus,
+) -> Result<RunOutcome> {
+    let name = status
+        .sandbox_name
+        .clone()
+        .unwrap_or_else(|| sandbox_name(&run.name_any()));
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let pod = pods.get_opt(&name).await?;
+    let sandbox_exists = match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => pod.is_some(),
+        SandboxBackend::AgentSandbox => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
+            api.get_opt(&name).await?.is_some()
+        }
+    };
+    Ok(run_outcome(pod.as_ref(), sandbox_exists, status))
+}
+
+/// The runs waiting to start on the Agent `name` in `namespace`.
+pub fn runs_waiting_on_agent<'a>(
+    runs: impl IntoIterator<Item = &'a AgentRun>,
+    namespace: &str,
+    name: &str,
+) -> Vec<kube::runtime::reflector::ObjectRef<AgentRun>> {
+    runs.into_iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace))
+        .filter(|r| r.spec.agent_ref == name)
+        .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
+        .map(kube::runtime::reflector::ObjectRef::from_obj)
+        .collect()
+}

@@ -1,0 +1,171 @@
+//! Prometheus metrics of the controllers, served on `--metrics-addr` at `/metrics`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub kind: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub kind: &'static str,
+    pub phase: String,
+}
+
+/// Every metric the operator exports, registered once at start.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    reconciles: Family<KindLabels, Counter>,
+    errors: Family<ErrorLabels, Counter>,
+    duration: Family<KindLabels, Histogram>,
+    objects: Family<PhaseLabels, Gauge>,
+    registry_requests: Counter,
+    cache_hits: Counter,
+    cache_misses: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("agentic");
+        let reconciles = Family::<KindLabels, Counter>::default();
+        let errors = Family::<ErrorLabels, Counter>::default();
+        let duration = Family::<KindLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.005, 2.0, 14))
+        });
+        let objects = Family::<PhaseLabels, Gauge>::default();
+        let registry_requests = Counter::default();
+        let cache_hits = Counter::default();
+        let cache_misses = Counter::default();
+        registry.register("reconciles", "Reconcile passes by kind", reconciles.clone());
+        registry.register(
+            "reconcile_errors",
+            "Failed reconcile passes by kind and reason",
+            errors.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of reconcile passes by kind",
+            duration.clone(),
+        );
+        registry.register(
+            "objects",
+            "Objects by kind and phase (Ready/NotReady, or an AgentRun phase)",
+            objects.clone(),
+        );
+        registry.register(
+            "registry_requests",
+            "Requests sent to OCI registries",
+            registry_requests.clone(),
+        );
+        registry.register(
+            "skill_cache_hits",
+            "Skill validations answered from the digest cache",
+            cache_hits.clone(),
+        );
+        registry.register(
+            "skill_cache_misses",
+            "Skill validations that had to read the image",
+            cache_misses.clone(),
+        );
+        Self {
+            registry: Mutex::new(registry),
+            reconciles,
+            errors,
+            duration,
+            objects,
+            registry_requests,
+            cache_hits,
+            cache_misses,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn reconciled(&self, kind: &'static str, took: Duration) {
+        self.reconciles.get_or_create(&KindLabels { kind }).inc();
+        self.duration
+            .get_or_create(&KindLabels { kind })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn failed(&self, kind: &'static str, reason: &'static str) {
+        self.errors
+            .get_or_create(&ErrorLabels { kind, reason })
+            .inc();
+    }
+
+    /// Replaces the per-phase object counts of one kind.
+    pub fn set_objects(&self, kind: &'static str, counts: &[(String, i64)]) {
+        for phase in [
+            "Ready",
+            "NotReady",
+            "Pending",
+            "Running",
+            "Succeeded",
+            "Failed",
+        ] {
+            let count = counts
+                .iter()
+                .find(|(p, _)| p == phase)
+                .map_or(0, |(_, c)| *c);
+            if count != 0 || self.objects_has(kind, phase) {
+                self.objects
+                    .get_or_create(&PhaseLabels {
+                        kind,
+                        phase: phase.to_string(),
+                    })
+                    .set(count);
+            }
+        }
+    }
+
+    fn objects_has(&self, kind: &'static str, phase: &str) -> bool {
+        self.objects
+            .get(&PhaseLabels {
+                kind,
+                phase: phase.to_string(),
+            })
+            .is_some()
+    }
+
+    /// Copies the registry client's and skill cache's running totals into the counters.
+    pub fn sync_registry_stats(&self, requests: u64, hits: u64, misses: u64) {
+        advance(&self.registry_requests, requests);
+        advance(&self.cache_hits, hits);
+        advance(&self.cache_misses, misses);
+    }
+
+    /// The text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        out
+    }
+}
+
+fn advance(counter: &Counter, total: u64) {
+    let current = counter.get();
+    if total > current {
+        counter.inc_by(total - current);
+    }
+}

@@ -1,0 +1,72 @@
+//! The health and metrics endpoints.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::controllers::Readiness;
+use crate::metrics::Metrics;
+
+/// `/healthz` answers while the process runs; `/readyz` once every watch has listed.
+pub fn health_router(readiness: Arc<Readiness>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(readiness)
+}
+
+async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
+    if readiness.is_ready() {
+        (StatusCode::OK, "ok")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "watches have not listed yet",
+        )
+    }
+}
+
+/// `/metrics` in the Prometheus text format.
+pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(render_metrics))
+        .with_state(metrics)
+}
+
+async fn render_metrics(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.encode(),
+    )
+}
+
+/// Binds `addr` now (so callers learn a port chosen by the OS) and serves in the background.
+pub async fn spawn(
+    addr: SocketAddr,
+    router: Router,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(%bound, error = %e, "HTTP server failed");
+        }
+    });
+    Ok(bound)
+}
