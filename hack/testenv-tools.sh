@@ -7,7 +7,8 @@
 #   ${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv/<key>/crds/agent-sandbox/*.yaml
 #
 # The key names the versions (read from hack/tools/*/go.mod) plus a digest of the
-# build recipe, so changing either builds a fresh directory. A build goes to a
+# build recipe (this script and hack/tools), so changing either builds a fresh
+# directory; Go's build cache makes such a rebuild mostly a relink. A build goes to a
 # temporary directory that is renamed into place when complete: an interrupted
 # build never leaves a half-filled cache. Progress goes to stderr; the last line
 # of stdout is the bin directory (export it as AGENTIC_TESTENV_BIN).
@@ -19,8 +20,9 @@ cache_root="${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv"
 
 # Never let a go.mod `toolchain` line trigger a toolchain download.
 export GOTOOLCHAIN=local
-# Two cores are shared with everyone else: two packages compile at a time.
-build_flags=(-p 2 -trimpath)
+# Two cores are shared with everyone else: two packages compile at a time. No VCS
+# stamping: the main modules here are wrappers, and git may not be usable (CI, ownership).
+build_flags=(-p 2 -trimpath -buildvcs=false)
 
 log() { printf 'testenv-tools: %s\n' "$*" >&2; }
 
@@ -60,8 +62,11 @@ if [[ -x "$target/bin/kube-apiserver" ]]; then
     exit 0
 fi
 
+# Builds that were killed outright (the lock is ours, so none is running) leave these.
+rm -rf "$cache_root"/.building-*
 staging="$(mktemp -d "$cache_root/.building-$key.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
+trap 'exit 130' INT TERM
 mkdir -p "$staging/bin" "$staging/crds/agent-sandbox"
 
 build() { # <tool dir> <package> <output name> [ldflags]
@@ -106,4 +111,12 @@ log "copied ${#crds[@]} agent-sandbox CRD manifests"
 mv -T "$staging" "$target"
 trap - EXIT
 log "built everything in $((SECONDS - started))s: $target"
+# Older builds are a quarter of a gigabyte each; processes still running from one keep
+# their open binaries.
+for old in "$cache_root"/k8s-*; do
+    if [[ "$old" != "$target" && -d "$old" ]]; then
+        log "removing the older build $old"
+        rm -rf "$old"
+    fi
+done
 echo "$target/bin"

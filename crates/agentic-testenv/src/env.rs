@@ -66,7 +66,8 @@ pub struct TestEnvOptions {
 /// namespace gets a `default` ServiceAccount and every Pod would be rejected; Pods are
 /// therefore stored exactly as created, without a token volume. RBAC is enforced for
 /// everyone but the admin of [`TestEnv::client`], who is in `system:masters`; ServiceAccount
-/// tokens (TokenRequest) and impersonation work.
+/// tokens (TokenRequest) and impersonation work. No feature gates are set: `ImageVolume`,
+/// which agent pods use to mount skills, is GA and locked on in Kubernetes 1.36.
 ///
 /// Everything is stopped and the work directory removed when the value is dropped; see the
 /// crate docs for what happens when it isn't.
@@ -74,7 +75,6 @@ pub struct TestEnv {
     config: kube::Config,
     kubeconfig_path: PathBuf,
     apiserver_url: String,
-    // Dropped before the control plane, so nothing is left talking to a stopped server.
     registry: Option<Registry>,
     supervisor: Supervisor,
 }

@@ -8,8 +8,9 @@ use tokio::net::TcpStream;
 
 use crate::error::{Error, Result};
 
-/// A port on 127.0.0.1 that was free a moment ago. The kernel hands out ephemeral ports
-/// round-robin, so it stays free until the child that gets it binds it.
+/// A port on 127.0.0.1 that was free a moment ago. The kernel doesn't hand the same
+/// ephemeral port out again right away, so it stays free until the child that gets it binds
+/// it; a clash shows up as that child exiting during startup.
 pub(crate) fn free_port() -> Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(Error::NoFreePort)?;
     let port = listener.local_addr().map_err(Error::NoFreePort)?.port();
