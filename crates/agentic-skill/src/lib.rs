@@ -1,0 +1,59 @@
+//! Parsing and validation of `SKILL.md`, the file that defines an
+//! [Agent Skill](https://agentskills.io/specification): YAML frontmatter between `---`
+//! lines, followed by Markdown instructions.
+//!
+//! [`validate_skill_md`] checks bytes (as read from an image layer), [`validate_path`] a
+//! directory or file on disk. Both return a [`Report`] listing every problem at once, each
+//! with a stable [`FindingCode`]. Verdicts match the reference validator (`skills-ref`
+//! 0.1.1) except for the deliberate differences listed in `docs/skill-validation.md`.
+//!
+//! ```
+//! let report = agentic_skill::validate_skill_md(
+//!     b"---\nname: pdf-tools\ndescription: Fill PDF forms.\n---\n# PDF tools\n",
+//!     Some("pdf-tools"),
+//! );
+//! assert!(report.is_valid());
+//! assert_eq!(report.frontmatter.unwrap().description, "Fill PDF forms.");
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+mod document;
+mod error;
+mod finding;
+mod output;
+mod validate;
+mod yaml;
+
+pub use error::SkillError;
+pub use finding::{Finding, FindingCode, MAX_FINDINGS_PER_CODE, Report, Severity};
+pub use output::{PathReport, render_text};
+pub use validate::{
+    MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, RECOMMENDED_MAX_LINES,
+    validate_path, validate_skill_md,
+};
+
+/// Largest SKILL.md accepted, in bytes. Larger files are rejected without being read whole.
+pub const MAX_SKILL_MD_BYTES: u64 = 1024 * 1024;
+
+/// The file that makes a directory a skill.
+pub const SKILL_FILE: &str = "SKILL.md";
+
+/// The frontmatter fields of a valid SKILL.md, as written (no trimming).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frontmatter {
+    /// The skill's identifier: 1 to 64 characters of `a-z`, `0-9` and single inner hyphens.
+    pub name: String,
+    /// What the skill does and when to use it: 1 to 1024 characters.
+    pub description: String,
+    /// A license name or the name of a bundled license file.
+    pub license: Option<String>,
+    /// Environment requirements: 1 to 500 characters.
+    pub compatibility: Option<String>,
+    /// Space-separated pre-approved tools (the `allowed-tools` field; experimental).
+    pub allowed_tools: Option<String>,
+    /// Client-specific string properties; empty when absent.
+    pub metadata: BTreeMap<String, String>,
+}
