@@ -272,6 +272,14 @@ impl SkillLocator {
                             ))
                             .into());
                         }
+                        // PAX sparse files carry their real name in these records.
+                        key if key.starts_with(b"GNU.sparse.") => {
+                            return Err(OciError::invalid_image(format!(
+                                "{:?} is a sparse file, which is not supported",
+                                String::from_utf8_lossy(&path)
+                            ))
+                            .into());
+                        }
                         _ => {}
                     }
                 }
@@ -306,7 +314,16 @@ impl SkillLocator {
             if hidden == ".wh..opq" {
                 self.remove_lower_descendants(parent, layer);
             } else if !hidden.starts_with(".wh.") {
-                self.remove_lower(&join(parent, hidden), layer);
+                let target = join(parent, hidden);
+                // The spec hides only lower layers, but containerd's non-overlay unpacker also
+                // removes what the same layer wrote before: refuse rather than guess.
+                if self.has_entries_of_layer(&target, layer) {
+                    return Err(OciError::unsafe_content(format!(
+                        "whiteout of {target} follows an entry for it in the same layer"
+                    ))
+                    .into());
+                }
+                self.remove_lower(&target, layer);
             }
             // Other `.wh..wh.` names are AUFS bookkeeping that runtimes skip.
             return Ok(());
@@ -388,6 +405,17 @@ impl SkillLocator {
                     })
             }
         }
+    }
+
+    /// Whether `layer` itself put anything at or under `path`.
+    fn has_entries_of_layer(&self, path: &str, layer: usize) -> bool {
+        let under = format!("{path}/");
+        self.tree.get(path).is_some_and(|node| node.layer == layer)
+            || self
+                .tree
+                .range(under.clone()..)
+                .take_while(|(candidate, _)| candidate.starts_with(&under))
+                .any(|(_, node)| node.layer == layer)
     }
 
     /// Removes `path` and everything under it, as far as layers below `layer` put them there.

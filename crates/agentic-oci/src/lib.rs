@@ -7,6 +7,22 @@
 //! - [`RegistryAuth`] comes from pull secrets ([`DockerConfig`]) or the user's docker config.
 //!
 //! Every failure is an [`OciError`] with a stable [`OciError::reason`].
+//!
+//! # Choices worth knowing
+//!
+//! - Packed images are a plain OCI image manifest (no index) whose config says
+//!   `linux/amd64`: containerd checks a config's platform only for manifests picked from an
+//!   index and CRI-O only warns, so the image mounts as an image volume on every node.
+//! - Reading an index picks its `linux/amd64` manifest, else its only manifest besides
+//!   attestations (`unknown/unknown`), so the verdict does not depend on where the operator
+//!   runs. [`resolve_digest`] still pins the index.
+//! - Entry paths that are absolute or contain `..` make the whole image
+//!   [`OciError::UnsafeImageContent`]; `./` prefixes are normalised away. Symlinks and
+//!   hardlinks are refused at `SKILL.md` and along the `subPath`, allowed elsewhere. Device
+//!   nodes and FIFOs are refused anywhere.
+//! - Credentials match registries the way docker matches `auths` keys (`host`,
+//!   `https://host`, `host/v1/`…); credential helpers are not run. Manifests are read whole
+//!   (registries cap their size); layers are always streamed.
 
 mod auth;
 mod cache;

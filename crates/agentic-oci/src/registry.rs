@@ -167,6 +167,7 @@ pub async fn resolve_digest(
         .await
         .map_err(|error| registry_error(error, reference))?;
     check_digest(&digest, reference)?;
+    tracing::debug!(%reference, %digest, "resolved image");
     Ok(ResolvedImage::new(&parsed, &digest))
 }
 
@@ -251,6 +252,7 @@ pub async fn fetch_skill(
     }
 
     let located = locator.finish()?;
+    tracing::debug!(%image, path = %located.path, layers = document.layers.len(), "read SKILL.md from image");
     let expected_name = sub_path.and_then(|sub_path| sub_path.rsplit('/').next());
     let report = agentic_skill::validate_skill_md(&located.skill_md, expected_name);
     if !report.is_valid() {
@@ -294,10 +296,12 @@ pub async fn push_image(
         (&image.layer, &image.layer_digest),
         (&image.config, &image.config_digest),
     ] {
-        if !counted(client.blob_exists(&parsed, digest))
+        if counted(client.blob_exists(&parsed, digest))
             .await
             .map_err(failed)?
         {
+            tracing::debug!(%reference, %digest, "blob already in the registry");
+        } else {
             counted(client.push_blob(&parsed, bytes.clone(), digest))
                 .await
                 .map_err(failed)?;

@@ -389,6 +389,31 @@ fn whiteouts_delete_from_lower_layers() {
 }
 
 #[test]
+fn a_whiteout_after_an_entry_of_its_own_layer_is_refused() {
+    let lower = tar(&[Item::File("alpha/SKILL.md", b"alpha")]);
+    let before = tar(&[
+        Item::File(".wh.alpha", b""),
+        Item::File("alpha/SKILL.md", b"new"),
+    ]);
+    assert_eq!(
+        locate(&[lower.clone(), before], Some("alpha"))
+            .unwrap()
+            .skill_md,
+        b"new",
+        "a whiteout first only hides lower layers"
+    );
+    let after = tar(&[
+        Item::File("alpha/SKILL.md", b"new"),
+        Item::File(".wh.alpha", b""),
+    ]);
+    assert_reason(
+        locate(&[lower, after], Some("alpha")),
+        "UnsafeImageContent",
+        "same layer",
+    );
+}
+
+#[test]
 fn opaque_directories_hide_lower_content_but_not_their_own_layer() {
     let lower = tar(&[
         Item::File("alpha/SKILL.md", b"alpha"),
@@ -449,6 +474,12 @@ fn pax_and_gnu_names_win_as_in_go() {
         Item::File("SKILL.md", SKILL),
     ]);
     assert_reason(locate(&[pax_escape], None), "UnsafeImageContent", "..");
+
+    let sparse = tar(&[
+        Item::Pax(&[("GNU.sparse.name", "SKILL.md"), ("GNU.sparse.major", "1")]),
+        Item::File("GNUSparseFile.0/decoy", SKILL),
+    ]);
+    assert_reason(locate(&[sparse], None), "InvalidImage", "sparse");
 
     let size_lie = tar(&[
         Item::Pax(&[("size", "99999")]),
