@@ -6,29 +6,32 @@
 set -euo pipefail
 
 version=0.1.1
+# strictyaml decides the reference verdicts on YAML; pin it so they cannot drift.
+requirements=("skills-ref==$version" "strictyaml==1.7.3")
 cache_dir="${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}"
 venv="$cache_dir/skills-ref-$version"
 bin="$venv/bin/agentskills"
 
-# A finished install leaves a marker; without it (interrupted pip, partial venv) start over.
+# A finished install records what it installed; anything else (an interrupted pip, other
+# pins) starts over.
 marker="$venv/.installed"
-if [[ -x "$bin" && -f "$marker" ]]; then
+if [[ -x "$bin" && -f "$marker" && "$(cat "$marker")" == "${requirements[*]}" ]]; then
   echo "$bin"
   exit 0
 fi
 
 python="${PYTHON:-python3}"
-if ! command -v "$python" >/dev/null 2>&1; then
-  echo "install-skills-ref: $python not found; install Python 3.10 or later" >&2
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "install-skills-ref: skills-ref $version needs Python 3.11 or later as $python (set PYTHON to choose another)" >&2
   exit 2
 fi
 
-echo "install-skills-ref: creating $venv" >&2
+echo "install-skills-ref: installing ${requirements[*]} into $venv" >&2
 rm -rf "$venv"
 mkdir -p "$cache_dir"
 "$python" -m venv "$venv" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "skills-ref==$version" >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${requirements[@]}" >&2
 # The command must work before the install counts as done.
 "$bin" --help >/dev/null
-touch "$marker"
+echo "${requirements[*]}" >"$marker"
 echo "$bin"
