@@ -22,8 +22,20 @@ registry: ## Install the OCI registry (Debian's docker-registry) when missing
 skills-ref: ## Install the reference skill validator (skills-ref) into a cached venv; print its command last
 	@hack/install-skills-ref.sh
 
+.PHONY: shellcheck
+shellcheck: ## Install shellcheck (Debian) when missing
+	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
+
+.PHONY: run
+run: ## Local control plane + registry, sample skills and objects, the operator in the foreground
+	@hack/run-local.sh
+
+.PHONY: e2e-kind
+e2e-kind: ## End-to-end test on kind (needs Docker, kind >= 0.33, kubectl, helm)
+	hack/kind-e2e.sh
+
 .PHONY: test
-test: registry ## Run every test: unit, CRD drift, differential validation, integration against a real control plane
+test: registry shellcheck ## Run every test: unit, CRD drift, differential validation, integration against a real control plane
 	export AGENTIC_TESTENV_BIN="$$(hack/testenv-tools.sh | tail -n1)"; \
 	export AGENTSKILLS_BIN="$$(hack/install-skills-ref.sh | tail -n1)"; \
 	cargo test --workspace --all-targets --locked

@@ -164,9 +164,8 @@ async fn agent_readiness_follows_its_skills_and_rejects_duplicate_names() {
             .is_some_and(|s| ready(&s.conditions, "False", "SkillCardNotFound"))
     })
     .await;
-    let message = &condition(&waiting.status.expect("status").conditions, "Ready")
-        .expect("Ready")
-        .message;
+    let conditions = waiting.status.expect("status").conditions;
+    let message = &condition(&conditions, "Ready").expect("Ready").message;
     for name in ["java", "logging", "style"] {
         assert!(message.contains(name), "{message}");
     }

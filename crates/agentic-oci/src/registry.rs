@@ -333,6 +333,9 @@ fn parse_reference(reference: &str) -> Result<Reference, OciError> {
 }
 
 fn client(opts: &RegistryOptions) -> Result<Client, OciError> {
+    // The workspace builds rustls with ring only (the Kubernetes client's provider); make it
+    // the process default unless the program chose one already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let protocol = if opts.insecure_registries.is_empty() {
         ClientProtocol::Https
     } else {

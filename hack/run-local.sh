@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `make run`: a local control plane and registry (agentic-testenv), the sample skills and
+# objects, and the operator in the foreground. Ctrl-C stops everything.
+#
+# Writes .dev/kubeconfig and .dev/registry; the kubectl built with the control plane is
+# .dev/bin/kubectl.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+dev="$repo_root/.dev"
+
+AGENTIC_TESTENV_BIN="$(hack/testenv-tools.sh | tail -n1)"
+export AGENTIC_TESTENV_BIN
+hack/install-registry.sh
+
+echo "building the operator and the test environment..." >&2
+cargo build --quiet --locked -p agentic-operator -p agentic-testenv
+target_dir="$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
+operator="$target_dir/debug/agentic-operator"
+testenv="$target_dir/debug/agentic-testenv"
+
+mkdir -p "$dev/bin"
+ln -sf "$AGENTIC_TESTENV_BIN/kubectl" "$dev/bin/kubectl"
+rm -f "$dev/ready"
+
+testenv_pid=""
+cleanup() {
+    if [[ -n "$testenv_pid" ]] && kill -0 "$testenv_pid" 2>/dev/null; then
+        kill -TERM "$testenv_pid"
+        wait "$testenv_pid" || true
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$testenv" up --dir "$dev" --with-agent-sandbox > "$dev/testenv.log" 2>&1 &
+testenv_pid=$!
+for _ in $(seq 1 120); do
+    [[ -f "$dev/ready" ]] && break
+    kill -0 "$testenv_pid" 2>/dev/null || { cat "$dev/testenv.log" >&2; exit 1; }
+    sleep 1
+done
+[[ -f "$dev/ready" ]] || { echo "the control plane did not become ready; see $dev/testenv.log" >&2; exit 1; }
+
+export KUBECONFIG="$dev/kubeconfig"
+registry="$(cat "$dev/registry")"
+kubectl="$dev/bin/kubectl"
+
+AGENTIC_OPERATOR="$operator" hack/push-samples.sh --insecure "$registry"
+"$kubectl" create namespace demo --dry-run=client -o yaml | "$kubectl" apply --server-side -f - >/dev/null
+hack/render-samples.sh "$registry" | "$kubectl" apply --server-side -n demo -f -
+
+cat >&2 <<MSG
+
+The control plane runs at $(sed -n 's/^ *server: //p' "$dev/kubeconfig" | head -n1), the registry at $registry.
+In another shell:
+
+  export KUBECONFIG=$dev/kubeconfig PATH=$dev/bin:\$PATH
+  kubectl get skillcards,agents,agentruns,gateways -n demo
+  kubectl describe agentrun -n demo
+  kubectl get sandboxes,pods -n demo
+
+No kubelet runs here: sandbox pods stay Pending. Ctrl-C stops everything.
+
+MSG
+"$operator" run --insecure-registry "$registry" --health-addr 127.0.0.1:8081 \
+    --metrics-addr 127.0.0.1:8080 &
+operator_pid=$!
+trap 'kill -TERM "$operator_pid" 2>/dev/null; wait "$operator_pid" || true; cleanup' EXIT
+wait "$operator_pid"

@@ -1,0 +1,697 @@
+//! AgentRun reconciliation on a real API server and registry: from SkillCard to sandbox to
+//! pod to Succeeded, with both sandbox backends, restart idempotency and an idle cluster.
+//! No kubelet runs here, so the tests play its part and write the pod's status.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use agentic_api::{
+    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, CredentialRef, Gateway,
+    GatewayModel, GatewaySpec, ObjectRef, ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
+};
+use agentic_integration_tests::{
+    Operator, apply, condition, env, has_condition, push, registry, wait_for, write_skill,
+};
+use agentic_operator::context::SandboxBackend;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{DynamicObject, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// What a run's Agent was built from.
+struct Fixture {
+    /// The pinned image of the `java-upgrade` skill.
+    java_image: String,
+}
+
+/// A Gateway, an image skill, an image skill chosen by subPath (a rule), an inline rule and
+/// an Agent with typed params; waits until the Agent is Ready.
+async fn fixture(client: &Client, ns: &str) -> Fixture {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let java = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let java_pushed = push(&[java], &format!("{ns}/java:1")).await;
+    let multi = tempfile::tempdir().expect("tempdir");
+    let quarkus = write_skill(multi.path(), "quarkus-config", "Configure Quarkus.");
+    let maven = write_skill(multi.path(), "maven-deps", "Fix Maven dependencies.");
+    let multi_pushed = push(&[quarkus, maven], &format!("{ns}/multi:1")).await;
+
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
+    let image_card = |name: &str, image: &str, sub_path: Option<&str>, skill_type| SkillCard {
+        metadata: meta(name),
+        spec: SkillCardSpec {
+            image: Some(image.split('@').next().expect("tag").to_string()),
+            sub_path: sub_path.map(str::to_string),
+            skill_type,
+            ..SkillCardSpec::default()
+        },
+        status: None,
+    };
+    apply(
+        &cards,
+        &image_card("java", &java_pushed, None, SkillType::Skill),
+    )
+    .await;
+    apply(
+        &cards,
+        &image_card(
+            "quarkus",
+            &multi_pushed,
+            Some("quarkus-config"),
+            SkillType::Rule,
+        ),
+    )
+    .await;
+    apply(
+        &cards,
+        &SkillCard {
+            metadata: meta("logging"),
+            spec: SkillCardSpec {
+                inline: Some("---\nname: no-system-out\ndescription: Log, never print.\n---\nUse a logger.\n".into()),
+                skill_type: SkillType::Rule,
+                ..SkillCardSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    apply(
+        &secrets,
+        &Secret {
+            metadata: meta("llm-key"),
+            string_data: Some(BTreeMap::from([(
+                "apiKey".to_string(),
+                "sk-test".to_string(),
+            )])),
+            ..Secret::default()
+        },
+    )
+    .await;
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
+    apply(
+        &gateways,
+        &Gateway {
+            metadata: meta("llm"),
+            spec: GatewaySpec {
+                provider: "openai".into(),
+                endpoint: Some("http://llm.invalid/v1".into()),
+                credential_ref: Some(CredentialRef {
+                    secret_name: "llm-key".into(),
+                    key: Some("apiKey".into()),
+                }),
+                model: GatewayModel {
+                    name: "gpt-test".into(),
+                    context_window: 128_000,
+                    tier: None,
+                },
+            },
+            status: None,
+        },
+    )
+    .await;
+
+    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: meta("migrator"),
+            spec: AgentSpec {
+                image: "harness.invalid/agent:1".into(),
+                prompt: Some("You migrate Java code.".into()),
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                skill_cards: ["java", "quarkus", "logging"]
+                    .into_iter()
+                    .map(|name| ObjectRef { name: name.into() })
+                    .collect(),
+                params: vec![
+                    AgentParam {
+                        name: "target".into(),
+                        param_type: ParamType::Number,
+                        required: Some(true),
+                        ..AgentParam::default()
+                    },
+                    AgentParam {
+                        name: "dry_run".into(),
+                        param_type: ParamType::Boolean,
+                        default: Some("false".into()),
+                        ..AgentParam::default()
+                    },
+                ],
+                skill_delivery: "native".into(),
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_for(&agents, "migrator", "Agent Ready", |a: &Agent| {
+        a.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "True", "AgentReady"))
+    })
+    .await;
+    Fixture {
+        java_image: java_pushed
+            .rsplit_once('@')
+            .map(|(tagged, digest)| {
+                let repo = tagged.rsplit_once(':').map_or(tagged, |(repo, _)| repo);
+                format!("{repo}@{digest}")
+            })
+            .expect("pinned"),
+    }
+}
+
+fn run(name: &str, params: &[(&str, &str)], gateway: Option<&str>) -> AgentRun {
+    AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: "migrator".into(),
+            gateway: gateway.map(str::to_string),
+            params: params
+                .iter()
+                .map(|(n, v)| RunParam {
+                    name: n.to_string(),
+                    value: v.to_string(),
+                })
+                .collect(),
+            instructions: Some("Upgrade to Java 21.".into()),
+            env: vec![k8s_openapi::api::core::v1::EnvVar {
+                name: "EXTRA".into(),
+                value: Some("1".into()),
+                ..Default::default()
+            }],
+            env_from: vec![],
+        },
+        status: None,
+    }
+}
+
+async fn wait_phase(api: &Api<AgentRun>, name: &str, phase: AgentRunPhase) -> AgentRun {
+    wait_for(api, name, &format!("phase {phase:?}"), |r: &AgentRun| {
+        r.status.as_ref().and_then(|s| s.phase) == Some(phase)
+    })
+    .await
+}
+
+/// Plays the kubelet: the agent container runs, then exits with `exit_code`.
+async fn kubelet(pods: &Api<Pod>, name: &str, exit_code: Option<i32>) {
+    let started = "2026-11-29T12:00:00Z";
+    let state = match exit_code {
+        None => json!({"running": {"startedAt": started}}),
+        Some(code) => json!({"terminated": {
+            "exitCode": code, "startedAt": started, "finishedAt": "2026-11-29T12:05:00Z",
+            "reason": if code == 0 { "Completed" } else { "Error" },
+            "message": format!("agent exited {code}"),
+        }}),
+    };
+    let phase = match exit_code {
+        None => "Running",
+        Some(0) => "Succeeded",
+        Some(_) => "Failed",
+    };
+    let status = json!({"status": {
+        "phase": phase,
+        "containerStatuses": [{
+            "name": "agent", "image": "harness.invalid/agent:1", "imageID": "",
+            "ready": exit_code.is_none(), "restartCount": 0, "state": state,
+        }],
+    }});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch pod status");
+}
+
+fn env_of(pod: &Pod) -> BTreeMap<String, Value> {
+    let container = &pod.spec.as_ref().expect("spec").containers[0];
+    container
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), serde_json::to_value(e).expect("env json")))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_run_goes_from_skills_to_a_pod_to_succeeded() {
+    let env = env().await;
+    let ns = env.namespace("run-pod").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        vec![registry().await],
+    );
+    let fixture = fixture(&client, &ns).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("7.upgrade.1", &[("target", "21")], None))
+        .await
+        .name_any();
+
+    let pending = wait_for(&runs, "7.upgrade.1", "a sandbox", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
+    })
+    .await;
+    let status = pending.status.expect("status");
+    let sandbox = status.sandbox_name.clone().expect("sandbox name");
+    assert!(
+        agentic_core::names::is_dns1035_label(&sandbox),
+        "{sandbox} is a DNS-1035 label"
+    );
+    let pinned: Vec<(&str, &str)> = status
+        .skills
+        .iter()
+        .map(|s| (s.name.as_str(), s.image.as_str()))
+        .collect();
+    assert_eq!(pinned.len(), 3, "{pinned:?}");
+    assert!(
+        pinned.contains(&("java-upgrade", fixture.java_image.as_str())),
+        "{pinned:?}"
+    );
+
+    // The pod spec, field by field.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = pods.get(&sandbox).await.expect("the sandbox pod exists");
+    let owner = &pod.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("AgentRun", "7.upgrade.1")
+    );
+    let spec = pod.spec.clone().expect("spec");
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(spec.automount_service_account_token, Some(false));
+    let container = &spec.containers[0];
+    assert_eq!(container.name, "agent");
+    assert_eq!(container.image.as_deref(), Some("harness.invalid/agent:1"));
+    let port = &container.ports.as_ref().expect("ports")[0];
+    assert_eq!(
+        (port.container_port, port.name.as_deref()),
+        (4000, Some("acp"))
+    );
+    assert!(
+        container
+            .readiness_probe
+            .as_ref()
+            .and_then(|p| p.tcp_socket.as_ref())
+            .is_some()
+    );
+
+    let volumes = spec.volumes.clone().expect("volumes");
+    let mounts = container.volume_mounts.clone().expect("mounts");
+    let mount_at = |path: &str| {
+        mounts
+            .iter()
+            .find(|m| m.mount_path == path)
+            .unwrap_or_else(|| panic!("no mount at {path}: {mounts:#?}"))
+    };
+    let volume = |name: &str| volumes.iter().find(|v| v.name == name).expect("volume");
+    let java = mount_at("/opt/skills/java-upgrade");
+    assert_eq!(java.read_only, Some(true));
+    let java_volume = volume(&java.name).image.clone().expect("image volume");
+    assert_eq!(
+        java_volume.reference.as_deref(),
+        Some(fixture.java_image.as_str())
+    );
+    let quarkus = mount_at("/opt/skills/quarkus-config");
+    assert_eq!(quarkus.read_only, Some(true));
+    assert_eq!(quarkus.sub_path.as_deref(), Some("quarkus-config"));
+    let quarkus_ref = volume(&quarkus.name)
+        .image
+        .clone()
+        .expect("image")
+        .reference
+        .expect("reference");
+    assert!(
+        quarkus_ref.contains("@sha256:"),
+        "pinned by digest: {quarkus_ref}"
+    );
+    let inline = mount_at("/opt/skills/no-system-out");
+    assert_eq!(inline.read_only, Some(true));
+    assert!(
+        volume(&inline.name).config_map.is_some(),
+        "inline skills come from a ConfigMap"
+    );
+    assert_eq!(
+        mount_at("/opt/skills/.konveyor-skills.json").read_only,
+        Some(true)
+    );
+    assert_eq!(mount_at("/run/konveyor/params.json").read_only, Some(true));
+    assert!(volume(&mount_at("/workspace").name).empty_dir.is_some());
+    assert!(volume(&mount_at("/tmp").name).empty_dir.is_some());
+
+    let env_vars = env_of(&pod);
+    let value = |name: &str| env_vars.get(name).and_then(|v| v.get("value")).cloned();
+    assert_eq!(
+        value("KONVEYOR_RULES"),
+        Some(json!("no-system-out,quarkus-config"))
+    );
+    assert_eq!(value("HARNESS_SKILL_MODE"), Some(json!("native")));
+    assert_eq!(value("KONVEYOR_SKILLS_DIR"), Some(json!("/opt/skills")));
+    assert_eq!(
+        value("KONVEYOR_PROMPT"),
+        Some(json!("You migrate Java code."))
+    );
+    assert_eq!(
+        value("KONVEYOR_INSTRUCTIONS"),
+        Some(json!("Upgrade to Java 21."))
+    );
+    assert_eq!(value("KONVEYOR_LLM_PROVIDER"), Some(json!("openai")));
+    assert_eq!(value("KONVEYOR_LLM_MODEL"), Some(json!("gpt-test")));
+    assert_eq!(
+        env_vars["KONVEYOR_LLM_API_KEY"]["valueFrom"]["secretKeyRef"],
+        json!({"name": "llm-key", "key": "apiKey"})
+    );
+    let acp = &env_vars["KONVEYOR_ACP_SECRET_KEY"]["valueFrom"]["secretKeyRef"];
+    assert_eq!(acp["key"], "secret-key");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let acp_secret = secrets
+        .get(acp["name"].as_str().expect("name"))
+        .await
+        .expect("ACP secret");
+    assert!(!acp_secret.data.expect("data")["secret-key"].0.is_empty());
+    let names: Vec<&String> = env_vars.keys().collect();
+    assert!(
+        names.contains(&&"EXTRA".to_string()),
+        "the run's own env is there too"
+    );
+
+    // The run's ConfigMap: typed params with defaults, and the skills manifest.
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let config = maps
+        .list(&ListParams::default().labels("konveyor.io/agentrun"))
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .next()
+        .expect("the run's ConfigMap");
+    let data = config.data.expect("data");
+    let params: Value = serde_json::from_str(&data["params.json"]).expect("params json");
+    assert_eq!(params, json!({"target": 21, "dry_run": false}));
+    let manifest: Value = serde_json::from_str(&data["konveyor-skills.json"]).expect("manifest");
+    assert_eq!(
+        manifest["rules"],
+        json!(["no-system-out", "quarkus-config"])
+    );
+    let listed: Vec<&str> = manifest["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .map(|s| s["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(listed, ["java-upgrade", "no-system-out", "quarkus-config"]);
+
+    // The kubelet's part: running, then exit 0.
+    kubelet(&pods, &sandbox, None).await;
+    let running = wait_phase(&runs, "7.upgrade.1", AgentRunPhase::Running).await;
+    assert!(running.status.expect("status").start_time.is_some());
+    kubelet(&pods, &sandbox, Some(0)).await;
+    let done = wait_phase(&runs, "7.upgrade.1", AgentRunPhase::Succeeded).await;
+    let status = done.status.expect("status");
+    assert!(status.completion_time.is_some());
+    assert!(has_condition(
+        &status.conditions,
+        "Completed",
+        "True",
+        "AgentSucceeded"
+    ));
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_runs_fail_with_the_param_or_gateway_named() {
+    let env = env().await;
+    let ns = env.namespace("run-invalid").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        vec![registry().await],
+    );
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+
+    // Before the Agent exists the run waits.
+    apply(&runs, &run("early", &[("target", "8")], None)).await;
+    let early = wait_for(&runs, "early", "AgentNotFound", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| {
+            s.phase == Some(AgentRunPhase::Pending)
+                && has_condition(&s.conditions, "Ready", "False", "AgentNotFound")
+        })
+    })
+    .await;
+    assert!(early.status.expect("status").sandbox_name.is_none());
+
+    fixture(&client, &ns).await;
+    // The watch on Agents starts the waiting run.
+    wait_for(&runs, "early", "a sandbox", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
+    })
+    .await;
+
+    apply(
+        &runs,
+        &run("bad-params", &[("target", "soon"), ("colour", "red")], None),
+    )
+    .await;
+    let failed = wait_phase(&runs, "bad-params", AgentRunPhase::Failed).await;
+    let message = condition(&failed.status.expect("status").conditions, "Ready")
+        .expect("Ready")
+        .message
+        .clone();
+    assert!(
+        message.contains("target") && message.contains("colour"),
+        "{message}"
+    );
+
+    apply(&runs, &run("missing-param", &[], None)).await;
+    let failed = wait_phase(&runs, "missing-param", AgentRunPhase::Failed).await;
+    let message = condition(&failed.status.expect("status").conditions, "Ready")
+        .expect("Ready")
+        .message
+        .clone();
+    assert!(message.contains("target"), "{message}");
+
+    apply(
+        &runs,
+        &run("other-gateway", &[("target", "8")], Some("elsewhere")),
+    )
+    .await;
+    let failed = wait_phase(&runs, "other-gateway", AgentRunPhase::Failed).await;
+    let ready = condition(&failed.status.expect("status").conditions, "Ready")
+        .expect("Ready")
+        .clone();
+    assert_eq!(ready.reason, "GatewayNotAllowed");
+    assert!(ready.message.contains("elsewhere"), "{}", ready.message);
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let count = pods
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .len();
+    assert_eq!(count, 1, "only the valid run got a sandbox");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn agent_sandbox_backend_runs_and_a_lost_sandbox_fails_the_run() {
+    let env = env().await;
+    let ns = env.namespace("run-sandbox").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start(
+        client.clone(),
+        &ns,
+        SandboxBackend::AgentSandbox,
+        vec![registry().await],
+    );
+    fixture(&client, &ns).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let sandboxes: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &agentic_operator::controllers::agentrun::sandbox_resource(),
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+
+    for name in ["ok", "lost"] {
+        apply(&runs, &run(name, &[("target", "17")], None)).await;
+    }
+    for name in ["ok", "lost"] {
+        let run = wait_for(&runs, name, "a sandbox", |r: &AgentRun| {
+            r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
+        })
+        .await;
+        let sandbox_name = run.status.expect("status").sandbox_name.expect("name");
+        let sandbox = sandboxes
+            .get(&sandbox_name)
+            .await
+            .expect("a Sandbox object");
+        assert_eq!(sandbox.data["spec"]["service"], json!(true));
+        let template = &sandbox.data["spec"]["podTemplate"]["spec"];
+        assert_eq!(template["restartPolicy"], "Never");
+        // The agent-sandbox controller creates the pod; the kubelet's part is ours.
+        let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
+        while pods.get_opt(&sandbox_name).await.expect("get").is_none() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "agent-sandbox created no pod"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        kubelet(&pods, &sandbox_name, None).await;
+        wait_phase(&runs, name, AgentRunPhase::Running).await;
+        if name == "ok" {
+            kubelet(&pods, &sandbox_name, Some(0)).await;
+            wait_phase(&runs, name, AgentRunPhase::Succeeded).await;
+        } else {
+            sandboxes
+                .delete(&sandbox_name, &Default::default())
+                .await
+                .expect("delete");
+            let lost = wait_phase(&runs, name, AgentRunPhase::Failed).await;
+            assert!(has_condition(
+                &lost.status.expect("status").conditions,
+                "Completed",
+                "True",
+                "SandboxLost"
+            ));
+        }
+    }
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_restarted_operator_adopts_the_sandbox_and_an_idle_cluster_sees_no_writes() {
+    let env = env().await;
+    let ns = env.namespace("run-restart").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        vec![registry().await],
+    );
+    fixture(&client, &ns).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("again", &[("target", "11")], None)).await;
+    let first = wait_for(&runs, "again", "a sandbox", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
+    })
+    .await;
+    let first_status = first.status.expect("status");
+    operator.stop().await;
+
+    // The operator dies after creating the sandbox and before recording it.
+    runs.patch_status(
+        "again",
+        &PatchParams::apply(agentic_operator::context::FIELD_MANAGER).force(),
+        &Patch::Apply(
+            json!({"apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun", "status": {}}),
+        ),
+    )
+    .await
+    .expect("clear status");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let acp_before = secrets
+        .list(&ListParams::default().labels("konveyor.io/agentrun"))
+        .await
+        .expect("list")
+        .items;
+
+    let operator = Operator::start(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        vec![registry().await],
+    );
+    let adopted = wait_for(&runs, "again", "the sandbox adopted", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
+    })
+    .await;
+    let adopted_status = adopted.status.expect("status");
+    assert_eq!(adopted_status.sandbox_name, first_status.sandbox_name);
+    assert_eq!(
+        adopted_status.skills, first_status.skills,
+        "the same pinned skills"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    assert_eq!(
+        pods.list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+            .len(),
+        1
+    );
+    let acp_after = secrets
+        .list(&ListParams::default().labels("konveyor.io/agentrun"))
+        .await
+        .expect("list")
+        .items;
+    assert_eq!(
+        acp_before
+            .iter()
+            .map(|s| s.data.clone())
+            .collect::<Vec<_>>(),
+        acp_after.iter().map(|s| s.data.clone()).collect::<Vec<_>>(),
+        "the ACP key is never rotated"
+    );
+
+    // Idle: every object converged; tag refreshes (every 2s here) keep reconciling, and
+    // nothing is written.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let versions = resource_versions(&client, &ns).await;
+    let reconciles_before = reconcile_count(&operator);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        resource_versions(&client, &ns).await,
+        versions,
+        "an idle cluster sees no writes"
+    );
+    assert!(
+        reconcile_count(&operator) > reconciles_before,
+        "the operator kept reconciling while idle"
+    );
+    operator.stop().await;
+}
+
+fn reconcile_count(operator: &Operator) -> u64 {
+    operator
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("agentic_reconciles_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+async fn resource_versions(client: &Client, ns: &str) -> BTreeMap<String, String> {
+    let mut versions = BTreeMap::new();
+    macro_rules! collect {
+        ($kind:ty) => {
+            let api: Api<$kind> = Api::namespaced(client.clone(), ns);
+            for o in api.list(&ListParams::default()).await.expect("list").items {
+                versions.insert(
+                    format!("{}/{}", stringify!($kind), o.name_any()),
+                    o.resource_version().unwrap_or_default(),
+                );
+            }
+        };
+    }
+    collect!(SkillCard);
+    collect!(Agent);
+    collect!(AgentRun);
+    collect!(Gateway);
+    collect!(ConfigMap);
+    collect!(Pod);
+    versions
+}
