@@ -239,3 +239,193 @@ async fn inline_skills_get_a_config_map_and_invalid_ones_say_why() {
 
     operator.stop().await;
 }
+
+/// Pushes `dirs` to `registry` (plain HTTP) as `repo_tag`; returns the pinned reference.
+async fn push_to(registry: &str, dirs: &[std::path::PathBuf], repo_tag: &str) -> String {
+    let image = agentic_oci::pack_skills(dirs).expect("pack");
+    let options = agentic_oci::RegistryOptions {
+        insecure_registries: vec![registry.to_string()],
+        ..agentic_oci::RegistryOptions::default()
+    };
+    agentic_oci::push_image(
+        &image,
+        &format!("{registry}/{repo_tag}"),
+        &agentic_oci::RegistryAuth::Anonymous,
+        &options,
+    )
+    .await
+    .expect("push")
+}
+
+#[tokio::test]
+async fn a_moved_tag_revalidates_and_an_outage_keeps_a_valid_card_ready() {
+    let env = env().await;
+    let ns = env.namespace("skc-tags").await.expect("namespace");
+    let client = env.client();
+    // A registry of this test's own, so it can be stopped.
+    let own = agentic_testenv::Registry::start().await.expect("registry");
+    let addr = own.addr();
+    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![addr.clone()]);
+    let api: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+
+    let v1 = tempfile::tempdir().expect("tempdir");
+    let first = push_to(
+        &addr,
+        &[write_skill(v1.path(), "moving", "First version.")],
+        "skills/moving:stable",
+    )
+    .await;
+    apply(
+        &api,
+        &card("moving", image(&format!("{addr}/skills/moving:stable"))),
+    )
+    .await;
+    ready_reason(&api, "moving", "True", "SkillValid").await;
+
+    // The tag moves: the next refresh (every 2s in these tests) pins and validates the new digest.
+    let v2 = tempfile::tempdir().expect("tempdir");
+    let second = push_to(
+        &addr,
+        &[write_skill(v2.path(), "moving", "Second version.")],
+        "skills/moving:stable",
+    )
+    .await;
+    assert_ne!(first, second);
+    let new_digest = second.rsplit_once('@').expect("pinned").1.to_string();
+    let moved = wait_for(&api, "moving", "the new digest", |c: &SkillCard| {
+        c.status.as_ref().is_some_and(|s| {
+            s.resolved_image
+                .as_deref()
+                .is_some_and(|r| r.ends_with(&new_digest))
+                && s.skill
+                    .as_ref()
+                    .is_some_and(|k| k.description == "Second version.")
+        })
+    })
+    .await;
+    let pinned = moved.status.and_then(|s| s.resolved_image).expect("pinned");
+
+    // The registry goes away: the card stays Ready on what it validated, and says so.
+    drop(own);
+    let during = wait_for(
+        &api,
+        "moving",
+        "RegistryReachable=False",
+        |c: &SkillCard| {
+            c.status.as_ref().is_some_and(|s| {
+                has_condition(
+                    &s.conditions,
+                    "RegistryReachable",
+                    "False",
+                    "RegistryUnavailable",
+                )
+            })
+        },
+    )
+    .await;
+    let status = during.status.expect("status");
+    assert!(
+        has_condition(&status.conditions, "Ready", "True", "SkillValid"),
+        "{status:#?}"
+    );
+    assert_eq!(status.resolved_image.as_deref(), Some(pinned.as_str()));
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn private_images_need_the_pull_secret_and_never_leak_it() {
+    use base64::Engine as _;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+
+    const USER: &str = "skills-reader";
+    const PASSWORD: &str = "s3cret-password-never-logged";
+    let env = env().await;
+    let ns = env.namespace("skc-private").await.expect("namespace");
+    let client = env.client();
+    let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
+    let private = agentic_testenv::Registry::start_with_htpasswd(&format!("{USER}:{hash}\n"))
+        .await
+        .expect("registry");
+    let addr = private.addr();
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    let docker_config = format!(r#"{{"auths":{{"{addr}":{{"auth":"{basic}"}}}}}}"#);
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let image_ = agentic_oci::pack_skills(&[write_skill(tmp.path(), "private-skill", "Private.")])
+        .expect("pack");
+    let options = agentic_oci::RegistryOptions {
+        insecure_registries: vec![addr.clone()],
+        ..agentic_oci::RegistryOptions::default()
+    };
+    let config =
+        agentic_oci::DockerConfig::parse(docker_config.as_bytes(), "test").expect("config");
+    let auth = agentic_oci::RegistryAuth::from_docker_configs([&config], &addr);
+    let reference = format!("{addr}/team/private:1");
+    agentic_oci::push_image(&image_, &reference, &auth, &options)
+        .await
+        .expect("push");
+
+    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![addr.clone()]);
+    let api: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let with_secret = |secret: &str| SkillCardSpec {
+        pull_secrets: Some(vec![agentic_api::SecretRef {
+            name: secret.into(),
+        }]),
+        ..image(&reference)
+    };
+
+    apply(&api, &card("anonymous", image(&reference))).await;
+    ready_reason(&api, "anonymous", "False", "Unauthorized").await;
+
+    apply(&api, &card("named", with_secret("registry-creds"))).await;
+    ready_reason(&api, "named", "False", "PullSecretNotFound").await;
+
+    // The Secret appears: the watch on Secrets brings the card back, and it turns Ready.
+    apply(
+        &secrets,
+        &Secret {
+            metadata: ObjectMeta {
+                name: Some("registry-creds".into()),
+                ..ObjectMeta::default()
+            },
+            type_: Some("kubernetes.io/dockerconfigjson".into()),
+            data: Some(std::collections::BTreeMap::from([(
+                ".dockerconfigjson".to_string(),
+                ByteString(docker_config.clone().into_bytes()),
+            )])),
+            ..Secret::default()
+        },
+    )
+    .await;
+    let ready = ready_reason(&api, "named", "True", "SkillValid").await;
+    assert_eq!(
+        ready
+            .status
+            .and_then(|s| s.skill)
+            .map(|s| s.name)
+            .as_deref(),
+        Some("private-skill")
+    );
+
+    // Nothing the operator wrote carries the credentials.
+    let statuses = serde_json::to_string(&api.list(&Default::default()).await.expect("list").items)
+        .expect("json");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let events = serde_json::to_string(
+        &events
+            .list(&Default::default())
+            .await
+            .expect("events")
+            .items,
+    )
+    .expect("json");
+    for text in [statuses, events] {
+        assert!(
+            !text.contains(PASSWORD) && !text.contains(&basic),
+            "credentials leaked"
+        );
+    }
+    operator.stop().await;
+}

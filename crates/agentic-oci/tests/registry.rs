@@ -568,80 +568,21 @@ async fn the_cache_fetches_each_digest_and_sub_path_once() {
     assert_eq!((stats.misses, stats.entries), (4, 2));
 }
 
-/// A registry that requires HTTP Basic credentials (htpasswd), which testenv's does not.
-struct AuthRegistry {
-    addr: String,
-    process: std::process::Child,
-    _dir: tempfile::TempDir,
-}
+const USER: &str = "skill-pusher";
+const PASSWORD: &str = "correct horse battery staple";
 
-impl AuthRegistry {
-    const USER: &str = "skill-pusher";
-    const PASSWORD: &str = "correct horse battery staple";
-
-    fn start() -> AuthRegistry {
-        let dir = tempfile::tempdir().unwrap();
-        let hash = bcrypt::hash(Self::PASSWORD, 4).unwrap();
-        std::fs::write(
-            dir.path().join("htpasswd"),
-            format!("{}:{hash}\n", Self::USER),
-        )
-        .unwrap();
-        let addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .to_string();
-        let config = serde_json::json!({
-            "version": "0.1",
-            "log": {"level": "warn", "accesslog": {"disabled": true}},
-            "storage": {"filesystem": {"rootdirectory": dir.path().join("storage")}},
-            "http": {"addr": addr},
-            "auth": {"htpasswd": {"realm": "skills", "path": dir.path().join("htpasswd")}},
-        });
-        std::fs::write(dir.path().join("config.yml"), config.to_string()).unwrap();
-        let binary = std::env::var_os(agentic_testenv::REGISTRY_BIN_ENV)
-            .unwrap_or_else(|| agentic_testenv::DEFAULT_REGISTRY_BIN.into());
-        let mut command = std::process::Command::new(binary);
-        command.arg("serve").arg(dir.path().join("config.yml"));
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("REGISTRY_") {
-                command.env_remove(key);
-            }
-        }
-        let process = command
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let registry = AuthRegistry {
-            addr,
-            process,
-            _dir: dir,
-        };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        while std::net::TcpStream::connect(&registry.addr).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the htpasswd registry did not start"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        registry
-    }
-}
-
-impl Drop for AuthRegistry {
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
+/// A registry that requires HTTP Basic credentials.
+async fn auth_registry() -> Registry {
+    let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+    Registry::start_with_htpasswd(&format!("{USER}:{hash}\n"))
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
 async fn credentials_come_from_pull_secrets() {
-    let registry = AuthRegistry::start();
-    let addr = registry.addr.clone();
+    let registry = auth_registry().await;
+    let addr = registry.addr();
     let opts = options(&addr);
     let root = tempfile::tempdir().unwrap();
     let image = pack_skills(&[write_skill(root.path(), "private")]).unwrap();
@@ -652,7 +593,7 @@ async fn credentials_come_from_pull_secrets() {
         .unwrap_err();
     assert_eq!(error.reason(), "Unauthorized", "{error}");
 
-    let encoded = base64_user_password(AuthRegistry::USER, AuthRegistry::PASSWORD);
+    let encoded = base64_user_password(USER, PASSWORD);
     let unrelated = DockerConfig::parse(
         br#"{"auths": {"elsewhere.example": {"auth": "eDp5"}}}"#,
         "ns/other",
@@ -661,7 +602,7 @@ async fn credentials_come_from_pull_secrets() {
     let wrong = DockerConfig::parse(
         format!(
             r#"{{"auths": {{"http://{addr}": {{"username": "{}", "password": "nope"}}}}}}"#,
-            AuthRegistry::USER
+            USER
         )
         .as_bytes(),
         "ns/wrong",

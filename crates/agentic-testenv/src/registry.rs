@@ -18,7 +18,8 @@ pub const DEFAULT_REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 const NAME: &str = "registry";
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// An OCI registry serving plain HTTP on `127.0.0.1`, with no authentication, blob and
+/// An OCI registry serving plain HTTP on `127.0.0.1`, without authentication unless started
+/// with [`Registry::start_with_htpasswd`], with blob and
 /// manifest deletion enabled, and storage in a temporary directory.
 ///
 /// The process is stopped and its storage removed when the value is dropped, and also when
@@ -31,13 +32,34 @@ pub struct Registry {
 impl Registry {
     /// Starts a registry on a free loopback port and waits until `GET /v2/` answers 200.
     pub async fn start() -> Result<Registry> {
+        Self::start_with(None).await
+    }
+
+    /// Starts a registry that requires HTTP Basic credentials. `htpasswd` is the content of
+    /// an htpasswd file: `user:bcrypt-hash` lines, the only hash distribution accepts.
+    pub async fn start_with_htpasswd(htpasswd: &str) -> Result<Registry> {
+        Self::start_with(Some(htpasswd)).await
+    }
+
+    async fn start_with(htpasswd: Option<&str>) -> Result<Registry> {
         let binary = registry_binary()?;
         let mut supervisor = Supervisor::new("agentic-registry-")?;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let config_path = supervisor.dir().join("registry.yml");
         let storage = supervisor.dir().join("registry-storage");
-        std::fs::write(&config_path, config(addr, &storage))
-            .map_err(Error::io("writing", &config_path))?;
+        let htpasswd_path = match htpasswd {
+            Some(content) => {
+                let path = supervisor.dir().join("htpasswd");
+                std::fs::write(&path, content).map_err(Error::io("writing", &path))?;
+                Some(path)
+            }
+            None => None,
+        };
+        std::fs::write(
+            &config_path,
+            config(addr, &storage, htpasswd_path.as_deref()),
+        )
+        .map_err(Error::io("writing", &config_path))?;
 
         let mut command = Command::new(&binary);
         command.arg("serve").arg(&config_path);
@@ -53,7 +75,8 @@ impl Registry {
             NAME,
             format!("the registry at http://{addr}/v2/"),
             READY_TIMEOUT,
-            || async { http_get_status(addr, "/v2/").await == Some(200) },
+            // With authentication on, an anonymous `/v2/` is refused with 401: it answers.
+            || async { matches!(http_get_status(addr, "/v2/").await, Some(200 | 401)) },
         )
         .await?;
         tracing::info!(%addr, "registry ready");
@@ -107,8 +130,8 @@ fn registry_binary() -> Result<PathBuf> {
 
 /// The registry configuration (distribution 2.x format). JSON is valid YAML, and serde_json
 /// quotes the paths correctly.
-fn config(addr: SocketAddr, storage: &Path) -> String {
-    serde_json::json!({
+fn config(addr: SocketAddr, storage: &Path, htpasswd: Option<&Path>) -> String {
+    let mut config = serde_json::json!({
         "version": "0.1",
         "log": { "level": "warn", "accesslog": { "disabled": true } },
         "storage": {
@@ -118,6 +141,9 @@ fn config(addr: SocketAddr, storage: &Path) -> String {
             "maintenance": { "uploadpurging": { "enabled": false } },
         },
         "http": { "addr": addr.to_string() },
-    })
-    .to_string()
+    });
+    if let Some(path) = htpasswd {
+        config["auth"] = serde_json::json!({ "htpasswd": { "realm": "skills", "path": path } });
+    }
+    config.to_string()
 }
