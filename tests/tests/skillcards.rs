@@ -58,7 +58,7 @@ async fn image_skills_are_resolved_read_and_validated() {
 
     // One skill at the image root.
     let single = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
-    let pushed = push(&[single.clone()], "skills/java:1").await;
+    let pushed = push(&[single], "skills/java:1").await;
     let digest = pushed.rsplit_once('@').expect("pinned").1.to_string();
     apply(
         &api,
