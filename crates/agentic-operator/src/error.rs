@@ -25,9 +25,13 @@ pub enum Error {
     #[error(transparent)]
     Build(#[from] agentic_core::Error),
 
-    /// A namespaced object arrived without a namespace.
-    #[error("{kind} {name} has no namespace")]
-    MissingNamespace { kind: &'static str, name: String },
+    /// An object arrived without metadata every stored object has (namespace, uid).
+    #[error("{kind} {name} has no {field}")]
+    MissingMetadata {
+        kind: &'static str,
+        name: String,
+        field: &'static str,
+    },
 }
 
 impl Error {
@@ -38,7 +42,7 @@ impl Error {
             Self::Kube(_) => "ApiUnavailable",
             Self::RegistryUnavailable(_) => "RegistryUnavailable",
             Self::Serialize { .. } => "SerializationFailed",
-            Self::MissingNamespace { .. } => "MissingNamespace",
+            Self::MissingMetadata { .. } => "MissingMetadata",
             Self::Build(e) => e.reason(),
         }
     }

@@ -20,9 +20,10 @@ pub use agentic_core::skills::CONDITION_SKILL_DELIVERY_RESOLVED as CONDITION_SKI
 
 pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let namespace = agent.namespace().ok_or_else(|| Error::MissingNamespace {
+    let namespace = agent.namespace().ok_or_else(|| Error::MissingMetadata {
         kind: KIND,
         name: agent.name_any(),
+        field: "metadata.namespace",
     })?;
 
     // Dereference.

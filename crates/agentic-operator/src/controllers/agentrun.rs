@@ -49,9 +49,10 @@ pub fn sandbox_resource() -> ApiResource {
 
 pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let namespace = run.namespace().ok_or_else(|| Error::MissingNamespace {
+    let namespace = run.namespace().ok_or_else(|| Error::MissingMetadata {
         kind: KIND,
         name: run.name_any(),
+        field: "metadata.namespace",
     })?;
     let old = run.status.clone().unwrap_or_default();
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
@@ -175,9 +176,10 @@ async fn start(
 
 fn owner_of(run: &AgentRun) -> Result<OwnerReference> {
     run.controller_owner_ref(&())
-        .ok_or_else(|| Error::MissingNamespace {
+        .ok_or_else(|| Error::MissingMetadata {
             kind: KIND,
             name: run.name_any(),
+            field: "metadata.uid",
         })
 }
 

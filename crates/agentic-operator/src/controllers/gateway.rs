@@ -17,9 +17,10 @@ pub const KIND: &str = "Gateway";
 
 pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let namespace = gateway.namespace().ok_or_else(|| Error::MissingNamespace {
+    let namespace = gateway.namespace().ok_or_else(|| Error::MissingMetadata {
         kind: KIND,
         name: gateway.name_any(),
+        field: "metadata.namespace",
     })?;
     let (status, reason, message) = match &gateway.spec.credential_ref {
         None => (

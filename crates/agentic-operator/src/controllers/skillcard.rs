@@ -40,9 +40,10 @@ enum Verdict {
 
 pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let namespace = card.namespace().ok_or_else(|| Error::MissingNamespace {
+    let namespace = card.namespace().ok_or_else(|| Error::MissingMetadata {
         kind: KIND,
         name: card.name_any(),
+        field: "metadata.namespace",
     })?;
     let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
     let verdict = evaluate(&card, &namespace, &ctx).await?;
@@ -334,9 +335,10 @@ async fn evaluate_inline(
         (Some(frontmatter), true) => {
             let owner = card
                 .controller_owner_ref(&())
-                .ok_or_else(|| Error::MissingNamespace {
+                .ok_or_else(|| Error::MissingMetadata {
                     kind: KIND,
                     name: card.name_any(),
+                    field: "metadata.uid",
                 })?;
             let config_map = match agentic_core::sandbox::build_inline_skill_config_map(card, owner)
             {
