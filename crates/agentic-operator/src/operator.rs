@@ -41,8 +41,35 @@ pub struct RunOptions {
     pub sandbox_backend: BackendChoice,
     pub health_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
-    pub leader_elect: bool,
+    /// Hold a Lease before reconciling; None reconciles at once.
+    pub leader_election: Option<LeaderElection>,
     pub tag_refresh_interval: Duration,
+}
+
+/// Which Lease replicas compete for, and how long a holder keeps it without renewing.
+#[derive(Clone, Debug)]
+pub struct LeaderElection {
+    /// Namespace of the Lease [`LEASE_NAME`].
+    pub namespace: String,
+    /// This replica's name in the Lease (the pod name in a cluster); None picks a random one.
+    pub identity: Option<String>,
+    /// How long the Lease stays valid after a renewal; a standby takes over after this much
+    /// silence from the holder.
+    pub lease_duration: Duration,
+    /// How long before expiry the holder renews.
+    pub renew_before_expiry: Duration,
+}
+
+impl LeaderElection {
+    /// The Lease in `namespace`, valid for 15 seconds and renewed 5 seconds before it expires.
+    pub fn new(namespace: impl Into<String>, identity: Option<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            identity,
+            lease_duration: Duration::from_secs(15),
+            renew_before_expiry: Duration::from_secs(5),
+        }
+    }
 }
 
 /// Decides the sandbox backend; `auto` looks for the Sandbox CRD once, at start.
@@ -73,41 +100,101 @@ pub async fn run(options: RunOptions) -> anyhow::Result<()> {
     let client = Client::try_default()
         .await
         .context("loading the kubeconfig (in-cluster or KUBECONFIG)")?;
-    let backend = resolve_backend(&client, options.sandbox_backend).await?;
-    tracing::info!(?backend, scope = ?options.scope, "starting");
-
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutting down: finishing in-flight reconciles");
         let _ = stop_tx.send(true);
     });
+    start(client, options, stop_rx).await?.finished().await
+}
 
+/// An operator started by [`start`].
+pub struct Started {
+    /// Where `/healthz` and `/readyz` answer (the bound port when 0 was asked for).
+    pub health_addr: SocketAddr,
+    /// Where `/metrics` answers.
+    pub metrics_addr: SocketAddr,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Started {
+    /// Waits until the operator has stopped: Ok after a shutdown, an error when it could not
+    /// run or lost its leadership.
+    pub async fn finished(self) -> anyhow::Result<()> {
+        self.task.await.context("the operator task failed")?
+    }
+}
+
+/// Serves probes and metrics, then (holding the Lease when leader election is on) runs the
+/// controllers with `client` until `shutdown` turns true. Losing the Lease stops the
+/// controllers too, and [`Started::finished`] then reports an error, so that the process
+/// exits and its restart competes for the Lease again.
+pub async fn start(
+    client: Client,
+    options: RunOptions,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<Started> {
+    let backend = resolve_backend(&client, options.sandbox_backend).await?;
+    tracing::info!(?backend, scope = ?options.scope, "starting");
+
+    // Everything started here stops on `stop`: the caller's shutdown or a lost Lease.
+    let (stop_tx, stop) = watch::channel(false);
     let metrics = Arc::new(Metrics::default());
     let readiness = Arc::new(Readiness::default());
-    let health = server::spawn(
+    let health_addr = server::spawn(
         options.health_addr,
         server::health_router(readiness.clone()),
-        stop_rx.clone(),
+        stop.clone(),
     )
     .await
     .with_context(|| format!("binding --health-addr {}", options.health_addr))?;
-    let metrics_at = server::spawn(
+    let metrics_addr = server::spawn(
         options.metrics_addr,
         server::metrics_router(metrics.clone()),
-        stop_rx.clone(),
+        stop.clone(),
     )
     .await
     .with_context(|| format!("binding --metrics-addr {}", options.metrics_addr))?;
-    tracing::info!(%health, metrics = %metrics_at, "serving probes and metrics");
+    tracing::info!(health = %health_addr, metrics = %metrics_addr, "serving probes and metrics");
 
-    let lease = if options.leader_elect {
-        match acquire_lease(&client, stop_rx.clone()).await? {
-            Some(lease) => Some(lease),
-            None => return Ok(()),
+    let task = tokio::spawn(async move {
+        let outcome = lead(
+            client, options, backend, metrics, readiness, shutdown, &stop_tx,
+        )
+        .await;
+        let _ = stop_tx.send(true);
+        outcome
+    });
+    Ok(Started {
+        health_addr,
+        metrics_addr,
+        task,
+    })
+}
+
+/// Waits for the Lease when asked to, then runs the controllers until `shutdown` or the loss
+/// of the Lease; `stop` tells the controllers to stop.
+async fn lead(
+    client: Client,
+    options: RunOptions,
+    backend: SandboxBackend,
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+    mut shutdown: watch::Receiver<bool>,
+    stop: &watch::Sender<bool>,
+) -> anyhow::Result<()> {
+    let mut lease = match &options.leader_election {
+        Some(election) => {
+            readiness.set_standby(true);
+            let acquired = acquire_lease(&client, election, shutdown.clone()).await;
+            readiness.set_standby(false);
+            match acquired? {
+                Some(lease) => Some(lease),
+                None => return Ok(()),
+            }
         }
-    } else {
-        None
+        None => None,
     };
 
     let settings = Settings {
@@ -119,13 +206,39 @@ pub async fn run(options: RunOptions) -> anyhow::Result<()> {
         tag_refresh_interval: options.tag_refresh_interval,
     };
     let ctx = Arc::new(Context::new(client, settings, metrics));
-    controllers::run(ctx, options.scope, readiness, stop_rx).await;
+    let controllers = controllers::run(ctx, options.scope, readiness, stop.subscribe());
+    tokio::pin!(controllers);
 
+    let lost_lease = tokio::select! {
+        () = &mut controllers => false,
+        _ = shutdown.wait_for(|s| *s) => false,
+        () = lost(lease.as_mut()) => true,
+    };
+    let _ = stop.send(true);
+    controllers.await;
+    if lost_lease {
+        anyhow::bail!(
+            "lost the Lease {}/{LEASE_NAME} to another replica; stopped reconciling",
+            options
+                .leader_election
+                .as_ref()
+                .map_or("", |e| e.namespace.as_str())
+        );
+    }
     if let Some(lease) = lease {
         lease.release().await;
+        tracing::info!("Lease released");
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Returns when the held Lease is lost; never without one.
+async fn lost(lease: Option<&mut HeldLease>) {
+    match lease {
+        Some(lease) => lease.lost().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A held Lease, renewed in the background until released.
@@ -135,15 +248,17 @@ struct HeldLease {
 }
 
 impl HeldLease {
+    /// Returns when another replica holds the Lease or the renewal task has ended.
+    async fn lost(&mut self) {
+        let _ = self.channel.wait_for(|leader| !*leader).await;
+    }
+
     async fn release(self) {
+        // Closing the channel makes the renewal task release the Lease and return.
         drop(self.channel);
         match self.task.await {
-            Ok(Ok(manager)) => {
-                if let Err(e) = manager.release().await {
-                    tracing::warn!(error = %e, "releasing the lease failed");
-                }
-            }
-            Ok(Err(e)) => tracing::warn!(error = %e, "lease manager failed"),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "releasing the lease failed"),
             Err(e) => tracing::warn!(error = %e, "lease task failed"),
         }
     }
@@ -152,23 +267,30 @@ impl HeldLease {
 /// Waits until this replica holds the Lease, or returns None when shutdown comes first.
 async fn acquire_lease(
     client: &Client,
+    election: &LeaderElection,
     mut stop: watch::Receiver<bool>,
 ) -> anyhow::Result<Option<HeldLease>> {
-    let namespace = std::env::var("POD_NAMESPACE")
-        .context("--leader-elect needs POD_NAMESPACE (the namespace of the Lease)")?;
+    let duration = election.lease_duration.as_secs();
+    let grace = election.renew_before_expiry.as_secs();
+    // The lease manager panics on these; say what is wrong instead.
+    if grace == 0 || grace >= duration {
+        anyhow::bail!(
+            "leader election: renew_before_expiry ({grace}s) must be at least 1s and shorter than lease_duration ({duration}s)"
+        );
+    }
     let mut builder = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
-        .with_namespace(namespace)
-        .with_duration(15)
-        .with_grace(5);
-    if let Ok(pod) = std::env::var("POD_NAME") {
-        builder = builder.with_identity(pod);
+        .with_namespace(election.namespace.clone())
+        .with_duration(duration)
+        .with_grace(grace);
+    if let Some(identity) = &election.identity {
+        builder = builder.with_identity(identity.clone());
     }
     let manager = builder
         .build()
         .await
-        .context("creating the lease manager")?;
+        .with_context(|| format!("creating the Lease {}/{LEASE_NAME}", election.namespace))?;
     let (mut channel, task) = manager.watch().await;
-    tracing::info!(lease = LEASE_NAME, "waiting for leadership");
+    tracing::info!(lease = LEASE_NAME, namespace = %election.namespace, "waiting for leadership");
     loop {
         if *channel.borrow_and_update() {
             break;

@@ -14,7 +14,8 @@ use tokio::sync::watch;
 use crate::controllers::Readiness;
 use crate::metrics::Metrics;
 
-/// `/healthz` answers while the process runs; `/readyz` once every watch has listed.
+/// `/healthz` answers while the process runs; `/readyz` once every watch has listed, or while
+/// the replica waits for leadership.
 pub fn health_router(readiness: Arc<Readiness>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -23,7 +24,9 @@ pub fn health_router(readiness: Arc<Readiness>) -> Router {
 }
 
 async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
-    if readiness.is_ready() {
+    if readiness.is_standby() {
+        (StatusCode::OK, "standby: waiting for leadership")
+    } else if readiness.is_ready() {
         (StatusCode::OK, "ok")
     } else {
         (

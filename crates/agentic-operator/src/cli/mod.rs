@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::controllers::Scope;
-use crate::operator::{BackendChoice, RunOptions};
+use crate::operator::{BackendChoice, LeaderElection, RunOptions};
 
 /// Kubernetes operator for AI coding agents and their skills (konveyor.io/v1alpha1).
 #[derive(Debug, Parser)]
@@ -69,7 +69,8 @@ pub struct RunArgs {
     #[arg(long, env = "AGENTIC_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
 
-    /// Hold a Lease before reconciling, so only one replica acts.
+    /// Hold the Lease `agentic-operator-leader` in $POD_NAMESPACE before reconciling, so only
+    /// one replica acts; $POD_NAME names this replica in the Lease.
     #[arg(long, env = "AGENTIC_LEADER_ELECT")]
     pub leader_elect: bool,
 
@@ -93,6 +94,18 @@ pub fn run(cli: Cli) -> ExitCode {
 
 fn run_operator(args: RunArgs) -> ExitCode {
     init_logging(args.log_format);
+    let leader_election = if args.leader_elect {
+        let Ok(namespace) = std::env::var("POD_NAMESPACE") else {
+            tracing::error!("--leader-elect needs POD_NAMESPACE (the namespace of the Lease)");
+            return ExitCode::FAILURE;
+        };
+        Some(LeaderElection::new(
+            namespace,
+            std::env::var("POD_NAME").ok(),
+        ))
+    } else {
+        None
+    };
     let options = RunOptions {
         scope: if args.namespaces.is_empty() {
             Scope::All
@@ -103,7 +116,7 @@ fn run_operator(args: RunArgs) -> ExitCode {
         sandbox_backend: args.sandbox_backend,
         health_addr: args.health_addr,
         metrics_addr: args.metrics_addr,
-        leader_elect: args.leader_elect,
+        leader_election,
         tag_refresh_interval: Duration::from_secs(args.tag_refresh_seconds.max(10)),
     };
     let runtime = match tokio::runtime::Runtime::new() {

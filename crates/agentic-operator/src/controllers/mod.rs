@@ -5,24 +5,29 @@ pub mod agentrun;
 pub mod gateway;
 pub mod skillcard;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
+use agentic_api::{Agent, AgentRun, CONDITION_READY, ConditionStatus, Gateway, SkillCard};
+use agentic_core::conditions::find_condition;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::DynamicObject;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
 use crate::context::{Context, SandboxBackend};
 use crate::error::Error;
+use crate::metrics::Metrics;
 
 /// Label every object the operator creates for a run carries, naming the run.
 pub use agentic_core::sandbox::RUN_LABEL;
@@ -34,13 +39,29 @@ pub enum Scope {
     Namespaces(Vec<String>),
 }
 
-/// Turns true once every watch has completed its first list.
+/// What `/readyz` reports: ready once every watch has completed its first list, and also
+/// while the replica waits for leadership. A standby replica is healthy and must count as
+/// available, or a rolling update would wait forever for a new pod that cannot lead before
+/// the old one goes.
 #[derive(Default)]
-pub struct Readiness(AtomicBool);
+pub struct Readiness {
+    listed: AtomicBool,
+    standby: AtomicBool,
+}
 
 impl Readiness {
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.listed.load(Ordering::Relaxed) || self.standby.load(Ordering::Relaxed)
+    }
+
+    /// Whether this replica is waiting for leadership rather than reconciling.
+    pub fn is_standby(&self) -> bool {
+        self.standby.load(Ordering::Relaxed)
+    }
+
+    /// Marks the replica as waiting for leadership (true) or leading (false).
+    pub fn set_standby(&self, standby: bool) {
+        self.standby.store(standby, Ordering::Relaxed);
     }
 }
 
@@ -126,13 +147,31 @@ fn log_result<K: Resource, E: std::fmt::Debug>(
     }
 }
 
-/// Starts every controller for one namespace (or all) and returns futures that run them until
-/// `shutdown` turns true, plus futures that finish when each watch has listed once.
+/// The controllers of one namespace (or of all), ready to be driven.
+pub struct Controllers {
+    /// Run the controllers until shutdown.
+    pub runs: Vec<BoxFuture<'static, ()>>,
+    /// Finish when each watch has listed once.
+    pub listed: Vec<BoxFuture<'static, ()>>,
+    /// The watch caches of the four kinds, for counting objects.
+    pub caches: Caches,
+}
+
+/// The watch caches of the four kinds in one namespace (or in all).
+#[derive(Clone)]
+pub struct Caches {
+    skill_cards: Store<Guarded<SkillCard>>,
+    gateways: Store<Guarded<Gateway>>,
+    agents: Store<Guarded<Agent>>,
+    agent_runs: Store<Guarded<AgentRun>>,
+}
+
+/// Starts every controller for one namespace (or all); they run until `shutdown` turns true.
 pub fn controllers(
     ctx: Arc<Context>,
     namespace: Option<&str>,
     shutdown: watch::Receiver<bool>,
-) -> (Vec<BoxFuture<'static, ()>>, Vec<BoxFuture<'static, ()>>) {
+) -> Controllers {
     let client = ctx.client.clone();
     let stop = move || {
         let mut rx = shutdown.clone();
@@ -150,6 +189,7 @@ pub fn controllers(
         config.clone(),
     );
     let store = cards.store();
+    let card_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let cards = cards
         .watches(
@@ -181,6 +221,7 @@ pub fn controllers(
         config.clone(),
     );
     let store = gateways.store();
+    let gateway_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let gateways = gateways
         .watches(
@@ -209,6 +250,7 @@ pub fn controllers(
         config.clone(),
     );
     let store = agents.store();
+    let agent_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let card_store = store.clone();
     let agents = agents
@@ -249,6 +291,7 @@ pub fn controllers(
         config.clone(),
     );
     let store = agent_runs.store();
+    let run_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let pod_config = watcher::Config::default().labels(RUN_LABEL);
     let mut agent_runs = agent_runs
@@ -287,7 +330,16 @@ pub fn controllers(
         .for_each(|r| async move { log_result(agentrun::KIND, r) });
     runs.push(Box::pin(agent_runs));
 
-    (runs, ready)
+    Controllers {
+        runs,
+        listed: ready,
+        caches: Caches {
+            skill_cards: card_cache,
+            gateways: gateway_cache,
+            agents: agent_cache,
+            agent_runs: run_cache,
+        },
+    }
 }
 
 async fn wait_ready<K>(store: kube::runtime::reflector::Store<K>)
@@ -311,17 +363,81 @@ pub async fn run(
         Scope::Namespaces(list) => list.into_iter().map(Some).collect(),
     };
     let mut runs = Vec::new();
-    let mut ready = Vec::new();
+    let mut listed = Vec::new();
+    let mut caches = Vec::new();
     for ns in &namespaces {
-        let (r, w) = controllers(ctx.clone(), ns.as_deref(), shutdown.clone());
-        runs.extend(r);
-        ready.extend(w);
+        let started = controllers(ctx.clone(), ns.as_deref(), shutdown.clone());
+        runs.extend(started.runs);
+        listed.extend(started.listed);
+        caches.push(started.caches);
     }
     let mark_ready = async move {
-        futures::future::join_all(ready).await;
-        readiness.0.store(true, Ordering::Relaxed);
+        futures::future::join_all(listed).await;
+        readiness.listed.store(true, Ordering::Relaxed);
         tracing::info!("every watch has listed; ready");
     };
     let run_all = futures::future::join_all(runs);
-    tokio::join!(mark_ready, run_all);
+    tokio::join!(mark_ready, run_all, census(&ctx.metrics, &caches, shutdown));
+}
+
+/// How often `agentic_objects` is recounted from the watch caches. Reconciles do not see
+/// deletions, so the count follows the caches rather than the reconcile passes.
+const CENSUS_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Keeps `agentic_objects` up to date until `shutdown` turns true.
+async fn census(metrics: &Metrics, caches: &[Caches], mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(CENSUS_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => count_objects(metrics, caches),
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+    }
+}
+
+/// Counts the objects in the caches by kind and phase: `Ready`/`NotReady` from the Ready
+/// condition, or the AgentRun phase (`Pending` until the first status). Objects that do not
+/// match the API schema are left out; `agentic_reconcile_errors_total` counts them.
+fn count_objects(metrics: &Metrics, caches: &[Caches]) {
+    fn tally<K: Clone>(
+        states: impl Iterator<Item = Vec<Arc<Guarded<K>>>>,
+        phase: impl Fn(&K) -> &'static str,
+    ) -> Vec<(String, i64)> {
+        let mut counts: BTreeMap<&'static str, i64> = BTreeMap::new();
+        for obj in states.flat_map(|state| valid(&state)) {
+            *counts.entry(phase(&obj)).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .map(|(phase, n)| (phase.to_string(), n))
+            .collect()
+    }
+    let skill_cards = tally(caches.iter().map(|c| c.skill_cards.state()), |o| {
+        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
+    });
+    let gateways = tally(caches.iter().map(|c| c.gateways.state()), |o| {
+        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
+    });
+    let agents = tally(caches.iter().map(|c| c.agents.state()), |o| {
+        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
+    });
+    let agent_runs = tally(caches.iter().map(|c| c.agent_runs.state()), |o| {
+        o.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or_default()
+            .as_str()
+    });
+    metrics.set_objects(skillcard::KIND, &skill_cards);
+    metrics.set_objects(gateway::KIND, &gateways);
+    metrics.set_objects(agent::KIND, &agents);
+    metrics.set_objects(agentrun::KIND, &agent_runs);
+}
+
+fn ready_phase(conditions: Option<&[Condition]>) -> &'static str {
+    let ready = conditions
+        .and_then(|c| find_condition(c, CONDITION_READY))
+        .is_some_and(|c| c.status == ConditionStatus::True.as_str());
+    if ready { "Ready" } else { "NotReady" }
 }
