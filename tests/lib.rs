@@ -1,8 +1,10 @@
 //! Shared helpers for the integration tests: run the operator in-process against the
 //! shared test control plane, wait for conditions, and publish skills to its registry.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agentic_oci::{RegistryAuth, RegistryOptions};
@@ -161,4 +163,55 @@ pub async fn registry() -> String {
         .await
         .registry_addr()
         .expect("the shared env has a registry")
+}
+
+/// The workspace's `agentic-operator` binary. Built once per test binary with `cargo build`
+/// (a no-op when it is up to date), so a test never runs a missing or stale binary whatever
+/// was built before it.
+pub fn operator_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args([
+                "build",
+                "--package",
+                "agentic-operator",
+                "--bin",
+                "agentic-operator",
+                "--message-format=json-render-diagnostics",
+            ])
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "building agentic-operator failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|message| message["target"]["name"] == "agentic-operator")
+            .find_map(|message| message["executable"].as_str().map(PathBuf::from))
+            .expect("cargo reports the agentic-operator executable")
+    })
+}
+
+/// A plain HTTP/1.1 GET of the operator's probe and metrics endpoints: the status code and
+/// the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidData, response.clone());
+    let (head, body) = response.split_once("\r\n\r\n").ok_or_else(invalid)?;
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(invalid)?;
+    Ok((code, body.to_owned()))
 }

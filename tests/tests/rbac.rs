@@ -1,0 +1,575 @@
+//! The chart's RBAC, proved on a real API server: the operator runs as the chart's
+//! ServiceAccount (through impersonation) and takes skills to a finished run with either
+//! sandbox backend, without a single forbidden request, and is refused what the chart does
+//! not grant.
+
+mod support;
+
+use std::time::Duration;
+
+use agentic_api::{Agent, AgentRun, AgentRunPhase, Gateway, SkillCard};
+use agentic_integration_tests::{
+    CONVERGE, apply, env, has_condition, http_get, push, registry, wait_for, write_skill,
+};
+use agentic_operator::context::SandboxBackend;
+use agentic_operator::controllers::Scope;
+use agentic_operator::operator::{self, BackendChoice, LEASE_NAME, LeaderElection, RunOptions};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use support::{KUBE_VERSION, kind, meta, parse_yaml_stream, repo_root, run_ok, testenv_tool};
+use tokio::sync::watch;
+
+/// The chart's RBAC applied for one release, and a client acting as its ServiceAccount.
+struct Release {
+    /// The release namespace: the ServiceAccount and the leader-election Lease live here.
+    namespace: String,
+    /// `system:serviceaccount:<namespace>:<name>`.
+    user: String,
+    /// The API server as the operator's ServiceAccount sees it.
+    client: Client,
+}
+
+/// Renders the chart as release `<namespace>` (unique, so are its cluster-scoped names) with
+/// `set` and applies its ServiceAccount and RBAC objects, nothing else, as the admin.
+async fn install_rbac(admin: &Client, namespace: &str, set: &[&str]) -> Release {
+    let mut helm = std::process::Command::new(testenv_tool("helm"));
+    helm.current_dir(repo_root()).args([
+        "template",
+        namespace,
+        "charts/agentic-operator",
+        "--namespace",
+        namespace,
+        "--kube-version",
+        KUBE_VERSION,
+    ]);
+    for value in set {
+        helm.args(["--set-json", value]);
+    }
+    let objects = parse_yaml_stream(&run_ok(&mut helm), "helm template");
+
+    let mut service_account = None;
+    for object in &objects {
+        let ns = meta(object, "namespace").to_owned();
+        match kind(object) {
+            "ServiceAccount" => {
+                service_account = Some(meta(object, "name").to_owned());
+                apply(
+                    &Api::namespaced(admin.clone(), &ns),
+                    &typed::<ServiceAccount>(object),
+                )
+                .await;
+            }
+            "Role" => {
+                apply(&Api::namespaced(admin.clone(), &ns), &typed::<Role>(object)).await;
+            }
+            "RoleBinding" => {
+                apply(
+                    &Api::namespaced(admin.clone(), &ns),
+                    &typed::<RoleBinding>(object),
+                )
+                .await;
+            }
+            "ClusterRole" => {
+                apply(&Api::all(admin.clone()), &typed::<ClusterRole>(object)).await;
+            }
+            "ClusterRoleBinding" => {
+                apply(
+                    &Api::all(admin.clone()),
+                    &typed::<ClusterRoleBinding>(object),
+                )
+                .await;
+            }
+            _ => {}
+        }
+    }
+    let name = service_account.expect("the chart renders a ServiceAccount");
+    let user = format!("system:serviceaccount:{namespace}:{name}");
+    let mut config = env().await.kube_config();
+    config.auth_info.impersonate = Some(user.clone());
+    config.auth_info.impersonate_groups = Some(vec![
+        "system:serviceaccounts".to_owned(),
+        format!("system:serviceaccounts:{namespace}"),
+        "system:authenticated".to_owned(),
+    ]);
+    let client = Client::try_from(config).expect("an impersonating client");
+    Release {
+        namespace: namespace.to_owned(),
+        user,
+        client,
+    }
+}
+
+fn typed<K: DeserializeOwned>(object: &Value) -> K {
+    serde_json::from_value(object.clone()).unwrap_or_else(|e| {
+        panic!(
+            "{} {} is malformed: {e}",
+            kind(object),
+            meta(object, "name")
+        )
+    })
+}
+
+/// Waits until listing through `api` is allowed: the API server's RBAC cache follows new
+/// bindings within moments, not at once.
+async fn until_listable<K>(what: &str, api: &Api<K>)
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        match api.list(&ListParams::default()).await {
+            Ok(_) => return,
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("{what} is still refused: {e}"),
+        }
+    }
+}
+
+/// Asserts that the API server refused `outcome` as forbidden (403), not for another reason.
+fn assert_forbidden<T: std::fmt::Debug>(what: &str, outcome: Result<T, kube::Error>) {
+    match outcome {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        other => panic!("{what}: want 403 Forbidden, got {other:?}"),
+    }
+}
+
+fn object<K: DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).expect("a well-formed test object")
+}
+
+/// An image skill, an inline skill, a Gateway with its Secret and an Agent using them, created
+/// by the admin as users would.
+async fn skills_and_agent(admin: &Client, ns: &str) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let pushed = push(&[dir], &format!("{ns}/java:1")).await;
+    let tagged = pushed.split('@').next().expect("a tagged reference");
+    let cards: Api<SkillCard> = Api::namespaced(admin.clone(), ns);
+    apply(
+        &cards,
+        &object(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
+            "metadata": {"name": "java"},
+            "spec": {"image": tagged},
+        })),
+    )
+    .await;
+    apply(
+        &cards,
+        &object(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
+            "metadata": {"name": "logging"},
+            "spec": {
+                "inline": "---\nname: no-system-out\ndescription: Log, never print.\n---\nUse a logger.\n",
+                "type": "rule",
+            },
+        })),
+    )
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), ns);
+    apply(
+        &secrets,
+        &object(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "llm-key"},
+            "stringData": {"apiKey": "sk-test"},
+        })),
+    )
+    .await;
+    let gateways: Api<Gateway> = Api::namespaced(admin.clone(), ns);
+    apply(
+        &gateways,
+        &object(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "Gateway",
+            "metadata": {"name": "llm"},
+            "spec": {
+                "provider": "openai",
+                "credentialRef": {"secretName": "llm-key", "key": "apiKey"},
+                "model": {"name": "gpt-test", "contextWindow": 128000},
+            },
+        })),
+    )
+    .await;
+    let agents: Api<Agent> = Api::namespaced(admin.clone(), ns);
+    apply(
+        &agents,
+        &object(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "Agent",
+            "metadata": {"name": "migrator"},
+            "spec": {
+                "image": "harness.invalid/agent:1",
+                "gateways": [{"ref": "llm"}],
+                "skillCards": [{"ref": "java"}, {"ref": "logging"}],
+            },
+        })),
+    )
+    .await;
+    wait_for(&agents, "migrator", "Agent Ready", |a: &Agent| {
+        a.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "True", "AgentReady"))
+    })
+    .await;
+}
+
+/// Plays the kubelet for the sandbox pod `name`: the agent container runs, then exits 0.
+async fn kubelet_runs_to_completion(pods: &Api<Pod>, runs: &Api<AgentRun>, run: &str, name: &str) {
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    while pods.get_opt(name).await.expect("get pod").is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no sandbox pod {name} appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (phase, state, ready) in [
+        (
+            "Running",
+            json!({"running": {"startedAt": "2026-11-29T12:00:00Z"}}),
+            true,
+        ),
+        (
+            "Succeeded",
+            json!({"terminated": {
+                "exitCode": 0, "reason": "Completed",
+                "startedAt": "2026-11-29T12:00:00Z", "finishedAt": "2026-11-29T12:05:00Z",
+            }}),
+            false,
+        ),
+    ] {
+        let status = json!({"status": {
+            "phase": phase,
+            "containerStatuses": [{
+                "name": "agent", "image": "harness.invalid/agent:1", "imageID": "",
+                "ready": ready, "restartCount": 0, "state": state,
+            }],
+        }});
+        pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("patch pod status");
+        let want = if phase == "Running" {
+            AgentRunPhase::Running
+        } else {
+            AgentRunPhase::Succeeded
+        };
+        wait_for(runs, run, &format!("phase {want:?}"), |r: &AgentRun| {
+            r.status.as_ref().and_then(|s| s.phase) == Some(want)
+        })
+        .await;
+    }
+}
+
+/// Runs the whole operator (`operator::start`, with leader election) as the chart's
+/// ServiceAccount, takes an AgentRun to Succeeded on `backend`, and checks that nothing it
+/// did was refused.
+async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
+    let env = env().await;
+    let admin = env.client();
+    let release_ns = env.namespace(prefix).await.expect("release namespace");
+    let watched = env
+        .namespace(&format!("{prefix}-watched"))
+        .await
+        .expect("watched namespace");
+    let release = install_rbac(
+        &admin,
+        &release_ns,
+        &[
+            &format!(r#"watchNamespaces=["{watched}"]"#),
+            "leaderElection.enabled=true",
+        ],
+    )
+    .await;
+    let cards: Api<SkillCard> = Api::namespaced(release.client.clone(), &watched);
+    until_listable("listing SkillCards as the operator", &cards).await;
+
+    let (stop, shutdown) = watch::channel(false);
+    let started = operator::start(
+        release.client.clone(),
+        RunOptions {
+            scope: Scope::Namespaces(vec![watched.clone()]),
+            insecure_registries: vec![registry().await],
+            sandbox_backend: backend,
+            health_addr: ([127, 0, 0, 1], 0).into(),
+            metrics_addr: ([127, 0, 0, 1], 0).into(),
+            leader_election: Some(LeaderElection::new(
+                release.namespace.clone(),
+                Some("rbac-test".into()),
+            )),
+            tag_refresh_interval: Duration::from_secs(2),
+        },
+        shutdown,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the operator starts as {}: {e:#}", release.user));
+
+    skills_and_agent(&admin, &watched).await;
+    let runs: Api<AgentRun> = Api::namespaced(admin.clone(), &watched);
+    apply(
+        &runs,
+        &object(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
+            "metadata": {"name": "upgrade"},
+            "spec": {"agentRef": "migrator", "instructions": "Upgrade to Java 21."},
+        })),
+    )
+    .await;
+    let run = wait_for(&runs, "upgrade", "a sandbox", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
+    })
+    .await;
+    let sandbox = run.status.and_then(|s| s.sandbox_name).expect("sandbox");
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &watched);
+    kubelet_runs_to_completion(&pods, &runs, "upgrade", &sandbox).await;
+
+    // The operator held the Lease in the release namespace.
+    let lease = Api::<Lease>::namespaced(admin.clone(), &release.namespace)
+        .get(LEASE_NAME)
+        .await
+        .expect("the Lease exists");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("rbac-test")
+    );
+    // Events are published best effort (a refused one is only logged), so look for them.
+    let events = Api::<Event>::namespaced(admin.clone(), &watched)
+        .list(&ListParams::default())
+        .await
+        .expect("list events");
+    assert!(
+        events
+            .items
+            .iter()
+            .any(|e| e.reporting_controller.as_deref() == Some("agentic-operator")),
+        "the operator recorded Events as {}",
+        release.user
+    );
+    let (code, metrics) = http_get(started.metrics_addr, "/metrics")
+        .await
+        .expect("GET /metrics");
+    assert_eq!(code, 200);
+    let refused: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("agentic_reconcile_errors_total{"))
+        .filter(|l| l.contains(r#"reason="ApiError""#))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "API requests failed as {}: {refused:?}",
+        release.user
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with(r#"agentic_reconciles_total{kind="AgentRun"}"#)),
+        "the operator reconciled the run:\n{metrics}"
+    );
+
+    let _ = stop.send(true);
+    tokio::time::timeout(Duration::from_secs(30), started.finished())
+        .await
+        .expect("the operator stops within 30s")
+        .expect("the operator stops cleanly");
+    let lease = Api::<Lease>::namespaced(admin.clone(), &release.namespace)
+        .get(LEASE_NAME)
+        .await
+        .expect("the Lease exists");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        None,
+        "the Lease is released on shutdown"
+    );
+}
+
+#[tokio::test]
+async fn the_chart_service_account_runs_skills_to_a_finished_pod() {
+    run_as_service_account("rbac-pod", BackendChoice::Pod).await;
+}
+
+#[tokio::test]
+async fn the_chart_service_account_runs_skills_to_a_finished_sandbox() {
+    // `auto` finds the agent-sandbox CRD with the chart's one cluster-scoped permission.
+    run_as_service_account("rbac-sandbox", BackendChoice::Auto).await;
+}
+
+#[tokio::test]
+async fn watching_some_namespaces_grants_nothing_beyond_them() {
+    let env = env().await;
+    let admin = env.client();
+    let release_ns = env.namespace("rbac-least").await.expect("namespace");
+    let watched = env
+        .namespace("rbac-least-watched")
+        .await
+        .expect("namespace");
+    let other = env.namespace("rbac-least-other").await.expect("namespace");
+    let release = install_rbac(
+        &admin,
+        &release_ns,
+        &[
+            &format!(r#"watchNamespaces=["{watched}"]"#),
+            "leaderElection.enabled=true",
+        ],
+    )
+    .await;
+    let sa = release.client.clone();
+
+    // What the chart grants, so that the refusals below cannot come from a broken client.
+    until_listable(
+        "listing SkillCards in the watched namespace",
+        &Api::<SkillCard>::namespaced(sa.clone(), &watched),
+    )
+    .await;
+    Api::<Secret>::namespaced(sa.clone(), &watched)
+        .list(&ListParams::default())
+        .await
+        .expect("secrets are readable in the watched namespace");
+    Api::<ConfigMap>::namespaced(sa.clone(), &watched)
+        .create(
+            &PostParams::default(),
+            &object(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "granted"}}),
+            ),
+        )
+        .await
+        .expect("ConfigMaps can be created in the watched namespace");
+    assert_eq!(
+        operator::resolve_backend(&sa, BackendChoice::Auto)
+            .await
+            .expect("the Sandbox CRD check is allowed"),
+        SandboxBackend::AgentSandbox
+    );
+
+    // Nothing outside the watched namespace.
+    assert_forbidden(
+        "listing Secrets in an unwatched namespace",
+        Api::<Secret>::namespaced(sa.clone(), &other)
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "reading Secrets in the release namespace",
+        Api::<Secret>::namespaced(sa.clone(), &release.namespace)
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "listing SkillCards in every namespace",
+        Api::<SkillCard>::all(sa.clone())
+            .list(&ListParams::default())
+            .await,
+    );
+    // Inside it, nothing destructive and no writes to the users' objects.
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &watched);
+    pods.create(
+        &PostParams::default(),
+        &object(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "someone-elses"},
+            "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1"}]},
+        })),
+    )
+    .await
+    .expect("the admin creates a pod");
+    assert_forbidden(
+        "deleting a pod",
+        Api::<Pod>::namespaced(sa.clone(), &watched)
+            .delete("someone-elses", &DeleteParams::default())
+            .await,
+    );
+    assert!(pods.get_opt("someone-elses").await.expect("get").is_some());
+    assert_forbidden(
+        "deleting Secrets",
+        Api::<Secret>::namespaced(sa.clone(), &watched)
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "creating a SkillCard",
+        Api::<SkillCard>::namespaced(sa.clone(), &watched)
+            .create(
+                &PostParams::default(),
+                &object(json!({
+                    "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
+                    "metadata": {"name": "planted"},
+                    "spec": {"inline": "---\nname: planted\ndescription: x\n---\nx\n"},
+                })),
+            )
+            .await,
+    );
+    // One CRD may be read, no other.
+    assert_forbidden(
+        "reading another CRD",
+        Api::<CustomResourceDefinition>::all(sa.clone())
+            .get("skillcards.konveyor.io")
+            .await,
+    );
+    // The Lease by name only.
+    assert_forbidden(
+        "reading another Lease",
+        Api::<Lease>::namespaced(sa.clone(), &release.namespace)
+            .get("someone-elses-lease")
+            .await,
+    );
+}
+
+#[tokio::test]
+async fn watching_every_namespace_reads_everywhere_and_still_deletes_nothing() {
+    let env = env().await;
+    let admin = env.client();
+    let release_ns = env.namespace("rbac-all").await.expect("namespace");
+    let elsewhere = env
+        .namespace("rbac-all-elsewhere")
+        .await
+        .expect("namespace");
+    let release = install_rbac(&admin, &release_ns, &[]).await;
+    let sa = release.client.clone();
+
+    until_listable(
+        "listing SkillCards in every namespace",
+        &Api::<SkillCard>::all(sa.clone()),
+    )
+    .await;
+    Api::<Secret>::namespaced(sa.clone(), &elsewhere)
+        .list(&ListParams::default())
+        .await
+        .expect("Secrets are readable in any namespace");
+    assert_forbidden(
+        "deleting pods",
+        Api::<Pod>::namespaced(sa.clone(), &elsewhere)
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "updating a SkillCard's spec",
+        Api::<SkillCard>::namespaced(sa.clone(), &elsewhere)
+            .patch(
+                "any",
+                &PatchParams::apply("intruder"),
+                &Patch::Apply(json!({
+                    "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
+                    "spec": {"inline": "x"},
+                })),
+            )
+            .await,
+    );
+    assert_forbidden(
+        "creating a Lease without leader election",
+        Api::<Lease>::namespaced(sa.clone(), &release.namespace)
+            .create(
+                &PostParams::default(),
+                &object(json!({
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": LEASE_NAME},
+                })),
+            )
+            .await,
+    );
+}
