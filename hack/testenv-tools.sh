@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds, once, the binaries the test control plane runs (kube-apiserver, etcd,
-# the agent-sandbox controller, helm) from the Go module proxy, plus the
-# agent-sandbox CRD manifests, into a cache outside the repository:
+# the agent-sandbox controller) and the clients tests drive it with (kubectl, helm)
+# from the Go module proxy, plus the agent-sandbox CRD manifests, into a cache
+# outside the repository:
 #
 #   ${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv/<key>/bin
 #   ${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv/<key>/crds/agent-sandbox/*.yaml
@@ -12,6 +13,10 @@
 # temporary directory that is renamed into place when complete: an interrupted
 # build never leaves a half-filled cache. Progress goes to stderr; the last line
 # of stdout is the bin directory (export it as AGENTIC_TESTENV_BIN).
+#
+# kube-apiserver and kubectl report the k8s.io/kubernetes release they come from;
+# helm reports its own release and, like a release build, takes that Kubernetes
+# version as its default for `helm template` and `helm lint`.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,7 +48,15 @@ recipe_digest="$(
 key="k8s-${k8s_version}_etcd-${etcd_version}_sandbox-${sandbox_version}_helm-${helm_version}_${recipe_digest}"
 target="$cache_root/$key"
 
-if [[ -x "$target/bin/kube-apiserver" ]]; then
+binaries=(kube-apiserver kubectl etcd agent-sandbox-controller helm)
+complete() { # whether $target has every binary
+    local binary
+    for binary in "${binaries[@]}"; do
+        [[ -x "$target/bin/$binary" ]] || return 1
+    done
+}
+
+if complete; then
     log "cached: $target"
     echo "$target/bin"
     exit 0
@@ -56,7 +69,7 @@ if ! flock -n 9; then
     log "another build holds $cache_root/.lock; waiting for it"
     flock 9
 fi
-if [[ -x "$target/bin/kube-apiserver" ]]; then
+if complete; then
     log "cached: $target"
     echo "$target/bin"
     exit 0
@@ -76,9 +89,14 @@ build() { # <tool dir> <package> <output name> [ldflags]
     log "built $3 in $((SECONDS - started))s"
 }
 
-# The release commit and date, so /version reports what a release build reports.
-k8s_info="$(go -C "$tools/kube-apiserver" mod download -json "k8s.io/kubernetes@$k8s_version")"
-k8s_commit="$(sed -n 's/.*"Hash": "\([0-9a-f]*\)".*/\1/p' <<<"$k8s_info" | head -n1)"
+release_commit() { # <tool dir> <module path> <version>; empty when the proxy does not say
+    go -C "$tools/$1" mod download -json "$2@$3" |
+        sed -n 's/.*"Hash": "\([0-9a-f]*\)".*/\1/p' | head -n1
+}
+
+# The release commit and date, so /version and `kubectl version` report what a
+# release build reports.
+k8s_commit="$(release_commit kube-apiserver k8s.io/kubernetes "$k8s_version")"
 k8s_date="$(go -C "$tools/kube-apiserver" list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)"
 k8s_minor="${k8s_version#v1.}"
 k8s_minor="${k8s_minor%%.*}"
@@ -93,9 +111,19 @@ started=$SECONDS
 build etcd . etcd
 build agent-sandbox sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller agent-sandbox-controller \
     "-X sigs.k8s.io/agent-sandbox/internal/version.gitVersion=$sandbox_version"
-build helm helm.sh/helm/v3/cmd/helm helm \
-    "-X helm.sh/helm/v3/internal/version.version=$helm_version -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+# helm's release Makefile sets the same variables: its version, and the Kubernetes
+# version `helm template`/`helm lint` assume without --kube-version (else 1.20).
+helm_commit="$(release_commit helm helm.sh/helm/v3 "$helm_version")"
+helm_ldflags="-X helm.sh/helm/v3/internal/version.version=$helm_version"
+helm_ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+[[ -n "$helm_commit" ]] && helm_ldflags+=" -X helm.sh/helm/v3/internal/version.gitCommit=$helm_commit"
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+done
+build helm helm.sh/helm/v3/cmd/helm helm "$helm_ldflags"
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$k8s_ldflags"
+# Shares most packages with kube-apiserver, so it mostly links from the build cache.
+build kube-apiserver k8s.io/kubernetes/cmd/kubectl kubectl "$k8s_ldflags"
 
 # The controller's module ships its CRDs; take every one it has.
 sandbox_dir="$(go -C "$tools/agent-sandbox" list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)"
@@ -108,6 +136,8 @@ cp "${crds[@]}" "$staging/crds/agent-sandbox/"
 chmod -R u+w "$staging/crds"
 log "copied ${#crds[@]} agent-sandbox CRD manifests"
 
+# Only a copy of this build with a binary deleted by hand can be in the way.
+rm -rf "$target"
 mv -T "$staging" "$target"
 trap - EXIT
 log "built everything in $((SECONDS - started))s: $target"

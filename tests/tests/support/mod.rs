@@ -13,9 +13,9 @@ use serde_json::Value;
 /// The directory of control-plane binaries (`make testenv`), where helm and kubectl live.
 pub const TESTENV_BIN_ENV: &str = "AGENTIC_TESTENV_BIN";
 
-/// The Kubernetes version the chart is rendered and linted for. The testenv's helm is built
-/// without the version ldflags of release builds, so its default (1.20) is below the chart's
-/// `kubeVersion`; naming it here also keeps the tests independent of how helm was built.
+/// The Kubernetes version the chart is rendered and linted for, given explicitly so these
+/// tests do not depend on the default helm was built with (tests/tests/testenv_tools.rs
+/// checks that default).
 pub const KUBE_VERSION: &str = "1.36.0";
 
 /// The repository checkout.
