@@ -1,0 +1,1058 @@
+//! Every validation rule of the konveyor.io CRDs, checked by the real API server: each CEL
+//! rule and each schema constraint users can run into gets an object the server accepts and
+//! one it refuses, and a refusal must name the field and carry our rule's message. A rule
+//! that stops compiling, stops firing or fires too often fails here, not in a user's cluster.
+//!
+//! Objects are raw JSON, so shapes the Rust types cannot produce (missing required fields,
+//! explicit nulls, unknown enum values) reach the server as a user would send them.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
+use agentic_integration_tests::env;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::response::StatusCause;
+use kube::{Api, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use support::parse_yaml_stream;
+
+const FIELD_MANAGER: &str = "cel-test";
+
+/// How an object of one kind is sent: server-side apply (what `kubectl apply --server-side`
+/// does) or a plain create (what `kubectl create` does).
+#[derive(Clone, Copy, Debug)]
+enum Via {
+    Apply,
+    Create,
+}
+
+/// The API of one of our kinds in one namespace, for raw objects.
+struct Kind {
+    api: Api<DynamicObject>,
+    kind: String,
+}
+
+impl Kind {
+    fn of<K: Resource<DynamicType = ()>>(client: kube::Client, namespace: &str) -> Self {
+        let resource = ApiResource::erase::<K>(&());
+        Self {
+            api: Api::namespaced_with(client, namespace, &resource),
+            kind: K::kind(&()).into_owned(),
+        }
+    }
+
+    fn object(&self, name: &str, spec: &Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "konveyor.io/v1alpha1",
+            "kind": self.kind,
+            "metadata": {"name": name},
+            "spec": spec,
+        }))
+        .expect("a test object is a valid DynamicObject")
+    }
+
+    async fn send(&self, how: Via, name: &str, spec: &Value) -> Result<DynamicObject, kube::Error> {
+        let object = self.object(name, spec);
+        match how {
+            Via::Apply => {
+                let params = PatchParams::apply(FIELD_MANAGER).validation_strict();
+                self.api.patch(name, &params, &Patch::Apply(&object)).await
+            }
+            Via::Create => {
+                let params = PostParams {
+                    field_manager: Some(FIELD_MANAGER.to_owned()),
+                    ..PostParams::default()
+                };
+                self.api.create(&params, &object).await
+            }
+        }
+    }
+
+    /// Sends the object and expects the server to store it; returns the stored spec.
+    async fn accepts(&self, how: Via, name: &str, spec: Value) -> Value {
+        let stored = self
+            .send(how, name, &spec)
+            .await
+            .unwrap_or_else(|e| panic!("{} {name} ({how:?}) should be accepted: {e}", self.kind));
+        let stored_spec = stored.data["spec"].clone();
+        if let Some(path) = missing_from(&stored_spec, &spec, "spec") {
+            panic!(
+                "{} {name}: the server dropped or changed {path}; sent {spec}, stored {stored_spec}",
+                self.kind
+            );
+        }
+        // Leave the namespace as it was, so a later case may reuse the name.
+        self.api
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting {} {name}: {e}", self.kind));
+        stored_spec
+    }
+
+    /// Sends the object and expects the server to refuse it for exactly one reason: `field`
+    /// breaks the rule whose message contains `message`.
+    async fn rejects(&self, how: Via, name: &str, spec: Value, field: &str, message: &str) {
+        let result = self.send(how, name, &spec).await;
+        assert_invalid(
+            result,
+            &format!("{} {name} ({how:?}) {spec}", self.kind),
+            field,
+            message,
+        );
+    }
+}
+
+/// What the API server adds as a cause when a schema error made it skip CEL rules; it names
+/// no field and no rule.
+const RULES_SKIPPED: &str = "some validation rules were not checked because the object was invalid";
+
+/// Asserts that `result` is a 422 Invalid whose only cause (besides the note that CEL rules
+/// were skipped) is `field` with `message`.
+fn assert_invalid<T: std::fmt::Debug>(
+    result: Result<T, kube::Error>,
+    what: &str,
+    field: &str,
+    message: &str,
+) {
+    let status = match result {
+        Err(kube::Error::Api(status)) => status,
+        Err(other) => panic!("{what}: expected the server to refuse it, got the error {other}"),
+        Ok(stored) => panic!("{what}: should be rejected ({message}) but was stored: {stored:?}"),
+    };
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (422, "Invalid"),
+        "{what}: {status:?}"
+    );
+    assert!(
+        status.message.contains(message),
+        "{what}: the server's message does not contain {message:?}: {}",
+        status.message
+    );
+    let causes: Vec<&StatusCause> = status
+        .details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .filter(|cause| !cause.message.contains(RULES_SKIPPED))
+        .collect();
+    assert!(
+        matches!(causes.as_slice(), [cause] if cause.field == field && cause.message.contains(message)),
+        "{what}: want exactly one cause at {field} with {message:?}, got {causes:#?}"
+    );
+}
+
+/// The first path where `sent` has a value that `stored` lacks or differs from; `None` when
+/// the server kept everything that was sent (it may add defaults). A null sent means "not
+/// set", which the server may store as null or leave out.
+fn missing_from(stored: &Value, sent: &Value, path: &str) -> Option<String> {
+    match (stored, sent) {
+        (Value::Object(stored), Value::Object(sent)) => sent.iter().find_map(|(key, value)| {
+            let path = format!("{path}.{key}");
+            match stored.get(key) {
+                Some(kept) => missing_from(kept, value, &path),
+                None if value.is_null() => None,
+                None => Some(path),
+            }
+        }),
+        (Value::Array(stored), Value::Array(sent)) if stored.len() == sent.len() => stored
+            .iter()
+            .zip(sent)
+            .enumerate()
+            .find_map(|(i, (kept, value))| missing_from(kept, value, &format!("{path}[{i}]"))),
+        _ if stored == sent => None,
+        _ => Some(path.to_owned()),
+    }
+}
+
+async fn kind<K: Resource<DynamicType = ()>>(prefix: &str) -> Kind {
+    let env = env().await;
+    let namespace = env
+        .namespace(prefix)
+        .await
+        .expect("a namespace for the test");
+    Kind::of::<K>(env.client(), &namespace)
+}
+
+const EXACTLY_ONE: &str = "exactly one of spec.image, spec.inline or spec.source must be set";
+const SUB_PATH_NEEDS_CONTENT: &str = "spec.subPath is only allowed with spec.image or spec.source";
+const SUB_PATH_RELATIVE: &str = "spec.subPath must be relative: it must not start with '/'";
+const SUB_PATH_NO_DOTDOT: &str = "spec.subPath must not contain '..' segments";
+const REF_NEEDS_SOURCE: &str = "spec.ref is only allowed with spec.source";
+const PULL_SECRETS_NEED_IMAGE: &str = "spec.pullSecrets is only allowed with spec.image";
+const DEFAULT_NOT_REQUIRED: &str = "a param with a default cannot be required";
+const RUN_IMMUTABLE: &str = "spec is immutable; create a new AgentRun instead";
+
+/// Every CEL rule message of the CRDs, each exercised by the tests below.
+const EXERCISED_RULES: [&str; 8] = [
+    EXACTLY_ONE,
+    SUB_PATH_NEEDS_CONTENT,
+    SUB_PATH_RELATIVE,
+    SUB_PATH_NO_DOTDOT,
+    REF_NEEDS_SOURCE,
+    PULL_SECRETS_NEED_IMAGE,
+    DEFAULT_NOT_REQUIRED,
+    RUN_IMMUTABLE,
+];
+
+const IMAGE: &str = "registry.example/skills/java:1.0";
+const INLINE: &str = "---\nname: java\ndescription: Java things.\n---\n# Java\n";
+const SOURCE: &str = "https://git.example/skills.git";
+
+/// The messages of every `x-kubernetes-validations` rule under `value`.
+fn rule_messages(value: &Value, found: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            for rule in map
+                .get("x-kubernetes-validations")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let message = rule["message"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("a CEL rule without a message: {rule}"));
+                found.insert(message.to_owned());
+            }
+            map.values().for_each(|v| rule_messages(v, found));
+        }
+        Value::Array(items) => items.iter().for_each(|v| rule_messages(v, found)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_cel_rule_is_exercised_here() {
+    let mut declared = BTreeSet::new();
+    for crd in agentic_api::crds() {
+        rule_messages(
+            &serde_json::to_value(crd).expect("a CRD serializes"),
+            &mut declared,
+        );
+    }
+    let exercised: BTreeSet<String> = EXERCISED_RULES.iter().map(|m| m.to_string()).collect();
+    assert_eq!(
+        declared, exercised,
+        "a CEL rule was added or changed: give it accepted and rejected cases in this file"
+    );
+}
+
+#[tokio::test]
+async fn skill_card_takes_exactly_one_of_image_inline_and_source() {
+    let cards = kind::<SkillCard>("cel-skc-one").await;
+    for how in [Via::Apply, Via::Create] {
+        cards.accepts(how, "image", json!({"image": IMAGE})).await;
+        cards
+            .accepts(how, "inline", json!({"inline": INLINE}))
+            .await;
+        cards
+            .accepts(how, "source", json!({"source": SOURCE}))
+            .await;
+        for (name, spec) in [
+            (
+                "nothing",
+                json!({"type": "skill", "description": "no content"}),
+            ),
+            ("image-inline", json!({"image": IMAGE, "inline": INLINE})),
+            ("image-source", json!({"image": IMAGE, "source": SOURCE})),
+            ("inline-source", json!({"inline": INLINE, "source": SOURCE})),
+            (
+                "all-three",
+                json!({"image": IMAGE, "inline": INLINE, "source": SOURCE}),
+            ),
+        ] {
+            cards.rejects(how, name, spec, "spec", EXACTLY_ONE).await;
+        }
+    }
+    // An empty string is set, not absent: it is refused for its length, not counted out.
+    cards
+        .rejects(
+            Via::Apply,
+            "empty-image",
+            json!({"image": ""}),
+            "spec.image",
+            "should be at least 1 chars long",
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn skill_card_null_fields_count_as_absent() {
+    // YAML's `image: ~` and JSON's null mean "not set": they must neither count towards
+    // exactly-one-of nor make the other rules fire.
+    let cards = kind::<SkillCard>("cel-skc-null").await;
+    let how = Via::Create;
+    cards
+        .accepts(
+            how,
+            "inline-null-image",
+            json!({"inline": INLINE, "image": null, "source": null}),
+        )
+        .await;
+    cards
+        .accepts(
+            how,
+            "inline-null-extras",
+            json!({"inline": INLINE, "subPath": null, "ref": null, "pullSecrets": null}),
+        )
+        .await;
+    cards
+        .rejects(
+            how,
+            "all-null",
+            json!({"image": null, "inline": null, "source": null}),
+            "spec",
+            EXACTLY_ONE,
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn skill_card_sub_path_is_relative_without_dot_dot_and_needs_image_or_source() {
+    let cards = kind::<SkillCard>("cel-skc-subpath").await;
+    let how = Via::Apply;
+    for (name, sub_path) in [
+        ("plain", "java"),
+        ("nested", "skills/java"),
+        ("dots-in-names", "skills/..java/v1..2/..."),
+    ] {
+        cards
+            .accepts(how, name, json!({"image": IMAGE, "subPath": sub_path}))
+            .await;
+    }
+    cards
+        .accepts(
+            how,
+            "source",
+            json!({"source": SOURCE, "subPath": "skills/java"}),
+        )
+        .await;
+
+    cards
+        .rejects(
+            how,
+            "inline",
+            json!({"inline": INLINE, "subPath": "skills/java"}),
+            "spec",
+            SUB_PATH_NEEDS_CONTENT,
+        )
+        .await;
+    for (name, sub_path) in [("root", "/"), ("absolute", "/skills/java")] {
+        cards
+            .rejects(
+                how,
+                name,
+                json!({"image": IMAGE, "subPath": sub_path}),
+                "spec.subPath",
+                SUB_PATH_RELATIVE,
+            )
+            .await;
+    }
+    for (name, sub_path) in [
+        ("only", ".."),
+        ("leading", "../java"),
+        ("middle", "skills/../java"),
+        ("trailing", "skills/.."),
+    ] {
+        cards
+            .rejects(
+                how,
+                name,
+                json!({"image": IMAGE, "subPath": sub_path}),
+                "spec.subPath",
+                SUB_PATH_NO_DOTDOT,
+            )
+            .await;
+    }
+    cards
+        .rejects(
+            how,
+            "empty",
+            json!({"image": IMAGE, "subPath": ""}),
+            "spec.subPath",
+            "should be at least 1 chars long",
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn skill_card_ref_needs_source_and_pull_secrets_need_image() {
+    let cards = kind::<SkillCard>("cel-skc-only-with").await;
+    let how = Via::Apply;
+    cards
+        .accepts(how, "source-ref", json!({"source": SOURCE, "ref": "v1.2"}))
+        .await;
+    cards
+        .rejects(
+            how,
+            "image-ref",
+            json!({"image": IMAGE, "ref": "v1.2"}),
+            "spec",
+            REF_NEEDS_SOURCE,
+        )
+        .await;
+    cards
+        .rejects(
+            how,
+            "inline-ref",
+            json!({"inline": INLINE, "ref": "main"}),
+            "spec",
+            REF_NEEDS_SOURCE,
+        )
+        .await;
+
+    let secrets = json!([{"name": "ghcr"}, {"name": "quay"}]);
+    cards
+        .accepts(
+            how,
+            "image-secrets",
+            json!({"image": IMAGE, "pullSecrets": secrets}),
+        )
+        .await;
+    for (name, spec) in [
+        (
+            "inline-secrets",
+            json!({"inline": INLINE, "pullSecrets": secrets}),
+        ),
+        (
+            "source-secrets",
+            json!({"source": SOURCE, "pullSecrets": secrets}),
+        ),
+    ] {
+        cards
+            .rejects(how, name, spec, "spec", PULL_SECRETS_NEED_IMAGE)
+            .await;
+    }
+    // Lists keyed by name: schema validation names the duplicate; server-side apply refuses
+    // it before validation, when it merges.
+    let duplicate = json!({"image": IMAGE, "pullSecrets": [{"name": "ghcr"}, {"name": "ghcr"}]});
+    cards
+        .rejects(
+            Via::Create,
+            "duplicate-secret",
+            duplicate.clone(),
+            "spec.pullSecrets[1]",
+            "Duplicate value",
+        )
+        .await;
+    let refused = cards.send(Via::Apply, "duplicate-secret", &duplicate).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(status))
+            if status.message.contains(r#".spec.pullSecrets: duplicate entries for key [name="ghcr"]"#)),
+        "server-side apply refuses duplicate pullSecrets: {refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn skill_card_type_is_skill_or_rule_and_defaults_to_skill() {
+    let cards = kind::<SkillCard>("cel-skc-type").await;
+    let how = Via::Apply;
+    let stored = cards.accepts(how, "default", json!({"image": IMAGE})).await;
+    assert_eq!(stored["type"], json!("skill"), "the default type: {stored}");
+    cards
+        .accepts(how, "rule", json!({"image": IMAGE, "type": "rule"}))
+        .await;
+    cards
+        .accepts(how, "skill", json!({"image": IMAGE, "type": "skill"}))
+        .await;
+    for (name, value) in [("tool", "tool"), ("capitalised", "Rule")] {
+        cards
+            .rejects(
+                how,
+                name,
+                json!({"image": IMAGE, "type": value}),
+                "spec.type",
+                r#"supported values: "skill", "rule""#,
+            )
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn agent_needs_an_image_and_named_references() {
+    let agents = kind::<Agent>("cel-agent-required").await;
+    let how = Via::Apply;
+    let stored = agents
+        .accepts(
+            how,
+            "minimal",
+            json!({"image": "harness:1", "gateways": [{"ref": "gw"}], "skillCards": [{"ref": "java"}]}),
+        )
+        .await;
+    assert_eq!(stored["skillDelivery"], json!("native"), "{stored}");
+
+    agents
+        .rejects(
+            how,
+            "no-image",
+            json!({"prompt": "no harness"}),
+            "spec.image",
+            "Required value",
+        )
+        .await;
+    agents
+        .rejects(
+            how,
+            "empty-image",
+            json!({"image": ""}),
+            "spec.image",
+            "should be at least 1 chars long",
+        )
+        .await;
+    for list in ["gateways", "skillCards"] {
+        agents
+            .rejects(
+                Via::Create,
+                &format!("{}-without-ref", list.to_lowercase()),
+                json!({"image": "harness:1", list: [{}]}),
+                &format!("spec.{list}[0].ref"),
+                "Required value",
+            )
+            .await;
+        agents
+            .rejects(
+                Via::Create,
+                &format!("{}-twice", list.to_lowercase()),
+                json!({"image": "harness:1", list: [{"ref": "a"}, {"ref": "a"}]}),
+                &format!("spec.{list}[1]"),
+                "Duplicate value",
+            )
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn agent_skill_delivery_is_any_non_empty_word() {
+    let agents = kind::<Agent>("cel-agent-delivery").await;
+    let how = Via::Apply;
+    // Unknown values are allowed on purpose: the operator falls back to `inject` and says so.
+    for (name, delivery) in [
+        ("native", "native"),
+        ("inject", "inject"),
+        ("unknown", "telepathy"),
+    ] {
+        agents
+            .accepts(
+                how,
+                name,
+                json!({"image": "harness:1", "skillDelivery": delivery}),
+            )
+            .await;
+    }
+    agents
+        .rejects(
+            how,
+            "empty",
+            json!({"image": "harness:1", "skillDelivery": ""}),
+            "spec.skillDelivery",
+            "should be at least 1 chars long",
+        )
+        .await;
+    agents
+        .rejects(
+            how,
+            "too-long",
+            json!({"image": "harness:1", "skillDelivery": "x".repeat(64)}),
+            "spec.skillDelivery",
+            "may not be more than 63 bytes",
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn agent_param_names_are_identifiers_with_a_known_type() {
+    let agents = kind::<Agent>("cel-agent-params").await;
+    let how = Via::Apply;
+    let stored = agents
+        .accepts(
+            how,
+            "identifiers",
+            json!({"image": "harness:1", "params": [
+                {"name": "targetJdk", "type": "number"},
+                {"name": "_private", "type": "boolean"},
+                {"name": "repo_2", "type": "string"},
+                {"name": "untyped"},
+            ]}),
+        )
+        .await;
+    assert_eq!(
+        stored["params"][3]["type"],
+        json!("string"),
+        "a param's type defaults to string: {stored}"
+    );
+
+    for (name, param) in [
+        ("leading-digit", "2fast"),
+        ("dash", "target-jdk"),
+        ("space", "target jdk"),
+        ("dot", "target.jdk"),
+        ("non-ascii", "zielJdkä"),
+    ] {
+        agents
+            .rejects(
+                how,
+                name,
+                json!({"image": "harness:1", "params": [{"name": param}]}),
+                "spec.params[0].name",
+                "should match '^[a-zA-Z_][a-zA-Z0-9_]*$'",
+            )
+            .await;
+    }
+    agents
+        .rejects(
+            how,
+            "integer-type",
+            json!({"image": "harness:1", "params": [{"name": "n", "type": "integer"}]}),
+            "spec.params[0].type",
+            r#"supported values: "string", "number", "boolean""#,
+        )
+        .await;
+    agents
+        .rejects(
+            Via::Create,
+            "same-name",
+            json!({"image": "harness:1", "params": [{"name": "n"}, {"name": "n", "type": "number"}]}),
+            "spec.params[1]",
+            "Duplicate value",
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn agent_param_with_a_default_cannot_be_required() {
+    let agents = kind::<Agent>("cel-agent-default").await;
+    for how in [Via::Apply, Via::Create] {
+        agents
+            .accepts(
+                how,
+                "allowed",
+                json!({"image": "harness:1", "params": [
+                    {"name": "withDefault", "default": "21"},
+                    {"name": "defaultNotRequired", "default": "21", "required": false},
+                    {"name": "requiredNoDefault", "required": true},
+                    {"name": "emptyDefault", "default": ""},
+                ]}),
+            )
+            .await;
+        agents
+            .rejects(
+                how,
+                "both",
+                json!({"image": "harness:1", "params": [
+                    {"name": "fine", "required": true},
+                    {"name": "both", "default": "21", "required": true},
+                ]}),
+                "spec.params[1]",
+                DEFAULT_NOT_REQUIRED,
+            )
+            .await;
+        agents
+            .rejects(
+                how,
+                "empty-default",
+                json!({"image": "harness:1", "params": [
+                    {"name": "both", "default": "", "required": true},
+                ]}),
+                "spec.params[0]",
+                DEFAULT_NOT_REQUIRED,
+            )
+            .await;
+    }
+    // Explicit nulls mean "not set" and must not break the rule's evaluation.
+    agents
+        .accepts(
+            Via::Create,
+            "nulls",
+            json!({"image": "harness:1", "params": [
+                {"name": "nullRequired", "default": "21", "required": null},
+                {"name": "nullDefault", "default": null, "required": true},
+            ]}),
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn agent_run_needs_an_agent_and_named_params() {
+    let runs = kind::<AgentRun>("cel-run-required").await;
+    let how = Via::Apply;
+    runs.accepts(
+        how,
+        "minimal",
+        json!({"agentRef": "migrator", "params": [{"name": "targetJdk", "value": "21"}]}),
+    )
+    .await;
+    runs.rejects(
+        how,
+        "no-agent",
+        json!({"instructions": "do it"}),
+        "spec.agentRef",
+        "Required value",
+    )
+    .await;
+    runs.rejects(
+        how,
+        "empty-agent",
+        json!({"agentRef": ""}),
+        "spec.agentRef",
+        "should be at least 1 chars long",
+    )
+    .await;
+    runs.rejects(
+        how,
+        "param-without-value",
+        json!({"agentRef": "migrator", "params": [{"name": "targetJdk"}]}),
+        "spec.params[0].value",
+        "Required value",
+    )
+    .await;
+    runs.rejects(
+        Via::Create,
+        "param-twice",
+        json!({"agentRef": "migrator", "params": [
+            {"name": "targetJdk", "value": "21"},
+            {"name": "targetJdk", "value": "17"},
+        ]}),
+        "spec.params[1]",
+        "Duplicate value",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn agent_run_spec_is_immutable_but_metadata_and_status_are_not() {
+    let runs = kind::<AgentRun>("cel-run-immutable").await;
+    let name = "upgrade";
+    let spec = json!({
+        "agentRef": "migrator",
+        "params": [{"name": "targetJdk", "value": "21"}],
+        "instructions": "Upgrade to Java 21.",
+        "env": [{"name": "A", "value": "b"}],
+    });
+    let created = runs
+        .send(Via::Apply, name, &spec)
+        .await
+        .expect("the run is created");
+    let generation = created.metadata.generation;
+
+    // Every way a user could change the spec is refused.
+    let mut changed_instructions = spec.clone();
+    changed_instructions["instructions"] = json!("Upgrade to Java 25.");
+    let mut changed_param = spec.clone();
+    changed_param["params"][0]["value"] = json!("25");
+    let mut added_gateway = spec.clone();
+    added_gateway["gateway"] = json!("other");
+    let mut dropped_env = spec.clone();
+    dropped_env
+        .as_object_mut()
+        .expect("the spec is an object")
+        .remove("env");
+    for (what, changed) in [
+        ("instructions", &changed_instructions),
+        ("param value", &changed_param),
+        ("gateway", &added_gateway),
+        ("env", &dropped_env),
+    ] {
+        let result = runs.send(Via::Apply, name, changed).await;
+        assert_invalid(
+            result,
+            &format!("applying a changed {what}"),
+            "spec",
+            RUN_IMMUTABLE,
+        );
+    }
+    let mut replaced = runs.api.get(name).await.expect("the run exists");
+    replaced.data["spec"] = changed_instructions.clone();
+    let result = runs
+        .api
+        .replace(name, &PostParams::default(), &replaced)
+        .await;
+    assert_invalid(result, "replacing the spec", "spec", RUN_IMMUTABLE);
+    let result = runs
+        .api
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"instructions": "Upgrade to Java 25."}})),
+        )
+        .await;
+    assert_invalid(result, "merge-patching the spec", "spec", RUN_IMMUTABLE);
+
+    // Labels and annotations may change; re-applying the same spec is no change.
+    let labelled = runs
+        .api
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "migrations"}}})),
+        )
+        .await
+        .expect("adding a label is allowed");
+    assert_eq!(labelled.metadata.generation, generation);
+    let mut reapplied = runs.object(name, &spec);
+    reapplied.metadata.annotations = Some(
+        [("note".to_owned(), "same spec".to_owned())]
+            .into_iter()
+            .collect(),
+    );
+    let reapplied = runs
+        .api
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&reapplied),
+        )
+        .await
+        .expect("re-applying the same spec with an annotation is allowed");
+    assert_eq!(reapplied.data["spec"], spec);
+    assert_eq!(
+        reapplied.metadata.labels.unwrap_or_default().get("team"),
+        Some(&"migrations".to_owned())
+    );
+
+    // The operator writes status through the status subresource.
+    let with_status = runs
+        .api
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
+        .await
+        .expect("status may change");
+    assert_eq!(with_status.data["status"]["phase"], json!("Running"));
+    assert_eq!(with_status.data["spec"], spec);
+}
+
+#[tokio::test]
+async fn gateway_needs_a_provider_and_a_model_with_a_positive_context_window() {
+    let gateways = kind::<Gateway>("cel-gateway").await;
+    let how = Via::Apply;
+    let model = |window: i64| json!({"name": "gpt-4o-mini", "contextWindow": window});
+    gateways
+        .accepts(
+            how,
+            "smallest",
+            json!({"provider": "openai", "model": model(1)}),
+        )
+        .await;
+    gateways
+        .accepts(
+            how,
+            "large",
+            json!({"provider": "openai", "model": model(2_000_000)}),
+        )
+        .await;
+    for (name, window) in [("zero", 0), ("negative", -1)] {
+        gateways
+            .rejects(
+                how,
+                name,
+                json!({"provider": "openai", "model": model(window)}),
+                "spec.model.contextWindow",
+                "should be greater than or equal to 1",
+            )
+            .await;
+    }
+    for (name, spec, field) in [
+        ("no-provider", json!({"model": model(8)}), "spec.provider"),
+        ("no-model", json!({"provider": "openai"}), "spec.model"),
+        (
+            "no-model-name",
+            json!({"provider": "openai", "model": {"contextWindow": 8}}),
+            "spec.model.name",
+        ),
+        (
+            "no-context-window",
+            json!({"provider": "openai", "model": {"name": "m"}}),
+            "spec.model.contextWindow",
+        ),
+        (
+            "no-secret-name",
+            json!({"provider": "openai", "model": model(8), "credentialRef": {"key": "api-key"}}),
+            "spec.credentialRef.secretName",
+        ),
+    ] {
+        gateways
+            .rejects(how, name, spec, field, "Required value")
+            .await;
+    }
+}
+
+/// Manifests as the Konveyor agentic platform writes them, every field spelled out, defaults
+/// included: the server must store each spec exactly as written (a misspelt field would be
+/// refused by strict field validation or dropped by pruning) and the operator's types must
+/// read it back.
+const KONVEYOR_MANIFESTS: &str = r#"
+apiVersion: konveyor.io/v1alpha1
+kind: SkillCard
+metadata:
+  name: java-upgrade
+spec:
+  image: ghcr.io/konveyor/skills/migration:1.4
+  subPath: skills/java-upgrade
+  pullSecrets:
+    - name: ghcr-credentials
+  type: rule
+  displayName: Java upgrade
+  version: "1.4"
+  description: Moves a Java project to a newer JDK.
+  tags: [java, upgrade]
+---
+apiVersion: konveyor.io/v1alpha1
+kind: SkillCard
+metadata:
+  name: commit-summary
+spec:
+  inline: |
+    ---
+    name: commit-summary
+    description: Writes the summary of a change set.
+    ---
+    # Summarise the change
+  type: skill
+  tags: [git]
+---
+apiVersion: konveyor.io/v1alpha1
+kind: SkillCard
+metadata:
+  name: quarkus-from-git
+spec:
+  source: https://github.com/konveyor/skills.git
+  ref: v0.3.0
+  subPath: quarkus/config
+  type: skill
+---
+apiVersion: konveyor.io/v1alpha1
+kind: Gateway
+metadata:
+  name: default
+spec:
+  provider: openai
+  endpoint: https://llm-gateway.example.com/v1
+  credentialRef:
+    secretName: llm-credentials
+    key: api-key
+  model:
+    name: gpt-4o-mini
+    contextWindow: 128000
+    tier: fast
+---
+apiVersion: konveyor.io/v1alpha1
+kind: Agent
+metadata:
+  name: java-migrator
+spec:
+  image: ghcr.io/konveyor/goose-harness:1.0
+  prompt: You migrate Java applications.
+  gateways:
+    - ref: default
+  skillCards:
+    - ref: java-upgrade
+    - ref: commit-summary
+    - ref: quarkus-from-git
+  params:
+    - name: targetJdk
+      type: number
+      description: The Java release to move to.
+      default: "21"
+    - name: dryRun
+      type: boolean
+      default: "false"
+      required: false
+    - name: repository
+      type: string
+      description: Git URL of the project to migrate.
+      required: true
+  skillDelivery: inject
+---
+apiVersion: konveyor.io/v1alpha1
+kind: AgentRun
+metadata:
+  name: upgrade-to-21
+spec:
+  agentRef: java-migrator
+  gateway: default
+  params:
+    - name: targetJdk
+      value: "21"
+    - name: repository
+      value: https://github.com/example/petclinic.git
+  instructions: Upgrade the project to Java 21 and make the build pass.
+  env:
+    - name: GIT_AUTHOR_NAME
+      value: konveyor
+    - name: HTTPS_PROXY
+      valueFrom:
+        configMapKeyRef:
+          name: proxy
+          key: url
+  envFrom:
+    - secretRef:
+        name: git-credentials
+      prefix: GIT_
+"#;
+
+#[tokio::test]
+async fn konveyor_manifests_apply_unchanged() {
+    let env = env().await;
+    let namespace = env
+        .namespace("cel-konveyor")
+        .await
+        .expect("a namespace for the test");
+    let client = env.client();
+    let documents = parse_yaml_stream(KONVEYOR_MANIFESTS, "the Konveyor manifests");
+    assert_eq!(documents.len(), 6);
+    for document in documents {
+        let kind_name = document["kind"]
+            .as_str()
+            .expect("every manifest has a kind");
+        let kind = match kind_name {
+            "SkillCard" => Kind::of::<SkillCard>(client.clone(), &namespace),
+            "Agent" => Kind::of::<Agent>(client.clone(), &namespace),
+            "AgentRun" => Kind::of::<AgentRun>(client.clone(), &namespace),
+            "Gateway" => Kind::of::<Gateway>(client.clone(), &namespace),
+            other => panic!("unexpected kind {other}"),
+        };
+        let name = document["metadata"]["name"]
+            .as_str()
+            .expect("every manifest has a name")
+            .to_owned();
+        let object: DynamicObject =
+            serde_json::from_value(document.clone()).expect("a manifest is an object");
+        let stored = kind
+            .api
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).validation_strict(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{kind_name} {name} applies: {e}"));
+        assert_eq!(
+            stored.data["spec"], document["spec"],
+            "{kind_name} {name} is stored as written"
+        );
+
+        let stored = serde_json::to_value(&stored).expect("a stored object serializes");
+        let typed_spec = match kind_name {
+            "SkillCard" => through_type::<SkillCard>(stored),
+            "Agent" => through_type::<Agent>(stored),
+            "AgentRun" => through_type::<AgentRun>(stored),
+            _ => through_type::<Gateway>(stored),
+        };
+        assert_eq!(
+            typed_spec.unwrap_or_else(|e| panic!("the operator reads {kind_name} {name}: {e}")),
+            document["spec"],
+            "{kind_name} {name}: the operator's types read and write every field"
+        );
+    }
+}
+
+/// The spec of `object` after a round trip through the operator's type `K`.
+fn through_type<K: DeserializeOwned + Serialize>(object: Value) -> serde_json::Result<Value> {
+    let typed: K = serde_json::from_value(object)?;
+    Ok(serde_json::to_value(typed)?["spec"].clone())
+}
