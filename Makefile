@@ -11,7 +11,7 @@ help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: testenv
-testenv: ## Build (or reuse) kube-apiserver, etcd, agent-sandbox and helm; print their directory last
+testenv: ## Build (or reuse) kube-apiserver, etcd, agent-sandbox, helm and kubectl; print their directory last
 	@hack/testenv-tools.sh
 
 .PHONY: registry

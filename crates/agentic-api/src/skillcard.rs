@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
     validation = Rule::new("[has(self.image), has(self.inline), has(self.source)].filter(x, x).size() == 1").message("exactly one of spec.image, spec.inline or spec.source must be set"),
     validation = Rule::new("!has(self.subPath) || has(self.image) || has(self.source)").message("spec.subPath is only allowed with spec.image or spec.source"),
     validation = Rule::new("!has(self.ref) || has(self.source)").message("spec.ref is only allowed with spec.source"),
-    validation = Rule::new("!has(self.pullSecrets) || has(self.image)").message("spec.pullSecrets is only allowed with spec.image")
+    validation = Rule::new("!has(self.pullSecrets) || size(self.pullSecrets) == 0 || has(self.image)").message("spec.pullSecrets is only allowed with spec.image")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SkillCardSpec {
