@@ -53,7 +53,7 @@ hack/render-samples.sh "$registry" | "$kubectl" apply --server-side -n demo -f -
 
 cat >&2 <<MSG
 
-The control plane runs at $(sed -n 's/^ *server: //p' "$dev/kubeconfig" | head -n1), the registry at $registry.
+The control plane runs at $("$kubectl" config view -o jsonpath='{.clusters[0].cluster.server}'), the registry at $registry.
 In another shell:
 
   export KUBECONFIG=$dev/kubeconfig PATH=$dev/bin:\$PATH
