@@ -38,6 +38,11 @@ pub const CONDITION_COMPLETED: &str = "Completed";
 /// Annotation on the sandbox recording the skills pinned at creation, so a restarted operator
 /// reports exactly what the sandbox mounts.
 pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
+/// Run Pending: an object the run does not own holds its sandbox name.
+pub const REASON_SANDBOX_NAME_TAKEN: &str = "SandboxNameTaken";
+/// How often a run blocked by a foreign object checks again, besides the pod and Sandbox
+/// watches that usually bring it back sooner.
+const NAME_TAKEN_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The agent-sandbox `Sandbox` kind.
 pub fn sandbox_resource() -> ApiResource {
@@ -82,7 +87,11 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, run.as_ref());
-    Ok(Action::await_change())
+    Ok(if outcome.reason == REASON_SANDBOX_NAME_TAKEN {
+        Action::requeue(NAME_TAKEN_RETRY)
+    } else {
+        Action::await_change()
+    })
 }
 
 pub fn error_policy(run: Arc<AgentRun>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -104,13 +113,25 @@ async fn start(
 
     // A sandbox from an earlier pass (the operator stopped before writing status) is adopted,
     // never rebuilt: its annotation says what it mounts.
-    if let Some(pinned) = existing_sandbox_skills(ctx, namespace, &name).await? {
-        status.sandbox_name = Some(name.clone());
-        status.skills = pinned;
-        return Ok(RunOutcome::pending(
-            agentic_core::sandbox::REASON_SANDBOX_CREATING,
-            format!("sandbox {name} exists; waiting for its pod"),
-        ));
+    let uid = run.metadata.uid.as_deref().unwrap_or_default();
+    match existing_sandbox(ctx, namespace, &name, uid).await? {
+        Existing::Absent => {}
+        Existing::Foreign => {
+            return Ok(RunOutcome::pending(
+                REASON_SANDBOX_NAME_TAKEN,
+                format!(
+                    "an object named {name} that this run does not own exists (an earlier run of the same name still being deleted?); the run starts when it is gone"
+                ),
+            ));
+        }
+        Existing::Ours(pinned) => {
+            status.sandbox_name = Some(name.clone());
+            status.skills = pinned;
+            return Ok(RunOutcome::pending(
+                agentic_core::sandbox::REASON_SANDBOX_CREATING,
+                format!("sandbox {name} exists; waiting for its pod"),
+            ));
+        }
     }
 
     let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), namespace);
@@ -253,28 +274,51 @@ fn random_key() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// The pinned skills of a sandbox that already exists, or None when there is none.
-async fn existing_sandbox_skills(
+/// What holds the run's sandbox name before the run has recorded a sandbox.
+enum Existing {
+    Absent,
+    /// A sandbox this run created on an earlier pass, with the skills it pinned.
+    Ours(Vec<PinnedSkill>),
+    /// Someone else's object, for example the sandbox of a deleted run of the same name.
+    Foreign,
+}
+
+async fn existing_sandbox(
     ctx: &Context,
     namespace: &str,
     name: &str,
-) -> Result<Option<Vec<PinnedSkill>>> {
-    let annotations = match ctx.settings.sandbox_backend {
+    run_uid: &str,
+) -> Result<Existing> {
+    let metadata = match ctx.settings.sandbox_backend {
         SandboxBackend::Pod => {
             let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-            pods.get_opt(name).await?.map(|p| p.annotations().clone())
+            pods.get_opt(name).await?.map(|p| p.metadata)
         }
         SandboxBackend::AgentSandbox => {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
-            api.get_opt(name).await?.map(|s| s.annotations().clone())
+            api.get_opt(name).await?.map(|s| s.metadata)
         }
     };
-    Ok(annotations.map(|a| {
-        a.get(PINNED_SKILLS_ANNOTATION)
+    let Some(metadata) = metadata else {
+        return Ok(Existing::Absent);
+    };
+    let ours = metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == run_uid);
+    if !ours {
+        return Ok(Existing::Foreign);
+    }
+    Ok(Existing::Ours(
+        metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PINNED_SKILLS_ANNOTATION))
             .and_then(|json| serde_json::from_str(json).ok())
-            .unwrap_or_default()
-    }))
+            .unwrap_or_default(),
+    ))
 }
 
 /// After the sandbox exists: follow its pod.
