@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, CONDITION_READY, ConditionStatus, Gateway, SkillCard};
 use agentic_core::conditions::find_condition;
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::DynamicObject;
@@ -151,8 +151,8 @@ fn log_result<K: Resource, E: std::fmt::Debug>(
 pub struct Controllers {
     /// Run the controllers until shutdown.
     pub runs: Vec<BoxFuture<'static, ()>>,
-    /// Finish when each watch has listed once.
-    pub listed: Vec<BoxFuture<'static, ()>>,
+    /// Finish when each watch has listed once (true), or stopped before it did (false).
+    pub listed: Vec<BoxFuture<'static, bool>>,
     /// The watch caches of the four kinds, for counting objects.
     pub caches: Caches,
 }
@@ -181,7 +181,7 @@ pub fn controllers(
     };
     let config = watcher::Config::default();
     let mut runs: Vec<BoxFuture<'static, ()>> = Vec::new();
-    let mut ready: Vec<BoxFuture<'static, ()>> = Vec::new();
+    let mut ready: Vec<BoxFuture<'static, bool>> = Vec::new();
 
     // SkillCard: re-read when a pull secret changes.
     let cards = Controller::new(
@@ -213,7 +213,7 @@ pub fn controllers(
             ctx.clone(),
         )
         .for_each(|r| async move { log_result(skillcard::KIND, r) });
-    runs.push(Box::pin(cards));
+    runs.push(Box::pin(drive(cards, card_cache.clone(), stop())));
 
     // Gateway: re-checked when its Secret appears or changes.
     let gateways = Controller::new(
@@ -242,7 +242,7 @@ pub fn controllers(
             ctx.clone(),
         )
         .for_each(|r| async move { log_result(gateway::KIND, r) });
-    runs.push(Box::pin(gateways));
+    runs.push(Box::pin(drive(gateways, gateway_cache.clone(), stop())));
 
     // Agent: follows its SkillCards and Gateways through watches.
     let agents = Controller::new(
@@ -283,7 +283,7 @@ pub fn controllers(
             ctx.clone(),
         )
         .for_each(|r| async move { log_result(agent::KIND, r) });
-    runs.push(Box::pin(agents));
+    runs.push(Box::pin(drive(agents, agent_cache.clone(), stop())));
 
     // AgentRun: starts when its Agent turns Ready, follows its sandbox and pod.
     let agent_runs = Controller::new(
@@ -328,7 +328,7 @@ pub fn controllers(
             ctx,
         )
         .for_each(|r| async move { log_result(agentrun::KIND, r) });
-    runs.push(Box::pin(agent_runs));
+    runs.push(Box::pin(drive(agent_runs, run_cache.clone(), stop())));
 
     Controllers {
         runs,
@@ -342,12 +342,38 @@ pub fn controllers(
     }
 }
 
-async fn wait_ready<K>(store: kube::runtime::reflector::Store<K>)
+/// Drives one controller until it ends. kube-runtime holds a controller's work queue until its
+/// watch has listed once, and its graceful shutdown waits for that queue, so a controller
+/// whose watch never listed (forbidden, or the API server unreachable) would never stop.
+/// Such a controller has nothing in flight: on shutdown it is dropped instead.
+async fn drive<K>(
+    controller: impl Future<Output = ()>,
+    cache: Store<K>,
+    shutdown: impl Future<Output = ()>,
+) where
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let never_listed = async {
+        shutdown.await;
+        if cache.wait_until_ready().now_or_never().is_none() {
+            return;
+        }
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        () = controller => {}
+        () = never_listed => tracing::warn!("stopping a controller whose watch never listed"),
+    }
+}
+
+/// True once the watch behind `store` has listed; false when it stopped before that.
+async fn wait_ready<K>(store: kube::runtime::reflector::Store<K>) -> bool
 where
     K: kube::runtime::reflector::Lookup + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    let _ = store.wait_until_ready().await;
+    store.wait_until_ready().await.is_ok()
 }
 
 /// Runs the controllers for `scope` until `shutdown` turns true, marking `readiness` once
@@ -372,9 +398,11 @@ pub async fn run(
         caches.push(started.caches);
     }
     let mark_ready = async move {
-        futures::future::join_all(listed).await;
-        readiness.listed.store(true, Ordering::Relaxed);
-        tracing::info!("every watch has listed; ready");
+        let listed = futures::future::join_all(listed).await;
+        if listed.into_iter().all(|listed| listed) {
+            readiness.listed.store(true, Ordering::Relaxed);
+            tracing::info!("every watch has listed; ready");
+        }
     };
     let run_all = futures::future::join_all(runs);
     tokio::join!(mark_ready, run_all, census(&ctx.metrics, &caches, shutdown));
