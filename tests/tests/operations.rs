@@ -1,0 +1,590 @@
+//! Running the operator: health and readiness probes, Prometheus metrics, leader election
+//! (hand-over on shutdown, stopping when the Lease is lost) and a clean exit on SIGTERM.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentic_api::SkillCard;
+use agentic_integration_tests::{
+    CONVERGE, apply, env, has_condition, http_get, operator_binary, push, registry, wait_for,
+    write_skill,
+};
+use agentic_oci::RegistryOptions;
+use agentic_operator::context::{Context, SandboxBackend, Settings};
+use agentic_operator::controllers::{self, Readiness, Scope};
+use agentic_operator::metrics::Metrics;
+use agentic_operator::operator::{self, BackendChoice, LEASE_NAME, LeaderElection, RunOptions};
+use agentic_operator::server;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{oneshot, watch};
+
+const LOOPBACK_ANY_PORT: ([u8; 4], u16) = ([127, 0, 0, 1], 0);
+
+fn inline_card(name: &str) -> SkillCard {
+    serde_json::from_value(json!({
+        "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
+        "metadata": {"name": name},
+        "spec": {"inline": format!("---\nname: {name}\ndescription: A test rule.\n---\nFollow it.\n")},
+    }))
+    .expect("a SkillCard")
+}
+
+fn image_card(name: &str, image: &str, sub_path: Option<&str>) -> SkillCard {
+    serde_json::from_value(json!({
+        "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
+        "metadata": {"name": name},
+        "spec": {"image": image, "subPath": sub_path},
+    }))
+    .expect("a SkillCard")
+}
+
+async fn wait_ready_card(cards: &Api<SkillCard>, name: &str) {
+    wait_for(cards, name, "Ready", |c: &SkillCard| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "True", "SkillValid"))
+    })
+    .await;
+}
+
+/// Polls `GET addr path` until `accept` takes the answer; panics with the last one.
+async fn until_http(addr: SocketAddr, path: &str, accept: impl Fn(u16, &str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    let mut last = None;
+    while tokio::time::Instant::now() < deadline {
+        match http_get(addr, path).await {
+            Ok((code, body)) if accept(code, &body) => return body,
+            answer => last = Some(answer),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("GET {addr}{path}: timed out; last answer: {last:?}");
+}
+
+/// The samples of a Prometheus text exposition: `name{labels}` → value.
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            Some((series.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The value of `series` in `metrics`; panics listing the samples when it is missing.
+fn sample(metrics: &BTreeMap<String, f64>, series: &str) -> f64 {
+    *metrics
+        .get(series)
+        .unwrap_or_else(|| panic!("no sample {series}; samples: {metrics:#?}"))
+}
+
+async fn lease_holder(client: &Client, namespace: &str) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), namespace)
+        .get_opt(LEASE_NAME)
+        .await
+        .expect("get Lease")
+        .and_then(|lease| lease.spec)
+        .and_then(|spec| spec.holder_identity)
+}
+
+async fn wait_lease_holder(client: &Client, namespace: &str, want: Option<&str>) {
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        let holder = lease_holder(client, namespace).await;
+        if holder.as_deref() == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Lease holder is {holder:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
+    let env = env().await;
+    let ns = env.namespace("ops-probes").await.expect("namespace");
+    let readiness = Arc::new(Readiness::default());
+    let (stop, shutdown) = watch::channel(false);
+    let addr = server::spawn(
+        LOOPBACK_ANY_PORT.into(),
+        server::health_router(readiness.clone()),
+        shutdown.clone(),
+    )
+    .await
+    .expect("bind the health server");
+
+    // Before the controllers start, the process is alive but not ready.
+    assert_eq!(
+        http_get(addr, "/healthz").await.expect("GET /healthz"),
+        (200, "ok".to_owned())
+    );
+    let (code, body) = http_get(addr, "/readyz").await.expect("GET /readyz");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("have not listed"), "{body}");
+
+    let settings = Settings {
+        registry: RegistryOptions::default(),
+        sandbox_backend: SandboxBackend::Pod,
+        tag_refresh_interval: Duration::from_secs(60),
+    };
+    let ctx = Arc::new(Context::new(
+        env.client(),
+        settings,
+        Arc::new(Metrics::default()),
+    ));
+    let controllers = tokio::spawn(controllers::run(
+        ctx,
+        Scope::Namespaces(vec![ns]),
+        readiness.clone(),
+        shutdown,
+    ));
+    let body = until_http(addr, "/readyz", |code, _| code == 200).await;
+    assert_eq!(body, "ok");
+    assert!(readiness.is_ready());
+
+    let _ = stop.send(true);
+    tokio::time::timeout(Duration::from_secs(30), controllers)
+        .await
+        .expect("the controllers stop within 30s")
+        .expect("the controllers do not panic");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while http_get(addr, "/healthz").await.is_ok() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the health server still answers after shutdown"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn readiness_stays_unavailable_while_the_watches_cannot_list() {
+    let env = env().await;
+    let ns = env.namespace("ops-unready").await.expect("namespace");
+    // A ServiceAccount without a single binding: every list is forbidden.
+    let mut config = env.kube_config();
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:nobody"));
+    let client = Client::try_from(config).expect("an impersonating client");
+    let (stop, shutdown) = watch::channel(false);
+    let started = operator::start(
+        client,
+        RunOptions {
+            scope: Scope::Namespaces(vec![ns]),
+            insecure_registries: Vec::new(),
+            sandbox_backend: BackendChoice::Pod,
+            health_addr: LOOPBACK_ANY_PORT.into(),
+            metrics_addr: LOOPBACK_ANY_PORT.into(),
+            leader_election: None,
+            tag_refresh_interval: Duration::from_secs(60),
+        },
+        shutdown,
+    )
+    .await
+    .expect("the operator starts");
+
+    // The watchers retry within this time; none of them gets a list.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (code, _) = http_get(started.health_addr, "/healthz")
+        .await
+        .expect("GET /healthz");
+    assert_eq!(code, 200);
+    let (code, body) = http_get(started.health_addr, "/readyz")
+        .await
+        .expect("GET /readyz");
+    assert_eq!(code, 503, "{body}");
+
+    let _ = stop.send(true);
+    tokio::time::timeout(Duration::from_secs(30), started.finished())
+        .await
+        .expect("the operator stops within 30s")
+        .expect("the operator stops cleanly");
+}
+
+#[tokio::test]
+async fn metrics_count_reconciles_errors_registry_reads_cache_hits_and_objects() {
+    let env = env().await;
+    let ns = env.namespace("ops-metrics").await.expect("namespace");
+    let client = env.client();
+    let (stop, shutdown) = watch::channel(false);
+    let started = operator::start(
+        client.clone(),
+        RunOptions {
+            scope: Scope::Namespaces(vec![ns.clone()]),
+            insecure_registries: vec![registry().await, "127.0.0.1:1".to_owned()],
+            sandbox_backend: BackendChoice::Pod,
+            health_addr: LOOPBACK_ANY_PORT.into(),
+            metrics_addr: LOOPBACK_ANY_PORT.into(),
+            leader_election: None,
+            tag_refresh_interval: Duration::from_secs(60),
+        },
+        shutdown,
+    )
+    .await
+    .expect("the operator starts");
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let quarkus = write_skill(tmp.path(), "quarkus-config", "Configure Quarkus.");
+    let maven = write_skill(tmp.path(), "maven-deps", "Fix Maven dependencies.");
+    let pushed = push(&[quarkus, maven], &format!("{ns}/multi:1")).await;
+    let image = pushed.split('@').next().expect("tagged reference");
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    // The first card reads the image; the second is answered from the digest cache.
+    apply(&cards, &image_card("first", image, Some("quarkus-config"))).await;
+    wait_ready_card(&cards, "first").await;
+    apply(&cards, &image_card("second", image, Some("quarkus-config"))).await;
+    wait_ready_card(&cards, "second").await;
+    apply(&cards, &inline_card("inline")).await;
+    wait_ready_card(&cards, "inline").await;
+    // Nothing listens on port 1: the registry is unavailable, and the pass fails.
+    apply(&cards, &image_card("unreachable", "127.0.0.1:1/x:1", None)).await;
+    wait_for(
+        &cards,
+        "unreachable",
+        "RegistryUnavailable",
+        |c: &SkillCard| {
+            c.status.as_ref().is_some_and(|s| {
+                has_condition(&s.conditions, "Ready", "False", "RegistryUnavailable")
+            })
+        },
+    )
+    .await;
+
+    let text = until_http(started.metrics_addr, "/metrics", |code, body| {
+        let metrics = samples(body);
+        code == 200
+            && metrics.get(r#"agentic_objects{kind="SkillCard",phase="Ready"}"#) == Some(&3.0)
+            && metrics.get(r#"agentic_objects{kind="SkillCard",phase="NotReady"}"#) == Some(&1.0)
+    })
+    .await;
+    assert!(
+        text.ends_with("# EOF\n"),
+        "OpenMetrics text ends with # EOF"
+    );
+    assert!(text.contains("# TYPE agentic_reconciles counter"), "{text}");
+    assert!(
+        text.contains("# TYPE agentic_reconcile_duration_seconds histogram"),
+        "{text}"
+    );
+    let metrics = samples(&text);
+    let reconciles = sample(&metrics, r#"agentic_reconciles_total{kind="SkillCard"}"#);
+    assert!(reconciles >= 3.0, "{reconciles}");
+    assert!(
+        sample(
+            &metrics,
+            r#"agentic_reconcile_duration_seconds_count{kind="SkillCard"}"#
+        ) >= 3.0
+    );
+    assert!(
+        sample(
+            &metrics,
+            r#"agentic_reconcile_duration_seconds_bucket{le="+Inf",kind="SkillCard"}"#
+        ) >= 3.0
+    );
+    assert!(
+        sample(
+            &metrics,
+            r#"agentic_reconcile_errors_total{kind="SkillCard",reason="RegistryUnavailable"}"#
+        ) >= 1.0
+    );
+    assert!(sample(&metrics, "agentic_registry_requests_total") >= 2.0);
+    assert_eq!(sample(&metrics, "agentic_skill_cache_misses_total"), 1.0);
+    assert!(sample(&metrics, "agentic_skill_cache_hits_total") >= 1.0);
+
+    // The census follows deletions too, which no reconcile sees.
+    cards
+        .delete("inline", &DeleteParams::default())
+        .await
+        .expect("delete");
+    until_http(started.metrics_addr, "/metrics", |_, body| {
+        samples(body).get(r#"agentic_objects{kind="SkillCard",phase="Ready"}"#) == Some(&2.0)
+    })
+    .await;
+
+    let _ = stop.send(true);
+    tokio::time::timeout(Duration::from_secs(30), started.finished())
+        .await
+        .expect("the operator stops within 30s")
+        .expect("the operator stops cleanly");
+}
+
+/// A replica started through the library with a short Lease, so hand-overs take seconds.
+async fn replica(
+    client: &Client,
+    ns: &str,
+    identity: &str,
+) -> (operator::Started, watch::Sender<bool>) {
+    let (stop, shutdown) = watch::channel(false);
+    let election = LeaderElection {
+        lease_duration: Duration::from_secs(4),
+        renew_before_expiry: Duration::from_secs(2),
+        ..LeaderElection::new(ns, Some(identity.to_owned()))
+    };
+    let started = operator::start(
+        client.clone(),
+        RunOptions {
+            scope: Scope::Namespaces(vec![ns.to_owned()]),
+            insecure_registries: Vec::new(),
+            sandbox_backend: BackendChoice::Pod,
+            health_addr: LOOPBACK_ANY_PORT.into(),
+            metrics_addr: LOOPBACK_ANY_PORT.into(),
+            leader_election: Some(election),
+            tag_refresh_interval: Duration::from_secs(60),
+        },
+        shutdown,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("replica {identity} starts: {e:#}"));
+    (started, stop)
+}
+
+async fn skill_card_reconciles(metrics_addr: SocketAddr) -> f64 {
+    let (_, body) = http_get(metrics_addr, "/metrics")
+        .await
+        .expect("GET /metrics");
+    samples(&body)
+        .get(r#"agentic_reconciles_total{kind="SkillCard"}"#)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn one_replica_leads_hands_over_on_shutdown_and_stops_when_its_lease_is_taken() {
+    let env = env().await;
+    let ns = env.namespace("ops-leader").await.expect("namespace");
+    let client = env.client();
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+
+    let (a, stop_a) = replica(&client, &ns, "replica-a").await;
+    wait_lease_holder(&client, &ns, Some("replica-a")).await;
+    // Kept to the end: dropping a shutdown sender stops the replica.
+    let (b, _stop_b) = replica(&client, &ns, "replica-b").await;
+    until_http(a.health_addr, "/readyz", |code, body| {
+        code == 200 && body == "ok"
+    })
+    .await;
+    // The standby is ready too: a rolling update must be able to count it as available.
+    let (code, body) = http_get(b.health_addr, "/readyz").await.expect("readyz");
+    assert_eq!(
+        (code, body.as_str()),
+        (200, "standby: waiting for leadership")
+    );
+
+    apply(&cards, &inline_card("first")).await;
+    wait_ready_card(&cards, "first").await;
+    assert!(skill_card_reconciles(a.metrics_addr).await >= 1.0);
+    assert_eq!(
+        skill_card_reconciles(b.metrics_addr).await,
+        0.0,
+        "the standby does not reconcile"
+    );
+
+    // A stops: it releases the Lease on the way out, and B takes over.
+    let _ = stop_a.send(true);
+    tokio::time::timeout(Duration::from_secs(10), a.finished())
+        .await
+        .expect("the leader stops within 10s")
+        .expect("the leader stops cleanly");
+    assert_ne!(
+        lease_holder(&client, &ns).await.as_deref(),
+        Some("replica-a"),
+        "the Lease is released on shutdown"
+    );
+    wait_lease_holder(&client, &ns, Some("replica-b")).await;
+    until_http(b.health_addr, "/readyz", |code, body| {
+        code == 200 && body == "ok"
+    })
+    .await;
+    apply(&cards, &inline_card("second")).await;
+    wait_ready_card(&cards, "second").await;
+    assert!(skill_card_reconciles(b.metrics_addr).await >= 1.0);
+
+    // Someone else takes the Lease from B (as after a long pause of B): B must stop.
+    let taken = json!({"spec": {
+        "holderIdentity": "intruder",
+        "renewTime": MicroTime(Timestamp::now()),
+        "leaseDurationSeconds": 3600,
+    }});
+    Api::<Lease>::namespaced(client.clone(), &ns)
+        .patch(LEASE_NAME, &PatchParams::default(), &Patch::Merge(&taken))
+        .await
+        .expect("take the Lease");
+    let outcome = tokio::time::timeout(Duration::from_secs(20), b.finished())
+        .await
+        .expect("a replica that lost its Lease stops within 20s");
+    let error = outcome.expect_err("losing the Lease is an error, so the pod restarts");
+    assert!(format!("{error:#}").contains("lost the Lease"), "{error:#}");
+    apply(&cards, &inline_card("third")).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let third = cards.get("third").await.expect("get");
+    assert!(
+        third.status.is_none(),
+        "nobody reconciles after the Lease was lost: {:?}",
+        third.status
+    );
+}
+
+/// A running `agentic-operator run` process, killed if the test ends early.
+struct Process {
+    child: tokio::process::Child,
+    health: SocketAddr,
+    metrics: SocketAddr,
+    /// Every line it printed, for failure messages.
+    output: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process {
+    /// Starts the binary against the test control plane, with leader election in `ns`, and
+    /// waits until it reports where it serves probes and metrics.
+    async fn start(ns: &str, identity: &str) -> Self {
+        let env = env().await;
+        let mut child = tokio::process::Command::new(operator_binary())
+            .args([
+                "run",
+                "--namespace",
+                ns,
+                "--sandbox-backend",
+                "pod",
+                "--health-addr",
+                "127.0.0.1:0",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--leader-elect",
+                "--log-format",
+                "json",
+            ])
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .env("POD_NAMESPACE", ns)
+            .env("POD_NAME", identity)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start agentic-operator");
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let (addrs_tx, addrs_rx) = oneshot::channel();
+        let mut addrs_tx = Some(addrs_tx);
+        let stdout = child.stdout.take().expect("stdout");
+        let lines = output.clone();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if let Some(addrs) = serving_addrs(&line)
+                    && let Some(tx) = addrs_tx.take()
+                {
+                    let _ = tx.send(addrs);
+                }
+                lines.lock().expect("output lock").push(line);
+            }
+        });
+        let stderr = child.stderr.take().expect("stderr");
+        let lines = output.clone();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                lines.lock().expect("output lock").push(line);
+            }
+        });
+        let Ok(Ok((health, metrics))) = tokio::time::timeout(CONVERGE, addrs_rx).await else {
+            panic!(
+                "agentic-operator never reported its addresses; output:\n{}",
+                output.lock().expect("output lock").join("\n")
+            );
+        };
+        Self {
+            child,
+            health,
+            metrics,
+            output,
+        }
+    }
+
+    /// Sends SIGTERM and returns the exit code, within `limit`.
+    async fn terminate(mut self, limit: Duration) -> Option<i32> {
+        let pid = self.child.id().expect("the process runs");
+        let sent = tokio::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(status) => status.expect("wait").code(),
+            Err(_) => panic!(
+                "agentic-operator did not exit within {limit:?} of SIGTERM; output:\n{}",
+                self.output.lock().expect("output lock").join("\n")
+            ),
+        }
+    }
+}
+
+/// The probe and metrics addresses from the JSON log line announcing them.
+fn serving_addrs(line: &str) -> Option<(SocketAddr, SocketAddr)> {
+    let log: Value = serde_json::from_str(line).ok()?;
+    let fields = &log["fields"];
+    if fields["message"] != "serving probes and metrics" {
+        return None;
+    }
+    Some((
+        fields["health"].as_str()?.parse().ok()?,
+        fields["metrics"].as_str()?.parse().ok()?,
+    ))
+}
+
+#[tokio::test]
+async fn the_binary_hands_the_lease_over_on_sigterm_and_exits_0() {
+    let env = env().await;
+    let ns = env.namespace("ops-binary").await.expect("namespace");
+    let client = env.client();
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+
+    let a = Process::start(&ns, "binary-a").await;
+    wait_lease_holder(&client, &ns, Some("binary-a")).await;
+    let b = Process::start(&ns, "binary-b").await;
+    assert_eq!(
+        http_get(a.health, "/healthz").await.expect("healthz"),
+        (200, "ok".to_owned())
+    );
+    until_http(a.health, "/readyz", |code, body| {
+        code == 200 && body == "ok"
+    })
+    .await;
+    apply(&cards, &inline_card("first")).await;
+    wait_ready_card(&cards, "first").await;
+    assert!(skill_card_reconciles(a.metrics).await >= 1.0);
+    assert_eq!(
+        skill_card_reconciles(b.metrics).await,
+        0.0,
+        "the standby does not reconcile"
+    );
+
+    let code = a.terminate(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(0), "SIGTERM is a clean shutdown");
+    assert_ne!(
+        lease_holder(&client, &ns).await.as_deref(),
+        Some("binary-a"),
+        "the Lease is released on the way out"
+    );
+    // B was waiting for A's Lease to expire (15s at most); then it reconciles.
+    wait_lease_holder(&client, &ns, Some("binary-b")).await;
+    apply(&cards, &inline_card("second")).await;
+    wait_ready_card(&cards, "second").await;
+    assert!(skill_card_reconciles(b.metrics).await >= 1.0);
+
+    let code = b.terminate(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(0));
+    wait_lease_holder(&client, &ns, None).await;
+}
