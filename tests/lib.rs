@@ -142,10 +142,12 @@ pub fn write_skill(parent: &Path, name: &str, description: &str) -> PathBuf {
 /// Packs `dirs` and pushes them to the test registry as `repo:tag`; returns the pushed
 /// reference as the registry reports it (`host/repo:tag@sha256:…`).
 pub async fn push(dirs: &[PathBuf], repo_tag: &str) -> String {
-    let registry = env()
-        .await
-        .registry_addr()
-        .expect("the shared env has a registry");
+    push_to(&registry().await, dirs, repo_tag).await
+}
+
+/// Like [`push`], to the plain-HTTP registry at `registry`.
+pub async fn push_to(registry: &str, dirs: &[PathBuf], repo_tag: &str) -> String {
+    let registry = registry.to_string();
     let reference = format!("{registry}/{repo_tag}");
     let image = agentic_oci::pack_skills(dirs).expect("pack skills");
     let options = RegistryOptions {

@@ -701,7 +701,12 @@ async fn a_run_never_adopts_a_sandbox_it_does_not_own() {
     let env = env().await;
     let ns = env.namespace("run-foreign").await.expect("namespace");
     let client = env.client();
-    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![registry().await]);
+    let operator = Operator::start(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        vec![registry().await],
+    );
     fixture(&client, &ns).await;
 
     // A pod under the run's sandbox name, left by something else (say, a deleted run).
@@ -712,22 +717,32 @@ async fn a_run_never_adopts_a_sandbox_it_does_not_own() {
         "spec": {"containers": [{"name": "old", "image": "old.invalid/agent:0"}]},
     }))
     .expect("pod");
-    pods.create(&Default::default(), &foreign).await.expect("create foreign pod");
+    pods.create(&Default::default(), &foreign)
+        .await
+        .expect("create foreign pod");
 
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &run("reused", &[("target", "11")], None)).await;
     let blocked = wait_for(&runs, "reused", "SandboxNameTaken", |r: &AgentRun| {
         r.status.as_ref().is_some_and(|s| {
-            s.sandbox_name.is_none() && has_condition(&s.conditions, "Ready", "False", "SandboxNameTaken")
+            s.sandbox_name.is_none()
+                && has_condition(&s.conditions, "Ready", "False", "SandboxNameTaken")
         })
     })
     .await;
-    assert!(blocked.status.expect("status").skills.is_empty(), "nothing adopted");
+    assert!(
+        blocked.status.expect("status").skills.is_empty(),
+        "nothing adopted"
+    );
 
     // Once the foreign pod is gone the run creates its own.
-    pods.delete(&name, &Default::default()).await.expect("delete");
+    pods.delete(&name, &Default::default())
+        .await
+        .expect("delete");
     wait_for(&runs, "reused", "its own sandbox", |r: &AgentRun| {
-        r.status.as_ref().is_some_and(|s| s.sandbox_name.as_deref() == Some(name.as_str()))
+        r.status
+            .as_ref()
+            .is_some_and(|s| s.sandbox_name.as_deref() == Some(name.as_str()))
     })
     .await;
     let pod = pods.get(&name).await.expect("pod");

@@ -3,7 +3,7 @@
 
 use agentic_api::{SkillCard, SkillCardSpec, SkillType};
 use agentic_integration_tests::{
-    Operator, apply, env, has_condition, push, registry, wait_for, write_skill,
+    Operator, apply, env, has_condition, push, push_to, registry, wait_for, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -238,23 +238,6 @@ async fn inline_skills_get_a_config_map_and_invalid_ones_say_why() {
     ready_reason(&api, "from-git", "False", "SourceNotSupported").await;
 
     operator.stop().await;
-}
-
-/// Pushes `dirs` to `registry` (plain HTTP) as `repo_tag`; returns the pinned reference.
-async fn push_to(registry: &str, dirs: &[std::path::PathBuf], repo_tag: &str) -> String {
-    let image = agentic_oci::pack_skills(dirs).expect("pack");
-    let options = agentic_oci::RegistryOptions {
-        insecure_registries: vec![registry.to_string()],
-        ..agentic_oci::RegistryOptions::default()
-    };
-    agentic_oci::push_image(
-        &image,
-        &format!("{registry}/{repo_tag}"),
-        &agentic_oci::RegistryAuth::Anonymous,
-        &options,
-    )
-    .await
-    .expect("push")
 }
 
 #[tokio::test]

@@ -136,30 +136,30 @@ pub fn error_policy(agent: Arc<Agent>, error: &Error, ctx: Arc<Context>) -> Acti
     ctx.backoff(KIND, agent.as_ref(), error)
 }
 
-/// The Agents in `namespace` that reference the SkillCard `name`.
-pub fn agents_using_skill_card<'a>(
-    agents: impl IntoIterator<Item = &'a Agent>,
-    namespace: &str,
-    name: &str,
-) -> Vec<ObjectRef<Agent>> {
-    agents
-        .into_iter()
-        .filter(|a| a.namespace().as_deref() == Some(namespace))
-        .filter(|a| a.spec.skill_cards.iter().any(|r| r.name == name))
-        .map(ObjectRef::from_obj)
-        .collect()
+/// What an Agent references by name.
+#[derive(Clone, Copy, Debug)]
+pub enum Reference {
+    SkillCard,
+    Gateway,
 }
 
-/// The Agents in `namespace` that reference the Gateway `name`.
-pub fn agents_using_gateway<'a>(
+/// The Agents in `namespace` that reference the SkillCard or Gateway `name`.
+pub fn agents_referencing<'a>(
     agents: impl IntoIterator<Item = &'a Agent>,
     namespace: &str,
+    reference: Reference,
     name: &str,
 ) -> Vec<ObjectRef<Agent>> {
     agents
         .into_iter()
         .filter(|a| a.namespace().as_deref() == Some(namespace))
-        .filter(|a| a.spec.gateways.iter().any(|r| r.name == name))
+        .filter(|a| {
+            let refs = match reference {
+                Reference::SkillCard => &a.spec.skill_cards,
+                Reference::Gateway => &a.spec.gateways,
+            };
+            refs.iter().any(|r| r.name == name)
+        })
         .map(ObjectRef::from_obj)
         .collect()
 }

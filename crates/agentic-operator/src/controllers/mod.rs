@@ -259,10 +259,15 @@ pub fn controllers(
             config.clone(),
             move |card| {
                 let ns = card.namespace().unwrap_or_default();
-                agent::agents_using_skill_card(&valid(&card_store.state()), &ns, &card.name_any())
-                    .into_iter()
-                    .map(guard_ref)
-                    .collect::<Vec<_>>()
+                agent::agents_referencing(
+                    &valid(&card_store.state()),
+                    &ns,
+                    agent::Reference::SkillCard,
+                    &card.name_any(),
+                )
+                .into_iter()
+                .map(guard_ref)
+                .collect::<Vec<_>>()
             },
         )
         .watches(
@@ -270,10 +275,15 @@ pub fn controllers(
             config.clone(),
             move |gw| {
                 let ns = gw.namespace().unwrap_or_default();
-                agent::agents_using_gateway(&valid(&store.state()), &ns, &gw.name_any())
-                    .into_iter()
-                    .map(guard_ref)
-                    .collect::<Vec<_>>()
+                agent::agents_referencing(
+                    &valid(&store.state()),
+                    &ns,
+                    agent::Reference::Gateway,
+                    &gw.name_any(),
+                )
+                .into_iter()
+                .map(guard_ref)
+                .collect::<Vec<_>>()
             },
         )
         .graceful_shutdown_on(stop())
