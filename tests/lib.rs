@@ -173,7 +173,27 @@ pub async fn registry() -> String {
 pub fn operator_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
-        let out = Command::new(env!("CARGO"))
+        let mut cargo = Command::new(env!("CARGO"));
+        // Cargo describes this test's package in the environment; a build that sees those
+        // variables fingerprints differently (ring's build script watches
+        // CARGO_MANIFEST_DIR) and would rebuild half the tree, twice per test run.
+        for (name, _) in std::env::vars_os() {
+            let package_var = name.to_str().is_some_and(|name| {
+                [
+                    "CARGO_MANIFEST_",
+                    "CARGO_PKG_",
+                    "CARGO_BIN_EXE_",
+                    "CARGO_CRATE_",
+                    "CARGO_PRIMARY_",
+                ]
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+            });
+            if package_var {
+                cargo.env_remove(name);
+            }
+        }
+        let out = cargo
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .args([
                 "build",

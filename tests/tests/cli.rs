@@ -1,0 +1,228 @@
+//! The `agentic-operator` command line, run as a user would: `skill validate` (exit codes,
+//! text and JSON), `skill push` to a real registry, and `crd`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use agentic_integration_tests::{operator_binary, write_skill};
+use agentic_oci::{RegistryAuth, RegistryOptions};
+use agentic_testenv::Registry;
+use serde_json::Value;
+
+/// Runs `agentic-operator args…` with no docker credentials of the user's in reach.
+fn cli(args: &[&str]) -> Output {
+    let docker_config = tempfile::tempdir().expect("tempdir");
+    Command::new(operator_binary())
+        .args(args)
+        .env("DOCKER_CONFIG", docker_config.path())
+        .output()
+        .expect("agentic-operator runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A skill whose name has uppercase letters and that has no description.
+fn write_invalid_skill(parent: &Path) -> String {
+    let dir = parent.join("Broken");
+    std::fs::create_dir_all(&dir).expect("create dir");
+    std::fs::write(dir.join("SKILL.md"), "---\nname: Broken\n---\nBody.\n").expect("write");
+    dir.display().to_string()
+}
+
+#[test]
+fn skill_validate_exits_0_1_or_2_and_names_every_problem() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let valid = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let valid = valid.display().to_string();
+    let invalid = write_invalid_skill(tmp.path());
+
+    let out = cli(&["skill", "validate", &valid]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("valid") && text.contains("(java-upgrade)"),
+        "{text}"
+    );
+    assert!(text.contains("1 valid, 0 invalid"), "{text}");
+
+    let out = cli(&["skill", "validate", &valid, &invalid]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let listed: Vec<&str> = text.lines().filter(|l| l.contains("error")).collect();
+    assert!(listed.iter().any(|l| l.contains("NameUppercase")), "{text}");
+    assert!(
+        listed.iter().any(|l| l.contains("DescriptionMissing")),
+        "{text}"
+    );
+    assert!(text.contains("1 valid, 1 invalid"), "{text}");
+
+    let missing = tmp.path().join("no-such-skill").display().to_string();
+    let out = cli(&["skill", "validate", &missing]);
+    assert_eq!(out.status.code(), Some(2), "an I/O error is exit 2");
+    assert!(stderr(&out).contains("no-such-skill"), "{}", stderr(&out));
+
+    // Usage errors are exit 2 too.
+    let out = cli(&["skill", "validate"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn skill_validate_json_has_one_report_per_path() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let valid = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let valid = valid.display().to_string();
+    let invalid = write_invalid_skill(tmp.path());
+    // Valid, with a warning: an empty body.
+    let bare = tmp.path().join("bare");
+    std::fs::create_dir_all(&bare).expect("dir");
+    std::fs::write(
+        bare.join("SKILL.md"),
+        "---\nname: bare\ndescription: Nothing more.\n---\n",
+    )
+    .expect("write");
+    let bare = bare.display().to_string();
+
+    let out = cli(&[
+        "skill", "validate", "--output", "json", &valid, &invalid, &bare,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let reports: Value = serde_json::from_str(&stdout(&out)).expect("JSON on stdout");
+    let reports = reports.as_array().expect("a JSON array");
+    assert_eq!(reports.len(), 3);
+    let keys = |v: &Value| -> BTreeSet<String> {
+        v.as_object().expect("an object").keys().cloned().collect()
+    };
+    for report in reports {
+        assert_eq!(
+            keys(report),
+            ["errors", "name", "path", "valid", "warnings"]
+                .map(String::from)
+                .into(),
+            "{report}"
+        );
+        for finding in report["errors"]
+            .as_array()
+            .into_iter()
+            .chain(report["warnings"].as_array())
+            .flatten()
+        {
+            assert_eq!(
+                keys(finding),
+                ["code", "message"].map(String::from).into(),
+                "{finding}"
+            );
+            assert!(!finding["message"].as_str().expect("message").is_empty());
+        }
+    }
+
+    assert_eq!(reports[0]["path"], valid.as_str());
+    assert_eq!(reports[0]["name"], "java-upgrade");
+    assert_eq!(reports[0]["valid"], true);
+    assert_eq!(reports[0]["errors"], serde_json::json!([]));
+
+    assert_eq!(reports[1]["path"], invalid.as_str());
+    assert_eq!(reports[1]["valid"], false);
+    assert_eq!(reports[1]["name"], Value::Null);
+    let codes: BTreeSet<&str> = reports[1]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|f| f["code"].as_str().expect("code"))
+        .collect();
+    assert_eq!(
+        codes,
+        BTreeSet::from(["DescriptionMissing", "NameUppercase"])
+    );
+
+    assert_eq!(reports[2]["valid"], true);
+    assert_eq!(reports[2]["warnings"][0]["code"], "BodyEmpty");
+}
+
+#[tokio::test]
+async fn skill_push_prints_the_pinned_reference_and_is_reproducible() {
+    let registry = Registry::start().await.expect("the test registry starts");
+    let addr = registry.addr();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let skill = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let skill = skill.display().to_string();
+
+    let mut digests = Vec::new();
+    for tag in ["1", "again"] {
+        let reference = format!("{addr}/skills/java:{tag}");
+        let out = cli(&["skill", "push", "--insecure", &skill, &reference]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        let last = text.lines().last().expect("output");
+        let digest = last
+            .strip_prefix(&format!("{reference}@"))
+            .unwrap_or_else(|| panic!("want {reference}@sha256:…, got {last}"));
+        let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+        assert!(
+            hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()),
+            "{digest}"
+        );
+        digests.push(digest.to_owned());
+    }
+    assert_eq!(
+        digests[0], digests[1],
+        "the same skill packs to the same image"
+    );
+
+    // The registry serves that digest, and the image holds the skill.
+    let options = RegistryOptions {
+        insecure_registries: vec![addr.clone()],
+        ..RegistryOptions::default()
+    };
+    let resolved = agentic_oci::resolve_digest(
+        &format!("{addr}/skills/java:1"),
+        &RegistryAuth::Anonymous,
+        &options,
+    )
+    .await
+    .expect("the pushed tag resolves");
+    assert_eq!(resolved.digest, digests[0]);
+    let content = agentic_oci::fetch_skill(&resolved, None, &RegistryAuth::Anonymous, &options)
+        .await
+        .expect("the pushed image holds a skill");
+    assert_eq!(
+        content.report.frontmatter.as_ref().map(|f| f.name.as_str()),
+        Some("java-upgrade")
+    );
+
+    // An invalid skill is refused before anything is pushed.
+    let invalid = write_invalid_skill(tmp.path());
+    let reference = format!("{addr}/skills/broken:1");
+    let out = cli(&["skill", "push", "--insecure", &invalid, &reference]);
+    assert_ne!(out.status.code(), Some(0));
+    let message = stderr(&out);
+    assert!(
+        message.contains("Broken") && message.contains("uppercase"),
+        "{message}"
+    );
+    assert!(
+        agentic_oci::resolve_digest(&reference, &RegistryAuth::Anonymous, &options)
+            .await
+            .is_err(),
+        "nothing was pushed for an invalid skill"
+    );
+}
+
+#[test]
+fn crd_prints_the_committed_manifests() {
+    let out = cli(&["crd"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let committed =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/crd/bases/konveyor.io.yaml");
+    let committed = std::fs::read_to_string(&committed).expect("the committed CRDs");
+    assert!(
+        stdout(&out) == committed,
+        "`agentic-operator crd` differs from config/crd/bases/konveyor.io.yaml; run `make crds`"
+    );
+}
