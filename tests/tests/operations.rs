@@ -555,6 +555,10 @@ async fn the_binary_hands_the_lease_over_on_sigterm_and_exits_0() {
     wait_lease_holder(&client, &ns, Some("binary-a")).await;
     let b = Process::start(&ns, "binary-b").await;
     assert_eq!(
+        http_get(b.health, "/readyz").await.expect("readyz"),
+        (200, "standby: waiting for leadership".to_owned())
+    );
+    assert_eq!(
         http_get(a.health, "/healthz").await.expect("healthz"),
         (200, "ok".to_owned())
     );

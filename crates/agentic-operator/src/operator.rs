@@ -142,6 +142,8 @@ pub async fn start(
     let (stop_tx, stop) = watch::channel(false);
     let metrics = Arc::new(Metrics::default());
     let readiness = Arc::new(Readiness::default());
+    // Standby from the first probe on, until the Lease is ours.
+    readiness.set_standby(options.leader_election.is_some());
     let health_addr = server::spawn(
         options.health_addr,
         server::health_router(readiness.clone()),
@@ -186,7 +188,6 @@ async fn lead(
 ) -> anyhow::Result<()> {
     let mut lease = match &options.leader_election {
         Some(election) => {
-            readiness.set_standby(true);
             let acquired = acquire_lease(&client, election, shutdown.clone()).await;
             readiness.set_standby(false);
             match acquired? {
