@@ -55,34 +55,42 @@ async fn install_rbac(admin: &Client, namespace: &str, set: &[&str]) -> Release 
     let objects = parse_yaml_stream(&run_ok(&mut helm), "helm template");
 
     let mut service_account = None;
-    for object in &objects {
-        let ns = meta(object, "namespace").to_owned();
-        match kind(object) {
+    for rendered in &objects {
+        let ns = meta(rendered, "namespace").to_owned();
+        match kind(rendered) {
             "ServiceAccount" => {
-                service_account = Some(meta(object, "name").to_owned());
+                service_account = Some(meta(rendered, "name").to_owned());
                 apply(
                     &Api::namespaced(admin.clone(), &ns),
-                    &typed::<ServiceAccount>(object),
+                    &object::<ServiceAccount>(rendered.clone()),
                 )
                 .await;
             }
             "Role" => {
-                apply(&Api::namespaced(admin.clone(), &ns), &typed::<Role>(object)).await;
+                apply(
+                    &Api::namespaced(admin.clone(), &ns),
+                    &object::<Role>(rendered.clone()),
+                )
+                .await;
             }
             "RoleBinding" => {
                 apply(
                     &Api::namespaced(admin.clone(), &ns),
-                    &typed::<RoleBinding>(object),
+                    &object::<RoleBinding>(rendered.clone()),
                 )
                 .await;
             }
             "ClusterRole" => {
-                apply(&Api::all(admin.clone()), &typed::<ClusterRole>(object)).await;
+                apply(
+                    &Api::all(admin.clone()),
+                    &object::<ClusterRole>(rendered.clone()),
+                )
+                .await;
             }
             "ClusterRoleBinding" => {
                 apply(
                     &Api::all(admin.clone()),
-                    &typed::<ClusterRoleBinding>(object),
+                    &object::<ClusterRoleBinding>(rendered.clone()),
                 )
                 .await;
             }
@@ -104,16 +112,6 @@ async fn install_rbac(admin: &Client, namespace: &str, set: &[&str]) -> Release 
         user,
         client,
     }
-}
-
-fn typed<K: DeserializeOwned>(object: &Value) -> K {
-    serde_json::from_value(object.clone()).unwrap_or_else(|e| {
-        panic!(
-            "{} {} is malformed: {e}",
-            kind(object),
-            meta(object, "name")
-        )
-    })
 }
 
 /// Waits until listing through `api` is allowed: the API server's RBAC cache follows new
@@ -142,8 +140,10 @@ fn assert_forbidden<T: std::fmt::Debug>(what: &str, outcome: Result<T, kube::Err
     }
 }
 
+/// `value` as a typed object; panics naming it when it does not fit the type.
 fn object<K: DeserializeOwned>(value: Value) -> K {
-    serde_json::from_value(value).expect("a well-formed test object")
+    let what = format!("{} {}", kind(&value), meta(&value, "name"));
+    serde_json::from_value(value).unwrap_or_else(|e| panic!("{what} is malformed: {e}"))
 }
 
 /// An image skill, an inline skill, a Gateway with its Secret and an Agent using them, created
