@@ -82,6 +82,16 @@ impl Operator {
     }
 }
 
+/// A fresh namespace named after `prefix`, an admin client, and the operator's controllers
+/// watching that namespace with `backend`, trusting the shared registry over plain HTTP.
+pub async fn scenario(prefix: &str, backend: SandboxBackend) -> (String, Client, Operator) {
+    let env = env().await;
+    let namespace = env.namespace(prefix).await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start(client.clone(), &namespace, backend, vec![registry().await]);
+    (namespace, client, operator)
+}
+
 /// Applies `object` with a test field manager (as a user would with `kubectl apply`).
 pub async fn apply<K>(api: &Api<K>, object: &K) -> K
 where

@@ -7,7 +7,7 @@ use agentic_api::{
     Agent, AgentSpec, CredentialRef, Gateway, GatewayModel, GatewaySpec, ObjectRef, SkillCard,
     SkillCardSpec, SkillType,
 };
-use agentic_integration_tests::{Operator, apply, condition, env, has_condition, wait_for};
+use agentic_integration_tests::{apply, condition, has_condition, scenario, wait_for};
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
@@ -98,10 +98,7 @@ fn ready(
 
 #[tokio::test]
 async fn gateway_turns_ready_when_its_secret_appears() {
-    let env = env().await;
-    let ns = env.namespace("gw").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![]);
+    let (ns, client, operator) = scenario("gw", SandboxBackend::Pod).await;
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
 
@@ -138,10 +135,7 @@ async fn gateway_turns_ready_when_its_secret_appears() {
 
 #[tokio::test]
 async fn agent_readiness_follows_its_skills_and_rejects_duplicate_names() {
-    let env = env().await;
-    let ns = env.namespace("agent").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![]);
+    let (ns, client, operator) = scenario("agent", SandboxBackend::Pod).await;
     let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), &ns);
@@ -238,10 +232,7 @@ async fn agent_readiness_follows_its_skills_and_rejects_duplicate_names() {
 
 #[tokio::test]
 async fn unknown_skill_delivery_falls_back_to_inject_with_a_warning() {
-    let env = env().await;
-    let ns = env.namespace("delivery").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![]);
+    let (ns, client, operator) = scenario("delivery", SandboxBackend::Pod).await;
     let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
 

@@ -10,7 +10,7 @@ use agentic_api::{
     GatewayModel, GatewaySpec, ObjectRef, ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, env, has_condition, push, registry, wait_for, write_skill,
+    Operator, apply, condition, has_condition, push, registry, scenario, wait_for, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
@@ -240,15 +240,7 @@ fn env_of(pod: &Pod) -> BTreeMap<String, Value> {
 
 #[tokio::test]
 async fn a_run_goes_from_skills_to_a_pod_to_succeeded() {
-    let env = env().await;
-    let ns = env.namespace("run-pod").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(
-        client.clone(),
-        &ns,
-        SandboxBackend::Pod,
-        vec![registry().await],
-    );
+    let (ns, client, operator) = scenario("run-pod", SandboxBackend::Pod).await;
     let fixture = fixture(&client, &ns).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &run("7.upgrade.1", &[("target", "21")], None))
@@ -427,15 +419,7 @@ async fn a_run_goes_from_skills_to_a_pod_to_succeeded() {
 
 #[tokio::test]
 async fn invalid_runs_fail_with_the_param_or_gateway_named() {
-    let env = env().await;
-    let ns = env.namespace("run-invalid").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(
-        client.clone(),
-        &ns,
-        SandboxBackend::Pod,
-        vec![registry().await],
-    );
+    let (ns, client, operator) = scenario("run-invalid", SandboxBackend::Pod).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
 
     // Before the Agent exists the run waits.
@@ -504,15 +488,7 @@ async fn invalid_runs_fail_with_the_param_or_gateway_named() {
 
 #[tokio::test]
 async fn agent_sandbox_backend_runs_and_a_lost_sandbox_fails_the_run() {
-    let env = env().await;
-    let ns = env.namespace("run-sandbox").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(
-        client.clone(),
-        &ns,
-        SandboxBackend::AgentSandbox,
-        vec![registry().await],
-    );
+    let (ns, client, operator) = scenario("run-sandbox", SandboxBackend::AgentSandbox).await;
     fixture(&client, &ns).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     let sandboxes: Api<DynamicObject> = Api::namespaced_with(
@@ -571,15 +547,7 @@ async fn agent_sandbox_backend_runs_and_a_lost_sandbox_fails_the_run() {
 
 #[tokio::test]
 async fn a_restarted_operator_adopts_the_sandbox_and_an_idle_cluster_sees_no_writes() {
-    let env = env().await;
-    let ns = env.namespace("run-restart").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(
-        client.clone(),
-        &ns,
-        SandboxBackend::Pod,
-        vec![registry().await],
-    );
+    let (ns, client, operator) = scenario("run-restart", SandboxBackend::Pod).await;
     fixture(&client, &ns).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &run("again", &[("target", "11")], None)).await;
@@ -698,15 +666,7 @@ async fn resource_versions(client: &Client, ns: &str) -> BTreeMap<String, String
 
 #[tokio::test]
 async fn a_run_never_adopts_a_sandbox_it_does_not_own() {
-    let env = env().await;
-    let ns = env.namespace("run-foreign").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(
-        client.clone(),
-        &ns,
-        SandboxBackend::Pod,
-        vec![registry().await],
-    );
+    let (ns, client, operator) = scenario("run-foreign", SandboxBackend::Pod).await;
     fixture(&client, &ns).await;
 
     // A pod under the run's sandbox name, left by something else (say, a deleted run).

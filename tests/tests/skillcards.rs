@@ -3,7 +3,7 @@
 
 use agentic_api::{SkillCard, SkillCardSpec, SkillType};
 use agentic_integration_tests::{
-    Operator, apply, env, has_condition, push, push_to, registry, wait_for, write_skill,
+    Operator, apply, env, has_condition, push, push_to, registry, scenario, wait_for, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -44,15 +44,7 @@ async fn ready_reason(api: &Api<SkillCard>, name: &str, status: &str, reason: &s
 
 #[tokio::test]
 async fn image_skills_are_resolved_read_and_validated() {
-    let env = env().await;
-    let ns = env.namespace("skc-image").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(
-        client.clone(),
-        &ns,
-        SandboxBackend::Pod,
-        vec![registry().await],
-    );
+    let (ns, client, operator) = scenario("skc-image", SandboxBackend::Pod).await;
     let api: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
     let tmp = tempfile::tempdir().expect("tempdir");
 
@@ -157,10 +149,7 @@ async fn image_skills_are_resolved_read_and_validated() {
 
 #[tokio::test]
 async fn inline_skills_get_a_config_map_and_invalid_ones_say_why() {
-    let env = env().await;
-    let ns = env.namespace("skc-inline").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![]);
+    let (ns, client, operator) = scenario("skc-inline", SandboxBackend::Pod).await;
     let api: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
 
     let text =
