@@ -10,6 +10,10 @@ export AGENTIC_CACHE_DIR := $(CACHE_DIR)
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
+.PHONY: build
+build: ## Build the release binary, exactly as the Dockerfile does
+	cargo build --release --locked -p agentic-operator
+
 .PHONY: testenv
 testenv: ## Build (or reuse) kube-apiserver, etcd, agent-sandbox, helm and kubectl; print their directory last
 	@hack/testenv-tools.sh
