@@ -3,7 +3,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use common::{is_running, wait_until_gone};
@@ -18,16 +18,9 @@ fn options() -> TestEnvOptions {
 
 #[tokio::test]
 async fn dropping_the_env_stops_every_process_and_removes_its_directories() {
-    let started = Instant::now();
     let env = TestEnv::start(options())
         .await
         .expect("start a test environment");
-    let startup = started.elapsed();
-    // The budget on two busy cores; it usually takes far less.
-    assert!(
-        startup < Duration::from_secs(30),
-        "startup took {startup:?}"
-    );
 
     // etcd, kube-apiserver, the controller and a watchdog; the registry and its watchdog.
     let pids = env.pids();
