@@ -105,6 +105,10 @@ async fn image_skills_are_resolved_read_and_validated() {
     apply(&api, &card("needs-subpath", image(&tag))).await;
     let c = ready_reason(&api, "needs-subpath", "False", "SubPathRequired").await;
     let conditions = c.status.expect("status").conditions;
+    assert!(
+        has_condition(&conditions, "RegistryReachable", "True", "DigestResolved"),
+        "the registry answered: {conditions:#?}"
+    );
     let message = &agentic_integration_tests::condition(&conditions, "Ready")
         .expect("Ready")
         .message;

@@ -33,9 +33,30 @@ enum Verdict {
     Invalid {
         reason: &'static str,
         message: String,
+        /// The registry answered (the verdict is about the image, not about the card's
+        /// references), so `RegistryReachable` is True.
+        registry_answered: bool,
     },
     /// The registry could not be reached: nothing is known about the content now.
     Unreachable { message: String },
+}
+
+/// A verdict on the card itself (its spec or references); the registry was not asked.
+fn invalid(reason: &'static str, message: impl Into<String>) -> Verdict {
+    Verdict::Invalid {
+        reason,
+        message: message.into(),
+        registry_answered: false,
+    }
+}
+
+/// A verdict on the image, given by the registry's answer or the content it served.
+fn rejected(reason: &'static str, message: impl Into<String>) -> Verdict {
+    Verdict::Invalid {
+        reason,
+        message: message.into(),
+        registry_answered: true,
+    }
 }
 
 pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action> {
@@ -85,7 +106,22 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
                 );
             }
         }
-        Verdict::Invalid { reason, message } => {
+        Verdict::Invalid {
+            reason,
+            message,
+            registry_answered,
+        } => {
+            if registry_answered {
+                set_condition(
+                    &mut status.conditions,
+                    CONDITION_REGISTRY_REACHABLE,
+                    ConditionStatus::True,
+                    "DigestResolved",
+                    "the registry answered the last digest check",
+                    generation,
+                    now.clone(),
+                );
+            }
             status.skill = None;
             status.resolved_image = None;
             status.delivery_mode = delivery_of(&card);
@@ -180,18 +216,17 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
         return evaluate_inline(card, text, namespace, ctx).await;
     }
     if card.spec.source.is_some() {
-        return Ok(Verdict::Invalid {
-            reason: "SourceNotSupported",
-            message:
-                "skills from git (spec.source) are not supported yet; use spec.image or spec.inline"
-                    .to_string(),
-        });
+        return Ok(invalid(
+            "SourceNotSupported",
+            "skills from git (spec.source) are not supported yet; use spec.image or spec.inline"
+                .to_string(),
+        ));
     }
     let Some(image) = &card.spec.image else {
-        return Ok(Verdict::Invalid {
-            reason: "NoSkillSource",
-            message: "set exactly one of spec.image, spec.inline or spec.source".to_string(),
-        });
+        return Ok(invalid(
+            "NoSkillSource",
+            "set exactly one of spec.image, spec.inline or spec.source".to_string(),
+        ));
     };
 
     // A reference pinned by digest that this generation already validated cannot change:
@@ -211,10 +246,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
     let registry = match agentic_oci::image_registry(image) {
         Ok(registry) => registry,
         Err(e) => {
-            return Ok(Verdict::Invalid {
-                reason: e.reason(),
-                message: format!("spec.image: {e}"),
-            });
+            return Ok(invalid(e.reason(), format!("spec.image: {e}")));
         }
     };
     let auth = match pull_auth(card, &registry, namespace, ctx).await? {
@@ -238,18 +270,12 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
                 resolved_image: Some(content.image.repository_with_digest.clone()),
                 delivery: DeliveryMode::Image,
             },
-            None => Verdict::Invalid {
-                reason: "InvalidSkill",
-                message: content.report.summary(),
-            },
+            None => rejected("InvalidSkill", content.report.summary()),
         },
         Err(e) if e.is_transient() => Verdict::Unreachable {
             message: e.to_string(),
         },
-        Err(e) => Verdict::Invalid {
-            reason: e.reason(),
-            message: e.to_string(),
-        },
+        Err(e) => rejected(e.reason(), e.to_string()),
     })
 }
 
@@ -294,18 +320,18 @@ async fn pull_auth(
                 match parsed {
                     Some(Ok(config)) => configs.push(config),
                     Some(Err(e)) => {
-                        return Ok(Err(Verdict::Invalid {
-                            reason: "InvalidPullSecret",
-                            message: format!("spec.pullSecrets: {e}"),
-                        }));
+                        return Ok(Err(invalid(
+                            "InvalidPullSecret",
+                            format!("spec.pullSecrets: {e}"),
+                        )));
                     }
                     None => {
-                        return Ok(Err(Verdict::Invalid {
-                            reason: "InvalidPullSecret",
-                            message: format!(
+                        return Ok(Err(invalid(
+                            "InvalidPullSecret",
+                            format!(
                                 "spec.pullSecrets: Secret {name} has no .dockerconfigjson key; use a Secret of type kubernetes.io/dockerconfigjson"
                             ),
-                        }));
+                        )));
                     }
                 }
             }
@@ -313,13 +339,13 @@ async fn pull_auth(
         }
     }
     if !missing.is_empty() {
-        return Ok(Err(Verdict::Invalid {
-            reason: "PullSecretNotFound",
-            message: format!(
+        return Ok(Err(invalid(
+            "PullSecretNotFound",
+            format!(
                 "spec.pullSecrets: Secret(s) not found in namespace {namespace}: {}",
                 missing.join(", ")
             ),
-        }));
+        )));
     }
     Ok(Ok(RegistryAuth::from_docker_configs(&configs, registry)))
 }
@@ -344,10 +370,7 @@ async fn evaluate_inline(
             {
                 Ok(config_map) => config_map,
                 Err(e) => {
-                    return Ok(Verdict::Invalid {
-                        reason: e.reason(),
-                        message: e.to_string(),
-                    });
+                    return Ok(invalid(e.reason(), e.to_string()));
                 }
             };
             let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
@@ -359,10 +382,10 @@ async fn evaluate_inline(
                 delivery: DeliveryMode::Inline,
             })
         }
-        _ => Ok(Verdict::Invalid {
-            reason: "InvalidSkill",
-            message: format!("spec.inline: {}", report.summary()),
-        }),
+        _ => Ok(invalid(
+            "InvalidSkill",
+            format!("spec.inline: {}", report.summary()),
+        )),
     }
 }
 
