@@ -1,8 +1,7 @@
 //! What every controller shares: the client, the registry and skill cache, events, metrics,
 //! and per-object backoff.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_api::ConditionStatus;
@@ -15,6 +14,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
+use crate::backoff::{Backoff, ObjectKey};
 use crate::error::Error;
 use crate::metrics::Metrics;
 
@@ -46,13 +46,11 @@ pub struct Context {
     pub skills: SkillCache,
     pub metrics: Arc<Metrics>,
     recorder: Recorder,
-    backoff: Mutex<HashMap<(&'static str, String, String), u32>>,
+    backoff: Backoff,
 }
 
 /// Skills (digest and subPath) kept validated in memory; each entry holds one SKILL.md.
 const SKILL_CACHE_ENTRIES: usize = 4096;
-const BACKOFF_BASE: Duration = Duration::from_secs(2);
-const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
 impl Context {
     pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>) -> Self {
@@ -66,7 +64,7 @@ impl Context {
             client,
             settings,
             metrics,
-            backoff: Mutex::new(HashMap::new()),
+            backoff: Backoff::default(),
         }
     }
 
@@ -113,25 +111,18 @@ impl Context {
     /// every consecutive failure, up to five minutes.
     pub fn backoff<K: Resource>(&self, kind: &'static str, obj: &K, error: &Error) -> Action {
         self.metrics.failed(kind, error.reason());
-        let key = key_of(kind, obj);
-        let mut attempts = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
-        let n = attempts.entry(key).or_insert(0);
-        let delay = BACKOFF_BASE
-            .saturating_mul(2u32.saturating_pow(*n))
-            .min(BACKOFF_MAX);
-        *n = n.saturating_add(1);
+        let delay = self.backoff.failed(key_of(kind, obj));
         tracing::warn!(kind, object = %obj.meta().name.as_deref().unwrap_or_default(), reason = error.reason(), error = %error, retry_in = ?delay, "reconcile failed");
         Action::requeue(delay)
     }
 
     /// Forgets an object's failures after a successful pass.
     pub fn succeeded<K: Resource>(&self, kind: &'static str, obj: &K) {
-        let mut attempts = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
-        attempts.remove(&key_of(kind, obj));
+        self.backoff.reset(&key_of(kind, obj));
     }
 }
 
-fn key_of<K: Resource>(kind: &'static str, obj: &K) -> (&'static str, String, String) {
+fn key_of<K: Resource>(kind: &'static str, obj: &K) -> ObjectKey {
     let meta = obj.meta();
     (
         kind,

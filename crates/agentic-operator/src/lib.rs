@@ -4,6 +4,7 @@
 //! run the same controllers in-process against a real API server.
 
 pub mod apply;
+pub mod backoff;
 pub mod cli;
 pub mod context;
 pub mod controllers;
