@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use agentic_api::{Agent, AgentRun, Gateway, PinnedSkill, SkillType};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::Error;
@@ -185,18 +186,7 @@ impl<'a> SandboxInputs<'a> {
         delivery_mode: SkillDeliveryMode,
         params: BTreeMap<String, Value>,
     ) -> Result<Self, Error> {
-        let run_name = run.metadata.name.as_deref().ok_or(Error::MissingMetadata {
-            kind: "AgentRun",
-            field: "metadata.name",
-        })?;
-        let namespace = run
-            .metadata
-            .namespace
-            .as_deref()
-            .ok_or(Error::MissingMetadata {
-                kind: "AgentRun",
-                field: "metadata.namespace",
-            })?;
+        let (run_name, namespace) = name_and_namespace(&run.metadata, "AgentRun")?;
         check_run_env(run)?;
         for skill in &skills {
             if !is_skill_name(&skill.name) {
@@ -314,6 +304,21 @@ fn check_run_env(run: &AgentRun) -> Result<(), Error> {
     } else {
         Err(Error::DuplicateEnvName { names: repeated })
     }
+}
+
+/// The name and namespace of an object of `kind`; the API server sets both on every
+/// namespaced object, so a missing one is [`Error::MissingMetadata`].
+fn name_and_namespace<'a>(
+    metadata: &'a ObjectMeta,
+    kind: &'static str,
+) -> Result<(&'a str, &'a str), Error> {
+    let missing = |field| Error::MissingMetadata { kind, field };
+    let name = metadata.name.as_deref().ok_or(missing("metadata.name"))?;
+    let namespace = metadata
+        .namespace
+        .as_deref()
+        .ok_or(missing("metadata.namespace"))?;
+    Ok((name, namespace))
 }
 
 #[cfg(test)]

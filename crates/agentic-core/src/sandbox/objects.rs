@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{
     ACP_SECRET_KEY, MANAGED_BY, MANAGED_BY_LABEL, PARAMS_KEY, SKILL_CARD_LABEL, SKILL_FILE,
-    SKILLS_MANIFEST_KEY, SandboxInputs, SkillSource, build_pod_spec,
+    SKILLS_MANIFEST_KEY, SandboxInputs, SkillSource, build_pod_spec, name_and_namespace,
 };
 use crate::Error;
 use crate::names::{
@@ -101,22 +101,7 @@ pub fn build_inline_skill_config_map(
     card: &SkillCard,
     owner: OwnerReference,
 ) -> Result<ConfigMap, Error> {
-    let name = card
-        .metadata
-        .name
-        .as_deref()
-        .ok_or(Error::MissingMetadata {
-            kind: "SkillCard",
-            field: "metadata.name",
-        })?;
-    let namespace = card
-        .metadata
-        .namespace
-        .clone()
-        .ok_or(Error::MissingMetadata {
-            kind: "SkillCard",
-            field: "metadata.namespace",
-        })?;
+    let (name, namespace) = name_and_namespace(&card.metadata, "SkillCard")?;
     let inline = card
         .spec
         .inline
@@ -127,7 +112,7 @@ pub fn build_inline_skill_config_map(
     Ok(ConfigMap {
         metadata: ObjectMeta {
             name: Some(inline_skill_config_map_name(name)),
-            namespace: Some(namespace),
+            namespace: Some(namespace.to_string()),
             labels: Some(BTreeMap::from([
                 (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
                 (SKILL_CARD_LABEL.to_string(), label_value(name)),
