@@ -12,6 +12,7 @@ use agentic_api::{
 use agentic_core::conditions::{find_condition, set_condition};
 use agentic_oci::{DockerConfig, RegistryAuth};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
@@ -95,15 +96,7 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
                 now.clone(),
             );
             if delivery == DeliveryMode::Image {
-                set_condition(
-                    &mut status.conditions,
-                    CONDITION_REGISTRY_REACHABLE,
-                    ConditionStatus::True,
-                    "DigestResolved",
-                    "the registry answered the last digest check",
-                    generation,
-                    now,
-                );
+                registry_reachable(&mut status.conditions, generation, now);
             }
         }
         Verdict::Invalid {
@@ -112,15 +105,7 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
             registry_answered,
         } => {
             if registry_answered {
-                set_condition(
-                    &mut status.conditions,
-                    CONDITION_REGISTRY_REACHABLE,
-                    ConditionStatus::True,
-                    "DigestResolved",
-                    "the registry answered the last digest check",
-                    generation,
-                    now.clone(),
-                );
+                registry_reachable(&mut status.conditions, generation, now.clone());
             }
             status.skill = None;
             status.resolved_image = None;
@@ -188,6 +173,20 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
 
 pub fn error_policy(card: Arc<SkillCard>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.backoff(KIND, card.as_ref(), error)
+}
+
+/// Sets `RegistryReachable` True: the registry answered the last digest check, whatever
+/// the verdict on the content.
+fn registry_reachable(conditions: &mut Vec<Condition>, generation: Option<i64>, now: Time) {
+    set_condition(
+        conditions,
+        CONDITION_REGISTRY_REACHABLE,
+        ConditionStatus::True,
+        "DigestResolved",
+        "the registry answered the last digest check",
+        generation,
+        now,
+    );
 }
 
 fn delivery_of(card: &SkillCard) -> Option<DeliveryMode> {
