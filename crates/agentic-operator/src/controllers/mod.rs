@@ -138,6 +138,25 @@ fn valid<K: Clone>(store: &[Arc<Guarded<K>>]) -> Vec<K> {
         .collect()
 }
 
+/// What a watch maps a changed object to: the valid objects in `store` that `select` picks
+/// for the changed object's namespace and name, as keys of the guarded objects the
+/// controller reconciles. Objects that did not deserialize are never picked.
+fn related<K, C>(
+    store: &Store<Guarded<K>>,
+    changed: &C,
+    select: impl FnOnce(&[K], &str, &str) -> Vec<ObjectRef<K>>,
+) -> Vec<ObjectRef<Guarded<K>>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+    C: Resource,
+{
+    let namespace = changed.namespace().unwrap_or_default();
+    select(&valid(&store.state()), &namespace, &changed.name_any())
+        .into_iter()
+        .map(guard_ref)
+        .collect()
+}
+
 fn log_result<K: Resource, E: std::fmt::Debug>(
     kind: &'static str,
     result: Result<(ObjectRef<K>, Action), E>,
@@ -196,14 +215,14 @@ pub fn controllers(
             api_for::<Secret>(&client, namespace),
             config.clone(),
             move |secret| {
-                let ns = secret.namespace().unwrap_or_default();
-                let name = secret.name_any();
-                valid(&store.state())
-                    .iter()
-                    .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
-                    .filter(|c| c.spec.pull_secrets.iter().flatten().any(|s| s.name == name))
-                    .map(|c| guard_ref(ObjectRef::from_obj(c)))
-                    .collect::<Vec<_>>()
+                related(&store, &secret, |cards, ns, name| {
+                    cards
+                        .iter()
+                        .filter(|c| c.namespace().as_deref() == Some(ns))
+                        .filter(|c| c.spec.pull_secrets.iter().flatten().any(|s| s.name == name))
+                        .map(ObjectRef::from_obj)
+                        .collect()
+                })
             },
         )
         .graceful_shutdown_on(stop())
@@ -228,11 +247,9 @@ pub fn controllers(
             api_for::<Secret>(&client, namespace),
             config.clone(),
             move |secret| {
-                let ns = secret.namespace().unwrap_or_default();
-                gateway::gateways_using_secret(&valid(&store.state()), &ns, &secret.name_any())
-                    .into_iter()
-                    .map(guard_ref)
-                    .collect::<Vec<_>>()
+                related(&store, &secret, |gateways, ns, secret| {
+                    gateway::gateways_using_secret(gateways, ns, secret)
+                })
             },
         )
         .graceful_shutdown_on(stop())
@@ -258,32 +275,18 @@ pub fn controllers(
             api_for::<Guarded<SkillCard>>(&client, namespace),
             config.clone(),
             move |card| {
-                let ns = card.namespace().unwrap_or_default();
-                agent::agents_referencing(
-                    &valid(&card_store.state()),
-                    &ns,
-                    agent::Reference::SkillCard,
-                    &card.name_any(),
-                )
-                .into_iter()
-                .map(guard_ref)
-                .collect::<Vec<_>>()
+                related(&card_store, &card, |agents, ns, card| {
+                    agent::agents_referencing(agents, ns, agent::Reference::SkillCard, card)
+                })
             },
         )
         .watches(
             api_for::<Guarded<Gateway>>(&client, namespace),
             config.clone(),
             move |gw| {
-                let ns = gw.namespace().unwrap_or_default();
-                agent::agents_referencing(
-                    &valid(&store.state()),
-                    &ns,
-                    agent::Reference::Gateway,
-                    &gw.name_any(),
-                )
-                .into_iter()
-                .map(guard_ref)
-                .collect::<Vec<_>>()
+                related(&store, &gw, |agents, ns, gw| {
+                    agent::agents_referencing(agents, ns, agent::Reference::Gateway, gw)
+                })
             },
         )
         .graceful_shutdown_on(stop())
@@ -309,11 +312,9 @@ pub fn controllers(
             api_for::<Guarded<Agent>>(&client, namespace),
             config.clone(),
             move |agent| {
-                let ns = agent.namespace().unwrap_or_default();
-                agentrun::runs_waiting_on_agent(&valid(&store.state()), &ns, &agent.name_any())
-                    .into_iter()
-                    .map(guard_ref)
-                    .collect::<Vec<_>>()
+                related(&store, &agent, |runs, ns, agent| {
+                    agentrun::runs_waiting_on_agent(runs, ns, agent)
+                })
             },
         )
         .watches(api_for::<Pod>(&client, namespace), pod_config, |pod| {
