@@ -7,16 +7,19 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use agentic_api::{Agent, AgentRun, AgentRunPhase};
 use agentic_oci::{RegistryAuth, RegistryOptions};
 use agentic_operator::context::{Context, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
 use agentic_testenv::TestEnv;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -125,6 +128,61 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     panic!("{name}: timed out waiting for {what}; last state: {last:#?}");
+}
+
+/// Waits until the run `name` is in `phase`.
+pub async fn wait_phase(runs: &Api<AgentRun>, name: &str, phase: AgentRunPhase) -> AgentRun {
+    wait_for(runs, name, &format!("phase {phase:?}"), |r: &AgentRun| {
+        r.status.as_ref().and_then(|s| s.phase) == Some(phase)
+    })
+    .await
+}
+
+/// Waits until the run `name` has recorded its sandbox.
+pub async fn wait_for_sandbox(runs: &Api<AgentRun>, name: &str) -> AgentRun {
+    wait_for(runs, name, "a sandbox", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
+    })
+    .await
+}
+
+/// Waits until the Agent `name` is Ready.
+pub async fn wait_agent_ready(agents: &Api<Agent>, name: &str) -> Agent {
+    wait_for(agents, name, "Agent Ready", |a: &Agent| {
+        a.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "True", "AgentReady"))
+    })
+    .await
+}
+
+/// Plays the kubelet for the sandbox pod `name` (no kubelet runs in the tests): the agent
+/// container runs (`None`), then exits with the given code.
+pub async fn kubelet(pods: &Api<Pod>, name: &str, exit_code: Option<i32>) {
+    let started = "2026-11-29T12:00:00Z";
+    let state = match exit_code {
+        None => json!({"running": {"startedAt": started}}),
+        Some(code) => json!({"terminated": {
+            "exitCode": code, "startedAt": started, "finishedAt": "2026-11-29T12:05:00Z",
+            "reason": if code == 0 { "Completed" } else { "Error" },
+            "message": format!("agent exited {code}"),
+        }}),
+    };
+    let phase = match exit_code {
+        None => "Running",
+        Some(0) => "Succeeded",
+        Some(_) => "Failed",
+    };
+    let status = json!({"status": {
+        "phase": phase,
+        "containerStatuses": [{
+            "name": "agent", "image": "harness.invalid/agent:1", "imageID": "",
+            "ready": exit_code.is_none(), "restartCount": 0, "state": state,
+        }],
+    }});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch pod status");
 }
 
 /// The condition of `type_`, if present.

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase, Gateway, SkillCard};
 use agentic_integration_tests::{
-    CONVERGE, apply, env, has_condition, http_get, push, registry, wait_for, write_skill,
+    CONVERGE, apply, env, http_get, kubelet, push, registry, wait_agent_ready, wait_for,
+    wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_operator::controllers::Scope;
@@ -213,59 +214,17 @@ async fn skills_and_agent(admin: &Client, ns: &str) {
         })),
     )
     .await;
-    wait_for(&agents, "migrator", "Agent Ready", |a: &Agent| {
-        a.status
-            .as_ref()
-            .is_some_and(|s| has_condition(&s.conditions, "Ready", "True", "AgentReady"))
-    })
-    .await;
+    wait_agent_ready(&agents, "migrator").await;
 }
 
-/// Plays the kubelet for the sandbox pod `name`: the agent container runs, then exits 0.
+/// Plays the kubelet for the sandbox pod `name` of `run`: the agent container runs, then
+/// exits 0.
 async fn kubelet_runs_to_completion(pods: &Api<Pod>, runs: &Api<AgentRun>, run: &str, name: &str) {
-    let deadline = tokio::time::Instant::now() + CONVERGE;
-    while pods.get_opt(name).await.expect("get pod").is_none() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no sandbox pod {name} appeared"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    for (phase, state, ready) in [
-        (
-            "Running",
-            json!({"running": {"startedAt": "2026-11-29T12:00:00Z"}}),
-            true,
-        ),
-        (
-            "Succeeded",
-            json!({"terminated": {
-                "exitCode": 0, "reason": "Completed",
-                "startedAt": "2026-11-29T12:00:00Z", "finishedAt": "2026-11-29T12:05:00Z",
-            }}),
-            false,
-        ),
-    ] {
-        let status = json!({"status": {
-            "phase": phase,
-            "containerStatuses": [{
-                "name": "agent", "image": "harness.invalid/agent:1", "imageID": "",
-                "ready": ready, "restartCount": 0, "state": state,
-            }],
-        }});
-        pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .expect("patch pod status");
-        let want = if phase == "Running" {
-            AgentRunPhase::Running
-        } else {
-            AgentRunPhase::Succeeded
-        };
-        wait_for(runs, run, &format!("phase {want:?}"), |r: &AgentRun| {
-            r.status.as_ref().and_then(|s| s.phase) == Some(want)
-        })
-        .await;
-    }
+    wait_for(pods, name, "the sandbox pod", |_: &Pod| true).await;
+    kubelet(pods, name, None).await;
+    wait_phase(runs, run, AgentRunPhase::Running).await;
+    kubelet(pods, name, Some(0)).await;
+    wait_phase(runs, run, AgentRunPhase::Succeeded).await;
 }
 
 /// Runs the whole operator (`operator::start`, with leader election) as the chart's
@@ -322,10 +281,7 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
         })),
     )
     .await;
-    let run = wait_for(&runs, "upgrade", "a sandbox", |r: &AgentRun| {
-        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
-    })
-    .await;
+    let run = wait_for_sandbox(&runs, "upgrade").await;
     let sandbox = run.status.and_then(|s| s.sandbox_name).expect("sandbox");
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &watched);
     kubelet_runs_to_completion(&pods, &runs, "upgrade", &sandbox).await;

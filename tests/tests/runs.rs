@@ -10,7 +10,8 @@ use agentic_api::{
     GatewayModel, GatewaySpec, ObjectRef, ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, has_condition, push, registry, scenario, wait_for, write_skill,
+    Operator, apply, condition, has_condition, kubelet, push, registry, scenario, wait_agent_ready,
+    wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
@@ -151,12 +152,7 @@ async fn fixture(client: &Client, ns: &str) -> Fixture {
         },
     )
     .await;
-    wait_for(&agents, "migrator", "Agent Ready", |a: &Agent| {
-        a.status
-            .as_ref()
-            .is_some_and(|s| has_condition(&s.conditions, "Ready", "True", "AgentReady"))
-    })
-    .await;
+    wait_agent_ready(&agents, "migrator").await;
     Fixture {
         java_image: java_pushed
             .rsplit_once('@')
@@ -193,41 +189,6 @@ fn run(name: &str, params: &[(&str, &str)], gateway: Option<&str>) -> AgentRun {
     }
 }
 
-async fn wait_phase(api: &Api<AgentRun>, name: &str, phase: AgentRunPhase) -> AgentRun {
-    wait_for(api, name, &format!("phase {phase:?}"), |r: &AgentRun| {
-        r.status.as_ref().and_then(|s| s.phase) == Some(phase)
-    })
-    .await
-}
-
-/// Plays the kubelet: the agent container runs, then exits with `exit_code`.
-async fn kubelet(pods: &Api<Pod>, name: &str, exit_code: Option<i32>) {
-    let started = "2026-11-29T12:00:00Z";
-    let state = match exit_code {
-        None => json!({"running": {"startedAt": started}}),
-        Some(code) => json!({"terminated": {
-            "exitCode": code, "startedAt": started, "finishedAt": "2026-11-29T12:05:00Z",
-            "reason": if code == 0 { "Completed" } else { "Error" },
-            "message": format!("agent exited {code}"),
-        }}),
-    };
-    let phase = match exit_code {
-        None => "Running",
-        Some(0) => "Succeeded",
-        Some(_) => "Failed",
-    };
-    let status = json!({"status": {
-        "phase": phase,
-        "containerStatuses": [{
-            "name": "agent", "image": "harness.invalid/agent:1", "imageID": "",
-            "ready": exit_code.is_none(), "restartCount": 0, "state": state,
-        }],
-    }});
-    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("patch pod status");
-}
-
 fn env_of(pod: &Pod) -> BTreeMap<String, Value> {
     let container = &pod.spec.as_ref().expect("spec").containers[0];
     container
@@ -247,10 +208,7 @@ async fn a_run_goes_from_skills_to_a_pod_to_succeeded() {
         .await
         .name_any();
 
-    let pending = wait_for(&runs, "7.upgrade.1", "a sandbox", |r: &AgentRun| {
-        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
-    })
-    .await;
+    let pending = wait_for_sandbox(&runs, "7.upgrade.1").await;
     let status = pending.status.expect("status");
     let sandbox = status.sandbox_name.clone().expect("sandbox name");
     assert!(
@@ -435,10 +393,7 @@ async fn invalid_runs_fail_with_the_param_or_gateway_named() {
 
     fixture(&client, &ns).await;
     // The watch on Agents starts the waiting run.
-    wait_for(&runs, "early", "a sandbox", |r: &AgentRun| {
-        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
-    })
-    .await;
+    wait_for_sandbox(&runs, "early").await;
 
     apply(
         &runs,
@@ -502,10 +457,7 @@ async fn agent_sandbox_backend_runs_and_a_lost_sandbox_fails_the_run() {
         apply(&runs, &run(name, &[("target", "17")], None)).await;
     }
     for name in ["ok", "lost"] {
-        let run = wait_for(&runs, name, "a sandbox", |r: &AgentRun| {
-            r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
-        })
-        .await;
+        let run = wait_for_sandbox(&runs, name).await;
         let sandbox_name = run.status.expect("status").sandbox_name.expect("name");
         let sandbox = sandboxes
             .get(&sandbox_name)
@@ -515,14 +467,7 @@ async fn agent_sandbox_backend_runs_and_a_lost_sandbox_fails_the_run() {
         let template = &sandbox.data["spec"]["podTemplate"]["spec"];
         assert_eq!(template["restartPolicy"], "Never");
         // The agent-sandbox controller creates the pod; the kubelet's part is ours.
-        let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
-        while pods.get_opt(&sandbox_name).await.expect("get").is_none() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "agent-sandbox created no pod"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        wait_for(&pods, &sandbox_name, "the sandbox pod", |_: &Pod| true).await;
         kubelet(&pods, &sandbox_name, None).await;
         wait_phase(&runs, name, AgentRunPhase::Running).await;
         if name == "ok" {
@@ -551,10 +496,7 @@ async fn a_restarted_operator_adopts_the_sandbox_and_an_idle_cluster_sees_no_wri
     fixture(&client, &ns).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &run("again", &[("target", "11")], None)).await;
-    let first = wait_for(&runs, "again", "a sandbox", |r: &AgentRun| {
-        r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some())
-    })
-    .await;
+    let first = wait_for_sandbox(&runs, "again").await;
     let first_status = first.status.expect("status");
     operator.stop().await;
 
