@@ -12,6 +12,7 @@ use agentic_oci::{RegistryAuth, RegistryOptions};
 use agentic_operator::context::{Context, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
+use agentic_operator::operator::Started;
 use agentic_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -83,6 +84,16 @@ impl Operator {
             .expect("the controllers stop within 30s")
             .expect("the controllers task does not panic");
     }
+}
+
+/// Asks the operator started by `operator::start` to shut down (`stop` is the sender of its
+/// shutdown channel) and expects it to stop cleanly within 30 seconds.
+pub async fn stop_cleanly(stop: watch::Sender<bool>, started: Started) {
+    let _ = stop.send(true);
+    tokio::time::timeout(Duration::from_secs(30), started.finished())
+        .await
+        .expect("the operator stops within 30s")
+        .expect("the operator stops cleanly");
 }
 
 /// A fresh namespace named after `prefix`, an admin client, and the operator's controllers

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use agentic_api::SkillCard;
 use agentic_integration_tests::{
-    CONVERGE, apply, env, has_condition, http_get, operator_binary, push, registry, wait_for,
-    write_skill,
+    CONVERGE, apply, env, has_condition, http_get, operator_binary, push, registry, stop_cleanly,
+    wait_for, write_skill,
 };
 use agentic_oci::RegistryOptions;
 use agentic_operator::context::{Context, SandboxBackend, Settings};
@@ -86,6 +86,20 @@ fn sample(metrics: &BTreeMap<String, f64>, series: &str) -> f64 {
     *metrics
         .get(series)
         .unwrap_or_else(|| panic!("no sample {series}; samples: {metrics:#?}"))
+}
+
+/// How these tests run the whole operator: watching `ns` with the pod backend, probes and
+/// metrics on free loopback ports, no insecure registries, no leader election.
+fn run_options(ns: &str) -> RunOptions {
+    RunOptions {
+        scope: Scope::Namespaces(vec![ns.to_owned()]),
+        insecure_registries: Vec::new(),
+        sandbox_backend: BackendChoice::Pod,
+        health_addr: LOOPBACK_ANY_PORT.into(),
+        metrics_addr: LOOPBACK_ANY_PORT.into(),
+        leader_election: None,
+        tag_refresh_interval: Duration::from_secs(60),
+    }
 }
 
 async fn lease_holder(client: &Client, namespace: &str) -> Option<String> {
@@ -179,21 +193,9 @@ async fn readiness_stays_unavailable_while_the_watches_cannot_list() {
     config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:nobody"));
     let client = Client::try_from(config).expect("an impersonating client");
     let (stop, shutdown) = watch::channel(false);
-    let started = operator::start(
-        client,
-        RunOptions {
-            scope: Scope::Namespaces(vec![ns]),
-            insecure_registries: Vec::new(),
-            sandbox_backend: BackendChoice::Pod,
-            health_addr: LOOPBACK_ANY_PORT.into(),
-            metrics_addr: LOOPBACK_ANY_PORT.into(),
-            leader_election: None,
-            tag_refresh_interval: Duration::from_secs(60),
-        },
-        shutdown,
-    )
-    .await
-    .expect("the operator starts");
+    let started = operator::start(client, run_options(&ns), shutdown)
+        .await
+        .expect("the operator starts");
 
     // The watchers retry within this time; none of them gets a list.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -206,11 +208,7 @@ async fn readiness_stays_unavailable_while_the_watches_cannot_list() {
         .expect("GET /readyz");
     assert_eq!(code, 503, "{body}");
 
-    let _ = stop.send(true);
-    tokio::time::timeout(Duration::from_secs(30), started.finished())
-        .await
-        .expect("the operator stops within 30s")
-        .expect("the operator stops cleanly");
+    stop_cleanly(stop, started).await;
 }
 
 #[tokio::test]
@@ -222,13 +220,8 @@ async fn metrics_count_reconciles_errors_registry_reads_cache_hits_and_objects()
     let started = operator::start(
         client.clone(),
         RunOptions {
-            scope: Scope::Namespaces(vec![ns.clone()]),
             insecure_registries: vec![registry().await, "127.0.0.1:1".to_owned()],
-            sandbox_backend: BackendChoice::Pod,
-            health_addr: LOOPBACK_ANY_PORT.into(),
-            metrics_addr: LOOPBACK_ANY_PORT.into(),
-            leader_election: None,
-            tag_refresh_interval: Duration::from_secs(60),
+            ..run_options(&ns)
         },
         shutdown,
     )
@@ -313,11 +306,7 @@ async fn metrics_count_reconciles_errors_registry_reads_cache_hits_and_objects()
     })
     .await;
 
-    let _ = stop.send(true);
-    tokio::time::timeout(Duration::from_secs(30), started.finished())
-        .await
-        .expect("the operator stops within 30s")
-        .expect("the operator stops cleanly");
+    stop_cleanly(stop, started).await;
 }
 
 /// A replica started through the library with a short Lease, so hand-overs take seconds.
@@ -335,13 +324,8 @@ async fn replica(
     let started = operator::start(
         client.clone(),
         RunOptions {
-            scope: Scope::Namespaces(vec![ns.to_owned()]),
-            insecure_registries: Vec::new(),
-            sandbox_backend: BackendChoice::Pod,
-            health_addr: LOOPBACK_ANY_PORT.into(),
-            metrics_addr: LOOPBACK_ANY_PORT.into(),
             leader_election: Some(election),
-            tag_refresh_interval: Duration::from_secs(60),
+            ..run_options(ns)
         },
         shutdown,
     )

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase, Gateway, SkillCard};
 use agentic_integration_tests::{
-    CONVERGE, apply, env, http_get, kubelet, push, registry, wait_agent_ready, wait_for,
-    wait_for_sandbox, wait_phase, write_skill,
+    CONVERGE, apply, env, http_get, kubelet, push, registry, stop_cleanly, wait_agent_ready,
+    wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_operator::controllers::Scope;
@@ -329,11 +329,7 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
         "the operator reconciled the run:\n{metrics}"
     );
 
-    let _ = stop.send(true);
-    tokio::time::timeout(Duration::from_secs(30), started.finished())
-        .await
-        .expect("the operator stops within 30s")
-        .expect("the operator stops cleanly");
+    stop_cleanly(stop, started).await;
     let lease = Api::<Lease>::namespaced(admin.clone(), &release.namespace)
         .get(LEASE_NAME)
         .await
