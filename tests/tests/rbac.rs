@@ -21,7 +21,8 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use support::{KUBE_VERSION, kind, meta, parse_yaml_stream, repo_root, run_ok, testenv_tool};
@@ -61,39 +62,19 @@ async fn install_rbac(admin: &Client, namespace: &str, set: &[&str]) -> Release 
         match kind(rendered) {
             "ServiceAccount" => {
                 service_account = Some(meta(rendered, "name").to_owned());
-                apply(
-                    &Api::namespaced(admin.clone(), &ns),
-                    &object::<ServiceAccount>(rendered.clone()),
+                apply_rendered(
+                    Api::<ServiceAccount>::namespaced(admin.clone(), &ns),
+                    rendered,
                 )
                 .await;
             }
-            "Role" => {
-                apply(
-                    &Api::namespaced(admin.clone(), &ns),
-                    &object::<Role>(rendered.clone()),
-                )
-                .await;
-            }
+            "Role" => apply_rendered(Api::<Role>::namespaced(admin.clone(), &ns), rendered).await,
             "RoleBinding" => {
-                apply(
-                    &Api::namespaced(admin.clone(), &ns),
-                    &object::<RoleBinding>(rendered.clone()),
-                )
-                .await;
+                apply_rendered(Api::<RoleBinding>::namespaced(admin.clone(), &ns), rendered).await;
             }
-            "ClusterRole" => {
-                apply(
-                    &Api::all(admin.clone()),
-                    &object::<ClusterRole>(rendered.clone()),
-                )
-                .await;
-            }
+            "ClusterRole" => apply_rendered(Api::<ClusterRole>::all(admin.clone()), rendered).await,
             "ClusterRoleBinding" => {
-                apply(
-                    &Api::all(admin.clone()),
-                    &object::<ClusterRoleBinding>(rendered.clone()),
-                )
-                .await;
+                apply_rendered(Api::<ClusterRoleBinding>::all(admin.clone()), rendered).await;
             }
             _ => {}
         }
@@ -145,6 +126,14 @@ fn assert_forbidden<T: std::fmt::Debug>(what: &str, outcome: Result<T, kube::Err
 fn object<K: DeserializeOwned>(value: Value) -> K {
     let what = format!("{} {}", kind(&value), meta(&value, "name"));
     serde_json::from_value(value).unwrap_or_else(|e| panic!("{what} is malformed: {e}"))
+}
+
+/// Applies the rendered object `rendered` through `api`, as the admin would with kubectl.
+async fn apply_rendered<K>(api: Api<K>, rendered: &Value)
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    apply(&api, &object::<K>(rendered.clone())).await;
 }
 
 /// An image skill, an inline skill, a Gateway with its Secret and an Agent using them, created
