@@ -89,12 +89,27 @@ fn tar_with(entries: &[(&str, tar::EntryType, &[u8], Option<&str>)]) -> Vec<u8> 
     builder.into_inner().unwrap()
 }
 
-/// Reads a manifest and a blob back with a plain registry client.
-async fn pull_raw(registry_addr: &str, reference: &str, blob_digest: &str) -> (Vec<u8>, Vec<u8>) {
-    let client = oci_client::Client::new(ClientConfig {
+/// A registry client of oci-client's own, speaking plain HTTP to `registry_addr`.
+fn plain_client(registry_addr: &str) -> oci_client::Client {
+    oci_client::Client::new(ClientConfig {
         protocol: ClientProtocol::HttpsExcept(vec![registry_addr.to_string()]),
         ..ClientConfig::default()
-    });
+    })
+}
+
+/// `127.0.0.1:<port>` where nobody listens: the port was free a moment ago and the listener
+/// that held it is gone.
+fn closed_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string()
+}
+
+/// Reads a manifest and a blob back with a plain registry client.
+async fn pull_raw(registry_addr: &str, reference: &str, blob_digest: &str) -> (Vec<u8>, Vec<u8>) {
+    let client = plain_client(registry_addr);
     let reference: oci_client::Reference = reference.parse().unwrap();
     let anonymous = oci_client::secrets::RegistryAuth::Anonymous;
     let (manifest, _) = client
@@ -348,10 +363,7 @@ async fn push_index(
         "manifests": manifests,
     }))
     .unwrap();
-    let client = oci_client::Client::new(ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(vec![registry_addr.to_string()]),
-        ..ClientConfig::default()
-    });
+    let client = plain_client(registry_addr);
     client
         .push_manifest_raw(
             &reference.parse().unwrap(),
@@ -479,12 +491,7 @@ async fn registry_failures_are_reported_by_reason() {
         .unwrap_err();
     assert_eq!(error.reason(), "InvalidReference", "{error}");
 
-    // A port nobody listens on.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let closed = closed_port();
     let error = resolve_digest(
         &format!("{closed}/skills/demo:v1"),
         &ANONYMOUS,
@@ -549,11 +556,7 @@ async fn the_cache_fetches_each_digest_and_sub_path_once() {
     assert_eq!((stats.misses, stats.hits, stats.entries), (2, 8, 2));
 
     // A transient failure is not kept: the next request tries again.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let closed = closed_port();
     let unreachable =
         ResolvedImage::from_pinned(&format!("{closed}/skills/x@{}", image.manifest_digest))
             .unwrap();
