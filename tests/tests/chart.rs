@@ -8,14 +8,13 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use support::{
-    KUBE_VERSION, all_of_kind, crd_check_permissions, find, identities, kind, lease_permissions,
-    meta, namespaced_permissions, parse_yaml_stream, permissions, read_yaml_file, repo_root,
-    run_err, run_ok, testenv_tool,
+    CHART, KUBE_VERSION, all_of_kind, crd_check_permissions, find, helm_template, identities, kind,
+    lease_permissions, meta, namespaced_permissions, parse_yaml_stream, permissions,
+    read_yaml_file, repo_root, run_err, run_ok, testenv_tool,
 };
 
 const RELEASE: &str = "agentic-operator";
 const NAMESPACE: &str = "agentic-operator-system";
-const CHART: &str = "charts/agentic-operator";
 
 fn helm() -> Command {
     let mut command = Command::new(testenv_tool("helm"));
@@ -26,16 +25,7 @@ fn helm() -> Command {
 /// `helm template` of the chart as release `agentic-operator` in `agentic-operator-system`
 /// with `--set`/`--set-json` style arguments.
 fn template_command(args: &[&str]) -> Command {
-    let mut command = helm();
-    command.args([
-        "template",
-        RELEASE,
-        CHART,
-        "--namespace",
-        NAMESPACE,
-        "--kube-version",
-        KUBE_VERSION,
-    ]);
+    let mut command = helm_template(RELEASE, NAMESPACE);
     command.args(args);
     command
 }

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use support::{
-    KUBE_VERSION, all_of_kind, crd_check_permissions, find, first_difference, identities, kind,
+    all_of_kind, crd_check_permissions, find, first_difference, helm_template, identities, kind,
     lease_permissions, meta, namespaced_permissions, parse_yaml_stream, permissions,
     read_yaml_file, repo_root, run_ok, testenv_tool,
 };
@@ -28,16 +28,7 @@ fn kustomize(dir: &str) -> Vec<Value> {
 
 /// The chart as release `agentic-operator` in `agentic-operator-system`.
 fn chart(set: &[&str]) -> Vec<Value> {
-    let mut command = Command::new(testenv_tool("helm"));
-    command.current_dir(repo_root()).args([
-        "template",
-        NAME,
-        "charts/agentic-operator",
-        "--namespace",
-        NAMESPACE,
-        "--kube-version",
-        KUBE_VERSION,
-    ]);
+    let mut command = helm_template(NAME, NAMESPACE);
     for value in set {
         command.args(["--set", value]);
     }

@@ -25,7 +25,7 @@ use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use support::{KUBE_VERSION, kind, meta, parse_yaml_stream, repo_root, run_ok, testenv_tool};
+use support::{helm_template, kind, meta, parse_yaml_stream, run_ok};
 use tokio::sync::watch;
 
 /// The chart's RBAC applied for one release, and a client acting as its ServiceAccount.
@@ -41,16 +41,7 @@ struct Release {
 /// Renders the chart as release `<namespace>` (unique, so are its cluster-scoped names) with
 /// `set` and applies its ServiceAccount and RBAC objects, nothing else, as the admin.
 async fn install_rbac(admin: &Client, namespace: &str, set: &[&str]) -> Release {
-    let mut helm = std::process::Command::new(testenv_tool("helm"));
-    helm.current_dir(repo_root()).args([
-        "template",
-        namespace,
-        "charts/agentic-operator",
-        "--namespace",
-        namespace,
-        "--kube-version",
-        KUBE_VERSION,
-    ]);
+    let mut helm = helm_template(namespace, namespace);
     for value in set {
         helm.args(["--set-json", value]);
     }

@@ -18,6 +18,25 @@ pub const TESTENV_BIN_ENV: &str = "AGENTIC_TESTENV_BIN";
 /// checks that default).
 pub const KUBE_VERSION: &str = "1.36.0";
 
+/// The Helm chart, relative to [`repo_root`].
+pub const CHART: &str = "charts/agentic-operator";
+
+/// `helm template <release> <chart> --namespace <namespace> --kube-version <KUBE_VERSION>`,
+/// run from the repository root; callers add their `--set` arguments.
+pub fn helm_template(release: &str, namespace: &str) -> Command {
+    let mut command = Command::new(testenv_tool("helm"));
+    command.current_dir(repo_root()).args([
+        "template",
+        release,
+        CHART,
+        "--namespace",
+        namespace,
+        "--kube-version",
+        KUBE_VERSION,
+    ]);
+    command
+}
+
 /// The repository checkout.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
