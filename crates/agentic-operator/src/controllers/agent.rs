@@ -10,6 +10,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
+use super::namespace_of;
 use crate::apply::apply_status;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -20,11 +21,7 @@ pub use agentic_core::skills::CONDITION_SKILL_DELIVERY_RESOLVED as CONDITION_SKI
 
 pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let namespace = agent.namespace().ok_or_else(|| Error::MissingMetadata {
-        kind: KIND,
-        name: agent.name_any(),
-        field: "metadata.namespace",
-    })?;
+    let namespace = namespace_of(agent.as_ref(), KIND)?;
 
     // Dereference.
     let cards_api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);

@@ -28,6 +28,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 
+use super::namespace_of;
 use crate::apply::{apply_object, apply_status};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
@@ -54,11 +55,7 @@ pub fn sandbox_resource() -> ApiResource {
 
 pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let namespace = run.namespace().ok_or_else(|| Error::MissingMetadata {
-        kind: KIND,
-        name: run.name_any(),
-        field: "metadata.namespace",
-    })?;
+    let namespace = namespace_of(run.as_ref(), KIND)?;
     let old = run.status.clone().unwrap_or_default();
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
         ctx.succeeded(KIND, run.as_ref());

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
+use super::namespace_of;
 use crate::apply::apply_status;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -17,11 +18,7 @@ pub const KIND: &str = "Gateway";
 
 pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let namespace = gateway.namespace().ok_or_else(|| Error::MissingMetadata {
-        kind: KIND,
-        name: gateway.name_any(),
-        field: "metadata.namespace",
-    })?;
+    let namespace = namespace_of(gateway.as_ref(), KIND)?;
     let (status, reason, message) = match &gateway.spec.credential_ref {
         None => (
             ConditionStatus::True,

@@ -131,6 +131,16 @@ fn guard_ref<K: Resource<DynamicType = ()>>(r: ObjectRef<K>) -> ObjectRef<Guarde
     }
 }
 
+/// The namespace of an object of `kind` handed to its reconcile; every stored namespaced
+/// object has one, so its absence is [`Error::MissingMetadata`].
+fn namespace_of<K: Resource>(object: &K, kind: &'static str) -> Result<String, Error> {
+    object.namespace().ok_or_else(|| Error::MissingMetadata {
+        kind,
+        name: object.name_any(),
+        field: "metadata.namespace",
+    })
+}
+
 fn valid<K: Clone>(store: &[Arc<Guarded<K>>]) -> Vec<K> {
     store
         .iter()

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
+use super::namespace_of;
 use crate::apply::{apply_object, apply_status};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -62,11 +63,7 @@ fn rejected(reason: &'static str, message: impl Into<String>) -> Verdict {
 
 pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let namespace = card.namespace().ok_or_else(|| Error::MissingMetadata {
-        kind: KIND,
-        name: card.name_any(),
-        field: "metadata.namespace",
-    })?;
+    let namespace = namespace_of(card.as_ref(), KIND)?;
     let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
     let verdict = evaluate(&card, &namespace, &ctx).await?;
 
