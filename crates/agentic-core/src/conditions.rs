@@ -78,7 +78,9 @@ fn replace(field: &mut String, value: &str) -> bool {
     true
 }
 
-fn truncate(text: &str, max_bytes: usize) -> &str {
+/// `text` cut to at most `max_bytes`, at a character boundary: the API server caps condition
+/// and event messages in bytes.
+pub fn truncate(text: &str, max_bytes: usize) -> &str {
     if text.len() <= max_bytes {
         return text;
     }

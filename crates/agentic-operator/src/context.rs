@@ -5,13 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_api::ConditionStatus;
-use agentic_core::conditions::find_condition;
+use agentic_core::conditions::{find_condition, truncate};
 use agentic_oci::{RegistryOptions, SkillCache};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use crate::backoff::{Backoff, ObjectKey};
@@ -49,6 +48,8 @@ pub struct Context {
     backoff: Backoff,
 }
 
+/// The Events API rejects notes over 1 kB.
+const MAX_EVENT_NOTE_BYTES: usize = 1000;
 /// Skills (digest and subPath) kept validated in memory; each entry holds one SKILL.md.
 const SKILL_CACHE_ENTRIES: usize = 4096;
 
@@ -76,7 +77,7 @@ impl Context {
         let event = Event {
             type_,
             reason: reason.to_string(),
-            note: Some(truncate(note, 1000)),
+            note: Some(truncate(&note, MAX_EVENT_NOTE_BYTES).to_string()),
             action: "Reconcile".to_string(),
             secondary: None,
         };
@@ -129,20 +130,4 @@ fn key_of<K: Resource>(kind: &'static str, obj: &K) -> ObjectKey {
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     )
-}
-
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut cut = max;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-    }
-    text
-}
-
-/// The reflector key of an object, for watch mappers.
-pub fn object_ref<K: Resource<DynamicType = ()>>(name: &str, namespace: &str) -> ObjectRef<K> {
-    ObjectRef::new(name).within(namespace)
 }
