@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds, once, the binaries the test control plane runs (kube-apiserver, etcd,
-# the agent-sandbox controller) and the clients tests drive it with (kubectl, helm)
-# from the Go module proxy, plus the agent-sandbox CRD manifests, into a cache
-# outside the repository:
+# the agent-sandbox controller), the test node's (containerd with its runc shim and
+# ctr, kubelet, kube-scheduler, and the pause program of its sandbox image) and the
+# clients tests drive them with (kubectl, helm) from the Go module proxy, plus the
+# agent-sandbox CRD manifests, into a cache outside the repository:
 #
 #   ${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv/<key>/bin
 #   ${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv/<key>/crds/agent-sandbox/*.yaml
@@ -35,20 +36,23 @@ module_version() { # <tool dir> <module path>
     go -C "$tools/$1" list -m -f '{{.Version}}' "$2"
 }
 
-k8s_version="$(module_version kube-apiserver k8s.io/kubernetes)"
+k8s_version="$(module_version kubernetes k8s.io/kubernetes)"
 etcd_version="$(module_version etcd go.etcd.io/etcd/server/v3)"
 sandbox_version="$(module_version agent-sandbox sigs.k8s.io/agent-sandbox)"
 helm_version="$(module_version helm helm.sh/helm/v3)"
+containerd_version="$(module_version containerd github.com/containerd/containerd/v2)"
 
 recipe_digest="$(
     cd "$repo_root" &&
-        cat hack/testenv-tools.sh hack/tools/*/go.mod hack/tools/*/go.sum hack/tools/etcd/main.go |
+        cat hack/testenv-tools.sh hack/tools/*/go.mod hack/tools/*/go.sum hack/tools/*/main.go |
         sha256sum | cut -c1-8
 )"
-key="k8s-${k8s_version}_etcd-${etcd_version}_sandbox-${sandbox_version}_helm-${helm_version}_${recipe_digest}"
+key="k8s-${k8s_version}_etcd-${etcd_version}_sandbox-${sandbox_version}_helm-${helm_version}"
+key+="_containerd-${containerd_version}_${recipe_digest}"
 target="$cache_root/$key"
 
-binaries=(kube-apiserver kubectl etcd agent-sandbox-controller helm)
+binaries=(kube-apiserver kubectl etcd agent-sandbox-controller helm
+    containerd containerd-shim-runc-v2 ctr kubelet kube-scheduler pause)
 complete() { # whether $target has every binary
     local binary
     for binary in "${binaries[@]}"; do
@@ -82,10 +86,11 @@ trap 'rm -rf "$staging"' EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$staging/bin" "$staging/crds/agent-sandbox"
 
-build() { # <tool dir> <package> <output name> [ldflags]
+build() { # <tool dir> <package> <output name> [ldflags] [build tags]
     local started=$SECONDS
     log "building $3 ($2)"
-    go -C "$tools/$1" build "${build_flags[@]}" -ldflags "-s -w ${4:-}" -o "$staging/bin/$3" "$2"
+    go -C "$tools/$1" build "${build_flags[@]}" -tags "${5:-}" -ldflags "-s -w ${4:-}" \
+        -o "$staging/bin/$3" "$2"
     log "built $3 in $((SECONDS - started))s"
 }
 
@@ -96,8 +101,8 @@ release_commit() { # <tool dir> <module path> <version>; empty when the proxy do
 
 # The release commit and date, so /version and `kubectl version` report what a
 # release build reports.
-k8s_commit="$(release_commit kube-apiserver k8s.io/kubernetes "$k8s_version")"
-k8s_date="$(go -C "$tools/kube-apiserver" list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)"
+k8s_commit="$(release_commit kubernetes k8s.io/kubernetes "$k8s_version")"
+k8s_date="$(go -C "$tools/kubernetes" list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)"
 k8s_minor="${k8s_version#v1.}"
 k8s_minor="${k8s_minor%%.*}"
 k8s_ldflags=""
@@ -121,9 +126,23 @@ for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
     helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
 done
 build helm helm.sh/helm/v3/cmd/helm helm "$helm_ldflags"
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$k8s_ldflags"
-# Shares most packages with kube-apiserver, so it mostly links from the build cache.
-build kube-apiserver k8s.io/kubernetes/cmd/kubectl kubectl "$k8s_ldflags"
+build kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$k8s_ldflags"
+# These share most packages with kube-apiserver, so they link mostly from the build cache.
+build kubernetes k8s.io/kubernetes/cmd/kubectl kubectl "$k8s_ldflags"
+build kubernetes k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "$k8s_ldflags"
+build kubernetes k8s.io/kubernetes/cmd/kubelet kubelet "$k8s_ldflags"
+
+# containerd as its release Makefile builds it: no snapshotters that need kernel
+# headers or tools this machine lacks, the version stamped, and a static shim.
+containerd_ldflags="-X github.com/containerd/containerd/v2/version.Version=$containerd_version"
+containerd_tags="no_btrfs,no_devmapper,no_zfs"
+build containerd github.com/containerd/containerd/v2/cmd/containerd containerd \
+    "$containerd_ldflags" "$containerd_tags"
+build containerd github.com/containerd/containerd/v2/cmd/ctr ctr "$containerd_ldflags" "$containerd_tags"
+CGO_ENABLED=0 build containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+    containerd-shim-runc-v2 "$containerd_ldflags" "$containerd_tags"
+# Static, so the sandbox image needs nothing but this file.
+CGO_ENABLED=0 build pause . pause
 
 # The controller's module ships its CRDs; take every one it has.
 sandbox_dir="$(go -C "$tools/agent-sandbox" list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)"
