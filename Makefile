@@ -15,12 +15,16 @@ build: ## Build the release binary, exactly as the Dockerfile does
 	cargo build --release --locked -p agentic-operator
 
 .PHONY: testenv
-testenv: ## Build (or reuse) kube-apiserver, etcd, agent-sandbox, helm and kubectl; print their directory last
+testenv: ## Build (or reuse) the control plane's and the test node's binaries, helm and kubectl; print their directory last
 	@hack/testenv-tools.sh
 
 .PHONY: registry
 registry: ## Install the OCI registry (Debian's docker-registry) when missing
 	@hack/install-registry.sh
+
+.PHONY: node-packages
+node-packages: ## Install what the test node takes from Debian (runc, CNI plugins, busybox) when missing
+	@hack/install-node-packages.sh
 
 .PHONY: skills-ref
 skills-ref: ## Install the reference skill validator (skills-ref) into a cached venv; print its command last
@@ -31,7 +35,7 @@ shellcheck: ## Install shellcheck (Debian) when missing
 	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
 
 .PHONY: run
-run: ## Local control plane + registry, sample skills and objects, the operator in the foreground
+run: ## Local control plane, registry and node, the sample skills and objects, the operator in the foreground
 	@hack/run-local.sh
 
 .PHONY: e2e-kind
@@ -39,7 +43,7 @@ e2e-kind: ## End-to-end test on kind (needs Docker, kind >= 0.33, kubectl, helm)
 	hack/kind-e2e.sh
 
 .PHONY: test
-test: registry shellcheck ## Run every test: unit, CRD drift, differential validation, integration against a real control plane
+test: registry node-packages shellcheck ## Run every test: unit, CRD drift, differential validation, integration on a real control plane and node
 	export AGENTIC_TESTENV_BIN="$$(hack/testenv-tools.sh | tail -n1)"; \
 	export AGENTSKILLS_BIN="$$(hack/install-skills-ref.sh | tail -n1)"; \
 	cargo test --workspace --all-targets --locked

@@ -27,11 +27,30 @@ use tokio::task::JoinHandle;
 /// How long a test waits for the operator to converge before failing.
 pub const CONVERGE: Duration = Duration::from_secs(60);
 
-/// The shared control plane of this test binary.
+/// Whether this test binary's control plane has a real node; fixed by the first call of
+/// [`env`] or [`node_env`].
+static WITH_NODE: OnceLock<bool> = OnceLock::new();
+
+/// The shared control plane of this test binary: the one with a node when the binary asked
+/// for it with [`node_env`], else the one without.
 pub async fn env() -> &'static TestEnv {
-    TestEnv::shared()
-        .await
-        .expect("the test control plane starts (run `make test`, which builds it)")
+    let started = if *WITH_NODE.get_or_init(|| false) {
+        TestEnv::shared_with_node().await
+    } else {
+        TestEnv::shared().await
+    };
+    started.expect("the test control plane starts (run `make test`, which builds it)")
+}
+
+/// The shared control plane with a real node (kubelet, containerd, runc): pods really run.
+/// Every test of a binary that uses it calls this first, so that [`env`] and the helpers
+/// built on it ([`scenario`], [`push`], [`registry`]) use the same control plane.
+pub async fn node_env() -> &'static TestEnv {
+    assert!(
+        *WITH_NODE.get_or_init(|| true),
+        "this test binary already uses the control plane without a node"
+    );
+    env().await
 }
 
 /// The operator's controllers running in this process, watching one namespace.

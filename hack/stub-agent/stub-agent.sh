@@ -1,20 +1,56 @@
 #!/bin/sh
-# A stand-in for an agent harness, for end-to-end tests: prints what the sandbox gives an
-# agent (the skills under /opt/skills and the environment that describes them) and exits 0.
-# hack/kind-e2e.sh reads these lines from the pod log.
+# A stand-in for an agent harness, for end-to-end tests and `make run`: prints what the
+# sandbox gives an agent (the skills under /opt/skills and the environment that describes
+# them), then exits. The tests read these lines from the pod log:
+#
+#   skill-file: <path>               every file under /opt/skills, sorted, relative to it
+#   skill-sha256: <sha256>  <path>   its SHA-256, to compare byte for byte
+#   file-base64: <path> <base64>     the skills manifest and params.json, whole
+#   write-opt-skills: <result>       whether creating a file in /opt/skills worked
+#   write-skill: <name> <result>     whether creating a file in /opt/skills/<name> worked
+#   KONVEYOR_RULES=... / HARNESS_SKILL_MODE=...   (<unset> when not set)
+#
+# STUB_EXIT_CODE (default 0) is the exit code; STUB_TERMINATION_MESSAGE, when set, is
+# written to /dev/termination-log first.
 set -eu
 
 skills_dir=/opt/skills
 
 echo "stub-agent: skills under $skills_dir"
 if [ -d "$skills_dir" ]; then
-    # One line per file, sorted, relative to the skills directory. ConfigMap volumes (inline
-    # skills) present files as symlinks into hidden `..data` directories: list the links.
-    (cd "$skills_dir" && find . \( -type f -o -type l \) ! -path '*/..*' | sed 's|^\./||' | sort |
-        sed 's|^|skill-file: |')
+    # ConfigMap volumes (inline skills) present files as symlinks into hidden `..data`
+    # directories: list the links, which read like the files.
+    files="$(cd "$skills_dir" && find . \( -type f -o -type l \) ! -path '*/..*' | sed 's|^\./||' | sort)"
+    for file in $files; do
+        echo "skill-file: $file"
+    done
+    for file in $files; do
+        echo "skill-sha256: $(cd "$skills_dir" && sha256sum "$file")"
+    done
+    for file in "$skills_dir/.konveyor-skills.json" /run/konveyor/params.json; do
+        if [ -f "$file" ]; then
+            echo "file-base64: $file $(base64 -w 0 "$file")"
+        fi
+    done
+    probe() { # <label> <directory>
+        if touch "$2/.stub-agent-probe" 2>/tmp/stub-agent-probe.err; then
+            echo "$1 allowed"
+        else
+            echo "$1 refused: $(cat /tmp/stub-agent-probe.err)"
+        fi
+    }
+    probe "write-opt-skills:" "$skills_dir"
+    for dir in "$skills_dir"/*/; do
+        dir="${dir%/}"
+        [ -d "$dir" ] && probe "write-skill: $(basename "$dir")" "$dir"
+    done
 else
     echo "stub-agent: $skills_dir does not exist"
 fi
 echo "KONVEYOR_RULES=${KONVEYOR_RULES-<unset>}"
 echo "HARNESS_SKILL_MODE=${HARNESS_SKILL_MODE-<unset>}"
+if [ -n "${STUB_TERMINATION_MESSAGE-}" ]; then
+    printf '%s' "$STUB_TERMINATION_MESSAGE" > /dev/termination-log
+fi
 echo "stub-agent: done"
+exit "${STUB_EXIT_CODE:-0}"

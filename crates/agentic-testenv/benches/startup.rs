@@ -19,6 +19,7 @@ fn main() {
                 let env = TestEnv::start(TestEnvOptions {
                     with_agent_sandbox: true,
                     with_registry: true,
+                    with_node: false,
                     bin_dir: None,
                 })
                 .await

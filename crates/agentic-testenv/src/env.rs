@@ -18,20 +18,29 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::OnceCell;
 
 use crate::error::{Error, Result};
+use crate::images::TestImages;
 use crate::net::{free_port, http_get_status};
+use crate::node::{Node, NodeBinaries};
 use crate::pki::Pki;
 use crate::registry::Registry;
 use crate::supervisor::Supervisor;
 use crate::wait_for;
 
-/// Environment variable naming the directory of control-plane binaries: the last line that
-/// `hack/testenv-tools.sh` (`make testenv`) prints. The agent-sandbox CRD manifests are read
-/// from `$AGENTIC_TESTENV_BIN/../crds/agent-sandbox/`.
+/// Environment variable naming the directory of control-plane and node binaries: the last
+/// line that `hack/testenv-tools.sh` (`make testenv`) prints. The agent-sandbox CRD manifests
+/// are read from `$AGENTIC_TESTENV_BIN/../crds/agent-sandbox/`.
 pub const BIN_DIR_ENV: &str = "AGENTIC_TESTENV_BIN";
 
 const ETCD: &str = "etcd";
 const APISERVER: &str = "kube-apiserver";
 const SANDBOX_CONTROLLER: &str = "agent-sandbox-controller";
+const NODE_BINARIES: [&str; 5] = [
+    "containerd",
+    "containerd-shim-runc-v2",
+    "kubelet",
+    "kube-scheduler",
+    "pause",
+];
 const FIELD_MANAGER: &str = "agentic-testenv";
 /// The service network the API server allocates ClusterIPs from; nothing routes it.
 const SERVICE_CIDR: &str = "10.0.0.0/24";
@@ -52,6 +61,10 @@ pub struct TestEnvOptions {
     pub with_agent_sandbox: bool,
     /// Run an OCI registry next to the control plane; see [`TestEnv::registry_addr`].
     pub with_registry: bool,
+    /// Run a real node (containerd, runc, kubelet, kube-scheduler) so that pods are
+    /// scheduled, pull their images and run; see [`TestEnv::images`]. Implies a registry:
+    /// the node's images are pushed there. Needs root.
+    pub with_node: bool,
     /// The directory of control-plane binaries; `None` reads [`BIN_DIR_ENV`].
     pub bin_dir: Option<PathBuf>,
 }
@@ -60,8 +73,10 @@ pub struct TestEnvOptions {
 /// and a [`Registry`], all on 127.0.0.1, with the `konveyor.io` and agent-sandbox CRDs
 /// installed and established.
 ///
-/// There are no nodes, no scheduler and no controller-manager: Pods stay Pending, nothing
-/// garbage-collects owned objects, and deleted namespaces stay Terminating. The
+/// Without [`TestEnvOptions::with_node`] there are no nodes and no scheduler: Pods stay
+/// Pending. With it, one node called `localhost` runs them for real (see the `node` module).
+/// There is never a controller-manager: nothing garbage-collects owned objects, and deleted
+/// namespaces stay Terminating. The
 /// `ServiceAccount` admission plugin is off, because without the controller-manager no
 /// namespace gets a `default` ServiceAccount and every Pod would be rejected; Pods are
 /// therefore stored exactly as created, without a token volume. RBAC is enforced for
@@ -75,20 +90,27 @@ pub struct TestEnv {
     config: kube::Config,
     kubeconfig_path: PathBuf,
     apiserver_url: String,
+    /// Declared before the registry and the control plane, so it stops first.
+    node: Option<Node>,
     registry: Option<Registry>,
     supervisor: Supervisor,
 }
 
 static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
+static SHARED_WITH_NODE: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
 
 impl TestEnv {
     /// Starts a control plane and waits until it serves, with every CRD established.
     pub async fn start(options: TestEnvOptions) -> Result<TestEnv> {
         let started = Instant::now();
-        let bins = Binaries::locate(options.bin_dir.as_deref(), options.with_agent_sandbox)?;
+        let bins = Binaries::locate(
+            options.bin_dir.as_deref(),
+            options.with_agent_sandbox,
+            options.with_node,
+        )?;
         let sandbox_crds = read_sandbox_crds(&bins.crd_dir)?;
         let registry = async {
-            if options.with_registry {
+            if options.with_registry || options.with_node {
                 Registry::start().await.map(Some)
             } else {
                 Ok(None)
@@ -99,9 +121,31 @@ impl TestEnv {
             registry
         );
         let (control_plane, registry) = (control_plane?, registry?);
+        let node = match (&bins.node, &registry) {
+            (Some(node_bins), Some(registry)) => {
+                let client =
+                    kube::Client::try_from(control_plane.config.clone()).map_err(|error| {
+                        Error::Kubeconfig {
+                            path: control_plane.kubeconfig_path.clone(),
+                            message: error.to_string(),
+                        }
+                    })?;
+                Some(
+                    Node::start(
+                        node_bins,
+                        &client,
+                        &control_plane.kubeconfig_path,
+                        &registry.addr(),
+                    )
+                    .await?,
+                )
+            }
+            _ => None,
+        };
         tracing::info!(
             apiserver = %control_plane.apiserver_url,
             registry = registry.as_ref().map(Registry::addr),
+            node = node.is_some(),
             elapsed = ?started.elapsed(),
             "test environment ready"
         );
@@ -110,8 +154,16 @@ impl TestEnv {
             kubeconfig_path: control_plane.kubeconfig_path,
             apiserver_url: control_plane.apiserver_url,
             registry,
+            node,
             supervisor: control_plane.supervisor,
         })
+    }
+
+    /// Like [`TestEnv::shared`], with a real node as well ([`TestEnvOptions::with_node`]):
+    /// pods run. Test binaries that write pod status by hand use [`TestEnv::shared`], where
+    /// no kubelet competes with them.
+    pub async fn shared_with_node() -> Result<&'static TestEnv> {
+        Self::shared_in(&SHARED_WITH_NODE, true).await
     }
 
     /// One environment per test binary, with the agent-sandbox controller and a registry,
@@ -121,11 +173,19 @@ impl TestEnv {
     /// Statics are never dropped; the watchdog stops the processes and removes the work
     /// directory when the test binary exits. If starting fails, every caller gets the error.
     pub async fn shared() -> Result<&'static TestEnv> {
-        let outcome = SHARED
+        Self::shared_in(&SHARED, false).await
+    }
+
+    async fn shared_in(
+        cell: &'static OnceCell<std::result::Result<TestEnv, String>>,
+        with_node: bool,
+    ) -> Result<&'static TestEnv> {
+        let outcome = cell
             .get_or_init(|| async {
                 TestEnv::start(TestEnvOptions {
                     with_agent_sandbox: true,
                     with_registry: true,
+                    with_node,
                     bin_dir: None,
                 })
                 .await
@@ -209,7 +269,22 @@ impl TestEnv {
         if let Some(registry) = &self.registry {
             pids.extend(registry.pids());
         }
+        if let Some(node) = &self.node {
+            pids.extend(node.pids());
+        }
         pids
+    }
+
+    /// The images pushed for the node (pause, busybox, the stub agent), pinned by digest;
+    /// `None` without a node.
+    pub fn images(&self) -> Option<&TestImages> {
+        self.node.as_ref().map(Node::images)
+    }
+
+    /// The node's work directory (containerd's and kubelet's configuration, state and
+    /// logs: `containerd.log`, `kubelet.log`, `kube-scheduler.log`); `None` without a node.
+    pub fn node_dir(&self) -> Option<&Path> {
+        self.node.as_ref().map(Node::dir)
     }
 
     /// The temporary directory holding certificates, etcd's data and the logs
@@ -230,6 +305,7 @@ impl std::fmt::Debug for TestEnv {
             .field("apiserver_url", &self.apiserver_url)
             .field("kubeconfig_path", &self.kubeconfig_path)
             .field("registry", &self.registry)
+            .field("images", &self.images())
             .finish_non_exhaustive()
     }
 }
@@ -240,10 +316,15 @@ struct Binaries {
     apiserver: PathBuf,
     sandbox_controller: PathBuf,
     crd_dir: PathBuf,
+    node: Option<NodeBinaries>,
 }
 
 impl Binaries {
-    fn locate(bin_dir: Option<&Path>, with_agent_sandbox: bool) -> Result<Binaries> {
+    fn locate(
+        bin_dir: Option<&Path>,
+        with_agent_sandbox: bool,
+        with_node: bool,
+    ) -> Result<Binaries> {
         let bin_dir = match bin_dir {
             Some(dir) => dir.to_path_buf(),
             None => std::env::var_os(BIN_DIR_ENV)
@@ -270,7 +351,22 @@ impl Binaries {
         } else {
             bin_dir.join(SANDBOX_CONTROLLER)
         };
+        let node = if with_node {
+            for name in NODE_BINARIES {
+                require(name)?;
+            }
+            Some(NodeBinaries {
+                containerd: bin_dir.join("containerd"),
+                kubelet: bin_dir.join("kubelet"),
+                scheduler: bin_dir.join("kube-scheduler"),
+                pause: bin_dir.join("pause"),
+                bin_dir: bin_dir.clone(),
+            })
+        } else {
+            None
+        };
         Ok(Binaries {
+            node,
             etcd: require(ETCD)?,
             apiserver: require(APISERVER)?,
             sandbox_controller,
@@ -394,6 +490,9 @@ impl ControlPlane {
             // No controller-manager creates `default` ServiceAccounts; see the type docs.
             .arg("--disable-admission-plugins=ServiceAccount")
             .arg("--allow-privileged=true")
+            // The test node's kubelet serves on 127.0.0.1 only; the node is called
+            // `localhost`, so its Hostname address reaches it.
+            .arg("--kubelet-preferred-address-types=Hostname,InternalIP")
             .arg("--profiling=false");
         supervisor.spawn(APISERVER, apiserver)?;
 

@@ -55,6 +55,14 @@ pub enum Error {
         log_tail: String,
     },
 
+    /// A command the test node is set up with failed.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    CommandFailed {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+
     /// No free loopback port could be reserved.
     #[error("finding a free port on 127.0.0.1: {0}")]
     NoFreePort(#[source] std::io::Error),
@@ -117,6 +125,7 @@ impl Error {
             Error::Spawn { .. } => "Spawn",
             Error::ExitedEarly { .. } => "ExitedEarly",
             Error::NotReady { .. } => "NotReady",
+            Error::CommandFailed { .. } => "CommandFailed",
             Error::NoFreePort(_) => "NoFreePort",
             Error::Certificate { .. } => "Certificate",
             Error::CrdManifest { .. } => "CrdManifest",

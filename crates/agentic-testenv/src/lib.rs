@@ -17,7 +17,9 @@
 
 mod env;
 mod error;
+mod images;
 mod net;
+mod node;
 mod pki;
 mod registry;
 mod supervisor;
@@ -27,6 +29,8 @@ use std::time::{Duration, Instant};
 
 pub use env::{BIN_DIR_ENV, TestEnv, TestEnvOptions};
 pub use error::{Error, Result};
+pub use images::{BUSYBOX_ENV, DEFAULT_BUSYBOX, TestImages};
+pub use node::NODE_NAME;
 pub use registry::{DEFAULT_REGISTRY_BIN, REGISTRY_BIN_ENV, Registry};
 
 use supervisor::Supervisor;

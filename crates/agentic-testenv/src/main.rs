@@ -9,8 +9,8 @@ use clap::{Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
-/// A real kube-apiserver, etcd, OCI registry and (optionally) agent-sandbox controller on
-/// loopback, built by `make testenv`.
+/// A real kube-apiserver, etcd, OCI registry and (optionally) agent-sandbox controller and
+/// node (containerd, kubelet, kube-scheduler) on loopback, built by `make testenv`.
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Cli {
@@ -23,7 +23,9 @@ enum Command {
     /// Start everything and run until SIGINT or SIGTERM.
     ///
     /// Writes DIR/kubeconfig (cluster admin) and DIR/registry (host:port), then creates
-    /// DIR/ready once everything answers; DIR/ready is removed again on shutdown.
+    /// DIR/ready once everything answers; DIR/ready is removed again on shutdown. With
+    /// --with-node, also DIR/images.json (the node's test images, pinned by digest) and
+    /// DIR/node-ready once the node is Ready.
     Up {
         /// Where to write kubeconfig, registry and ready.
         #[arg(long)]
@@ -31,6 +33,10 @@ enum Command {
         /// Also run the agent-sandbox controller.
         #[arg(long)]
         with_agent_sandbox: bool,
+        /// Also run a node (containerd, runc, kubelet, kube-scheduler), so pods really run.
+        /// Needs root.
+        #[arg(long)]
+        with_node: bool,
         /// The directory of control-plane binaries printed by `make testenv`.
         #[arg(long, env = BIN_DIR_ENV)]
         bin_dir: Option<PathBuf>,
@@ -51,28 +57,35 @@ async fn main() -> anyhow::Result<()> {
         Command::Up {
             dir,
             with_agent_sandbox,
+            with_node,
             bin_dir,
-        } => up(&dir, with_agent_sandbox, bin_dir).await,
+        } => {
+            let options = TestEnvOptions {
+                with_agent_sandbox,
+                with_registry: true,
+                with_node,
+                bin_dir,
+            };
+            up(&dir, options).await
+        }
     }
 }
 
-async fn up(dir: &Path, with_agent_sandbox: bool, bin_dir: Option<PathBuf>) -> anyhow::Result<()> {
+async fn up(dir: &Path, options: TestEnvOptions) -> anyhow::Result<()> {
     let ready = dir.join("ready");
+    let node_ready = dir.join("node-ready");
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     remove_if_present(&ready)?;
+    remove_if_present(&node_ready)?;
     // Listen before starting, so a signal during startup still shuts down cleanly.
     let mut interrupt = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
 
     tracing::info!(
-        with_agent_sandbox,
+        with_agent_sandbox = options.with_agent_sandbox,
+        with_node = options.with_node,
         "starting etcd, kube-apiserver and a registry"
     );
-    let options = TestEnvOptions {
-        with_agent_sandbox,
-        with_registry: true,
-        bin_dir,
-    };
     let env = tokio::select! {
         env = TestEnv::start(options) => env.context("starting the test environment")?,
         _ = interrupt.recv() => return interrupted("SIGINT"),
@@ -86,12 +99,21 @@ async fn up(dir: &Path, with_agent_sandbox: bool, bin_dir: Option<PathBuf>) -> a
     let registry = env.registry_addr().unwrap_or_default();
     std::fs::write(&registry_file, &registry)
         .with_context(|| format!("writing {}", registry_file.display()))?;
+    if let Some(images) = env.images() {
+        let images_file = dir.join("images.json");
+        let json = serde_json::to_string_pretty(images).context("encoding the image list")?;
+        std::fs::write(&images_file, json)
+            .with_context(|| format!("writing {}", images_file.display()))?;
+        std::fs::write(&node_ready, "")
+            .with_context(|| format!("writing {}", node_ready.display()))?;
+    }
     std::fs::write(&ready, "").with_context(|| format!("writing {}", ready.display()))?;
     tracing::info!(
         apiserver = env.apiserver_url(),
         %registry,
         kubeconfig = %kubeconfig.display(),
         logs = %env.work_dir().display(),
+        node_logs = env.node_dir().map(|dir| dir.display().to_string()),
         "ready; stop with Ctrl-C"
     );
 
@@ -101,6 +123,7 @@ async fn up(dir: &Path, with_agent_sandbox: bool, bin_dir: Option<PathBuf>) -> a
     };
     tracing::info!(signal = received, "shutting down");
     remove_if_present(&ready)?;
+    remove_if_present(&node_ready)?;
     drop(env);
     tracing::info!("stopped");
     Ok(())

@@ -30,10 +30,12 @@ const WATCHDOG_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const LOG_TAIL_BYTES: u64 = 4096;
 
 /// Reads `add PID` / `del PID` lines until end-of-file, then kills the process group of every
-/// pid still listed, waits briefly for them to go, and removes the work directory (`$1`).
+/// pid still listed, waits briefly for them to go, runs the cleanup script (`$2`, may be
+/// empty) and removes the work directory (`$1`).
 /// Written for dash: its `kill` takes no `--`, and a negative pid names a process group.
 const WATCHDOG_SCRIPT: &str = r#"
 dir=$1
+cleanup=$2
 groups=
 while read -r verb pid; do
   case $verb in
@@ -50,6 +52,7 @@ while [ $tries -lt 50 ]; do
   sleep 0.1
   tries=$((tries + 1))
 done
+[ -n "$cleanup" ] && /bin/sh -c "$cleanup"
 rm -rf -- "$dir"
 "#;
 
@@ -66,11 +69,19 @@ pub(crate) struct Supervisor {
     /// Closing this tells the watchdog to clean up; `None` once it has been closed.
     watchdog_pipe: Option<PipeWriter>,
     children: Vec<Managed>,
+    /// A shell script that undoes what the children did outside the directory.
+    cleanup: String,
 }
 
 impl Supervisor {
     /// Creates a fresh directory under the system temp dir and starts its watchdog.
     pub(crate) fn new(prefix: &str) -> Result<Self> {
+        Self::with_cleanup(prefix, String::new())
+    }
+
+    /// Like [`Supervisor::new`], with a shell script that runs once every child is gone
+    /// (before the directory is removed), both on drop and from the watchdog.
+    pub(crate) fn with_cleanup(prefix: &str, cleanup: String) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix(prefix)
             .tempdir()
@@ -85,6 +96,7 @@ impl Supervisor {
             .arg(WATCHDOG_SCRIPT)
             .arg("agentic-testenv-watchdog")
             .arg(&dir)
+            .arg(&cleanup)
             // Anywhere but a directory someone may want to remove.
             .current_dir("/")
             .stdin(reader)
@@ -109,6 +121,7 @@ impl Supervisor {
             watchdog,
             watchdog_pipe: Some(writer),
             children: Vec::new(),
+            cleanup,
         })
     }
 
@@ -218,6 +231,16 @@ impl Supervisor {
 impl Drop for Supervisor {
     fn drop(&mut self) {
         self.stop_children();
+        if !self.cleanup.is_empty() {
+            match Command::new("/bin/sh")
+                .arg("-c")
+                .arg(&self.cleanup)
+                .status()
+            {
+                Ok(status) if status.success() => {}
+                outcome => tracing::warn!(?outcome, dir = %self.dir.display(), "cleanup script"),
+            }
+        }
         if let Err(error) = std::fs::remove_dir_all(&self.dir)
             && error.kind() != std::io::ErrorKind::NotFound
         {

@@ -12,6 +12,7 @@ fn options() -> TestEnvOptions {
     TestEnvOptions {
         with_agent_sandbox: true,
         with_registry: true,
+        with_node: false,
         bin_dir: None,
     }
 }

@@ -1,0 +1,555 @@
+//! Runs on a real node (kubelet, containerd, runc): the run's pod is scheduled, pulls the
+//! stub agent and the skill images, mounts them, and the agent's exit decides the run. The
+//! stub agent (`hack/stub-agent`) prints what it sees; these tests read its log.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use agentic_api::{
+    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, CredentialRef, Gateway,
+    GatewayModel, GatewaySpec, ObjectRef, ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
+};
+use agentic_integration_tests::{
+    Operator, apply, condition, node_env, push, registry, scenario, wait_agent_ready, wait_for,
+    wait_phase, write_skill,
+};
+use agentic_operator::context::SandboxBackend;
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{EnvVar, Pod, Secret};
+use kube::api::{LogParams, ObjectMeta};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// A fresh namespace on the control plane with a node, and the operator watching it.
+async fn node_scenario(prefix: &str, backend: SandboxBackend) -> (String, Client, Operator) {
+    node_env().await;
+    scenario(prefix, backend).await
+}
+
+/// The stub agent image, pinned by digest.
+async fn stub_agent() -> String {
+    node_env()
+        .await
+        .images()
+        .expect("the node's images")
+        .stub_agent
+        .clone()
+}
+
+/// The SHA-256 of every file under `dir`, keyed by its path relative to `root`.
+fn hashes(root: &Path, dir: &Path, into: &mut BTreeMap<String, String>) {
+    use sha2::Digest as _;
+    for entry in std::fs::read_dir(dir).expect("read skill dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            hashes(root, &path, into);
+        } else {
+            let bytes = std::fs::read(&path).expect("read skill file");
+            let relative = path.strip_prefix(root).expect("under root");
+            into.insert(
+                relative.display().to_string(),
+                hex::encode(sha2::Sha256::digest(&bytes)),
+            );
+        }
+    }
+}
+
+/// A Gateway and an Agent running the stub agent with `cards`; waits until it is Ready.
+async fn agent(client: &Client, ns: &str, name: &str, image: &str, cards: &[&str]) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    apply(
+        &secrets,
+        &Secret {
+            metadata: meta("llm-key"),
+            string_data: Some(BTreeMap::from([("apiKey".into(), "sk-test".into())])),
+            ..Secret::default()
+        },
+    )
+    .await;
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
+    apply(
+        &gateways,
+        &Gateway {
+            metadata: meta("llm"),
+            spec: GatewaySpec {
+                provider: "openai".into(),
+                endpoint: Some("http://llm.invalid/v1".into()),
+                credential_ref: Some(CredentialRef {
+                    secret_name: "llm-key".into(),
+                    key: Some("apiKey".into()),
+                }),
+                model: GatewayModel {
+                    name: "gpt-test".into(),
+                    context_window: 128_000,
+                    tier: None,
+                },
+            },
+            status: None,
+        },
+    )
+    .await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: meta(name),
+            spec: AgentSpec {
+                image: image.into(),
+                prompt: Some("You migrate Java code.".into()),
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                skill_cards: cards
+                    .iter()
+                    .map(|card| ObjectRef {
+                        name: (*card).into(),
+                    })
+                    .collect(),
+                params: vec![
+                    AgentParam {
+                        name: "target".into(),
+                        param_type: ParamType::Number,
+                        required: Some(true),
+                        ..AgentParam::default()
+                    },
+                    AgentParam {
+                        name: "dry_run".into(),
+                        param_type: ParamType::Boolean,
+                        default: Some("false".into()),
+                        ..AgentParam::default()
+                    },
+                ],
+                skill_delivery: "native".into(),
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_agent_ready(&agents, name).await;
+}
+
+fn run(name: &str, agent: &str, env: &[(&str, &str)]) -> AgentRun {
+    AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: agent.into(),
+            params: vec![RunParam {
+                name: "target".into(),
+                value: "21".into(),
+            }],
+            env: env
+                .iter()
+                .map(|(name, value)| EnvVar {
+                    name: (*name).into(),
+                    value: Some((*value).into()),
+                    ..EnvVar::default()
+                })
+                .collect(),
+            ..AgentRunSpec::default()
+        },
+        status: None,
+    }
+}
+
+/// The agent container's log of the run's pod.
+async fn agent_log(client: &Client, ns: &str, run: &AgentRun) -> String {
+    let pod = run
+        .status
+        .as_ref()
+        .and_then(|status| status.sandbox_name.clone())
+        .expect("the run names its sandbox");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.logs(
+        &pod,
+        &LogParams {
+            container: Some("agent".into()),
+            ..LogParams::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|error| panic!("reading the log of pod {pod}: {error}"))
+}
+
+/// The values of the log lines that start with `prefix`.
+fn lines<'a>(log: &'a str, prefix: &str) -> Vec<&'a str> {
+    log.lines()
+        .filter_map(|line| line.strip_prefix(prefix))
+        .collect()
+}
+
+/// The SHA-256 the stub agent printed for each skill file, keyed by its path under
+/// `/opt/skills` (the skills manifest left out).
+fn printed_hashes(log: &str) -> BTreeMap<String, String> {
+    lines(log, "skill-sha256: ")
+        .into_iter()
+        .filter_map(|line| {
+            let (hash, path) = line.split_once("  ")?;
+            Some((path.to_string(), hash.to_string()))
+        })
+        .filter(|(path, _)| path != ".konveyor-skills.json")
+        .collect()
+}
+
+/// The file the stub agent printed as base64.
+fn printed_file(log: &str, path: &str) -> Vec<u8> {
+    let prefix = format!("file-base64: {path} ");
+    let encoded = lines(log, &prefix)
+        .first()
+        .copied()
+        .unwrap_or_else(|| panic!("the agent printed no {path}:\n{log}"));
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64")
+}
+
+fn reason(run: &AgentRun, type_: &str) -> (String, String) {
+    let conditions = &run.status.as_ref().expect("status").conditions;
+    let condition = condition(conditions, type_).unwrap_or_else(|| panic!("no {type_}: {run:#?}"));
+    (condition.reason.clone(), condition.message.clone())
+}
+
+#[tokio::test]
+async fn the_pod_sees_every_skill_byte_for_byte_read_only() {
+    let (ns, client, operator) = node_scenario("node-skills", SandboxBackend::AgentSandbox).await;
+
+    // A whole-image skill with a reference file, and one skill picked by subPath from a
+    // two-skill image; bytes that a lossy copy would change.
+    let java_dir = tempfile::tempdir().expect("tempdir");
+    let java = write_skill(java_dir.path(), "java-upgrade", "Upgrade Java projects.");
+    std::fs::create_dir_all(java.join("references")).expect("mkdir");
+    std::fs::write(
+        java.join("references/removed-apis.md"),
+        "# Removed APIs\r\n\tjava.security.acl — gone in 14  \n\u{1F600}\n",
+    )
+    .expect("write reference");
+    let java_image = push(std::slice::from_ref(&java), &format!("{ns}/java:1")).await;
+    let multi = tempfile::tempdir().expect("tempdir");
+    let quarkus = write_skill(multi.path(), "quarkus-config", "Configure Quarkus.");
+    let maven = write_skill(multi.path(), "maven-deps", "Fix Maven dependencies.");
+    let multi_image = push(&[quarkus.clone(), maven], &format!("{ns}/multi:1")).await;
+    let inline_text =
+        "---\nname: no-system-out\ndescription: Log, never print.\n---\nUse a logger.\n";
+
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let tag = |pinned: &str| pinned.split('@').next().expect("tag").to_string();
+    for (name, spec) in [
+        (
+            "java",
+            SkillCardSpec {
+                image: Some(tag(&java_image)),
+                ..SkillCardSpec::default()
+            },
+        ),
+        (
+            "quarkus",
+            SkillCardSpec {
+                image: Some(tag(&multi_image)),
+                sub_path: Some("quarkus-config".into()),
+                skill_type: SkillType::Rule,
+                ..SkillCardSpec::default()
+            },
+        ),
+        (
+            "logging",
+            SkillCardSpec {
+                inline: Some(inline_text.into()),
+                skill_type: SkillType::Rule,
+                ..SkillCardSpec::default()
+            },
+        ),
+    ] {
+        apply(
+            &cards,
+            &SkillCard {
+                metadata: meta(name),
+                spec,
+                status: None,
+            },
+        )
+        .await;
+    }
+    agent(
+        &client,
+        &ns,
+        "migrator",
+        &stub_agent().await,
+        &["java", "quarkus", "logging"],
+    )
+    .await;
+
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("upgrade", "migrator", &[])).await;
+    let done = wait_phase(&runs, "upgrade", AgentRunPhase::Succeeded).await;
+    let log = agent_log(&client, &ns, &done).await;
+
+    let mut expected = BTreeMap::new();
+    hashes(java_dir.path(), &java, &mut expected);
+    hashes(multi.path(), &quarkus, &mut expected);
+    expected.insert(
+        "no-system-out/SKILL.md".into(),
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+            inline_text.as_bytes(),
+        )),
+    );
+    let seen = printed_hashes(&log);
+    assert_eq!(
+        seen, expected,
+        "files under /opt/skills, by SHA-256:\n{log}"
+    );
+
+    // Read-only: the image volumes and the inline skill's ConfigMap refuse writes.
+    let refusals = lines(&log, "write-skill: ");
+    assert_eq!(refusals.len(), 3, "{log}");
+    for refusal in &refusals {
+        assert!(refusal.contains("refused: "), "{refusal}\n{log}");
+    }
+    for skill in ["java-upgrade", "quarkus-config"] {
+        assert!(
+            refusals
+                .iter()
+                .any(|line| line.starts_with(skill) && line.contains("Read-only file system")),
+            "{skill} is mounted read-only:\n{log}"
+        );
+    }
+    assert!(
+        lines(&log, "write-opt-skills: ")
+            .first()
+            .is_some_and(|line| line.starts_with("refused")),
+        "{log}"
+    );
+
+    let manifest: Value =
+        serde_json::from_slice(&printed_file(&log, "/opt/skills/.konveyor-skills.json"))
+            .expect("the skills manifest is JSON");
+    assert_eq!(
+        manifest["rules"],
+        json!(["no-system-out", "quarkus-config"])
+    );
+    let skills: Vec<(&str, &str, &str)> = manifest["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .map(|skill| {
+            (
+                skill["name"].as_str().unwrap_or_default(),
+                skill["type"].as_str().unwrap_or_default(),
+                skill["sourcePath"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        skills,
+        [
+            ("java-upgrade", "skill", "/opt/skills/java-upgrade"),
+            ("no-system-out", "rule", "/opt/skills/no-system-out"),
+            ("quarkus-config", "rule", "/opt/skills/quarkus-config"),
+        ]
+    );
+    let params: Value = serde_json::from_slice(&printed_file(&log, "/run/konveyor/params.json"))
+        .expect("params.json is JSON");
+    assert_eq!(params, json!({"dry_run": false, "target": 21}));
+    assert_eq!(
+        lines(&log, "KONVEYOR_RULES="),
+        ["no-system-out,quarkus-config"],
+        "{log}"
+    );
+    assert_eq!(lines(&log, "HARNESS_SKILL_MODE="), ["native"], "{log}");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn konveyor_rules_is_set_and_empty_without_rules() {
+    let (ns, client, operator) = node_scenario("node-norules", SandboxBackend::Pod).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let skill = write_skill(dir.path(), "plan", "Plan the work.");
+    let image = push(&[skill], &format!("{ns}/plan:1")).await;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &cards,
+        &SkillCard {
+            metadata: meta("plan"),
+            spec: SkillCardSpec {
+                image: Some(image),
+                ..SkillCardSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    agent(&client, &ns, "planner", &stub_agent().await, &["plan"]).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("plan", "planner", &[])).await;
+    let done = wait_phase(&runs, "plan", AgentRunPhase::Succeeded).await;
+    let log = agent_log(&client, &ns, &done).await;
+    assert_eq!(
+        lines(&log, "KONVEYOR_RULES="),
+        [""],
+        "set and empty:\n{log}"
+    );
+    assert_eq!(
+        lines(&log, "skill-file: "),
+        [".konveyor-skills.json", "plan/SKILL.md"],
+        "{log}"
+    );
+    operator.stop().await;
+}
+
+/// Exit 0 is Succeeded; a non-zero exit is Failed with the agent's termination message.
+async fn outcomes_follow_the_agent_exit(backend: SandboxBackend, prefix: &str) {
+    let (ns, client, operator) = node_scenario(prefix, backend).await;
+    agent(&client, &ns, "stub", &stub_agent().await, &[]).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("passes", "stub", &[])).await;
+    apply(
+        &runs,
+        &run(
+            "fails",
+            "stub",
+            &[
+                ("STUB_EXIT_CODE", "7"),
+                ("STUB_TERMINATION_MESSAGE", "3 tests failed in module core"),
+            ],
+        ),
+    )
+    .await;
+
+    let passed = wait_phase(&runs, "passes", AgentRunPhase::Succeeded).await;
+    assert_eq!(reason(&passed, "Ready").0, "AgentSucceeded", "{passed:#?}");
+    assert!(
+        passed
+            .status
+            .as_ref()
+            .and_then(|s| s.completion_time.clone())
+            .is_some()
+    );
+    let failed = wait_phase(&runs, "fails", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed, "Ready");
+    assert_eq!(reason, "AgentFailed", "{failed:#?}");
+    assert!(message.contains("7"), "names the exit code: {message}");
+    assert!(
+        message.contains("3 tests failed in module core"),
+        "carries the termination message: {message}"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn sandbox_runs_end_from_the_agent_exit() {
+    outcomes_follow_the_agent_exit(SandboxBackend::AgentSandbox, "node-exit-sandbox").await;
+}
+
+#[tokio::test]
+async fn pod_runs_end_from_the_agent_exit() {
+    outcomes_follow_the_agent_exit(SandboxBackend::Pod, "node-exit-pod").await;
+}
+
+#[tokio::test]
+async fn a_missing_image_shows_the_kubelets_reason() {
+    let (ns, client, operator) = node_scenario("node-noimage", SandboxBackend::Pod).await;
+    let missing = format!("{}/agentic-testenv/missing:1", registry().await);
+    agent(&client, &ns, "broken", &missing, &[]).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("nope", "broken", &[])).await;
+    let waiting = wait_for(
+        &runs,
+        "nope",
+        "the kubelet's pull error",
+        |run: &AgentRun| {
+            run.status.as_ref().is_some_and(|status| {
+                condition(&status.conditions, "Ready").is_some_and(|ready| {
+                    ready.message.contains("ErrImagePull")
+                        || ready.message.contains("ImagePullBackOff")
+                })
+            })
+        },
+    )
+    .await;
+    let status = waiting.status.expect("status");
+    assert_eq!(status.phase, Some(AgentRunPhase::Pending), "{status:#?}");
+    assert_eq!(reason_of(&status.conditions), "PodPending");
+    operator.stop().await;
+}
+
+fn reason_of(conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) -> &str {
+    condition(conditions, "Ready").map_or("", |ready| ready.reason.as_str())
+}
+
+/// Skill directories with nested folders: two real skills from the shared corpus when it is
+/// there (`../shared/skills-corpus`), else two written here with the same shape.
+fn nested_skills(scratch: &Path) -> Vec<std::path::PathBuf> {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/skills-corpus/konveyor");
+    let real: Vec<_> = ["javaee-to-quarkus", "plan"]
+        .iter()
+        .map(|name| corpus.join(name))
+        .collect();
+    if real.iter().all(|dir| dir.join("SKILL.md").is_file()) {
+        return real;
+    }
+    ["javaee-to-quarkus", "plan"]
+        .iter()
+        .map(|name| {
+            let dir = write_skill(scratch, name, "A skill with modules and references.");
+            for (file, text) in [
+                ("modules/lifecycle.md", "# Lifecycle\n"),
+                ("references/pattern-map.md", "| from | to |\n|---|---|\n"),
+            ] {
+                let path = dir.join(file);
+                std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+                std::fs::write(path, text).expect("write");
+            }
+            dir
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_file_of_a_multi_skill_image_stays_reachable() {
+    let (ns, client, operator) = node_scenario("node-corpus", SandboxBackend::Pod).await;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let dirs = nested_skills(scratch.path());
+    let image = push(&dirs, &format!("{ns}/konveyor:1")).await;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let mut expected = BTreeMap::new();
+    for dir in &dirs {
+        let name = dir
+            .file_name()
+            .expect("a name")
+            .to_string_lossy()
+            .into_owned();
+        hashes(dir.parent().expect("parent"), dir, &mut expected);
+        apply(
+            &cards,
+            &SkillCard {
+                metadata: meta(&name),
+                spec: SkillCardSpec {
+                    image: Some(image.split('@').next().expect("tag").to_string()),
+                    sub_path: Some(name.clone()),
+                    ..SkillCardSpec::default()
+                },
+                status: None,
+            },
+        )
+        .await;
+    }
+    agent(
+        &client,
+        &ns,
+        "migrator",
+        &stub_agent().await,
+        &["javaee-to-quarkus", "plan"],
+    )
+    .await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("migrate", "migrator", &[])).await;
+    let done = wait_phase(&runs, "migrate", AgentRunPhase::Succeeded).await;
+    let log = agent_log(&client, &ns, &done).await;
+    let seen = printed_hashes(&log);
+    assert!(expected.len() > 4, "nested files to compare: {expected:?}");
+    assert_eq!(seen, expected, "every file, byte for byte:\n{log}");
+    operator.stop().await;
+}
