@@ -509,13 +509,22 @@ fn blobs_must_match_their_digest_and_size() {
         .apply_layer(layer.as_slice(), &wrong_digest)
         .unwrap_err();
     assert_eq!(error.reason(), "DigestMismatch", "{error}");
+    let actual = crate::pack::sha256_digest(&layer);
+    assert!(
+        error.to_string().contains(&format!(
+            "expected {} ({} bytes), got {actual}",
+            wrong_digest.digest,
+            layer.len()
+        )),
+        "{error}"
+    );
 
     let mut locator = SkillLocator::new(None, Limits::default());
     let mut short = blob(&layer);
     short.size -= 1;
     let error = locator.apply_layer(layer.as_slice(), &short).unwrap_err();
     assert_eq!(error.reason(), "DigestMismatch", "{error}");
-    assert!(error.to_string().contains("more bytes"), "{error}");
+    assert!(error.to_string().contains("got more than"), "{error}");
 
     let mut locator = SkillLocator::new(None, Limits::default());
     let truncated = &layer[..layer.len() - 10];
