@@ -191,15 +191,12 @@ pub async fn resolve_digest(
     opts: &RegistryOptions,
 ) -> Result<ResolvedImage, OciError> {
     let parsed = parse_reference(reference)?;
-    let client = client(opts)?;
-    let digest = within(
-        opts.fetch_timeout,
-        reference,
-        counted(client.fetch_manifest_digest(&parsed, &auth.to_client_auth())),
-    )
-    .await?
-    .map_err(|error| registry_error(error, reference))?;
-    check_digest(&digest, reference)?;
+    let deadline = Instant::now() + opts.fetch_timeout;
+    let resolve = async {
+        let session = Session::open(parsed.clone(), reference, auth, opts, deadline).await?;
+        session.resolve(reference).await
+    };
+    let digest = within(opts.fetch_timeout, reference, resolve).await??;
     tracing::debug!(%reference, %digest, "resolved image");
     Ok(ResolvedImage::new(&parsed, &digest))
 }
@@ -231,9 +228,10 @@ pub async fn fetch_skill(
         validate_sub_path(sub_path)?;
     }
     let deadline = Instant::now() + opts.fetch_timeout;
+    let image = &resolved.repository_with_digest;
     let read = async {
-        let session = Session::open(resolved, auth, opts, deadline).await?;
-        session.read_skill(sub_path).await
+        let session = Session::open(resolved.reference(), image, auth, opts, deadline).await?;
+        session.read_skill(resolved, sub_path).await
     };
     within(opts.fetch_timeout, &resolved.repository_with_digest, read).await?
 }
@@ -255,8 +253,9 @@ async fn within<T>(
 }
 
 /// What reading one image needs: the clients, the credentials and the deadline.
-struct Session<'a> {
-    resolved: &'a ResolvedImage,
+struct Session {
+    /// The repository read; its tag or digest names the first manifest.
+    reference: Reference,
     limits: Limits,
     deadline: Instant,
     /// Layers go through oci-client, which verifies them and reuses the token below.
@@ -273,22 +272,18 @@ enum Credentials {
     Basic { username: String, password: String },
 }
 
-impl<'a> Session<'a> {
+impl Session {
     async fn open(
-        resolved: &'a ResolvedImage,
+        reference: Reference,
+        image: &str,
         auth: &RegistryAuth,
         opts: &RegistryOptions,
         deadline: Instant,
-    ) -> Result<Session<'a>, OciError> {
+    ) -> Result<Session, OciError> {
         let client = client(opts)?;
-        let image = &resolved.repository_with_digest;
         // Also stores the token for the layer requests made through `client`.
         let token = client
-            .auth(
-                &resolved.reference(),
-                &auth.to_client_auth(),
-                RegistryOperation::Pull,
-            )
+            .auth(&reference, &auth.to_client_auth(), RegistryOperation::Pull)
             .await
             .map_err(|error| registry_error(error, image))?;
         let credentials = match (token, auth) {
@@ -307,9 +302,12 @@ impl<'a> Session<'a> {
             .map_err(|error| OciError::Internal {
                 message: format!("cannot build the registry client: {error}"),
             })?;
-        let insecure = opts.insecure_registries.contains(&resolved.registry);
+        let insecure = opts
+            .insecure_registries
+            .iter()
+            .any(|registry| registry == reference.registry());
         Ok(Session {
-            resolved,
+            reference,
             limits: opts.limits,
             deadline,
             client,
@@ -319,8 +317,53 @@ impl<'a> Session<'a> {
         })
     }
 
-    async fn read_skill(&self, sub_path: Option<&str>) -> Result<SkillContent, OciError> {
-        let resolved = self.resolved;
+    /// The digest the reference points at: the registry's `Docker-Content-Digest` on HEAD,
+    /// or the digest of the (bounded) manifest when the registry sends none.
+    async fn resolve(&self, image: &str) -> Result<String, OciError> {
+        let pinned = self.reference.digest();
+        let wanted = pinned
+            .or(self.reference.tag())
+            .unwrap_or("latest")
+            .to_string();
+        let head = counted(self.manifest_request(reqwest::Method::HEAD, &wanted).send())
+            .await
+            .map_err(|error| unavailable(image, &error))?;
+        let status = head.status();
+        if !status.is_success() {
+            return Err(by_status(
+                status.as_u16(),
+                image.to_string(),
+                format!("looking up the manifest: {status}"),
+            ));
+        }
+        let claimed = head
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
+        let digest = match claimed {
+            Some(digest) => digest,
+            None => {
+                let request = self.manifest_request(reqwest::Method::GET, &wanted);
+                sha256_digest(&counted(read_bounded(request, image)).await?)
+            }
+        };
+        check_digest(&digest, image)?;
+        match pinned {
+            Some(pinned) if pinned != digest => Err(OciError::DigestMismatch {
+                reference: image.to_string(),
+                expected: pinned.to_string(),
+                actual: digest,
+            }),
+            _ => Ok(digest),
+        }
+    }
+
+    async fn read_skill(
+        &self,
+        resolved: &ResolvedImage,
+        sub_path: Option<&str>,
+    ) -> Result<SkillContent, OciError> {
         let image = &resolved.repository_with_digest;
         let document = self.pull_manifest(&resolved.digest, image).await?;
         let (located, report) = if document.is_index() {
@@ -377,26 +420,35 @@ impl<'a> Session<'a> {
         })
     }
 
-    /// Reads a manifest by digest: at most [`MAX_MANIFEST_BYTES`], verified against `digest`.
-    async fn pull_manifest(&self, digest: &str, image: &str) -> Result<ManifestDocument, OciError> {
-        check_digest(digest, image)?;
+    /// A request for the manifest named `tag_or_digest` in the session's repository.
+    fn manifest_request(
+        &self,
+        method: reqwest::Method,
+        tag_or_digest: &str,
+    ) -> reqwest::RequestBuilder {
         let url = format!(
-            "{}://{}/v2/{}/manifests/{digest}",
+            "{}://{}/v2/{}/manifests/{tag_or_digest}",
             self.scheme,
-            self.resolved.reference().resolve_registry(),
-            self.resolved.repository
+            self.reference.resolve_registry(),
+            self.reference.repository()
         );
         let request = self
             .http
-            .get(&url)
+            .request(method, &url)
             .header(http::header::ACCEPT, ACCEPTED_MANIFESTS.join(", "));
-        let request = match &self.credentials {
+        match &self.credentials {
             Credentials::None => request,
             Credentials::Bearer(token) => request.bearer_auth(token),
             Credentials::Basic { username, password } => {
                 request.basic_auth(username, Some(password))
             }
-        };
+        }
+    }
+
+    /// Reads a manifest by digest: at most [`MAX_MANIFEST_BYTES`], verified against `digest`.
+    async fn pull_manifest(&self, digest: &str, image: &str) -> Result<ManifestDocument, OciError> {
+        check_digest(digest, image)?;
+        let request = self.manifest_request(reqwest::Method::GET, digest);
         let body = counted(read_bounded(request, image)).await?;
         let actual = sha256_digest(&body);
         if actual != digest {
@@ -417,14 +469,15 @@ impl<'a> Session<'a> {
         image: &str,
     ) -> Result<(Located, agentic_skill::Report), OciError> {
         check_layers(&manifest.layers, &self.limits, image)?;
-        let resolved = self.resolved;
-        let reference = resolved.reference();
+        let reference = &self.reference;
         let mut locator = SkillLocator::new(sub_path, self.limits);
         for layer in &manifest.layers {
             let blob = LayerBlob {
                 name: format!(
                     "{}/{}@{}",
-                    resolved.registry, resolved.repository, layer.digest
+                    reference.registry(),
+                    reference.repository(),
+                    layer.digest
                 ),
                 digest: layer.digest.clone(),
                 size: layer.size,
@@ -432,7 +485,7 @@ impl<'a> Session<'a> {
             // Only the digest is passed on: foreign-layer `urls` are never followed.
             let sized = counted(
                 self.client
-                    .pull_blob_stream(&reference, layer.digest.as_str()),
+                    .pull_blob_stream(reference, layer.digest.as_str()),
             )
             .await
             .map_err(|error| registry_error(error, &blob.name))?;
@@ -506,16 +559,15 @@ where
 /// Sends `request` and reads the body, refusing more than [`MAX_MANIFEST_BYTES`]: by
 /// `Content-Length` before reading, and while reading when there is none or it lies.
 async fn read_bounded(request: reqwest::RequestBuilder, image: &str) -> Result<Vec<u8>, OciError> {
-    let unavailable = |error: reqwest::Error| OciError::RegistryUnavailable {
-        image: image.to_string(),
-        message: bounded(describe(&error)),
-    };
     let too_large = |size: String| {
         OciError::too_large(format!(
             "{image}: the manifest is {size} bytes, over the limit of {MAX_MANIFEST_BYTES} bytes"
         ))
     };
-    let response = request.send().await.map_err(unavailable)?;
+    let response = request
+        .send()
+        .await
+        .map_err(|error| unavailable(image, &error))?;
     let status = response.status();
     if !status.is_success() {
         return Err(by_status(
@@ -532,13 +584,20 @@ async fn read_bounded(request: reqwest::RequestBuilder, image: &str) -> Result<V
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
     while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(unavailable)?;
+        let chunk = chunk.map_err(|error| unavailable(image, &error))?;
         if (body.len() + chunk.len()) as u64 > MAX_MANIFEST_BYTES {
             return Err(too_large(format!("more than {MAX_MANIFEST_BYTES}")));
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+fn unavailable(image: &str, error: &reqwest::Error) -> OciError {
+    OciError::RegistryUnavailable {
+        image: image.to_string(),
+        message: bounded(describe(error)),
+    }
 }
 
 /// Names the platform in a verdict on one manifest of an index.

@@ -27,7 +27,8 @@ enum Route {
     Bytes(Vec<u8>),
     /// HEAD says the manifest is there; GET says it is not.
     HeadOnly,
-    /// `length` bytes of `{`, generated as they are sent; `sent` counts them.
+    /// `length` bytes of `{`, generated as they are sent; `sent` counts them. HEAD names no
+    /// digest, so that resolving a tag must read the manifest.
     Endless {
         length: u64,
         claim_length: bool,
@@ -90,6 +91,9 @@ async fn serve(
         return StatusCode::NOT_FOUND.into_response();
     };
     let digest = path.rsplit('/').next().unwrap_or_default().to_string();
+    if method == Method::HEAD && matches!(route, Route::Endless { .. }) {
+        return StatusCode::OK.into_response();
+    }
     if method == Method::HEAD {
         return (
             [
@@ -274,6 +278,7 @@ async fn oversized_manifests_are_refused_before_their_body_is_read() {
     let digest = sha256(b"a manifest that is never read whole");
     let claimed = Arc::new(AtomicU64::new(0));
     let chunked = Arc::new(AtomicU64::new(0));
+    let tagged = Arc::new(AtomicU64::new(0));
     let routes = HashMap::from([
         (
             format!("/v2/huge/claimed/manifests/{digest}"),
@@ -291,19 +296,42 @@ async fn oversized_manifests_are_refused_before_their_body_is_read() {
                 sent: chunked.clone(),
             },
         ),
+        (
+            "/v2/huge/tagged/manifests/v1".to_string(),
+            Route::Endless {
+                length: 64 * 1024 * 1024,
+                claim_length: false,
+                sent: tagged.clone(),
+            },
+        ),
     ]);
     let registry = FakeRegistry::start(routes).await;
     let opts = registry.options();
 
-    for (repository, sent) in [("huge/claimed", &claimed), ("huge/chunked", &chunked)] {
-        let error = fetch_skill(
-            &registry.pinned(repository, &digest),
-            None,
-            &ANONYMOUS,
-            &opts,
-        )
-        .await
-        .unwrap_err();
+    for (repository, sent) in [
+        ("huge/claimed", &claimed),
+        ("huge/chunked", &chunked),
+        ("huge/tagged", &tagged),
+    ] {
+        let error = if repository == "huge/tagged" {
+            // Resolving a tag reads the manifest when HEAD names no digest.
+            resolve_digest(
+                &format!("{}/{repository}:v1", registry.addr),
+                &ANONYMOUS,
+                &opts,
+            )
+            .await
+            .unwrap_err()
+        } else {
+            fetch_skill(
+                &registry.pinned(repository, &digest),
+                None,
+                &ANONYMOUS,
+                &opts,
+            )
+            .await
+            .unwrap_err()
+        };
         assert_eq!(error.reason(), "ImageTooLarge", "{repository}: {error}");
         assert!(
             error
