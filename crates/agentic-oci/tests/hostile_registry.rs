@@ -339,9 +339,11 @@ async fn oversized_manifests_are_refused_before_their_body_is_read() {
                 .contains(&agentic_oci::MAX_MANIFEST_BYTES.to_string()),
             "names the limit: {error}"
         );
+        // Loopback socket buffers take several MiB before the server blocks; the body itself
+        // (64 or 512 MiB) is never read.
         let sent = sent.load(Ordering::SeqCst);
         assert!(
-            sent < 16 * 1024 * 1024,
+            sent < 32 * 1024 * 1024,
             "{repository}: {sent} bytes left the server"
         );
     }
