@@ -1,5 +1,7 @@
 //! The one error type of this crate.
 
+use crate::limits::{MAX_LISTED_DIRECTORIES, MAX_MESSAGE_BYTES};
+
 /// Everything that can go wrong while packing, pushing, resolving or reading a skill image.
 ///
 /// Messages name the image, path or limit involved and never contain registry credentials.
@@ -37,16 +39,32 @@ pub enum OciError {
         message: String,
     },
 
-    /// Bytes received from the registry do not match the digest or size that names them.
-    #[error("{blob} does not match its descriptor: {message}")]
-    DigestMismatch { blob: String, message: String },
+    /// The registry served a manifest, index or layer whose bytes do not hash to the digest
+    /// (or do not have the size) that names them: the transfer was corrupted or the registry
+    /// cannot be trusted with this content. Nothing it served is used.
+    #[error("{reference} does not match its digest: expected {expected}, got {actual}")]
+    DigestMismatch {
+        /// `registry/repository@sha256:…` of what was read.
+        reference: String,
+        /// The digest (and size, when known) that names the content.
+        expected: String,
+        /// What arrived: the digest of the bytes received, or how many there were.
+        actual: String,
+    },
 
     /// The image holds several skills in top-level directories and no `subPath` chose one.
     #[error(
-        "the image has no SKILL.md at its root; set subPath to one of its skill directories: {}",
-        directories.join(", ")
+        "the image has no SKILL.md at its root; set subPath to one of its skill directories: {}{}",
+        directories.join(", "),
+        more_directories(directories.len(), *total)
     )]
-    SubPathRequired { directories: Vec<String> },
+    SubPathRequired {
+        /// The first skill directories in sorted order, at most
+        /// [`MAX_LISTED_DIRECTORIES`](crate::MAX_LISTED_DIRECTORIES).
+        directories: Vec<String>,
+        /// How many skill directories the image has.
+        total: usize,
+    },
 
     /// There is no `SKILL.md` where one was asked for.
     #[error("no skill at {path}: {message}")]
@@ -108,13 +126,14 @@ impl OciError {
     }
 
     /// Whether retrying the same request later may succeed without anyone changing anything
-    /// (network trouble, registry outages, a transfer that arrived corrupted).
+    /// (network trouble, registry outages). A [`OciError::DigestMismatch`] is not: it says
+    /// what the registry served, and is reported as such (it is not kept by
+    /// [`SkillCache`](crate::SkillCache) either, so a later read tries again).
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
             OciError::RegistryUnavailable { .. }
                 | OciError::RegistryError { .. }
-                | OciError::DigestMismatch { .. }
                 | OciError::Internal { .. }
         )
     }
@@ -131,6 +150,14 @@ impl OciError {
                 | OciError::ImageTooLarge { .. }
                 | OciError::InvalidImage { .. }
         )
+    }
+
+    /// `SubPathRequired` for the sorted skill directories of an image, keeping only the first
+    /// few names.
+    pub(crate) fn sub_path_required(mut directories: Vec<String>) -> Self {
+        let total = directories.len();
+        directories.truncate(MAX_LISTED_DIRECTORIES);
+        OciError::SubPathRequired { directories, total }
     }
 
     pub(crate) fn unsafe_content(message: impl Into<String>) -> Self {
@@ -152,6 +179,28 @@ impl OciError {
     }
 }
 
+fn more_directories(listed: usize, total: usize) -> String {
+    if total > listed {
+        format!(" (and {} more)", total - listed)
+    } else {
+        String::new()
+    }
+}
+
+/// `message` cut to [`MAX_MESSAGE_BYTES`]: text that comes from a registry (error bodies,
+/// causes) can be as long as the registry likes, and errors end up in caches and statuses.
+pub(crate) fn bounded(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,9 +208,7 @@ mod tests {
     #[test]
     fn verdicts_are_never_transient() {
         let samples = [
-            OciError::SubPathRequired {
-                directories: vec!["a".into()],
-            },
+            OciError::sub_path_required(vec!["a".into()]),
             OciError::unsafe_content("x"),
             OciError::too_large("x"),
             OciError::invalid_image("x"),
@@ -185,13 +232,51 @@ mod tests {
         assert!(unavailable.is_transient());
         assert!(!unavailable.is_content_verdict());
         assert_eq!(unavailable.reason(), "RegistryUnavailable");
+        let mismatch = OciError::DigestMismatch {
+            reference: "r/x@sha256:1".into(),
+            expected: "sha256:1".into(),
+            actual: "sha256:2".into(),
+        };
+        assert!(!mismatch.is_transient(), "reported as what it is");
+        assert!(!mismatch.is_content_verdict(), "not kept");
+        assert_eq!(
+            mismatch.to_string(),
+            "r/x@sha256:1 does not match its digest: expected sha256:1, got sha256:2"
+        );
     }
 
     #[test]
     fn sub_path_required_lists_directories() {
-        let error = OciError::SubPathRequired {
-            directories: vec!["alpha".into(), "beta".into()],
-        };
+        let error = OciError::sub_path_required(vec!["alpha".into(), "beta".into()]);
         assert!(error.to_string().ends_with("alpha, beta"), "{error}");
+    }
+
+    #[test]
+    fn sub_path_required_keeps_a_bounded_list() {
+        let names: Vec<String> = (0..50_000).map(|n| format!("skill-{n:05}")).collect();
+        let error = OciError::sub_path_required(names);
+        let OciError::SubPathRequired { directories, total } = &error else {
+            unreachable!()
+        };
+        assert_eq!(
+            (directories.len(), *total),
+            (MAX_LISTED_DIRECTORIES, 50_000)
+        );
+        assert_eq!(directories[0], "skill-00000");
+        let text = error.to_string();
+        assert!(text.len() < 1024, "{} bytes", text.len());
+        assert!(
+            text.ends_with(&format!("(and {} more)", 50_000 - MAX_LISTED_DIRECTORIES)),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn messages_are_bounded_on_a_character_boundary() {
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        let cut = bounded(long);
+        assert!(cut.len() <= MAX_MESSAGE_BYTES + "…".len(), "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert_eq!(bounded("short".into()), "short");
     }
 }

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use tar::EntryType;
 
 use crate::OciError;
-use crate::limits::{Limits, MAX_PATH_BYTES, MAX_PAX_HEADER_BYTES};
+use crate::limits::{Limits, MAX_LISTED_DIRECTORIES, MAX_PATH_BYTES, MAX_PAX_HEADER_BYTES};
 
 /// The file every skill directory holds.
 const SKILL_FILE: &str = agentic_skill::SKILL_FILE;
@@ -41,8 +41,10 @@ pub(crate) struct Located {
     /// Path of the `SKILL.md` inside the image.
     pub path: String,
     pub skill_md: Vec<u8>,
-    /// Top-level directories holding a `SKILL.md`, sorted.
+    /// Top-level directories holding a `SKILL.md`, sorted, at most [`MAX_LISTED_DIRECTORIES`].
     pub skill_dirs: Vec<String>,
+    /// How many there are.
+    pub skill_dir_count: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -450,7 +452,7 @@ impl SkillLocator {
 
     /// The skill after all layers: its `SKILL.md` bytes and the skill directories present.
     pub(crate) fn finish(mut self) -> Result<Located, OciError> {
-        let skill_dirs: Vec<String> = self
+        let mut skill_dirs: Vec<String> = self
             .tree
             .iter()
             .filter_map(|(path, node)| {
@@ -492,16 +494,22 @@ impl SkillLocator {
         let target = self.target;
         let Some(node) = self.tree.remove(&target) else {
             if self.sub_path.is_none() && !skill_dirs.is_empty() {
-                return Err(OciError::SubPathRequired {
-                    directories: skill_dirs,
-                });
+                return Err(OciError::sub_path_required(skill_dirs));
             }
             let message = match &self.sub_path {
                 Some(_) if skill_dirs.is_empty() => "the image holds no SKILL.md there".to_string(),
-                Some(_) => format!(
-                    "the image's skill directories are: {}",
-                    skill_dirs.join(", ")
-                ),
+                Some(_) => match OciError::sub_path_required(skill_dirs) {
+                    OciError::SubPathRequired { directories, total } => format!(
+                        "the image's {total} skill directories are: {}{}",
+                        directories.join(", "),
+                        if total > directories.len() {
+                            ", …"
+                        } else {
+                            ""
+                        }
+                    ),
+                    _ => unreachable!("sub_path_required builds SubPathRequired"),
+                },
                 None => {
                     "the image has no SKILL.md at its root and no top-level directory holding one"
                         .to_string()
@@ -512,11 +520,14 @@ impl SkillLocator {
                 message,
             });
         };
+        let skill_dir_count = skill_dirs.len();
+        skill_dirs.truncate(MAX_LISTED_DIRECTORIES);
         match (node.kind, node.content) {
             (Kind::File, Content::Kept(skill_md)) => Ok(Located {
                 skill_md,
                 path: target,
                 skill_dirs,
+                skill_dir_count,
             }),
             (Kind::File, Content::Oversized(size)) => Err(OciError::InvalidSkill {
                 summary: format!(
@@ -699,20 +710,21 @@ impl<'b, R: Read> VerifyingReader<'b, R> {
         }
     }
 
+    fn mismatch(&self, actual: String) -> OciError {
+        OciError::DigestMismatch {
+            reference: self.blob.name.clone(),
+            expected: format!("{} ({} bytes)", self.blob.digest, self.blob.size),
+            actual,
+        }
+    }
+
     fn verify(&mut self) -> Result<(), OciError> {
-        let mismatch = |message: String| OciError::DigestMismatch {
-            blob: self.blob.name.clone(),
-            message,
-        };
         if self.read != self.blob.size {
-            return Err(mismatch(format!(
-                "received {} bytes, the descriptor says {}",
-                self.read, self.blob.size
-            )));
+            return Err(self.mismatch(format!("{} bytes", self.read)));
         }
         let actual = format!("sha256:{}", hex::encode(self.hasher.clone().finalize()));
         if actual != self.blob.digest {
-            return Err(mismatch(format!("content hashes to {actual}")));
+            return Err(self.mismatch(actual));
         }
         Ok(())
     }
@@ -736,10 +748,7 @@ impl<R: Read> Read for VerifyingReader<'_, R> {
         };
         self.read += count as u64;
         if self.read > self.blob.size {
-            self.failure = Some(OciError::DigestMismatch {
-                blob: self.blob.name.clone(),
-                message: format!("more bytes than the descriptor's {}", self.blob.size),
-            });
+            self.failure = Some(self.mismatch(format!("more than {} bytes", self.blob.size)));
             return Err(io::Error::other("layer longer than its descriptor"));
         }
         self.hasher.update(&buf[..count]);

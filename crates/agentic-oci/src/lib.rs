@@ -13,16 +13,20 @@
 //! - Packed images are a plain OCI image manifest (no index) whose config says
 //!   `linux/amd64`: containerd checks a config's platform only for manifests picked from an
 //!   index and CRI-O only warns, so the image mounts as an image volume on every node.
-//! - Reading an index picks its `linux/amd64` manifest, else its only manifest besides
-//!   attestations (`unknown/unknown`), so the verdict does not depend on where the operator
-//!   runs. [`resolve_digest`] still pins the index.
+//! - Reading an index reads every platform manifest it lists (attestations, `unknown/unknown`,
+//!   aside): the image is valid only if the skill is valid, and the same, on every platform a
+//!   node may pull, so the verdict does not depend on where the operator or the pod runs.
+//!   [`resolve_digest`] still pins the index.
 //! - Entry paths that are absolute or contain `..` make the whole image
 //!   [`OciError::UnsafeImageContent`]; `./` prefixes are normalised away. Symlinks and
 //!   hardlinks are refused at `SKILL.md` and along the `subPath`, allowed elsewhere. Device
 //!   nodes and FIFOs are refused anywhere.
 //! - Credentials match registries the way docker matches `auths` keys (`host`,
-//!   `https://host`, `host/v1/`…); credential helpers are not run. Manifests are read whole
-//!   (registries cap their size); layers are always streamed.
+//!   `https://host`, `host/v1/`…); credential helpers are not run. Manifests are read whole up
+//!   to [`MAX_MANIFEST_BYTES`]; layers are always streamed. Every manifest and layer is
+//!   verified against its digest before it is used.
+//! - Content is cached by registry, repository and digest: a digest validated in one
+//!   repository proves nothing about another.
 
 mod auth;
 mod cache;
@@ -33,9 +37,9 @@ mod pack;
 mod registry;
 
 pub use auth::{DockerConfig, RegistryAuth};
-pub use cache::{CacheStats, SkillCache};
+pub use cache::{CacheStats, DEFAULT_CACHE_BYTES, SkillCache};
 pub use error::OciError;
-pub use limits::Limits;
+pub use limits::{Limits, MAX_LISTED_DIRECTORIES, MAX_MANIFEST_BYTES};
 pub use pack::{
     CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, PackedImage, SKILLS_ANNOTATION,
     pack_skills,

@@ -22,6 +22,8 @@ pub struct Limits {
     /// Tar headers over all layers together (files, directories, links, whiteouts, extension
     /// headers). Default 100 000.
     pub max_entries: u64,
+    /// Platform manifests of one image index, each read and validated. Default 16.
+    pub max_index_manifests: usize,
 }
 
 impl Default for Limits {
@@ -31,6 +33,7 @@ impl Default for Limits {
             max_layer_bytes: 64 * 1024 * 1024,
             max_uncompressed_bytes: 256 * 1024 * 1024,
             max_entries: 100_000,
+            max_index_manifests: 16,
         }
     }
 }
@@ -40,3 +43,14 @@ pub(crate) const MAX_PATH_BYTES: usize = 4096;
 
 /// Largest PAX extended header accepted; real ones carry a few paths and attributes.
 pub(crate) const MAX_PAX_HEADER_BYTES: u64 = 64 * 1024;
+
+/// Skill directory names kept in [`OciError::SubPathRequired`](crate::OciError) and
+/// [`SkillContent::skill_dirs`](crate::SkillContent): an image may hold thousands.
+pub const MAX_LISTED_DIRECTORIES: usize = 32;
+
+/// Longest message kept from a registry's answer (error bodies, causes).
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// Largest manifest or index read, checked against `Content-Length` before reading and while
+/// reading. Distribution refuses to store larger ones too.
+pub const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;

@@ -1,22 +1,33 @@
 //! Talking to registries: resolving tags to digests, reading skills from images, pushing.
 
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::{StreamExt as _, future};
+use futures::{Stream, StreamExt as _, future};
+use oci_client::RegistryOperation;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::{Client, Reference};
 use serde::Deserialize;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
-use crate::layers::{LayerBlob, SkillLocator, validate_sub_path};
-use crate::pack::{MANIFEST_MEDIA_TYPE, PackedImage};
+use crate::error::bounded;
+use crate::layers::{LayerBlob, Located, SkillLocator, validate_sub_path};
+use crate::limits::MAX_MANIFEST_BYTES;
+use crate::pack::{MANIFEST_MEDIA_TYPE, PackedImage, sha256_digest};
 use crate::{Limits, OciError, RegistryAuth};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait for any one read from the registry.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default of [`RegistryOptions::fetch_timeout`].
+const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Layers decoded at once, process-wide: decoding runs on blocking threads, which must not
+/// pile up behind slow registries.
+static LAYER_READERS: Semaphore = Semaphore::const_new(4);
 const USER_AGENT: &str = concat!("agentic-operator/", env!("CARGO_PKG_VERSION"));
 
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -57,12 +68,26 @@ pub fn registry_stats() -> RegistryStats {
 }
 
 /// How to reach registries and how much reading an image may cost.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryOptions {
     /// Registries (`host:port`, as written in image references) served over plain HTTP.
     pub insecure_registries: Vec<String>,
     /// Bounds on reading one image.
     pub limits: Limits,
+    /// Longest time one [`fetch_skill`] or [`resolve_digest`] may take, all requests and
+    /// layer decoding included; past it the read fails as
+    /// [`OciError::RegistryUnavailable`]. Default 60 s.
+    pub fetch_timeout: Duration,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            insecure_registries: Vec::new(),
+            limits: Limits::default(),
+            fetch_timeout: FETCH_TIMEOUT,
+        }
+    }
 }
 
 /// An image pinned by digest.
@@ -128,8 +153,11 @@ pub struct SkillContent {
     /// The validation report: always valid here (invalid skills are
     /// [`OciError::InvalidSkill`]), possibly with warnings.
     pub report: agentic_skill::Report,
-    /// Top-level directories of the image that hold a `SKILL.md`, sorted.
+    /// Top-level directories of the image that hold a `SKILL.md`, sorted; only the first
+    /// [`MAX_LISTED_DIRECTORIES`](crate::MAX_LISTED_DIRECTORIES).
     pub skill_dirs: Vec<String>,
+    /// How many top-level directories hold a `SKILL.md`.
+    pub skill_dir_count: usize,
 }
 
 impl std::fmt::Debug for SkillContent {
@@ -141,6 +169,7 @@ impl std::fmt::Debug for SkillContent {
             .field("skill_md_bytes", &self.skill_md.len())
             .field("report", &self.report.summary())
             .field("skill_dirs", &self.skill_dirs)
+            .field("skill_dir_count", &self.skill_dir_count)
             .finish()
     }
 }
@@ -162,11 +191,12 @@ pub async fn resolve_digest(
     opts: &RegistryOptions,
 ) -> Result<ResolvedImage, OciError> {
     let parsed = parse_reference(reference)?;
-    let client = client(opts)?;
-    let digest = counted(client.fetch_manifest_digest(&parsed, &auth.to_client_auth()))
-        .await
-        .map_err(|error| registry_error(error, reference))?;
-    check_digest(&digest, reference)?;
+    let deadline = Instant::now() + opts.fetch_timeout;
+    let resolve = async {
+        let session = Session::open(parsed.clone(), reference, auth, opts, deadline).await?;
+        session.resolve(reference).await
+    };
+    let digest = within(opts.fetch_timeout, reference, resolve).await??;
     tracing::debug!(%reference, %digest, "resolved image");
     Ok(ResolvedImage::new(&parsed, &digest))
 }
@@ -174,17 +204,20 @@ pub async fn resolve_digest(
 /// Reads and validates the skill of an image: `SKILL.md` at the image root, or under
 /// `sub_path` (validated with the last segment of `sub_path` as the expected name).
 ///
-/// An image index is read through its `linux/amd64` manifest, or its only manifest when it
-/// has one (attestation entries aside). Layers are streamed in order, gzip or plain tar,
-/// with OCI whiteouts applied; their size and digest are verified; memory and work stay
-/// within [`RegistryOptions::limits`].
+/// An image index is valid only if every platform manifest it lists (attestations aside) is,
+/// and they all carry the same `SKILL.md`: each node mounts its own platform's manifest.
+/// Every manifest, index and layer is checked against its digest before it is used;
+/// manifests and indexes are refused past [`MAX_MANIFEST_BYTES`](crate::MAX_MANIFEST_BYTES)
+/// before their body is read. Layers are streamed in order, gzip or plain tar, with OCI
+/// whiteouts applied; memory and work stay within [`RegistryOptions::limits`], time within
+/// [`RegistryOptions::fetch_timeout`].
 ///
 /// Errors: [`OciError::SubPathRequired`] for a multi-skill image read without `sub_path`,
 /// [`OciError::SkillNotFound`], [`OciError::InvalidSkill`] (the report's summary),
 /// [`OciError::UnsafeImageContent`] for path traversal, device nodes, or symlinks and
-/// hardlinks at `SKILL.md` or along its path, [`OciError::ImageTooLarge`], and the registry
-/// errors ([`OciError::ImageNotFound`], [`OciError::Unauthorized`],
-/// [`OciError::RegistryUnavailable`], …).
+/// hardlinks at `SKILL.md` or along its path, [`OciError::ImageTooLarge`],
+/// [`OciError::DigestMismatch`], and the registry errors ([`OciError::ImageNotFound`],
+/// [`OciError::Unauthorized`], [`OciError::RegistryUnavailable`], …).
 pub async fn fetch_skill(
     resolved: &ResolvedImage,
     sub_path: Option<&str>,
@@ -194,81 +227,396 @@ pub async fn fetch_skill(
     if let Some(sub_path) = sub_path {
         validate_sub_path(sub_path)?;
     }
-    let client = client(opts)?;
-    let auth_for_client = auth.to_client_auth();
+    let deadline = Instant::now() + opts.fetch_timeout;
     let image = &resolved.repository_with_digest;
+    let read = async {
+        let session = Session::open(resolved.reference(), image, auth, opts, deadline).await?;
+        session.read_skill(resolved, sub_path).await
+    };
+    within(opts.fetch_timeout, &resolved.repository_with_digest, read).await?
+}
 
-    let mut reference = resolved.reference();
-    let mut document = pull_manifest(&client, &reference, &auth_for_client, image).await?;
-    if document.is_index() {
-        let chosen = choose_platform_manifest(&document.manifests)?;
-        check_digest(&chosen.digest, image)?;
-        reference = Reference::with_digest(
-            resolved.registry.clone(),
-            resolved.repository.clone(),
-            chosen.digest.clone(),
-        );
-        document = pull_manifest(&client, &reference, &auth_for_client, image).await?;
-        if document.is_index() {
-            return Err(OciError::invalid_image(format!(
-                "{image}: an index inside an index is not supported"
-            )));
+/// Runs `work` for at most `timeout`.
+async fn within<T>(
+    timeout: Duration,
+    image: &str,
+    work: impl Future<Output = T>,
+) -> Result<T, OciError> {
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| OciError::RegistryUnavailable {
+            image: image.to_string(),
+            message: format!(
+                "the registry did not answer within {timeout:?} (RegistryOptions::fetch_timeout)"
+            ),
+        })
+}
+
+/// What reading one image needs: the clients, the credentials and the deadline.
+struct Session {
+    /// The repository read; its tag or digest names the first manifest.
+    reference: Reference,
+    limits: Limits,
+    deadline: Instant,
+    /// Layers go through oci-client, which verifies them and reuses the token below.
+    client: Client,
+    /// Manifests are read here, where their size can be bounded before the body is read.
+    http: reqwest::Client,
+    scheme: &'static str,
+    credentials: Credentials,
+}
+
+enum Credentials {
+    None,
+    Bearer(String),
+    Basic { username: String, password: String },
+}
+
+impl Session {
+    async fn open(
+        reference: Reference,
+        image: &str,
+        auth: &RegistryAuth,
+        opts: &RegistryOptions,
+        deadline: Instant,
+    ) -> Result<Session, OciError> {
+        let client = client(opts)?;
+        // Also stores the token for the layer requests made through `client`.
+        let token = client
+            .auth(&reference, &auth.to_client_auth(), RegistryOperation::Pull)
+            .await
+            .map_err(|error| registry_error(error, image))?;
+        let credentials = match (token, auth) {
+            (Some(token), _) => Credentials::Bearer(token),
+            (None, RegistryAuth::Basic { username, password }) => Credentials::Basic {
+                username: username.clone(),
+                password: password.clone(),
+            },
+            (None, RegistryAuth::Anonymous) => Credentials::None,
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
+            .user_agent(USER_AGENT)
+            .build()
+            .map_err(|error| OciError::Internal {
+                message: format!("cannot build the registry client: {error}"),
+            })?;
+        let insecure = opts
+            .insecure_registries
+            .iter()
+            .any(|registry| registry == reference.registry());
+        Ok(Session {
+            reference,
+            limits: opts.limits,
+            deadline,
+            client,
+            http,
+            scheme: if insecure { "http" } else { "https" },
+            credentials,
+        })
+    }
+
+    /// The digest the reference points at: the registry's `Docker-Content-Digest` on HEAD,
+    /// or the digest of the (bounded) manifest when the registry sends none.
+    async fn resolve(&self, image: &str) -> Result<String, OciError> {
+        let pinned = self.reference.digest();
+        let wanted = pinned
+            .or(self.reference.tag())
+            .unwrap_or("latest")
+            .to_string();
+        let head = counted(self.manifest_request(reqwest::Method::HEAD, &wanted).send())
+            .await
+            .map_err(|error| unavailable(image, &error))?;
+        let status = head.status();
+        if !status.is_success() {
+            return Err(by_status(
+                status.as_u16(),
+                image.to_string(),
+                format!("looking up the manifest: {status}"),
+            ));
+        }
+        let claimed = head
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
+        let digest = match claimed {
+            Some(digest) => digest,
+            None => {
+                let request = self.manifest_request(reqwest::Method::GET, &wanted);
+                sha256_digest(&counted(read_bounded(request, image)).await?)
+            }
+        };
+        check_digest(&digest, image)?;
+        match pinned {
+            Some(pinned) if pinned != digest => Err(OciError::DigestMismatch {
+                reference: image.to_string(),
+                expected: pinned.to_string(),
+                actual: digest,
+            }),
+            _ => Ok(digest),
         }
     }
-    check_layers(&document.layers, &opts.limits, image)?;
 
-    let mut locator = SkillLocator::new(sub_path, opts.limits);
-    for layer in &document.layers {
-        let blob = LayerBlob {
-            name: format!(
-                "{}/{}@{}",
-                resolved.registry, resolved.repository, layer.digest
-            ),
-            digest: layer.digest.clone(),
-            size: layer.size,
+    async fn read_skill(
+        &self,
+        resolved: &ResolvedImage,
+        sub_path: Option<&str>,
+    ) -> Result<SkillContent, OciError> {
+        let image = &resolved.repository_with_digest;
+        let document = self.pull_manifest(&resolved.digest, image).await?;
+        let (located, report) = if document.is_index() {
+            let mut first: Option<(String, Located, agentic_skill::Report)> = None;
+            let mut read: Vec<&str> = Vec::new();
+            for entry in platform_manifests(&document.manifests, &self.limits, image)? {
+                if read.contains(&entry.digest.as_str()) {
+                    continue;
+                }
+                read.push(&entry.digest);
+                let platform = entry.platform_name();
+                let label = format!(
+                    "{}/{}@{} ({platform} in {image})",
+                    resolved.registry, resolved.repository, entry.digest
+                );
+                let manifest = self.pull_manifest(&entry.digest, &label).await?;
+                if manifest.is_index() {
+                    return Err(OciError::invalid_image(format!(
+                        "{label}: an index inside an index is not supported"
+                    )));
+                }
+                let (located, report) = self
+                    .read_manifest_skill(&manifest, sub_path, &label)
+                    .await
+                    .map_err(|error| on_platform(error, &platform))?;
+                match &first {
+                    None => first = Some((platform, located, report)),
+                    Some((first_platform, kept, _))
+                        if kept.path != located.path || kept.skill_md != located.skill_md =>
+                    {
+                        return Err(OciError::invalid_image(format!(
+                            "{image}: the {platform} manifest carries another {} than the {first_platform} one; every platform must carry the same skill",
+                            located.path
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
+            let (_, located, report) = first.ok_or_else(|| {
+                OciError::invalid_image(format!("{image}: the image index lists no manifest"))
+            })?;
+            (located, report)
+        } else {
+            self.read_manifest_skill(&document, sub_path, image).await?
         };
-        // Only the digest is passed on: foreign-layer `urls` are never followed.
-        let sized = counted(client.pull_blob_stream(&reference, layer.digest.as_str()))
+        Ok(SkillContent {
+            image: resolved.clone(),
+            sub_path: sub_path.map(str::to_string),
+            path: located.path,
+            skill_md: located.skill_md,
+            report,
+            skill_dirs: located.skill_dirs,
+            skill_dir_count: located.skill_dir_count,
+        })
+    }
+
+    /// A request for the manifest named `tag_or_digest` in the session's repository.
+    fn manifest_request(
+        &self,
+        method: reqwest::Method,
+        tag_or_digest: &str,
+    ) -> reqwest::RequestBuilder {
+        let url = format!(
+            "{}://{}/v2/{}/manifests/{tag_or_digest}",
+            self.scheme,
+            self.reference.resolve_registry(),
+            self.reference.repository()
+        );
+        let request = self
+            .http
+            .request(method, &url)
+            .header(http::header::ACCEPT, ACCEPTED_MANIFESTS.join(", "));
+        match &self.credentials {
+            Credentials::None => request,
+            Credentials::Bearer(token) => request.bearer_auth(token),
+            Credentials::Basic { username, password } => {
+                request.basic_auth(username, Some(password))
+            }
+        }
+    }
+
+    /// Reads a manifest by digest: at most [`MAX_MANIFEST_BYTES`], verified against `digest`.
+    async fn pull_manifest(&self, digest: &str, image: &str) -> Result<ManifestDocument, OciError> {
+        check_digest(digest, image)?;
+        let request = self.manifest_request(reqwest::Method::GET, digest);
+        let body = counted(read_bounded(request, image)).await?;
+        let actual = sha256_digest(&body);
+        if actual != digest {
+            return Err(OciError::DigestMismatch {
+                reference: image.to_string(),
+                expected: digest.to_string(),
+                actual,
+            });
+        }
+        parse_manifest(&body, image)
+    }
+
+    /// Streams the layers of `manifest` and validates the `SKILL.md` found.
+    async fn read_manifest_skill(
+        &self,
+        manifest: &ManifestDocument,
+        sub_path: Option<&str>,
+        image: &str,
+    ) -> Result<(Located, agentic_skill::Report), OciError> {
+        check_layers(&manifest.layers, &self.limits, image)?;
+        let reference = &self.reference;
+        let mut locator = SkillLocator::new(sub_path, self.limits);
+        for layer in &manifest.layers {
+            let blob = LayerBlob {
+                name: format!(
+                    "{}/{}@{}",
+                    reference.registry(),
+                    reference.repository(),
+                    layer.digest
+                ),
+                digest: layer.digest.clone(),
+                size: layer.size,
+            };
+            // Only the digest is passed on: foreign-layer `urls` are never followed.
+            let sized = counted(
+                self.client
+                    .pull_blob_stream(reference, layer.digest.as_str()),
+            )
             .await
             .map_err(|error| registry_error(error, &blob.name))?;
-        // oci-client verifies the digest too, but reports a mismatch as an opaque I/O error at
-        // the end of the stream; ending the stream there lets our own check name it.
-        let stream = sized.stream.take_while(|item| {
-            let digest_failure = item
-                .as_ref()
-                .err()
-                .and_then(|error| error.get_ref())
-                .is_some_and(|inner| inner.is::<DigestError>());
-            future::ready(!digest_failure)
-        });
-        let reader = SyncIoBridge::new(StreamReader::new(stream));
-        locator = tokio::task::spawn_blocking(move || {
-            locator.apply_layer(reader, &blob).map(|()| locator)
-        })
-        .await
-        .map_err(|error| OciError::Internal {
-            message: format!("layer reader task failed: {error}"),
-        })??;
-    }
+            // oci-client verifies the digest too, but reports a mismatch as an opaque I/O error
+            // at the end of the stream; ending the stream there lets our own check name it.
+            let stream = sized.stream.take_while(|item| {
+                let digest_failure = item
+                    .as_ref()
+                    .err()
+                    .and_then(|error| error.get_ref())
+                    .is_some_and(|inner| inner.is::<DigestError>());
+                future::ready(!digest_failure)
+            });
+            let reader = SyncIoBridge::new(StreamReader::new(until(self.deadline, stream)));
+            let permit = LAYER_READERS
+                .acquire()
+                .await
+                .map_err(|error| OciError::Internal {
+                    message: format!("layer readers closed: {error}"),
+                })?;
+            locator = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                locator.apply_layer(reader, &blob).map(|()| locator)
+            })
+            .await
+            .map_err(|error| OciError::Internal {
+                message: format!("layer reader task failed: {error}"),
+            })??;
+        }
 
-    let located = locator.finish()?;
-    tracing::debug!(%image, path = %located.path, layers = document.layers.len(), "read SKILL.md from image");
-    let expected_name = sub_path.and_then(|sub_path| sub_path.rsplit('/').next());
-    let report = agentic_skill::validate_skill_md(&located.skill_md, expected_name);
-    if !report.is_valid() {
-        return Err(OciError::InvalidSkill {
-            path: located.path,
-            summary: report.summary(),
-        });
+        let located = locator.finish()?;
+        tracing::debug!(%image, path = %located.path, layers = manifest.layers.len(), "read SKILL.md from image");
+        let expected_name = sub_path.and_then(|sub_path| sub_path.rsplit('/').next());
+        let report = agentic_skill::validate_skill_md(&located.skill_md, expected_name);
+        if !report.is_valid() {
+            return Err(OciError::InvalidSkill {
+                path: located.path,
+                summary: report.summary(),
+            });
+        }
+        Ok((located, report))
     }
-    Ok(SkillContent {
-        image: resolved.clone(),
-        sub_path: sub_path.map(str::to_string),
-        path: located.path,
-        skill_md: located.skill_md,
-        report,
-        skill_dirs: located.skill_dirs,
-    })
+}
+
+/// Ends `stream` with a `TimedOut` error at `deadline`. The blocking layer reader drains the
+/// stream; this is what stops it when a registry trickles bytes (dropping the task's handle
+/// would not).
+fn until<S>(deadline: Instant, stream: S) -> impl Stream<Item = io::Result<bytes::Bytes>> + Unpin
+where
+    S: Stream<Item = io::Result<bytes::Bytes>> + Unpin,
+{
+    Box::pin(futures::stream::unfold(
+        Some(stream),
+        move |state| async move {
+            let mut stream = state?;
+            match tokio::time::timeout_at(deadline, stream.next()).await {
+                Ok(Some(item)) => Some((item, Some(stream))),
+                Ok(None) => None,
+                Err(_) => Some((
+                    Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the image fetch deadline passed (RegistryOptions::fetch_timeout)",
+                    )),
+                    None,
+                )),
+            }
+        },
+    ))
+}
+
+/// Sends `request` and reads the body, refusing more than [`MAX_MANIFEST_BYTES`]: by
+/// `Content-Length` before reading, and while reading when there is none or it lies.
+async fn read_bounded(request: reqwest::RequestBuilder, image: &str) -> Result<Vec<u8>, OciError> {
+    let too_large = |size: String| {
+        OciError::too_large(format!(
+            "{image}: the manifest is {size} bytes, over the limit of {MAX_MANIFEST_BYTES} bytes"
+        ))
+    };
+    let response = request
+        .send()
+        .await
+        .map_err(|error| unavailable(image, &error))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(by_status(
+            status.as_u16(),
+            image.to_string(),
+            format!("reading the manifest: {status}"),
+        ));
+    }
+    if let Some(length) = response.content_length()
+        && length > MAX_MANIFEST_BYTES
+    {
+        return Err(too_large(length.to_string()));
+    }
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|error| unavailable(image, &error))?;
+        if (body.len() + chunk.len()) as u64 > MAX_MANIFEST_BYTES {
+            return Err(too_large(format!("more than {MAX_MANIFEST_BYTES}")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn unavailable(image: &str, error: &reqwest::Error) -> OciError {
+    OciError::RegistryUnavailable {
+        image: image.to_string(),
+        message: bounded(describe(error)),
+    }
+}
+
+/// Names the platform in a verdict on one manifest of an index.
+fn on_platform(error: OciError, platform: &str) -> OciError {
+    let within = |text: String| format!("{text} (in the {platform} manifest)");
+    match error {
+        OciError::InvalidSkill { path, summary } => OciError::InvalidSkill {
+            path,
+            summary: within(summary),
+        },
+        OciError::SkillNotFound { path, message } => OciError::SkillNotFound {
+            path,
+            message: within(message),
+        },
+        OciError::UnsafeImageContent { message } => OciError::unsafe_content(within(message)),
+        OciError::ImageTooLarge { message } => OciError::too_large(within(message)),
+        OciError::InvalidImage { message } => OciError::invalid_image(within(message)),
+        other => other,
+    }
 }
 
 /// Pushes a packed image to `reference` (`host/repository:tag`; `latest` when the tag is
@@ -356,9 +704,7 @@ fn client(opts: &RegistryOptions) -> Result<Client, OciError> {
 }
 
 /// Runs one registry request and counts it.
-async fn counted<T>(
-    request: impl Future<Output = Result<T, OciDistributionError>>,
-) -> Result<T, OciDistributionError> {
+async fn counted<T, E>(request: impl Future<Output = Result<T, E>>) -> Result<T, E> {
     REQUESTS.fetch_add(1, Ordering::Relaxed);
     let result = request.await;
     if result.is_err() {
@@ -406,17 +752,18 @@ struct Platform {
     os: String,
 }
 
-async fn pull_manifest(
-    client: &Client,
-    reference: &Reference,
-    auth: &oci_client::secrets::RegistryAuth,
-    image: &str,
-) -> Result<ManifestDocument, OciError> {
-    // oci-client checks the body against the digest in the reference.
-    let (body, _digest) = counted(client.pull_manifest_raw(reference, auth, &ACCEPTED_MANIFESTS))
-        .await
-        .map_err(|error| registry_error(error, image))?;
-    let document: ManifestDocument = serde_json::from_slice(&body).map_err(|error| {
+impl Descriptor {
+    /// `os/architecture`, for messages.
+    fn platform_name(&self) -> String {
+        match &self.platform {
+            Some(platform) => format!("{}/{}", platform.os, platform.architecture),
+            None => "unspecified platform".to_string(),
+        }
+    }
+}
+
+fn parse_manifest(body: &[u8], image: &str) -> Result<ManifestDocument, OciError> {
+    let document: ManifestDocument = serde_json::from_slice(body).map_err(|error| {
         OciError::invalid_image(format!("{image}: the manifest is not valid JSON: {error}"))
     })?;
     if let Some(media_type) = &document.media_type
@@ -429,8 +776,13 @@ async fn pull_manifest(
     Ok(document)
 }
 
-/// The manifest of an index to read: `linux/amd64`, or the only entry besides attestations.
-fn choose_platform_manifest(entries: &[Descriptor]) -> Result<&Descriptor, OciError> {
+/// The manifests of an index that a node may pull: every entry but attestations
+/// (`unknown/unknown`).
+fn platform_manifests<'d>(
+    entries: &'d [Descriptor],
+    limits: &Limits,
+    image: &str,
+) -> Result<Vec<&'d Descriptor>, OciError> {
     let images: Vec<&Descriptor> = entries
         .iter()
         .filter(|entry| {
@@ -439,33 +791,14 @@ fn choose_platform_manifest(entries: &[Descriptor]) -> Result<&Descriptor, OciEr
             })
         })
         .collect();
-    let linux_amd64 = images.iter().find(|entry| {
-        entry
-            .platform
-            .as_ref()
-            .is_some_and(|platform| platform.os == "linux" && platform.architecture == "amd64")
-    });
-    match (linux_amd64, images.as_slice()) {
-        (Some(entry), _) => Ok(entry),
-        (None, [only]) => Ok(only),
-        (None, _) => {
-            let platforms: Vec<String> = images
-                .iter()
-                .map(|entry| match &entry.platform {
-                    Some(platform) => format!("{}/{}", platform.os, platform.architecture),
-                    None => "unspecified".to_string(),
-                })
-                .collect();
-            Err(OciError::invalid_image(format!(
-                "the image index has no linux/amd64 manifest and more than one other (platforms: {})",
-                if platforms.is_empty() {
-                    "none".to_string()
-                } else {
-                    platforms.join(", ")
-                }
-            )))
-        }
+    if images.len() > limits.max_index_manifests {
+        return Err(OciError::too_large(format!(
+            "{image}: the image index lists {} platform manifests, over the limit of {} (Limits::max_index_manifests)",
+            images.len(),
+            limits.max_index_manifests
+        )));
     }
+    Ok(images)
 }
 
 fn check_layers(layers: &[Descriptor], limits: &Limits, image: &str) -> Result<(), OciError> {
@@ -514,7 +847,7 @@ fn check_digest(digest: &str, image: &str) -> Result<(), OciError> {
 /// Sorts oci-client errors into the reasons callers act on.
 fn registry_error(error: OciDistributionError, image: &str) -> OciError {
     let image = image.to_string();
-    let message = describe(&error);
+    let message = bounded(describe(&error));
     match &error {
         OciDistributionError::UnauthorizedError { .. }
         | OciDistributionError::AuthenticationFailure(_) => {
@@ -557,10 +890,13 @@ fn registry_error(error: OciDistributionError, image: &str) -> OciError {
             None => OciError::RegistryUnavailable { image, message },
         },
         OciDistributionError::IoError(_) => OciError::RegistryUnavailable { image, message },
-        OciDistributionError::DigestError(_) => OciError::DigestMismatch {
-            blob: image,
-            message,
-        },
+        OciDistributionError::DigestError(DigestError::VerificationError { expected, actual }) => {
+            OciError::DigestMismatch {
+                reference: image,
+                expected: expected.clone(),
+                actual: actual.clone(),
+            }
+        }
         OciDistributionError::ManifestParsingError(_)
         | OciDistributionError::VersionedParsingError(_)
         | OciDistributionError::UnsupportedMediaTypeError(_)

@@ -269,7 +269,8 @@ async fn multi_skill_images_are_read_by_sub_path() {
     assert_eq!(
         error,
         OciError::SubPathRequired {
-            directories: names.iter().map(|name| name.to_string()).collect()
+            directories: names.iter().map(|name| name.to_string()).collect(),
+            total: names.len(),
         }
     );
     let error = fetch_skill(&resolved, Some("missing"), &ANONYMOUS, &opts)
@@ -376,34 +377,43 @@ async fn push_index(
 }
 
 #[tokio::test]
-async fn image_indexes_are_read_through_their_linux_amd64_manifest() {
+async fn image_indexes_are_valid_only_when_every_platform_manifest_is() {
     let registry = Registry::start().await.unwrap();
     let addr = registry.addr();
     let opts = options(&addr);
     let root = tempfile::tempdir().unwrap();
     let good = pack_skills(&[write_skill(root.path(), "demo")]).unwrap();
+    let other = pack_skills(&[write_skill(root.path(), "other")]).unwrap();
     let bad = hand_made_image(&tar_with(&[(
         "README.md",
         tar::EntryType::Regular,
         b"no skill",
         None,
     )]));
-    push_image(&good, &format!("{addr}/multi/demo:good"), &ANONYMOUS, &opts)
+    for (image, tag) in [(&good, "good"), (&other, "other"), (&bad, "bad")] {
+        push_image(
+            image,
+            &format!("{addr}/multi/demo:{tag}"),
+            &ANONYMOUS,
+            &opts,
+        )
         .await
         .unwrap();
-    push_image(&bad, &format!("{addr}/multi/demo:bad"), &ANONYMOUS, &opts)
-        .await
-        .unwrap();
-    let (good, bad) = (good.manifest_digest.as_str(), bad.manifest_digest.as_str());
+    }
+    let (good, other, bad) = (
+        good.manifest_digest.as_str(),
+        other.manifest_digest.as_str(),
+        bad.manifest_digest.as_str(),
+    );
 
     let reference = format!("{addr}/multi/demo:index");
     let index_digest = push_index(
         &addr,
         &reference,
         &[
-            (bad, "linux", "arm64"),
-            (bad, "unknown", "unknown"),
             (good, "linux", "amd64"),
+            (good, "linux", "arm64"),
+            (bad, "unknown", "unknown"),
         ],
     )
     .await;
@@ -417,27 +427,27 @@ async fn image_indexes_are_read_through_their_linux_amd64_manifest() {
         .unwrap();
     assert_eq!(skill.report.frontmatter.unwrap().name, "demo");
 
-    // Without linux/amd64, a single real entry is read (attestations aside) ...
-    let reference = format!("{addr}/multi/demo:single");
+    // A node of any listed platform may pull its manifest: one bad platform spoils the image.
+    let reference = format!("{addr}/multi/demo:bad-arm64");
     push_index(
         &addr,
         &reference,
-        &[(good, "linux", "arm64"), (bad, "unknown", "unknown")],
+        &[(good, "linux", "amd64"), (bad, "linux", "arm64")],
     )
     .await;
     let resolved = resolve_digest(&reference, &ANONYMOUS, &opts).await.unwrap();
-    assert!(
-        fetch_skill(&resolved, None, &ANONYMOUS, &opts)
-            .await
-            .is_ok()
-    );
+    let error = fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "SkillNotFound", "{error}");
+    assert!(error.to_string().contains("linux/arm64"), "{error}");
 
-    // ... and several leave the choice open.
-    let reference = format!("{addr}/multi/demo:ambiguous");
+    // Platforms must agree on the skill, or a card's status would be true on some nodes only.
+    let reference = format!("{addr}/multi/demo:disagree");
     push_index(
         &addr,
         &reference,
-        &[(good, "linux", "arm64"), (bad, "linux", "s390x")],
+        &[(good, "linux", "amd64"), (other, "linux", "s390x")],
     )
     .await;
     let resolved = resolve_digest(&reference, &ANONYMOUS, &opts).await.unwrap();
@@ -446,7 +456,7 @@ async fn image_indexes_are_read_through_their_linux_amd64_manifest() {
         .unwrap_err();
     assert_eq!(error.reason(), "InvalidImage", "{error}");
     assert!(
-        error.to_string().contains("linux/arm64, linux/s390x"),
+        error.to_string().contains("linux/s390x") && error.to_string().contains("linux/amd64"),
         "{error}"
     );
 }

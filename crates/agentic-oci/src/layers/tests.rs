@@ -176,6 +176,37 @@ fn multi_skill_images_need_a_sub_path() {
 }
 
 #[test]
+fn skill_directory_lists_stay_bounded_in_images_with_many_skills() {
+    let paths: Vec<String> = (0..2_000)
+        .map(|n| format!("skill-{n:04}/SKILL.md"))
+        .collect();
+    let items: Vec<Item<'_>> = paths.iter().map(|path| Item::File(path, SKILL)).collect();
+    let layer = tar(&items);
+
+    let error = locate(std::slice::from_ref(&layer), None).unwrap_err();
+    let OciError::SubPathRequired { directories, total } = &error else {
+        panic!("expected SubPathRequired, got {error}");
+    };
+    assert_eq!((directories.len(), *total), (MAX_LISTED_DIRECTORIES, 2_000));
+    assert!(error.to_string().len() < 1024, "{error}");
+
+    let error = locate(std::slice::from_ref(&layer), Some("missing")).unwrap_err();
+    assert_eq!(error.reason(), "SkillNotFound", "{error}");
+    assert!(
+        error.to_string().contains("2000 skill directories"),
+        "{error}"
+    );
+    assert!(error.to_string().len() < 1024, "{error}");
+
+    let found = locate(std::slice::from_ref(&layer), Some("skill-0001")).unwrap();
+    assert_eq!(
+        (found.skill_dirs.len(), found.skill_dir_count),
+        (MAX_LISTED_DIRECTORIES, 2_000)
+    );
+    assert_eq!(found.skill_dirs[0], "skill-0000");
+}
+
+#[test]
 fn nested_sub_paths_are_found_with_implicit_parents() {
     let layer = tar(&[Item::File("skills/team/demo/SKILL.md", SKILL)]);
     let located = locate(&[layer], Some("skills/team/demo")).unwrap();
@@ -509,13 +540,22 @@ fn blobs_must_match_their_digest_and_size() {
         .apply_layer(layer.as_slice(), &wrong_digest)
         .unwrap_err();
     assert_eq!(error.reason(), "DigestMismatch", "{error}");
+    let actual = crate::pack::sha256_digest(&layer);
+    assert!(
+        error.to_string().contains(&format!(
+            "expected {} ({} bytes), got {actual}",
+            wrong_digest.digest,
+            layer.len()
+        )),
+        "{error}"
+    );
 
     let mut locator = SkillLocator::new(None, Limits::default());
     let mut short = blob(&layer);
     short.size -= 1;
     let error = locator.apply_layer(layer.as_slice(), &short).unwrap_err();
     assert_eq!(error.reason(), "DigestMismatch", "{error}");
-    assert!(error.to_string().contains("more bytes"), "{error}");
+    assert!(error.to_string().contains("got more than"), "{error}");
 
     let mut locator = SkillLocator::new(None, Limits::default());
     let truncated = &layer[..layer.len() - 10];

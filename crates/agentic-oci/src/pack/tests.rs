@@ -229,7 +229,8 @@ fn several_skills_get_a_directory_each() {
     assert_eq!(
         error,
         OciError::SubPathRequired {
-            directories: vec!["alpha".into(), "beta".into()]
+            directories: vec!["alpha".into(), "beta".into()],
+            total: 2,
         }
     );
     let alpha = locate(&image, Some("alpha")).unwrap();
