@@ -28,7 +28,7 @@ fn required_version(tool: &str, module: &str) -> String {
 }
 
 fn kubernetes_version() -> String {
-    required_version("kube-apiserver", "k8s.io/kubernetes")
+    required_version("kubernetes", "k8s.io/kubernetes")
 }
 
 /// The minor of a `v1.<minor>.<patch>` version.
@@ -40,7 +40,7 @@ fn minor(version: &str) -> &str {
 }
 
 #[test]
-fn kubectl_and_kube_apiserver_report_their_kubernetes_release() {
+fn kubectl_and_the_kubernetes_servers_report_their_release() {
     let version = kubernetes_version();
     let text = run_ok(Command::new(testenv_tool("kubectl")).args([
         "version",
@@ -58,8 +58,20 @@ fn kubectl_and_kube_apiserver_report_their_kubernetes_release() {
     assert_eq!(client["minor"], minor(&version), "{text}");
     assert_eq!(client["gitTreeState"], "clean", "{text}");
 
-    let text = run_ok(Command::new(testenv_tool("kube-apiserver")).arg("--version"));
-    assert_eq!(text.trim(), format!("Kubernetes {version}"));
+    for binary in ["kube-apiserver", "kubelet", "kube-scheduler"] {
+        let text = run_ok(Command::new(testenv_tool(binary)).arg("--version"));
+        assert_eq!(text.trim(), format!("Kubernetes {version}"), "{binary}");
+    }
+}
+
+#[test]
+fn containerd_reports_its_release() {
+    let version = required_version("containerd", "github.com/containerd/containerd/v2");
+    let text = run_ok(Command::new(testenv_tool("containerd")).arg("--version"));
+    assert!(
+        text.split_whitespace().any(|word| word == version),
+        "containerd --version names {version}: {text}"
+    );
 }
 
 #[test]
