@@ -20,7 +20,9 @@ use agentic_core::sandbox::{
     MountedSkill, RunOutcome, SandboxInputs, build_acp_secret, build_pod, build_run_config_map,
     build_sandbox, run_outcome,
 };
-use agentic_core::skills::{check_agent, resolve_skill_delivery, select_gateway};
+use agentic_core::skills::{
+    Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
@@ -28,7 +30,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 
-use super::namespace_of;
+use super::{lookup, namespace_of, read_reference};
 use crate::apply::{apply_object, apply_status};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
@@ -131,9 +133,8 @@ async fn start(
         }
     }
 
-    let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), namespace);
-    let found = agents.get_opt(&run.spec.agent_ref).await?;
-    let agent = match check_agent(&run.spec.agent_ref, found.as_ref()) {
+    let found = read_reference::<Agent>(&ctx.client, namespace, &run.spec.agent_ref).await?;
+    let agent = match check_agent(&run.spec.agent_ref, lookup(&found)) {
         Ok(agent) => agent,
         Err(e) => {
             return Ok(RunOutcome::pending(
@@ -152,23 +153,28 @@ async fn start(
         Ok(name) => name,
         Err(e) => return Ok(RunOutcome::failed(e.reason(), format!("spec.gateway: {e}"))),
     };
-    let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), namespace);
-    let Some(gateway) = gateways.get_opt(&gateway_name).await? else {
-        return Ok(RunOutcome::pending(
-            "GatewayNotFound",
-            format!("Gateway {gateway_name:?} not found"),
-        ));
+    let found = read_reference::<Gateway>(&ctx.client, namespace, &gateway_name).await?;
+    let gateway = match lookup(&found) {
+        Lookup::Found(gateway) => gateway,
+        Lookup::Missing => {
+            return Ok(RunOutcome::pending(
+                "GatewayNotFound",
+                format!("Gateway {gateway_name:?} not found"),
+            ));
+        }
+        Lookup::Malformed(error) => {
+            let e = agentic_core::Error::GatewayNotReady(vec![(
+                gateway_name.clone(),
+                malformed_detail(error),
+            )]);
+            return Ok(RunOutcome::pending(e.reason(), e.to_string()));
+        }
     };
 
-    let cards: Api<SkillCard> = Api::namespaced(ctx.client.clone(), namespace);
     let mut skills = Vec::new();
     for pinned in &agent_status.skills {
-        let card = cards.get_opt(&pinned.skill_card).await?;
-        let mounted = card
-            .as_ref()
-            .ok_or_else(|| agentic_core::Error::MissingSkillCards(vec![pinned.skill_card.clone()]))
-            .and_then(|card| MountedSkill::from_agent_skill(pinned, card));
-        match mounted {
+        let card = read_reference::<SkillCard>(&ctx.client, namespace, &pinned.skill_card).await?;
+        match MountedSkill::from_agent_skill(pinned, lookup(&card)) {
             Ok(skill) => skills.push(skill),
             // The Agent's status is behind its SkillCards; its next pass will catch up and
             // the watch on the Agent brings the run back.
@@ -177,7 +183,7 @@ async fn start(
     }
 
     let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
-    let inputs = match SandboxInputs::new(run, agent, &gateway, skills, delivery.mode, params) {
+    let inputs = match SandboxInputs::new(run, agent, gateway, skills, delivery.mode, params) {
         Ok(inputs) => inputs,
         Err(e) => return Ok(RunOutcome::failed(e.reason(), e.to_string())),
     };

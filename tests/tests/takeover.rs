@@ -1,0 +1,207 @@
+//! What a run may touch and what it follows: references to objects the operator cannot read
+//! are reported instead of retried.
+
+use agentic_api::{
+    Agent, AgentRun, AgentRunSpec, AgentSpec, Gateway, GatewayModel, GatewaySpec, ObjectRef,
+    SkillCard, SkillCardSpec,
+};
+use agentic_integration_tests::{
+    apply, condition, has_condition, scenario, wait_agent_ready, wait_for,
+};
+use agentic_operator::context::SandboxBackend;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// An inline SkillCard `notes`, a Gateway without credentials and the Agent `coder` using
+/// both; waits until the Agent is Ready.
+async fn fixture(client: &Client, ns: &str) {
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
+    apply(
+        &cards,
+        &SkillCard {
+            metadata: meta("notes"),
+            spec: SkillCardSpec {
+                inline: Some(
+                    "---\nname: notes\ndescription: Keep notes.\n---\nWrite it down.\n".into(),
+                ),
+                ..SkillCardSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
+    apply(
+        &gateways,
+        &Gateway {
+            metadata: meta("llm"),
+            spec: GatewaySpec {
+                provider: "openai".into(),
+                endpoint: None,
+                credential_ref: None,
+                model: GatewayModel {
+                    name: "gpt-test".into(),
+                    context_window: 8_000,
+                    tier: None,
+                },
+            },
+            status: None,
+        },
+    )
+    .await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: meta("coder"),
+            spec: AgentSpec {
+                image: "harness.invalid/agent:1".into(),
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                skill_cards: vec![ObjectRef {
+                    name: "notes".into(),
+                }],
+                skill_delivery: "inject".into(),
+                ..AgentSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_agent_ready(&agents, "coder").await;
+}
+
+fn run(name: &str) -> AgentRun {
+    AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: "coder".into(),
+            ..AgentRunSpec::default()
+        },
+        status: None,
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_skill_card_is_reported_on_the_agent_and_the_run_without_retries() {
+    let (ns, client, operator) = scenario("malformed", SandboxBackend::Pod).await;
+    fixture(&client, &ns).await;
+
+    // The card's status as another writer left it: the CRD's schema accepts the time (the
+    // API server's date-time check lets any character stand for the decimal point), the
+    // operator's types do not.
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let mut card = serde_json::to_value(cards.get("notes").await.expect("card")).expect("json");
+    card["status"]["conditions"][0]["lastTransitionTime"] = json!(MALFORMED_TIME);
+    cards
+        .patch_status(
+            "notes",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": card["status"]})),
+        )
+        .await
+        .expect("the API server accepts the status");
+    let read = cards.get("notes").await;
+    assert!(
+        read.is_err(),
+        "the operator's types refuse the card, or this test proves nothing: {read:?}"
+    );
+
+    // The Agent says why it is not Ready, naming the card and the error.
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    let agent = wait_for(&agents, "coder", "SkillCardNotReady", |a: &Agent| {
+        a.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "False", "SkillCardNotReady"))
+    })
+    .await;
+    let message = condition(&agent.status.expect("status").conditions, "Ready")
+        .expect("Ready")
+        .message
+        .clone();
+    assert!(
+        message.contains("SkillCard \"notes\"")
+            && message.contains("does not match the schema")
+            && message.contains(MALFORMED_TIME),
+        "{message}"
+    );
+
+    // A run of the Agent waits with the reason in its status.
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("blocked")).await;
+    let blocked = wait_for(&runs, "blocked", "AgentNotReady", |r: &AgentRun| {
+        r.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "False", "AgentNotReady"))
+    })
+    .await;
+    let message = condition(&blocked.status.expect("status").conditions, "Ready")
+        .expect("Ready")
+        .message
+        .clone();
+    assert!(message.contains("does not match the schema"), "{message}");
+
+    // A Warning event on the card itself.
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let warned = wait_for_event(&events, "SkillCard", "notes", "MalformedObject").await;
+    assert_eq!(warned.type_.as_deref(), Some("Warning"));
+    assert!(
+        warned
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains(MALFORMED_TIME),
+        "{warned:#?}"
+    );
+
+    // Reported, not retried: no pass failed on the card.
+    let failed: Vec<String> = operator
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("agentic_reconcile_errors_total{"))
+        .filter(|l| l.contains(r#"kind="Agent""#) || l.contains(r#"kind="AgentRun""#))
+        .map(str::to_string)
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    operator.stop().await;
+}
+
+/// A `lastTransitionTime` the API server's date-time format accepts and an RFC 3339 parser
+/// refuses: `x` where the decimal point belongs.
+const MALFORMED_TIME: &str = "2026-01-01T00:00:00x5Z";
+
+/// Waits for an event with `reason` about the `kind` object `name`.
+async fn wait_for_event(events: &Api<Event>, kind: &str, name: &str, reason: &str) -> Event {
+    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
+    loop {
+        let found = events
+            .list(&ListParams::default())
+            .await
+            .expect("list events")
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().is_some_and(|r| {
+                        r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
+                    })
+            });
+        if let Some(event) = found {
+            return event;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {reason} event about {kind} {name}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
