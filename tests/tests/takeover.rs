@@ -1,17 +1,21 @@
-//! What a run may touch and what it follows: references to objects the operator cannot read
-//! are reported instead of retried.
+//! What a run may touch: objects someone else made under the names of a run's objects are
+//! never changed, and references to objects the operator cannot read are reported instead
+//! of retried.
+
+use std::collections::BTreeMap;
 
 use agentic_api::{
     Agent, AgentRun, AgentRunSpec, AgentSpec, Gateway, GatewayModel, GatewaySpec, ObjectRef,
     SkillCard, SkillCardSpec,
 };
 use agentic_integration_tests::{
-    apply, condition, has_condition, scenario, wait_agent_ready, wait_for,
+    apply, condition, has_condition, scenario, wait_agent_ready, wait_for, wait_for_sandbox,
 };
 use agentic_operator::context::SandboxBackend;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 fn meta(name: &str) -> ObjectMeta {
@@ -88,6 +92,106 @@ fn run(name: &str) -> AgentRun {
         },
         status: None,
     }
+}
+
+/// Waits until the run `name` is blocked by an object it does not control, and returns the
+/// message.
+async fn wait_name_taken(runs: &Api<AgentRun>, name: &str) -> String {
+    let blocked = wait_for(runs, name, "ObjectNameTaken", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| {
+            s.sandbox_name.is_none()
+                && has_condition(&s.conditions, "Ready", "False", "ObjectNameTaken")
+        })
+    })
+    .await;
+    condition(&blocked.status.expect("status").conditions, "Ready")
+        .expect("Ready")
+        .message
+        .clone()
+}
+
+#[tokio::test]
+async fn a_run_never_takes_over_a_config_map_or_secret_of_its_names() {
+    let (ns, client, operator) = scenario("takeover", SandboxBackend::Pod).await;
+    fixture(&client, &ns).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+
+    // The admin's ConfigMap happens to be named like the ConfigMap of run `app`.
+    let admin_map = maps
+        .create(
+            &Default::default(),
+            &ConfigMap {
+                metadata: meta("app-config"),
+                data: Some(BTreeMap::from([("admin".to_string(), "yes".to_string())])),
+                ..ConfigMap::default()
+            },
+        )
+        .await
+        .expect("create the admin's ConfigMap");
+    // And a Secret named like the ACP key Secret of run `tool`.
+    let admin_secret = secrets
+        .create(
+            &Default::default(),
+            &Secret {
+                metadata: meta("tool-acp-key"),
+                string_data: Some(BTreeMap::from([(
+                    "secret-key".to_string(),
+                    "known-to-the-admin".to_string(),
+                )])),
+                ..Secret::default()
+            },
+        )
+        .await
+        .expect("create the admin's Secret");
+
+    apply(&runs, &run("app")).await;
+    apply(&runs, &run("tool")).await;
+    let message = wait_name_taken(&runs, "app").await;
+    assert!(message.contains("ConfigMap app-config"), "{message}");
+    let message = wait_name_taken(&runs, "tool").await;
+    assert!(message.contains("Secret tool-acp-key"), "{message}");
+
+    let map = maps.get("app-config").await.expect("the admin's ConfigMap");
+    assert_eq!(
+        map.resource_version(),
+        admin_map.resource_version(),
+        "the admin's ConfigMap was not written: {map:#?}"
+    );
+    assert!(map.owner_references().is_empty(), "{map:#?}");
+    let secret = secrets
+        .get("tool-acp-key")
+        .await
+        .expect("the admin's Secret");
+    assert_eq!(secret.resource_version(), admin_secret.resource_version());
+    assert!(secret.owner_references().is_empty(), "{secret:#?}");
+    let sandboxes = pods.list(&ListParams::default()).await.expect("pods").items;
+    assert!(
+        sandboxes.is_empty(),
+        "no blocked run got a sandbox: {:?}",
+        sandboxes
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect::<Vec<_>>()
+    );
+
+    // Once the name is free the run makes and controls its own ConfigMap.
+    maps.delete("app-config", &Default::default())
+        .await
+        .expect("delete the admin's ConfigMap");
+    let started = wait_for_sandbox(&runs, "app").await;
+    let uid = started.uid().expect("uid");
+    let own = maps.get("app-config").await.expect("the run's ConfigMap");
+    assert!(
+        own.owner_references()
+            .iter()
+            .any(|o| o.uid == uid && o.controller == Some(true)),
+        "{own:#?}"
+    );
+    assert!(!own.data.expect("data").contains_key("admin"));
+    operator.stop().await;
 }
 
 #[tokio::test]

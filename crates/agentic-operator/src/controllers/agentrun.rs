@@ -15,10 +15,11 @@ use agentic_api::{
 };
 use agentic_core::conditions::find_condition;
 use agentic_core::names::sandbox_name;
+use agentic_core::owners::is_controlled_by;
 use agentic_core::params::resolve_params;
 use agentic_core::sandbox::{
-    MountedSkill, RunOutcome, SandboxInputs, build_acp_secret, build_pod, build_run_config_map,
-    build_sandbox, run_outcome,
+    MountedSkill, REASON_OBJECT_NAME_TAKEN, RunOutcome, SANDBOX_KIND, SandboxInputs,
+    build_acp_secret, build_pod, build_run_config_map, build_sandbox, run_outcome,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -41,8 +42,6 @@ pub const CONDITION_COMPLETED: &str = "Completed";
 /// Annotation on the sandbox recording the skills pinned at creation, so a restarted operator
 /// reports exactly what the sandbox mounts.
 pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
-/// Run Pending: an object the run does not own holds its sandbox name.
-pub const REASON_SANDBOX_NAME_TAKEN: &str = "SandboxNameTaken";
 /// How often a run blocked by a foreign object checks again, besides the pod and Sandbox
 /// watches that usually bring it back sooner.
 const NAME_TAKEN_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
@@ -86,7 +85,7 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, run.as_ref());
-    Ok(if outcome.reason == REASON_SANDBOX_NAME_TAKEN {
+    Ok(if outcome.reason == REASON_OBJECT_NAME_TAKEN {
         Action::requeue(NAME_TAKEN_RETRY)
     } else {
         Action::await_change()
@@ -109,19 +108,14 @@ async fn start(
     status: &mut AgentRunStatus,
 ) -> Result<RunOutcome> {
     let name = sandbox_name(&run.name_any());
+    let owner = owner_of(run)?;
 
     // A sandbox from an earlier pass (the operator stopped before writing status) is adopted,
     // never rebuilt: its annotation says what it mounts.
-    let uid = run.metadata.uid.as_deref().unwrap_or_default();
-    match existing_sandbox(ctx, namespace, &name, uid).await? {
+    match existing_sandbox(ctx, namespace, &name, &owner.uid).await? {
         Existing::Absent => {}
         Existing::Foreign => {
-            return Ok(RunOutcome::pending(
-                REASON_SANDBOX_NAME_TAKEN,
-                format!(
-                    "an object named {name} that this run does not own exists (an earlier run of the same name still being deleted?); the run starts when it is gone"
-                ),
-            ));
+            return Ok(RunOutcome::name_taken(sandbox_kind(ctx), &name));
         }
         Existing::Ours(pinned) => {
             status.sandbox_name = Some(name.clone());
@@ -187,8 +181,9 @@ async fn start(
         Ok(inputs) => inputs,
         Err(e) => return Ok(RunOutcome::failed(e.reason(), e.to_string())),
     };
-    let owner = owner_of(run)?;
-    create_sandbox_objects(ctx, namespace, &inputs, owner).await?;
+    if let Err(taken) = create_sandbox_objects(ctx, namespace, &inputs, owner).await? {
+        return Ok(RunOutcome::name_taken(taken.kind, &taken.name));
+    }
 
     status.sandbox_name = Some(name.clone());
     status.skills = inputs.pinned_skills();
@@ -207,22 +202,29 @@ fn owner_of(run: &AgentRun) -> Result<OwnerReference> {
         })
 }
 
+/// Creates the run's Secret, ConfigMap and sandbox, in that order, stopping at the first name
+/// another object holds.
 async fn create_sandbox_objects(
     ctx: &Context,
     namespace: &str,
     inputs: &SandboxInputs<'_>,
     owner: OwnerReference,
-) -> Result<()> {
+) -> Result<Result<(), NameTaken>> {
+    let uid = owner.uid.clone();
+
     // The ACP key is random: created once, never re-applied, so a retry cannot rotate it
     // under a sandbox that already uses it.
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let secret = build_acp_secret(inputs, random_key(), owner.clone());
-    create_if_absent(&secrets, &secret).await?;
+    if let Err(taken) = create_owned(&secrets, &secret, "Secret", &uid).await? {
+        return Ok(Err(taken));
+    }
 
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let config_map = build_run_config_map(inputs, owner.clone());
-    let cm_name = config_map.metadata.name.clone().unwrap_or_default();
-    apply_object(&config_maps, &cm_name, &config_map).await?;
+    if let Err(taken) = apply_owned(&config_maps, config_map, "ConfigMap", &uid).await? {
+        return Ok(Err(taken));
+    }
 
     let pinned =
         serde_json::to_string(&inputs.pinned_skills()).map_err(|source| Error::Serialize {
@@ -238,7 +240,7 @@ async fn create_sandbox_objects(
                 .get_or_insert_with(BTreeMap::new)
                 .extend(annotations);
             let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-            create_if_absent(&pods, &pod).await?;
+            create_owned(&pods, &pod, "Pod", &uid).await
         }
         SandboxBackend::AgentSandbox => {
             let mut sandbox = build_sandbox(inputs, owner)?;
@@ -254,20 +256,65 @@ async fn create_sandbox_objects(
                 })?;
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
-            create_if_absent(&api, &object).await?;
+            create_owned(&api, &object, SANDBOX_KIND, &uid).await
         }
     }
-    Ok(())
 }
 
-async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<()>
+/// An object the run does not control, holding the name of one of the run's objects.
+struct NameTaken {
+    kind: &'static str,
+    name: String,
+}
+
+/// Creates `object` unless an object of its name exists. One the run (`uid`) controls, made
+/// by an earlier pass, is left as it is; any other is never touched and comes back as
+/// [`NameTaken`].
+async fn create_owned<K>(
+    api: &Api<K>,
+    object: &K,
+    kind: &'static str,
+    uid: &str,
+) -> Result<Result<(), NameTaken>>
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
+    let name = object.meta().name.clone().unwrap_or_default();
     match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await? {
+            Some(existing) if is_controlled_by(existing.meta(), uid) => Ok(Ok(())),
+            Some(_) => Ok(Err(NameTaken { kind, name })),
+            // Deleted since the create: the retry creates it.
+            None => Err(kube::Error::Api(status).into()),
+        },
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates `object`, or applies it over the object of its name when the run (`uid`) controls
+/// that one, so a later pass can bring it up to date. Any other object of the name is never
+/// touched and comes back as [`NameTaken`].
+async fn apply_owned<K>(
+    api: &Api<K>,
+    mut object: K,
+    kind: &'static str,
+    uid: &str,
+) -> Result<Result<(), NameTaken>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    match api.get_opt(&name).await? {
+        None => create_owned(api, &object, kind, uid).await,
+        Some(existing) if is_controlled_by(existing.meta(), uid) => {
+            // Pinned to the version just checked: if the object is replaced in between, the
+            // apply fails with a conflict instead of taking the replacement over.
+            object.meta_mut().resource_version = existing.meta().resource_version.clone();
+            apply_object(api, &name, &object).await?;
+            Ok(Ok(()))
+        }
+        Some(_) => Ok(Err(NameTaken { kind, name })),
     }
 }
 
@@ -306,12 +353,7 @@ async fn existing_sandbox(
     let Some(metadata) = metadata else {
         return Ok(Existing::Absent);
     };
-    let ours = metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.uid == run_uid);
-    if !ours {
+    if !is_controlled_by(&metadata, run_uid) {
         return Ok(Existing::Foreign);
     }
     Ok(Existing::Ours(
@@ -322,6 +364,14 @@ async fn existing_sandbox(
             .and_then(|json| serde_json::from_str(json).ok())
             .unwrap_or_default(),
     ))
+}
+
+/// The kind of the object the sandbox backend creates.
+fn sandbox_kind(ctx: &Context) -> &'static str {
+    match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => "Pod",
+        SandboxBackend::AgentSandbox => SANDBOX_KIND,
+    }
 }
 
 /// After the sandbox exists: follow its pod.
