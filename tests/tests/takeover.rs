@@ -1,15 +1,17 @@
-//! What a run may touch: objects someone else made under the names of a run's objects are
-//! never changed, and references to objects the operator cannot read are reported instead
-//! of retried.
+//! What a run may touch and what it follows: objects someone else made under the names of a
+//! run's objects are never changed, references to objects the operator cannot read are
+//! reported instead of retried, and a run with a name past 63 characters follows its pod.
+//! No kubelet runs here, so the tests play its part and write the pod's status.
 
 use std::collections::BTreeMap;
 
 use agentic_api::{
-    Agent, AgentRun, AgentRunSpec, AgentSpec, Gateway, GatewayModel, GatewaySpec, ObjectRef,
-    SkillCard, SkillCardSpec,
+    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, Gateway, GatewayModel, GatewaySpec,
+    ObjectRef, SkillCard, SkillCardSpec,
 };
 use agentic_integration_tests::{
-    apply, condition, has_condition, scenario, wait_agent_ready, wait_for, wait_for_sandbox,
+    apply, condition, has_condition, kubelet, scenario, wait_agent_ready, wait_for,
+    wait_for_sandbox, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
@@ -307,5 +309,33 @@ async fn wait_for_event(events: &Api<Event>, kind: &str, name: &str, reason: &st
             "no {reason} event about {kind} {name}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_run_named_past_63_characters_follows_its_pod() {
+    let name = format!(
+        "a-run-whose-name-is-longer-than-a-label-value-may-be-{}",
+        "x".repeat(20)
+    );
+    assert!(name.len() > 63);
+    for backend in [SandboxBackend::Pod, SandboxBackend::AgentSandbox] {
+        let (ns, client, operator) = scenario("long-run-name", backend).await;
+        fixture(&client, &ns).await;
+        let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+        apply(&runs, &run(&name)).await;
+        let sandbox = wait_for_sandbox(&runs, &name)
+            .await
+            .status
+            .and_then(|s| s.sandbox_name)
+            .expect("sandbox name");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        wait_for(&pods, &sandbox, "the sandbox pod", |_: &Pod| true).await;
+
+        kubelet(&pods, &sandbox, None).await;
+        wait_phase(&runs, &name, AgentRunPhase::Running).await;
+        kubelet(&pods, &sandbox, Some(0)).await;
+        wait_phase(&runs, &name, AgentRunPhase::Succeeded).await;
+        operator.stop().await;
     }
 }

@@ -15,7 +15,7 @@ use agentic_api::{
 };
 use agentic_core::conditions::find_condition;
 use agentic_core::names::sandbox_name;
-use agentic_core::owners::is_controlled_by;
+use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
 use agentic_core::params::resolve_params;
 use agentic_core::sandbox::{
     MountedSkill, REASON_OBJECT_NAME_TAKEN, RunOutcome, SANDBOX_KIND, SandboxInputs,
@@ -25,10 +25,11 @@ use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::{lookup, namespace_of, read_reference};
@@ -403,11 +404,32 @@ pub fn runs_waiting_on_agent<'a>(
     runs: impl IntoIterator<Item = &'a AgentRun>,
     namespace: &str,
     name: &str,
-) -> Vec<kube::runtime::reflector::ObjectRef<AgentRun>> {
+) -> Vec<ObjectRef<AgentRun>> {
     runs.into_iter()
         .filter(|r| r.namespace().as_deref() == Some(namespace))
         .filter(|r| r.spec.agent_ref == name)
         .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
-        .map(kube::runtime::reflector::ObjectRef::from_obj)
+        .map(ObjectRef::from_obj)
+        .collect()
+}
+
+/// The run a sandbox pod in `namespace` belongs to, by ownerReference: the run controlling
+/// it (the `pod` backend), or the run of the Sandbox controlling it (agent-sandbox). Never
+/// by its run label, whose value is shortened for run names over 63 characters.
+pub fn runs_of_pod<'a>(
+    runs: impl IntoIterator<Item = &'a AgentRun>,
+    namespace: &str,
+    pod: &ObjectMeta,
+) -> Vec<ObjectRef<AgentRun>> {
+    if let Some(run) = controlling_run(pod) {
+        return vec![ObjectRef::new(run).within(namespace)];
+    }
+    let Some(sandbox) = controlling_sandbox(pod) else {
+        return Vec::new();
+    };
+    runs.into_iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace))
+        .filter(|r| sandbox_name(&r.name_any()) == sandbox)
+        .map(ObjectRef::from_obj)
         .collect()
 }

@@ -361,21 +361,21 @@ pub fn controllers(
     let run_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let pod_config = watcher::Config::default().labels(RUN_LABEL);
+    let agent_store = store.clone();
     let mut agent_runs = agent_runs
         .watches(
             api_for::<Guarded<Agent>>(&client, namespace),
             config.clone(),
             move |agent| {
-                related(&store, &agent, |runs, ns, agent| {
+                related(&agent_store, &agent, |runs, ns, agent| {
                     agentrun::runs_waiting_on_agent(runs, ns, agent)
                 })
             },
         )
-        .watches(api_for::<Pod>(&client, namespace), pod_config, |pod| {
-            let ns = pod.namespace().unwrap_or_default();
-            pod.labels()
-                .get(RUN_LABEL)
-                .map(|run| ObjectRef::<Guarded<AgentRun>>::new(run).within(&ns))
+        .watches(api_for::<Pod>(&client, namespace), pod_config, move |pod| {
+            related(&store, &pod, |runs, ns, _| {
+                agentrun::runs_of_pod(runs, ns, pod.meta())
+            })
         });
     if ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox {
         let resource = agentrun::sandbox_resource();
