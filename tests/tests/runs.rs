@@ -606,10 +606,10 @@ async fn a_run_never_adopts_a_sandbox_it_does_not_own() {
 
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &run("reused", &[("target", "11")], None)).await;
-    let blocked = wait_for(&runs, "reused", "SandboxNameTaken", |r: &AgentRun| {
+    let blocked = wait_for(&runs, "reused", "ObjectNameTaken", |r: &AgentRun| {
         r.status.as_ref().is_some_and(|s| {
             s.sandbox_name.is_none()
-                && has_condition(&s.conditions, "Ready", "False", "SandboxNameTaken")
+                && has_condition(&s.conditions, "Ready", "False", "ObjectNameTaken")
         })
     })
     .await;

@@ -6,6 +6,7 @@
 //! - [`params`]: a run's string params typed against the Agent's declarations.
 //! - [`skills`]: an Agent's skills, gateways and skill delivery; a run's gateway.
 //! - [`names`]: names and label values of the objects created for runs and SkillCards.
+//! - [`owners`]: who controls an object, from its controller ownerReference.
 //! - [`sandbox`]: a run's sandbox (pod spec, Pod or agent-sandbox `Sandbox`, ConfigMaps,
 //!   Secret) and the run's outcome read back from its pod.
 //!
@@ -46,10 +47,12 @@
 //! | `AgentFailed` | [`sandbox::REASON_AGENT_FAILED`] | run Failed: the agent exited non-zero |
 //! | `PodFailed` | [`sandbox::REASON_POD_FAILED`] | run Failed: the pod failed first (eviction) |
 //! | `SandboxLost` | [`sandbox::REASON_SANDBOX_LOST`] | run Failed: sandbox or pod gone or replaced after the start |
+//! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending: an object it does not control holds the name of one of its objects |
 
 pub mod conditions;
 mod error;
 pub mod names;
+pub mod owners;
 pub mod params;
 pub mod sandbox;
 pub mod skills;

@@ -11,6 +11,38 @@ use crate::conditions::find_condition;
 use crate::names::inline_skill_config_map_name;
 use crate::sandbox::{MountedSkill, SkillSource};
 
+/// An object a reference names, as a controller read it.
+#[derive(Debug, PartialEq)]
+pub enum Lookup<'a, K> {
+    /// No object of that name exists.
+    Missing,
+    /// The object.
+    Found(&'a K),
+    /// An object of that name exists but does not deserialize as the operator's type: it was
+    /// written with the CRD's validation bypassed, or stored before a schema change. Holds
+    /// the deserialization error. It counts as not Ready, never as an error of the pass.
+    Malformed(&'a str),
+}
+
+impl<K> Clone for Lookup<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Lookup<'_, K> {}
+
+impl<'a, K> From<Option<&'a K>> for Lookup<'a, K> {
+    fn from(found: Option<&'a K>) -> Self {
+        found.map_or(Lookup::Missing, Lookup::Found)
+    }
+}
+
+/// Why a malformed referenced object is not Ready, for a `...NotReady` message.
+pub fn malformed_detail(error: &str) -> String {
+    format!("it does not match the schema this operator reads ({error}); fix or replace it")
+}
+
 /// An Agent's skills, ready for its status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedSkills {
@@ -21,20 +53,21 @@ pub struct ResolvedSkills {
 }
 
 /// Resolves an Agent's `spec.skillCards`: `cards` holds, in spec order, each reference's
-/// name and the SkillCard found under it (None when it does not exist).
+/// name and what was found under it.
 ///
 /// A SkillCard is usable when its `Ready` condition is True for its current generation
 /// (`status.observedGeneration == metadata.generation`), `status.skill` is set, and, for
 /// image cards, `status.resolvedImage` is pinned by digest. Errors, checked in this order:
 /// every missing card ([`Error::MissingSkillCards`]), every unusable card
-/// ([`Error::SkillCardsNotReady`]), then the first frontmatter name two cards share
+/// ([`Error::SkillCardsNotReady`], malformed cards among them), then the first frontmatter
+/// name two cards share
 /// ([`Error::DuplicateSkillName`]).
 pub fn resolve_skills<N: AsRef<str>>(
-    cards: &[(N, Option<&SkillCard>)],
+    cards: &[(N, Lookup<SkillCard>)],
 ) -> Result<ResolvedSkills, Error> {
     let missing: Vec<String> = cards
         .iter()
-        .filter(|(_, card)| card.is_none())
+        .filter(|(_, card)| matches!(card, Lookup::Missing))
         .map(|(name, _)| name.as_ref().to_string())
         .collect();
     if !missing.is_empty() {
@@ -44,7 +77,14 @@ pub fn resolve_skills<N: AsRef<str>>(
     let mut usable = Vec::new();
     let mut not_ready = Vec::new();
     for (name, card) in cards {
-        let Some(card) = card else { continue };
+        let card = match card {
+            Lookup::Missing => continue,
+            Lookup::Malformed(error) => {
+                not_ready.push((name.as_ref().to_string(), malformed_detail(error)));
+                continue;
+            }
+            Lookup::Found(card) => *card,
+        };
         match usable_skill(card) {
             Ok((skill, source)) => usable.push((name.as_ref(), card, skill, source)),
             Err(why) => not_ready.push((name.as_ref().to_string(), why)),
@@ -89,12 +129,20 @@ pub fn resolve_skills<N: AsRef<str>>(
 impl MountedSkill {
     /// The mount for one skill of an Agent's status, checked against the SkillCard as it is
     /// now. The Agent's pin is what the sandbox mounts; the card adds the sub-path, the
-    /// description and the pull secrets. A card that is no longer usable, or that has changed
-    /// since the Agent pinned it (another name, image or delivery), is
+    /// description and the pull secrets. A card that is gone is
+    /// [`Error::MissingSkillCards`]; one that is malformed, no longer usable, or changed since
+    /// the Agent pinned it (another name, image or delivery), is
     /// [`Error::SkillCardsNotReady`]: the run waits for the Agent to catch up.
-    pub fn from_agent_skill(skill: &AgentSkill, card: &SkillCard) -> Result<Self, Error> {
+    pub fn from_agent_skill(skill: &AgentSkill, card: Lookup<SkillCard>) -> Result<Self, Error> {
         let not_ready =
             |why: String| Error::SkillCardsNotReady(vec![(skill.skill_card.clone(), why)]);
+        let card = match card {
+            Lookup::Missing => {
+                return Err(Error::MissingSkillCards(vec![skill.skill_card.clone()]));
+            }
+            Lookup::Malformed(error) => return Err(not_ready(malformed_detail(error))),
+            Lookup::Found(card) => card,
+        };
         let (frontmatter, source) = usable_skill(card).map_err(not_ready)?;
         let pinned = match &source {
             SkillSource::Image { reference } => Some(reference),
@@ -202,12 +250,13 @@ fn generation_text(generation: Option<i64>) -> String {
 }
 
 /// Checks an Agent's `spec.gateways`: `gateways` holds, in spec order, each reference's name
-/// and the Gateway found under it. Every missing gateway is [`Error::GatewayNotFound`]; then
-/// every gateway not Ready for its current generation is [`Error::GatewayNotReady`].
-pub fn resolve_gateways<N: AsRef<str>>(gateways: &[(N, Option<&Gateway>)]) -> Result<(), Error> {
+/// and what was found under it. Every missing gateway is [`Error::GatewayNotFound`]; then
+/// every gateway malformed or not Ready for its current generation is
+/// [`Error::GatewayNotReady`].
+pub fn resolve_gateways<N: AsRef<str>>(gateways: &[(N, Lookup<Gateway>)]) -> Result<(), Error> {
     let missing: Vec<String> = gateways
         .iter()
-        .filter(|(_, gateway)| gateway.is_none())
+        .filter(|(_, gateway)| matches!(gateway, Lookup::Missing))
         .map(|(name, _)| name.as_ref().to_string())
         .collect();
     if !missing.is_empty() {
@@ -216,7 +265,13 @@ pub fn resolve_gateways<N: AsRef<str>>(gateways: &[(N, Option<&Gateway>)]) -> Re
     let not_ready: Vec<(String, String)> = gateways
         .iter()
         .filter_map(|(name, gateway)| {
-            let gateway = (*gateway)?;
+            let gateway = match gateway {
+                Lookup::Missing => return None,
+                Lookup::Malformed(error) => {
+                    return Some((name.as_ref().to_string(), malformed_detail(error)));
+                }
+                Lookup::Found(gateway) => *gateway,
+            };
             let status = gateway.status.as_ref();
             let conditions = status.map_or(&[][..], |s| &s.conditions[..]);
             not_ready_reason(
@@ -234,11 +289,23 @@ pub fn resolve_gateways<N: AsRef<str>>(gateways: &[(N, Option<&Gateway>)]) -> Re
     }
 }
 
-/// The Agent a run names, when it exists and is Ready for its current generation.
-pub fn check_agent<'a>(name: &str, agent: Option<&'a Agent>) -> Result<&'a Agent, Error> {
-    let agent = agent.ok_or_else(|| Error::AgentNotFound {
-        name: name.to_string(),
-    })?;
+/// The Agent a run names, when it exists and is Ready for its current generation. A
+/// malformed Agent is [`Error::AgentNotReady`].
+pub fn check_agent<'a>(name: &str, agent: Lookup<'a, Agent>) -> Result<&'a Agent, Error> {
+    let agent = match agent {
+        Lookup::Missing => {
+            return Err(Error::AgentNotFound {
+                name: name.to_string(),
+            });
+        }
+        Lookup::Malformed(error) => {
+            return Err(Error::AgentNotReady {
+                name: name.to_string(),
+                detail: malformed_detail(error),
+            });
+        }
+        Lookup::Found(agent) => agent,
+    };
     let status = agent.status.as_ref();
     let conditions = status.map_or(&[][..], |s| &s.conditions[..]);
     match not_ready_reason(

@@ -24,6 +24,8 @@ pub const REASON_AGENT_FAILED: &str = "AgentFailed";
 pub const REASON_POD_FAILED: &str = "PodFailed";
 /// The sandbox or its pod disappeared, or was replaced, after the agent started.
 pub const REASON_SANDBOX_LOST: &str = "SandboxLost";
+/// An object the run does not control holds the name of one of the run's objects.
+pub const REASON_OBJECT_NAME_TAKEN: &str = "ObjectNameTaken";
 
 /// Where a run stands, and why: the phase, a stable reason, a message for the user, and the
 /// agent container's start and finish times when known.
@@ -50,6 +52,18 @@ impl RunOutcome {
     /// A run that cannot run, for example because its params are invalid.
     pub fn failed(reason: &'static str, message: impl Into<String>) -> Self {
         Self::new(AgentRunPhase::Failed, reason, message.into())
+    }
+
+    /// A run blocked by an object it does not control: the `kind` object `name` holds the
+    /// name of the run's sandbox, ConfigMap or Secret. The operator neither changes nor
+    /// deletes it; the run goes on once the name is free.
+    pub fn name_taken(kind: &str, name: &str) -> Self {
+        Self::pending(
+            REASON_OBJECT_NAME_TAKEN,
+            format!(
+                "{kind} {name} exists and is not controlled by this run, so the run cannot create its own {kind} {name}; it starts once that object is gone (an earlier run of the same name still being deleted, or an object of someone else that needs another name)"
+            ),
+        )
     }
 
     fn new(phase: AgentRunPhase, reason: &'static str, message: String) -> Self {

@@ -61,7 +61,11 @@ fn inline_card(card: &str, skill: &str) -> SkillCard {
 }
 
 fn resolve(cards: &[(&str, Option<&SkillCard>)]) -> Result<ResolvedSkills, Error> {
-    resolve_skills(cards)
+    let cards: Vec<(&str, Lookup<SkillCard>)> = cards
+        .iter()
+        .map(|(name, card)| (*name, Lookup::from(*card)))
+        .collect();
+    resolve_skills(&cards)
 }
 
 #[test]
@@ -128,6 +132,51 @@ fn missing_cards_are_reported_before_unready_ones() {
     broken.status = None;
     let error = resolve(&[("broken", Some(&broken)), ("gone", None)]).expect_err("missing");
     assert_eq!(error.reason(), "SkillCardNotFound");
+}
+
+/// The error serde gives for a SkillCard whose status holds a time without an offset.
+const BAD_TIME: &str = "invalid value: string \"2026-01-01T00:00:00\", expected a timestamp";
+
+#[test]
+fn a_malformed_card_is_not_ready_with_its_error() {
+    let java = image_card("java-card", "java");
+    let error = resolve_skills(&[
+        ("java-card", Lookup::Found(&java)),
+        ("odd", Lookup::Malformed(BAD_TIME)),
+    ])
+    .expect_err("malformed");
+    assert_eq!(error.reason(), "SkillCardNotReady");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "SkillCard \"odd\" is not ready: it does not match the schema this operator reads ({BAD_TIME}); fix or replace it"
+        )
+    );
+
+    // Missing cards still come first.
+    let error = resolve_skills(&[
+        ("odd", Lookup::Malformed(BAD_TIME)),
+        ("gone", Lookup::Missing),
+    ])
+    .expect_err("missing");
+    assert_eq!(error, Error::MissingSkillCards(vec!["gone".into()]));
+}
+
+#[test]
+fn malformed_gateways_and_agents_are_not_ready() {
+    let error = resolve_gateways(&[("llm", Lookup::<Gateway>::Malformed(BAD_TIME))])
+        .expect_err("malformed");
+    assert_eq!(error.reason(), "GatewayNotReady");
+    assert!(error.to_string().contains(BAD_TIME), "{error}");
+
+    let error = check_agent("migrator", Lookup::Malformed(BAD_TIME)).expect_err("malformed");
+    assert_eq!(error.reason(), "AgentNotReady");
+    assert!(
+        error
+            .to_string()
+            .starts_with("Agent \"migrator\" is not ready: it does not match"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -232,7 +281,8 @@ fn mounted_skill_follows_the_agent_pin_and_the_card() {
         name: "regcred".into(),
     }]);
     let resolved = resolve(&[("java-card", Some(&card))]).expect("usable");
-    let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], &card).expect("mountable");
+    let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], Lookup::Found(&card))
+        .expect("mountable");
     assert_eq!(
         mounted,
         MountedSkill {
@@ -250,7 +300,8 @@ fn mounted_skill_follows_the_agent_pin_and_the_card() {
 
     let inline = inline_card("notes-card", "notes");
     let resolved = resolve(&[("notes-card", Some(&inline))]).expect("usable");
-    let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], &inline).expect("mountable");
+    let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], Lookup::Found(&inline))
+        .expect("mountable");
     assert_eq!(
         mounted.source,
         SkillSource::Inline {
@@ -277,7 +328,8 @@ fn mounted_skill_refuses_a_card_that_moved_on() {
         s.skill = Some(frontmatter("kotlin"));
     }
     for changed in [new_image, renamed] {
-        let error = MountedSkill::from_agent_skill(&pinned, &changed).expect_err("changed");
+        let error =
+            MountedSkill::from_agent_skill(&pinned, Lookup::Found(&changed)).expect_err("changed");
         assert_eq!(
             error,
             Error::SkillCardsNotReady(vec![(
@@ -290,8 +342,28 @@ fn mounted_skill_refuses_a_card_that_moved_on() {
     let mut stale = card.clone();
     stale.metadata.generation = Some(5);
     assert_eq!(
-        MountedSkill::from_agent_skill(&pinned, &stale).map_err(|e| e.reason()),
+        MountedSkill::from_agent_skill(&pinned, Lookup::Found(&stale)).map_err(|e| e.reason()),
         Err("SkillCardNotReady")
+    );
+}
+
+#[test]
+fn mounted_skill_of_a_gone_or_malformed_card() {
+    let card = image_card("java-card", "java");
+    let pinned = resolve(&[("java-card", Some(&card))])
+        .expect("usable")
+        .skills
+        .remove(0);
+    assert_eq!(
+        MountedSkill::from_agent_skill(&pinned, Lookup::Missing),
+        Err(Error::MissingSkillCards(vec!["java-card".into()]))
+    );
+    assert_eq!(
+        MountedSkill::from_agent_skill(&pinned, Lookup::Malformed(BAD_TIME)),
+        Err(Error::SkillCardsNotReady(vec![(
+            "java-card".into(),
+            malformed_detail(BAD_TIME)
+        )]))
     );
 }
 
@@ -325,18 +397,22 @@ fn gateways_must_exist_and_be_ready() {
     let good = gateway("good", "True", Some(2));
     let bad = gateway("bad", "False", Some(2));
     let stale = gateway("stale", "True", Some(1));
-    assert_eq!(resolve_gateways(&[("good", Some(&good))]), Ok(()));
+    assert_eq!(resolve_gateways(&[("good", Lookup::Found(&good))]), Ok(()));
     assert_eq!(resolve_gateways::<&str>(&[]), Ok(()));
 
-    let error =
-        resolve_gateways(&[("x", None), ("good", Some(&good)), ("y", None)]).expect_err("missing");
+    let error = resolve_gateways(&[
+        ("x", Lookup::Missing),
+        ("good", Lookup::Found(&good)),
+        ("y", Lookup::Missing),
+    ])
+    .expect_err("missing");
     assert_eq!(error, Error::GatewayNotFound(vec!["x".into(), "y".into()]));
     assert_eq!(error.reason(), "GatewayNotFound");
 
     let error = resolve_gateways(&[
-        ("bad".to_string(), Some(&bad)),
-        ("good".to_string(), Some(&good)),
-        ("stale".to_string(), Some(&stale)),
+        ("bad".to_string(), Lookup::Found(&bad)),
+        ("good".to_string(), Lookup::Found(&good)),
+        ("stale".to_string(), Lookup::Found(&stale)),
     ])
     .expect_err("not ready");
     assert_eq!(error.reason(), "GatewayNotReady");
@@ -357,13 +433,13 @@ fn agent_must_exist_and_be_ready_for_its_generation() {
         },
     );
     assert_eq!(
-        check_agent("migrator", None).err(),
+        check_agent("migrator", Lookup::Missing).err(),
         Some(Error::AgentNotFound {
             name: "migrator".into()
         })
     );
     assert_eq!(
-        check_agent("migrator", Some(&agent))
+        check_agent("migrator", Lookup::Found(&agent))
             .err()
             .map(|e| e.to_string()),
         Some("Agent \"migrator\" is not ready: it has no Ready condition yet".to_string())
@@ -374,11 +450,11 @@ fn agent_must_exist_and_be_ready_for_its_generation() {
         conditions: vec![ready_condition("True", "Resolved", "")],
         ..Default::default()
     });
-    let checked = check_agent("migrator", Some(&agent)).expect("ready");
+    let checked = check_agent("migrator", Lookup::Found(&agent)).expect("ready");
     assert!(std::ptr::eq(checked, &agent));
     agent.metadata.generation = Some(3);
     assert_eq!(
-        check_agent("migrator", Some(&agent))
+        check_agent("migrator", Lookup::Found(&agent))
             .err()
             .map(|e| e.reason()),
         Some("AgentNotReady")

@@ -5,12 +5,12 @@ use std::time::Instant;
 
 use agentic_api::{Agent, CONDITION_READY, ConditionStatus, Gateway, SkillCard};
 use agentic_core::conditions::set_condition;
-use agentic_core::skills::{resolve_gateways, resolve_skill_delivery, resolve_skills};
+use agentic_core::skills::{Lookup, resolve_gateways, resolve_skill_delivery, resolve_skills};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::namespace_of;
+use super::{lookup, namespace_of, read_reference};
 use crate::apply::apply_status;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -24,23 +24,23 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
     let namespace = namespace_of(agent.as_ref(), KIND)?;
 
     // Dereference.
-    let cards_api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut cards = Vec::new();
     for r in &agent.spec.skill_cards {
-        cards.push((r.name.clone(), cards_api.get_opt(&r.name).await?));
+        let card = read_reference::<SkillCard>(&ctx.client, &namespace, &r.name).await?;
+        cards.push((r.name.clone(), card));
     }
-    let gateways_api: Api<Gateway> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut gateways = Vec::new();
     for r in &agent.spec.gateways {
-        gateways.push((r.name.clone(), gateways_api.get_opt(&r.name).await?));
+        let gateway = read_reference::<Gateway>(&ctx.client, &namespace, &r.name).await?;
+        gateways.push((r.name.clone(), gateway));
     }
 
     // Validate and build the status.
-    let card_refs: Vec<(String, Option<&SkillCard>)> =
-        cards.iter().map(|(n, c)| (n.clone(), c.as_ref())).collect();
-    let gateway_refs: Vec<(String, Option<&Gateway>)> = gateways
+    let card_refs: Vec<(&str, Lookup<SkillCard>)> =
+        cards.iter().map(|(n, c)| (n.as_str(), lookup(c))).collect();
+    let gateway_refs: Vec<(&str, Lookup<Gateway>)> = gateways
         .iter()
-        .map(|(n, g)| (n.clone(), g.as_ref()))
+        .map(|(n, g)| (n.as_str(), lookup(g)))
         .collect();
     let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
 

@@ -15,20 +15,24 @@ use agentic_api::{
 };
 use agentic_core::conditions::find_condition;
 use agentic_core::names::sandbox_name;
+use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
 use agentic_core::params::resolve_params;
 use agentic_core::sandbox::{
-    MountedSkill, RunOutcome, SandboxInputs, build_acp_secret, build_pod, build_run_config_map,
-    build_sandbox, run_outcome,
+    MountedSkill, REASON_OBJECT_NAME_TAKEN, RunOutcome, SANDBOX_KIND, SandboxInputs,
+    build_acp_secret, build_pod, build_run_config_map, build_sandbox, run_outcome,
 };
-use agentic_core::skills::{check_agent, resolve_skill_delivery, select_gateway};
+use agentic_core::skills::{
+    Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::namespace_of;
+use super::{lookup, namespace_of, read_reference};
 use crate::apply::{apply_object, apply_status};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
@@ -39,8 +43,6 @@ pub const CONDITION_COMPLETED: &str = "Completed";
 /// Annotation on the sandbox recording the skills pinned at creation, so a restarted operator
 /// reports exactly what the sandbox mounts.
 pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
-/// Run Pending: an object the run does not own holds its sandbox name.
-pub const REASON_SANDBOX_NAME_TAKEN: &str = "SandboxNameTaken";
 /// How often a run blocked by a foreign object checks again, besides the pod and Sandbox
 /// watches that usually bring it back sooner.
 const NAME_TAKEN_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
@@ -84,7 +86,7 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, run.as_ref());
-    Ok(if outcome.reason == REASON_SANDBOX_NAME_TAKEN {
+    Ok(if outcome.reason == REASON_OBJECT_NAME_TAKEN {
         Action::requeue(NAME_TAKEN_RETRY)
     } else {
         Action::await_change()
@@ -107,19 +109,14 @@ async fn start(
     status: &mut AgentRunStatus,
 ) -> Result<RunOutcome> {
     let name = sandbox_name(&run.name_any());
+    let owner = owner_of(run)?;
 
     // A sandbox from an earlier pass (the operator stopped before writing status) is adopted,
     // never rebuilt: its annotation says what it mounts.
-    let uid = run.metadata.uid.as_deref().unwrap_or_default();
-    match existing_sandbox(ctx, namespace, &name, uid).await? {
+    match existing_sandbox(ctx, namespace, &name, &owner.uid).await? {
         Existing::Absent => {}
         Existing::Foreign => {
-            return Ok(RunOutcome::pending(
-                REASON_SANDBOX_NAME_TAKEN,
-                format!(
-                    "an object named {name} that this run does not own exists (an earlier run of the same name still being deleted?); the run starts when it is gone"
-                ),
-            ));
+            return Ok(RunOutcome::name_taken(sandbox_kind(ctx), &name));
         }
         Existing::Ours(pinned) => {
             status.sandbox_name = Some(name.clone());
@@ -131,9 +128,8 @@ async fn start(
         }
     }
 
-    let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), namespace);
-    let found = agents.get_opt(&run.spec.agent_ref).await?;
-    let agent = match check_agent(&run.spec.agent_ref, found.as_ref()) {
+    let found = read_reference::<Agent>(&ctx.client, namespace, &run.spec.agent_ref).await?;
+    let agent = match check_agent(&run.spec.agent_ref, lookup(&found)) {
         Ok(agent) => agent,
         Err(e) => {
             return Ok(RunOutcome::pending(
@@ -152,23 +148,28 @@ async fn start(
         Ok(name) => name,
         Err(e) => return Ok(RunOutcome::failed(e.reason(), format!("spec.gateway: {e}"))),
     };
-    let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), namespace);
-    let Some(gateway) = gateways.get_opt(&gateway_name).await? else {
-        return Ok(RunOutcome::pending(
-            "GatewayNotFound",
-            format!("Gateway {gateway_name:?} not found"),
-        ));
+    let found = read_reference::<Gateway>(&ctx.client, namespace, &gateway_name).await?;
+    let gateway = match lookup(&found) {
+        Lookup::Found(gateway) => gateway,
+        Lookup::Missing => {
+            return Ok(RunOutcome::pending(
+                "GatewayNotFound",
+                format!("Gateway {gateway_name:?} not found"),
+            ));
+        }
+        Lookup::Malformed(error) => {
+            let e = agentic_core::Error::GatewayNotReady(vec![(
+                gateway_name.clone(),
+                malformed_detail(error),
+            )]);
+            return Ok(RunOutcome::pending(e.reason(), e.to_string()));
+        }
     };
 
-    let cards: Api<SkillCard> = Api::namespaced(ctx.client.clone(), namespace);
     let mut skills = Vec::new();
     for pinned in &agent_status.skills {
-        let card = cards.get_opt(&pinned.skill_card).await?;
-        let mounted = card
-            .as_ref()
-            .ok_or_else(|| agentic_core::Error::MissingSkillCards(vec![pinned.skill_card.clone()]))
-            .and_then(|card| MountedSkill::from_agent_skill(pinned, card));
-        match mounted {
+        let card = read_reference::<SkillCard>(&ctx.client, namespace, &pinned.skill_card).await?;
+        match MountedSkill::from_agent_skill(pinned, lookup(&card)) {
             Ok(skill) => skills.push(skill),
             // The Agent's status is behind its SkillCards; its next pass will catch up and
             // the watch on the Agent brings the run back.
@@ -177,12 +178,13 @@ async fn start(
     }
 
     let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
-    let inputs = match SandboxInputs::new(run, agent, &gateway, skills, delivery.mode, params) {
+    let inputs = match SandboxInputs::new(run, agent, gateway, skills, delivery.mode, params) {
         Ok(inputs) => inputs,
         Err(e) => return Ok(RunOutcome::failed(e.reason(), e.to_string())),
     };
-    let owner = owner_of(run)?;
-    create_sandbox_objects(ctx, namespace, &inputs, owner).await?;
+    if let Err(taken) = create_sandbox_objects(ctx, namespace, &inputs, owner).await? {
+        return Ok(RunOutcome::name_taken(taken.kind, &taken.name));
+    }
 
     status.sandbox_name = Some(name.clone());
     status.skills = inputs.pinned_skills();
@@ -201,22 +203,29 @@ fn owner_of(run: &AgentRun) -> Result<OwnerReference> {
         })
 }
 
+/// Creates the run's Secret, ConfigMap and sandbox, in that order, stopping at the first name
+/// another object holds.
 async fn create_sandbox_objects(
     ctx: &Context,
     namespace: &str,
     inputs: &SandboxInputs<'_>,
     owner: OwnerReference,
-) -> Result<()> {
+) -> Result<Result<(), NameTaken>> {
+    let uid = owner.uid.clone();
+
     // The ACP key is random: created once, never re-applied, so a retry cannot rotate it
     // under a sandbox that already uses it.
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let secret = build_acp_secret(inputs, random_key(), owner.clone());
-    create_if_absent(&secrets, &secret).await?;
+    if let Err(taken) = create_owned(&secrets, &secret, "Secret", &uid).await? {
+        return Ok(Err(taken));
+    }
 
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let config_map = build_run_config_map(inputs, owner.clone());
-    let cm_name = config_map.metadata.name.clone().unwrap_or_default();
-    apply_object(&config_maps, &cm_name, &config_map).await?;
+    if let Err(taken) = apply_owned(&config_maps, config_map, "ConfigMap", &uid).await? {
+        return Ok(Err(taken));
+    }
 
     let pinned =
         serde_json::to_string(&inputs.pinned_skills()).map_err(|source| Error::Serialize {
@@ -232,7 +241,7 @@ async fn create_sandbox_objects(
                 .get_or_insert_with(BTreeMap::new)
                 .extend(annotations);
             let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-            create_if_absent(&pods, &pod).await?;
+            create_owned(&pods, &pod, "Pod", &uid).await
         }
         SandboxBackend::AgentSandbox => {
             let mut sandbox = build_sandbox(inputs, owner)?;
@@ -248,20 +257,65 @@ async fn create_sandbox_objects(
                 })?;
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
-            create_if_absent(&api, &object).await?;
+            create_owned(&api, &object, SANDBOX_KIND, &uid).await
         }
     }
-    Ok(())
 }
 
-async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<()>
+/// An object the run does not control, holding the name of one of the run's objects.
+struct NameTaken {
+    kind: &'static str,
+    name: String,
+}
+
+/// Creates `object` unless an object of its name exists. One the run (`uid`) controls, made
+/// by an earlier pass, is left as it is; any other is never touched and comes back as
+/// [`NameTaken`].
+async fn create_owned<K>(
+    api: &Api<K>,
+    object: &K,
+    kind: &'static str,
+    uid: &str,
+) -> Result<Result<(), NameTaken>>
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
+    let name = object.meta().name.clone().unwrap_or_default();
     match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await? {
+            Some(existing) if is_controlled_by(existing.meta(), uid) => Ok(Ok(())),
+            Some(_) => Ok(Err(NameTaken { kind, name })),
+            // Deleted since the create: the retry creates it.
+            None => Err(kube::Error::Api(status).into()),
+        },
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates `object`, or applies it over the object of its name when the run (`uid`) controls
+/// that one, so a later pass can bring it up to date. Any other object of the name is never
+/// touched and comes back as [`NameTaken`].
+async fn apply_owned<K>(
+    api: &Api<K>,
+    mut object: K,
+    kind: &'static str,
+    uid: &str,
+) -> Result<Result<(), NameTaken>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    match api.get_opt(&name).await? {
+        None => create_owned(api, &object, kind, uid).await,
+        Some(existing) if is_controlled_by(existing.meta(), uid) => {
+            // Pinned to the version just checked: if the object is replaced in between, the
+            // apply fails with a conflict instead of taking the replacement over.
+            object.meta_mut().resource_version = existing.meta().resource_version.clone();
+            apply_object(api, &name, &object).await?;
+            Ok(Ok(()))
+        }
+        Some(_) => Ok(Err(NameTaken { kind, name })),
     }
 }
 
@@ -300,12 +354,7 @@ async fn existing_sandbox(
     let Some(metadata) = metadata else {
         return Ok(Existing::Absent);
     };
-    let ours = metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.uid == run_uid);
-    if !ours {
+    if !is_controlled_by(&metadata, run_uid) {
         return Ok(Existing::Foreign);
     }
     Ok(Existing::Ours(
@@ -316,6 +365,14 @@ async fn existing_sandbox(
             .and_then(|json| serde_json::from_str(json).ok())
             .unwrap_or_default(),
     ))
+}
+
+/// The kind of the object the sandbox backend creates.
+fn sandbox_kind(ctx: &Context) -> &'static str {
+    match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => "Pod",
+        SandboxBackend::AgentSandbox => SANDBOX_KIND,
+    }
 }
 
 /// After the sandbox exists: follow its pod.
@@ -347,11 +404,32 @@ pub fn runs_waiting_on_agent<'a>(
     runs: impl IntoIterator<Item = &'a AgentRun>,
     namespace: &str,
     name: &str,
-) -> Vec<kube::runtime::reflector::ObjectRef<AgentRun>> {
+) -> Vec<ObjectRef<AgentRun>> {
     runs.into_iter()
         .filter(|r| r.namespace().as_deref() == Some(namespace))
         .filter(|r| r.spec.agent_ref == name)
         .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
-        .map(kube::runtime::reflector::ObjectRef::from_obj)
+        .map(ObjectRef::from_obj)
+        .collect()
+}
+
+/// The run a sandbox pod in `namespace` belongs to, by ownerReference: the run controlling
+/// it (the `pod` backend), or the run of the Sandbox controlling it (agent-sandbox). Never
+/// by its run label, whose value is shortened for run names over 63 characters.
+pub fn runs_of_pod<'a>(
+    runs: impl IntoIterator<Item = &'a AgentRun>,
+    namespace: &str,
+    pod: &ObjectMeta,
+) -> Vec<ObjectRef<AgentRun>> {
+    if let Some(run) = controlling_run(pod) {
+        return vec![ObjectRef::new(run).within(namespace)];
+    }
+    let Some(sandbox) = controlling_sandbox(pod) else {
+        return Vec::new();
+    };
+    runs.into_iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace))
+        .filter(|r| sandbox_name(&r.name_any()) == sandbox)
+        .map(ObjectRef::from_obj)
         .collect()
 }

@@ -13,13 +13,15 @@ use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, CONDITION_READY, ConditionStatus, Gateway, SkillCard};
 use agentic_core::conditions::find_condition;
+use agentic_core::skills::Lookup;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::DynamicObject;
-use kube::core::DeserializeGuard;
+use kube::core::{DeserializeGuard, PartialObjectMetaExt};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -77,8 +79,12 @@ where
 
 type Guarded<K> = DeserializeGuard<K>;
 
-/// Runs an inner reconcile on an object that deserialized; one that did not is reported once
-/// and left alone, so a malformed object never stops the watch for the others.
+/// The reason of the Warning event on an object that does not deserialize.
+pub const REASON_MALFORMED_OBJECT: &str = "MalformedObject";
+
+/// Runs an inner reconcile on an object that deserialized. One that did not is reported (a
+/// Warning event on it, a log line, the error metric) once per change and left alone, so a
+/// malformed object never stops the watch for the others.
 async fn guarded<K, F, Fut>(
     obj: Arc<Guarded<K>>,
     ctx: Arc<Context>,
@@ -86,23 +92,61 @@ async fn guarded<K, F, Fut>(
     inner: F,
 ) -> Result<Action, Error>
 where
-    K: Clone,
+    K: Resource<DynamicType = ()> + Clone,
     F: FnOnce(Arc<K>, Arc<Context>) -> Fut,
     Fut: Future<Output = Result<Action, Error>>,
 {
     match &obj.0 {
         Ok(k) => inner(Arc::new(k.clone()), ctx).await,
         Err(invalid) => {
-            ctx.metrics.failed(kind, "MalformedObject");
+            ctx.metrics.failed(kind, REASON_MALFORMED_OBJECT);
+            let name = invalid.metadata.name.as_deref().unwrap_or_default();
             tracing::warn!(
                 kind,
                 namespace = invalid.metadata.namespace.as_deref().unwrap_or_default(),
-                name = invalid.metadata.name.as_deref().unwrap_or_default(),
+                name,
                 error = %invalid.error,
                 "skipping an object that does not match the API schema"
             );
+            let note = format!(
+                "{kind} {name} does not match the schema this operator reads and is ignored until it is fixed: {}",
+                invalid.error
+            );
+            let object = invalid.metadata.clone().into_request_partial::<K>();
+            ctx.publish(&object, EventType::Warning, REASON_MALFORMED_OBJECT, note)
+                .await;
             Ok(Action::await_change())
         }
+    }
+}
+
+/// An object a reference names, as read: `None` when absent, `Some(Err(error))` with the
+/// deserialization error when it does not deserialize.
+type Read<K> = Option<Result<K, String>>;
+
+/// Reads the `K` named `name` in `namespace` for a reference. An object that does not
+/// deserialize as `K` is not an error of the pass: the referrer reports it as not Ready, and
+/// its own controller raises a Warning event on it.
+async fn read_reference<K>(client: &Client, namespace: &str, name: &str) -> Result<Read<K>, Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<Guarded<K>> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .get_opt(name)
+        .await?
+        .map(|guarded| guarded.0.map_err(|invalid| invalid.error)))
+}
+
+/// What a read reference is, for the pure checks in `agentic-core`.
+fn lookup<K>(read: &Read<K>) -> Lookup<'_, K> {
+    match read {
+        None => Lookup::Missing,
+        Some(Ok(object)) => Lookup::Found(object),
+        Some(Err(error)) => Lookup::Malformed(error),
     }
 }
 
@@ -317,21 +361,21 @@ pub fn controllers(
     let run_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let pod_config = watcher::Config::default().labels(RUN_LABEL);
+    let agent_store = store.clone();
     let mut agent_runs = agent_runs
         .watches(
             api_for::<Guarded<Agent>>(&client, namespace),
             config.clone(),
             move |agent| {
-                related(&store, &agent, |runs, ns, agent| {
+                related(&agent_store, &agent, |runs, ns, agent| {
                     agentrun::runs_waiting_on_agent(runs, ns, agent)
                 })
             },
         )
-        .watches(api_for::<Pod>(&client, namespace), pod_config, |pod| {
-            let ns = pod.namespace().unwrap_or_default();
-            pod.labels()
-                .get(RUN_LABEL)
-                .map(|run| ObjectRef::<Guarded<AgentRun>>::new(run).within(&ns))
+        .watches(api_for::<Pod>(&client, namespace), pod_config, move |pod| {
+            related(&store, &pod, |runs, ns, _| {
+                agentrun::runs_of_pod(runs, ns, pod.meta())
+            })
         });
     if ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox {
         let resource = agentrun::sandbox_resource();

@@ -365,3 +365,17 @@ fn failures_before_the_sandbox_complete_now() {
         at(80)
     ));
 }
+
+#[test]
+fn a_taken_name_keeps_the_run_pending_naming_kind_and_object() {
+    let outcome = RunOutcome::name_taken("ConfigMap", "app-config");
+    assert_eq!(outcome.phase, AgentRunPhase::Pending);
+    assert_eq!(outcome.reason, "ObjectNameTaken");
+    assert!(
+        outcome
+            .message
+            .starts_with("ConfigMap app-config exists and is not controlled by this run"),
+        "{}",
+        outcome.message
+    );
+}
