@@ -46,12 +46,16 @@ e2e-kind: ## End-to-end test on kind (needs Docker, kind >= 0.33, kubectl, helm)
 test: registry node-packages shellcheck ## Run every test: unit, CRD drift, differential validation, integration on a real control plane and node
 	export AGENTIC_TESTENV_BIN="$$(hack/testenv-tools.sh | tail -n1)"; \
 	export AGENTSKILLS_BIN="$$(hack/install-skills-ref.sh | tail -n1)"; \
-	cargo test --workspace --all-targets --locked
+	cargo test --workspace --all-targets --all-features --locked
+
+.PHONY: test-unit
+test-unit: ## Run the fast tests alone: no tools to install, no control plane (plain `cargo test`)
+	cargo test --locked
 
 .PHONY: lint
 lint: ## rustfmt and clippy, as CI expects them
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets --locked -- -D warnings
+	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
 .PHONY: crds
 crds: ## Regenerate the committed CRD manifests from the Rust types

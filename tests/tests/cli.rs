@@ -1,5 +1,6 @@
 //! The `agentic-operator` command line, run as a user would: `skill validate` (exit codes,
-//! text and JSON), `skill push` to a real registry, and `crd`.
+//! text and JSON), `skill push` to a real registry, `crd`, usage errors, and the logs of a
+//! `run` that cannot start.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -211,6 +212,108 @@ async fn skill_push_prints_the_pinned_reference_and_is_reproducible() {
             .await
             .is_err(),
         "nothing was pushed for an invalid skill"
+    );
+}
+
+#[tokio::test]
+async fn skill_push_to_a_plain_http_registry_without_insecure_hints_at_it() {
+    let registry = Registry::start().await.expect("the test registry starts");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let skill = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let reference = format!("{}/skills/java:1", registry.addr());
+
+    let out = cli(&["skill", "push", &skill.display().to_string(), &reference]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let message = stderr(&out);
+    assert!(message.contains("--insecure"), "{message}");
+}
+
+#[test]
+fn usage_names_the_push_arguments() {
+    let out = cli(&["skill", "push", "--help"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let help = stdout(&out);
+    assert!(
+        help.contains("Usage: agentic-operator skill push [OPTIONS] <DIR>... <REFERENCE>"),
+        "{help}"
+    );
+}
+
+#[test]
+fn usage_mistakes_exit_2_in_every_subcommand() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let skill = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let skill = skill.display().to_string();
+    let missing = tmp.path().join("no-such-skill").display().to_string();
+    for args in [
+        &["no-such-command"][..],
+        &["crd", "extra"],
+        &["run", "--health-addr", "8081"],
+        &["run", "--metrics-addr", ":http"],
+        &["run", "--sandbox-backend", "docker"],
+        &["skill", "push", &skill],
+        &["skill", "push", &missing, "localhost:5000/skills/java:1"],
+        &["skill", "push", &skill, "Not A Reference"],
+        &["skill", "validate", "--output", "yaml", &skill],
+    ] {
+        let out = cli(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("error: "),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// `agentic-operator run` with nowhere to connect to: it logs why and exits 1.
+fn run_without_a_cluster(log_format: &str) -> Output {
+    let home = tempfile::tempdir().expect("tempdir");
+    Command::new(operator_binary())
+        .args(["run", "--log-format", log_format])
+        .env("KUBECONFIG", home.path().join("no-such-kubeconfig"))
+        .env("HOME", home.path())
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("agentic-operator runs")
+}
+
+#[test]
+fn json_logs_are_flat_and_errors_carry_their_cause() {
+    let out = run_without_a_cluster("json");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let error = lines
+        .iter()
+        .find(|l| l["level"] == "ERROR")
+        .unwrap_or_else(|| panic!("no ERROR line in {text}"));
+    assert!(error.get("fields").is_none(), "fields are nested: {error}");
+    assert_eq!(error["message"], "the operator stopped", "{error}");
+    let message = error["error"].as_str().expect("an error field");
+    // The context, then kube's reason, then the file that is missing.
+    assert!(message.starts_with("loading the kubeconfig"), "{message}");
+    assert!(message.contains("no-such-kubeconfig"), "{message}");
+    assert_eq!(
+        message.matches("no-such-kubeconfig").count(),
+        1,
+        "a cause repeated: {message}"
+    );
+}
+
+#[test]
+fn text_logs_have_no_colour_codes_when_piped() {
+    let out = run_without_a_cluster("text");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("the operator stopped"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "ANSI escapes in piped logs: {text:?}"
     );
 }
 

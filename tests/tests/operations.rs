@@ -518,13 +518,12 @@ impl Process {
 /// The probe and metrics addresses from the JSON log line announcing them.
 fn serving_addrs(line: &str) -> Option<(SocketAddr, SocketAddr)> {
     let log: Value = serde_json::from_str(line).ok()?;
-    let fields = &log["fields"];
-    if fields["message"] != "serving probes and metrics" {
+    if log["message"] != "serving probes and metrics" {
         return None;
     }
     Some((
-        fields["health"].as_str()?.parse().ok()?,
-        fields["metrics"].as_str()?.parse().ok()?,
+        log["health"].as_str()?.parse().ok()?,
+        log["metrics"].as_str()?.parse().ok()?,
     ))
 }
 

@@ -10,6 +10,7 @@
 mod agent;
 mod agentrun;
 mod condition;
+mod descriptions;
 mod gateway;
 mod skillcard;
 
@@ -29,14 +30,17 @@ pub const GROUP: &str = "konveyor.io";
 /// The API version of every kind in this crate.
 pub const VERSION: &str = "v1alpha1";
 
-/// Every CustomResourceDefinition of this API, in a stable order.
+/// Every CustomResourceDefinition of this API, in a stable order, with descriptions unwrapped
+/// for `kubectl explain`.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
+    let mut crds = vec![
         SkillCard::crd(),
         Agent::crd(),
         AgentRun::crd(),
         Gateway::crd(),
-    ]
+    ];
+    crds.iter_mut().for_each(descriptions::unwrap_crd);
+    crds
 }
 
 /// Every CRD as one multi-document YAML stream, as committed under `config/crd/bases/`.

@@ -171,3 +171,41 @@ fn committed_manifests_match_the_code() {
         );
     }
 }
+
+/// Every `description` string anywhere in `value`. A property named `description` holds a
+/// schema object, not a string, so it is walked into rather than collected.
+fn descriptions(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match value {
+                    Value::String(text) if key == "description" => out.push(text.clone()),
+                    other => descriptions(other, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| descriptions(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn descriptions_have_no_line_break_inside_a_paragraph() {
+    let mut found = Vec::new();
+    for crd in crds() {
+        descriptions(&serde_json::to_value(&crd).expect("crd"), &mut found);
+    }
+    assert!(
+        found.len() > 50,
+        "only {} descriptions found: the walk misses the schemas",
+        found.len()
+    );
+    let ragged: Vec<&String> = found
+        .iter()
+        .filter(|d| d.split("\n\n").any(|paragraph| paragraph.contains('\n')))
+        .collect();
+    assert!(
+        ragged.is_empty(),
+        "`kubectl explain` would print these with hard line breaks: {ragged:#?}"
+    );
+}

@@ -14,7 +14,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::backoff::{Backoff, ObjectKey};
-use crate::error::Error;
+use crate::error::{Chain, Error};
 use crate::metrics::Metrics;
 
 /// The one field manager for every server-side apply the operator makes.
@@ -82,7 +82,12 @@ impl Context {
             secondary: None,
         };
         if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
-            tracing::warn!(object = %obj.name_any(), error = %e, "publishing event failed");
+            tracing::warn!(
+                namespace = obj.meta().namespace.as_deref().unwrap_or_default(),
+                name = %obj.name_any(),
+                error = %Chain(&e),
+                "publishing event failed"
+            );
         }
     }
 
@@ -113,7 +118,15 @@ impl Context {
     pub fn backoff<K: Resource>(&self, kind: &'static str, obj: &K, error: &Error) -> Action {
         self.metrics.failed(kind, error.reason());
         let delay = self.backoff.failed(key_of(kind, obj));
-        tracing::warn!(kind, object = %obj.meta().name.as_deref().unwrap_or_default(), reason = error.reason(), error = %error, retry_in = ?delay, "reconcile failed");
+        tracing::warn!(
+            kind,
+            namespace = obj.meta().namespace.as_deref().unwrap_or_default(),
+            name = obj.meta().name.as_deref().unwrap_or_default(),
+            reason = error.reason(),
+            error = %Chain(error),
+            retry_in = ?delay,
+            "reconcile failed"
+        );
         Action::requeue(delay)
     }
 

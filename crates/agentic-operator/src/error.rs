@@ -49,3 +49,61 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Shows an error with its causes, `outer: cause: root cause`, for logs: a log line is often
+/// all an operator has, and the outer message alone ("error trying to connect") hides why.
+/// A cause that the text so far already contains is not repeated, since many errors print
+/// their source in their own message.
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut text = self.0.to_string();
+        let mut cause = self.0.source();
+        while let Some(error) = cause {
+            let message = error.to_string();
+            if !text.contains(&message) {
+                text.push_str(": ");
+                text.push_str(&message);
+            }
+            cause = error.source();
+        }
+        f.write_str(&text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Chain;
+
+    /// An error with a message and an optional cause.
+    #[derive(Debug)]
+    struct Layer(String, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    #[test]
+    fn every_cause_shows_once() {
+        let root = Layer("connection refused (os error 111)".into(), None);
+        let connect = Layer("error trying to connect".into(), Some(Box::new(root)));
+        let wrapper = Layer(
+            "HTTP request failed: error trying to connect".into(),
+            Some(Box::new(connect)),
+        );
+        assert_eq!(
+            Chain(&wrapper).to_string(),
+            "HTTP request failed: error trying to connect: connection refused (os error 111)"
+        );
+        assert_eq!(Chain(&Layer("alone".into(), None)).to_string(), "alone");
+    }
+}

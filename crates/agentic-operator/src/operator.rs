@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::context::{Context, SandboxBackend, Settings};
 use crate::controllers::{self, Readiness, Scope};
+use crate::error::Chain;
 use crate::metrics::Metrics;
 use crate::server;
 
@@ -259,8 +260,8 @@ impl HeldLease {
         drop(self.channel);
         match self.task.await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "releasing the lease failed"),
-            Err(e) => tracing::warn!(error = %e, "lease task failed"),
+            Ok(Err(e)) => tracing::warn!(error = %Chain(&e), "releasing the lease failed"),
+            Err(e) => tracing::warn!(error = %Chain(&e), "lease task failed"),
         }
     }
 }

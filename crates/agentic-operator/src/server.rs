@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::controllers::Readiness;
+use crate::error::Chain;
 use crate::metrics::Metrics;
 
 /// `/healthz` answers while the process runs; `/readyz` once every watch has listed, or while
@@ -68,7 +69,7 @@ pub async fn spawn(
             })
             .await;
         if let Err(e) = served {
-            tracing::error!(%bound, error = %e, "HTTP server failed");
+            tracing::error!(%bound, error = %Chain(&e), "HTTP server failed");
         }
     });
     Ok(bound)

@@ -3,8 +3,9 @@
 //!
 //! Verdicts (valid or invalid) must agree. Where they deliberately differ (see
 //! `docs/skill-validation.md`), the case says so and the test asserts the difference, so a
-//! change on either side shows up. `make test` sets `AGENTSKILLS_BIN`; without it this test
-//! fails rather than silently checking nothing.
+//! change on either side shows up. It builds only with the `integration` feature, which
+//! `make test` enables along with `AGENTSKILLS_BIN`; without that variable this test fails
+//! rather than silently checking nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,7 +58,7 @@ fn agentskills_bin() -> PathBuf {
         Some(bin) if !bin.is_empty() => PathBuf::from(bin),
         _ => panic!(
             "AGENTSKILLS_BIN is not set. Run `make test`, or set it to the reference validator: \
-             AGENTSKILLS_BIN=\"$(hack/install-skills-ref.sh | tail -n1)\" cargo test -p agentic-skill"
+             AGENTSKILLS_BIN=\"$(hack/install-skills-ref.sh | tail -n1)\" cargo test -p agentic-skill --features integration"
         ),
     }
 }

@@ -3,13 +3,14 @@
 mod skill;
 
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::controllers::Scope;
+use crate::error::Chain;
 use crate::operator::{BackendChoice, LeaderElection, RunOptions};
 
 /// Kubernetes operator for AI coding agents and their skills (konveyor.io/v1alpha1).
@@ -61,12 +62,24 @@ pub struct RunArgs {
     )]
     pub sandbox_backend: BackendChoice,
 
-    /// Address of /healthz and /readyz.
-    #[arg(long, env = "AGENTIC_HEALTH_ADDR", default_value = "0.0.0.0:8081")]
+    /// Address of /healthz and /readyz: IP:PORT, or :PORT for all interfaces.
+    #[arg(
+        long,
+        env = "AGENTIC_HEALTH_ADDR",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8081",
+        value_parser = listen_addr
+    )]
     pub health_addr: SocketAddr,
 
-    /// Address of /metrics.
-    #[arg(long, env = "AGENTIC_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    /// Address of /metrics: IP:PORT, or :PORT for all interfaces.
+    #[arg(
+        long,
+        env = "AGENTIC_METRICS_ADDR",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8080",
+        value_parser = listen_addr
+    )]
     pub metrics_addr: SocketAddr,
 
     /// Hold the Lease `agentic-operator-leader` in $POD_NAMESPACE before reconciling, so only
@@ -83,6 +96,10 @@ pub struct RunArgs {
     pub tag_refresh_seconds: u64,
 }
 
+/// Exit status of a usage mistake, the same clap uses for the mistakes it catches. Every
+/// other failure exits 1.
+const USAGE_ERROR: u8 = 2;
+
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
@@ -97,7 +114,7 @@ fn run_operator(args: RunArgs) -> ExitCode {
     let leader_election = if args.leader_elect {
         let Ok(namespace) = std::env::var("POD_NAMESPACE") else {
             tracing::error!("--leader-elect needs POD_NAMESPACE (the namespace of the Lease)");
-            return ExitCode::FAILURE;
+            return ExitCode::from(USAGE_ERROR);
         };
         Some(LeaderElection::new(
             namespace,
@@ -122,41 +139,108 @@ fn run_operator(args: RunArgs) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: starting the async runtime: {e}");
-            return ExitCode::from(2);
+            tracing::error!(error = %e, "starting the async runtime failed");
+            return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(crate::operator::run(options)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
+            tracing::error!(error = %Chain(e.as_ref()), "the operator stopped");
             ExitCode::FAILURE
         }
     }
 }
 
 fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colours are for a person at a terminal; `kubectl logs` and log files get plain text.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal());
     match format {
-        LogFormat::Json => builder.json().init(),
+        // One object per line with the event's fields beside `message`, where log pipelines
+        // index them; the innermost span, when there is one, under `span`.
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
         LogFormat::Text => builder.init(),
     }
 }
 
 fn print_crds() -> ExitCode {
-    match agentic_api::crds_yaml() {
-        Ok(yaml) => match std::io::stdout().write_all(yaml.as_bytes()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: writing CRDs: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Err(e) => {
-            eprintln!("error: serializing CRDs: {e}");
-            ExitCode::from(2)
+    let written = agentic_api::crds_yaml()
+        .map_err(|e| format!("serializing CRDs: {e}"))
+        .and_then(|yaml| {
+            std::io::stdout()
+                .write_all(yaml.as_bytes())
+                .map_err(|e| format!("writing CRDs: {e}"))
+        });
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
         }
+    }
+}
+
+/// Parses a listen address: `IP:PORT`, or `:PORT` (Go's form) for all IPv4 interfaces, like
+/// the default `0.0.0.0:PORT`.
+fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    match text.strip_prefix(':') {
+        Some(port) => port
+            .parse::<u16>()
+            .map(|port| SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
+            .map_err(|_| format!("{port:?} is not a port number (0 to 65535)")),
+        None => text
+            .parse()
+            .map_err(|_| "expected IP:PORT, e.g. 127.0.0.1:8080, or :PORT".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_take_ip_and_port_or_a_bare_port() {
+        assert_eq!(listen_addr(":8081"), Ok("0.0.0.0:8081".parse().unwrap()));
+        assert_eq!(
+            listen_addr("127.0.0.1:0"),
+            Ok("127.0.0.1:0".parse().unwrap())
+        );
+        assert_eq!(listen_addr("[::1]:9090"), Ok("[::1]:9090".parse().unwrap()));
+        for wrong in [":", ":http", ":65536", "8080", "localhost:8080", "::1:80"] {
+            assert!(listen_addr(wrong).is_err(), "{wrong} was accepted");
+        }
+    }
+
+    #[test]
+    fn go_style_addresses_reach_the_run_options() {
+        let cli = Cli::try_parse_from([
+            "agentic-operator",
+            "run",
+            "--health-addr",
+            ":8081",
+            "--metrics-addr=:9090",
+        ])
+        .expect("parses");
+        let Command::Run(args) = cli.command else {
+            panic!("not run: {cli:?}");
+        };
+        assert_eq!(args.health_addr, "0.0.0.0:8081".parse().unwrap());
+        assert_eq!(args.metrics_addr, "0.0.0.0:9090".parse().unwrap());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

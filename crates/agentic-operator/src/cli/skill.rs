@@ -19,14 +19,18 @@ pub enum SkillCommand {
     },
     /// Pack skill directories into an OCI image and push it. One directory goes at the image
     /// root; several each go into a top-level directory named after the skill. Prints the
-    /// pushed reference with its digest last.
+    /// pushed reference with its digest last. Exit 0 when pushed, 1 when packing or pushing
+    /// fails, 2 on a usage error.
     Push {
         /// Reach the registry over plain HTTP.
         #[arg(long)]
         insecure: bool,
-        /// Skill directories, then the image reference (REGISTRY/REPOSITORY:TAG).
-        #[arg(required = true, num_args = 2..)]
-        args: Vec<String>,
+        /// Skill directories to pack.
+        #[arg(value_name = "DIR", required = true, value_parser = skill_dir)]
+        dirs: Vec<PathBuf>,
+        /// The image to push: REGISTRY/REPOSITORY:TAG.
+        #[arg(value_name = "REFERENCE", value_parser = image_reference)]
+        reference: String,
     },
 }
 
@@ -39,15 +43,29 @@ pub enum Output {
 pub fn run(command: SkillCommand) -> ExitCode {
     match command {
         SkillCommand::Validate { output, paths } => validate(output, &paths),
-        SkillCommand::Push { insecure, mut args } => {
-            let Some(reference) = args.pop() else {
-                eprintln!("error: give skill directories and an image reference");
-                return ExitCode::from(2);
-            };
-            let dirs: Vec<PathBuf> = args.into_iter().map(PathBuf::from).collect();
-            push(&dirs, &reference, insecure)
-        }
+        SkillCommand::Push {
+            insecure,
+            dirs,
+            reference,
+        } => push(&dirs, &reference, insecure),
     }
+}
+
+/// A `skill push` directory: one that exists, so a typo is a usage error like any other.
+fn skill_dir(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    if path.is_dir() {
+        Ok(path)
+    } else {
+        Err("not a directory".to_string())
+    }
+}
+
+/// A `skill push` reference, checked before anything is packed.
+fn image_reference(text: &str) -> Result<String, String> {
+    agentic_oci::image_registry(text)
+        .map(|_| text.to_string())
+        .map_err(|e| e.to_string())
 }
 
 fn validate(output: Output, paths: &[PathBuf]) -> ExitCode {
@@ -83,7 +101,7 @@ fn push(dirs: &[PathBuf], reference: &str, insecure: bool) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
-            return ExitCode::from(2);
+            return ExitCode::FAILURE;
         }
     };
     let result = runtime.block_on(async {
@@ -103,6 +121,10 @@ fn push(dirs: &[PathBuf], reference: &str, insecure: bool) -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {e}");
+            // Speaking HTTPS to a plain-HTTP registry fails as a broken connection.
+            if !insecure && matches!(e, agentic_oci::OciError::RegistryUnavailable { .. }) {
+                eprintln!("hint: if the registry serves plain HTTP, pass --insecure");
+            }
             ExitCode::FAILURE
         }
     }
