@@ -405,3 +405,50 @@ async fn private_images_need_the_pull_secret_and_never_leak_it() {
     }
     operator.stop().await;
 }
+
+/// The most a card may take to see its registry again once the registry is back: one tag
+/// refresh (2 s in these tests) and a pass. The per-object error backoff grows to minutes; it
+/// must not push the next check past the refresh interval.
+const REGISTRY_RECOVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[tokio::test]
+async fn after_a_registry_outage_cards_recover_within_a_tag_refresh() {
+    let env = env().await;
+    let ns = env.namespace("skc-recover").await.expect("namespace");
+    let client = env.client();
+    let mut own = agentic_testenv::Registry::start().await.expect("registry");
+    let addr = own.addr();
+    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![addr.clone()]);
+    let api: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let dir = tempfile::tempdir().expect("tempdir");
+    push_to(
+        &addr,
+        &[write_skill(dir.path(), "steady", "Always there.")],
+        "skills/steady:1",
+    )
+    .await;
+    apply(
+        &api,
+        &card("steady", image(&format!("{addr}/skills/steady:1"))),
+    )
+    .await;
+    ready_reason(&api, "steady", "True", "SkillValid").await;
+
+    // Long enough for five or six failed checks: the uncapped backoff reaches 32 s.
+    own.restart(std::time::Duration::from_secs(35))
+        .await
+        .expect("the registry comes back");
+    let back = std::time::Instant::now();
+    wait_for(&api, "steady", "RegistryReachable=True", |c: &SkillCard| {
+        c.status.as_ref().is_some_and(|s| {
+            has_condition(&s.conditions, "RegistryReachable", "True", "DigestResolved")
+        })
+    })
+    .await;
+    let took = back.elapsed();
+    assert!(
+        took < REGISTRY_RECOVERY,
+        "the card saw its registry {took:?} after it was back (at most {REGISTRY_RECOVERY:?})"
+    );
+    operator.stop().await;
+}

@@ -168,8 +168,11 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
     })
 }
 
+/// A card whose registry is down is asked again at least once per tag refresh interval: the
+/// growing backoff (up to minutes) alone kept cards stale long after the registry was back.
 pub fn error_policy(card: Arc<SkillCard>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoff(KIND, card.as_ref(), error)
+    let cap = ctx.settings.tag_refresh_interval;
+    ctx.backoff_at_most(KIND, card.as_ref(), error, cap)
 }
 
 /// Sets `RegistryReachable` True: the registry answered the last digest check, whatever
