@@ -47,7 +47,7 @@
 //! | `AgentFailed` | [`sandbox::REASON_AGENT_FAILED`] | run Failed: the agent exited non-zero |
 //! | `PodFailed` | [`sandbox::REASON_POD_FAILED`] | run Failed: the pod failed first (eviction) |
 //! | `SandboxLost` | [`sandbox::REASON_SANDBOX_LOST`] | run Failed: sandbox or pod gone or replaced after the start |
-//! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending: an object it does not control holds the name of one of its objects |
+//! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending, or inline SkillCard not Ready: an object it does not control holds the name of one of its objects |
 
 pub mod conditions;
 mod error;
