@@ -3,7 +3,8 @@
 
 use agentic_api::{SkillCard, SkillCardSpec, SkillType};
 use agentic_integration_tests::{
-    Operator, apply, env, has_condition, push, push_to, registry, scenario, wait_for, write_skill,
+    Operator, apply, condition, env, has_condition, push, push_to, registry, scenario, wait_for,
+    write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -141,12 +142,22 @@ async fn image_skills_are_resolved_read_and_validated() {
     // Nothing listens on port 1: the registry is unreachable and the card never was valid.
     apply(&api, &card("offline", image("127.0.0.1:1/skills/java:1"))).await;
     let offline = ready_reason(&api, "offline", "False", "RegistryUnavailable").await;
+    let conditions = offline.status.expect("status").conditions;
     assert!(has_condition(
-        &offline.status.expect("status").conditions,
+        &conditions,
         "RegistryReachable",
         "False",
         "RegistryUnavailable"
     ));
+    // How the connection failed stays in the operator's log: a status would let card authors
+    // probe which ports the operator reaches.
+    let message = &condition(&conditions, "RegistryReachable")
+        .expect("RegistryReachable")
+        .message;
+    assert_eq!(
+        message,
+        "registry 127.0.0.1:1 did not answer; the operator's log has the cause"
+    );
 
     operator.stop().await;
 }

@@ -279,9 +279,23 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
             },
             None => rejected("InvalidSkill", content.report.summary()),
         },
-        Err(e) if e.is_transient() => Verdict::Unreachable {
-            message: e.to_string(),
-        },
+        Err(e) if e.is_transient() => {
+            // Which way the connection failed (refused, reset, a TLS handshake) stays in the
+            // operator's log: in a status any card author could read, it would turn the
+            // operator into a port scanner of every address it reaches.
+            tracing::warn!(
+                namespace,
+                name = %card.name_any(),
+                %registry,
+                error = %crate::error::Chain(&e),
+                "registry unreachable"
+            );
+            Verdict::Unreachable {
+                message: format!(
+                    "registry {registry} did not answer; the operator's log has the cause"
+                ),
+            }
+        }
         Err(e) => rejected(e.reason(), e.to_string()),
     })
 }
