@@ -420,6 +420,80 @@ async fn one_replica_leads_hands_over_on_shutdown_and_stops_when_its_lease_is_ta
     );
 }
 
+/// A TCP proxy to `target` on loopback that can be cut: from then on its connections stay
+/// open and carry nothing, and new ones are accepted and ignored, as behind a partition.
+async fn cuttable_proxy(target: SocketAddr) -> (SocketAddr, watch::Sender<bool>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the proxy");
+    let addr = listener.local_addr().expect("the proxy's address");
+    let (cut, cut_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let mut cut_rx = cut_rx.clone();
+            tokio::spawn(async move {
+                if *cut_rx.borrow() {
+                    return std::future::pending::<()>().await;
+                }
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
+                    return;
+                };
+                let was_cut = tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => false,
+                    _ = cut_rx.wait_for(|cut| *cut) => true,
+                };
+                if was_cut {
+                    // Both sockets stay open and carry nothing from now on.
+                    std::future::pending::<()>().await;
+                }
+            });
+        }
+    });
+    (addr, cut)
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_from_the_api_server_stops_before_a_standby_takes_over() {
+    let env = env().await;
+    let ns = env.namespace("ops-cutoff").await.expect("namespace");
+    let client = env.client();
+    let apiserver: SocketAddr = env
+        .apiserver_url()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the API server's address");
+    let (proxy, cut) = cuttable_proxy(apiserver).await;
+    let mut config = env.kube_config();
+    config.cluster_url = format!("https://{proxy}").parse().expect("a URL");
+    let behind_proxy = Client::try_from(config).expect("a client through the proxy");
+
+    let (a, _stop_a) = replica(&behind_proxy, &ns, "replica-a").await;
+    wait_lease_holder(&client, &ns, Some("replica-a")).await;
+    let (_b, _stop_b) = replica(&client, &ns, "replica-b").await;
+
+    let _ = cut.send(true);
+    let a_stopped = tokio::spawn(async move {
+        let outcome = a.finished().await;
+        (tokio::time::Instant::now(), outcome)
+    });
+    wait_lease_holder(&client, &ns, Some("replica-b")).await;
+    let b_leads = tokio::time::Instant::now();
+    let (stopped_at, outcome) = tokio::time::timeout(Duration::from_secs(20), a_stopped)
+        .await
+        .expect("the cut-off leader stops")
+        .expect("its task does not panic");
+    let error = outcome.expect_err("a leader that stops for lack of renewal exits with an error");
+    assert!(
+        format!("{error:#}").contains("no renewal confirmed"),
+        "{error:#}"
+    );
+    assert!(
+        stopped_at <= b_leads,
+        "the cut-off leader stopped {:?} after the standby took over",
+        stopped_at - b_leads
+    );
+}
+
 /// A running `agentic-operator run` process, killed if the test ends early.
 struct Process {
     child: tokio::process::Child,

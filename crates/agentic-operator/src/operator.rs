@@ -5,6 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
+use tokio::time::Instant;
+
 use agentic_oci::RegistryOptions;
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -212,21 +215,22 @@ async fn lead(
     tokio::pin!(controllers);
 
     let lost_lease = tokio::select! {
-        () = &mut controllers => false,
-        _ = shutdown.wait_for(|s| *s) => false,
-        () = lost(lease.as_mut()) => true,
+        () = &mut controllers => None,
+        _ = shutdown.wait_for(|s| *s) => None,
+        why = lost(lease.as_mut()) => Some(why),
     };
     let _ = stop.send(true);
-    controllers.await;
-    if lost_lease {
-        anyhow::bail!(
-            "lost the Lease {}/{LEASE_NAME} to another replica; stopped reconciling",
-            options
-                .leader_election
-                .as_ref()
-                .map_or("", |e| e.namespace.as_str())
-        );
+    if let Some(why) = lost_lease {
+        // Without the Lease nothing may act any more: in-flight reconciles are dropped with
+        // the controllers, not finished (each is idempotent, as after a kill), so a reconcile
+        // stuck on an unreachable API server cannot outlast the Lease.
+        let namespace = options
+            .leader_election
+            .as_ref()
+            .map_or("", |e| e.namespace.as_str());
+        anyhow::bail!("lost the Lease {namespace}/{LEASE_NAME} ({why}); stopped reconciling");
     }
+    controllers.await;
     if let Some(lease) = lease {
         lease.release().await;
         tracing::info!("Lease released");
@@ -235,26 +239,83 @@ async fn lead(
     Ok(())
 }
 
-/// Returns when the held Lease is lost; never without one.
-async fn lost(lease: Option<&mut HeldLease>) {
+/// Returns why the held Lease is lost, when it is; never without one.
+async fn lost(lease: Option<&mut HeldLease>) -> &'static str {
     match lease {
         Some(lease) => lease.lost().await,
         None => std::future::pending().await,
     }
 }
 
+/// How often the leader reads its Lease back to confirm a renewal, and how long before the
+/// Lease could have expired it stops acting when no renewal was confirmed.
+const RENEWAL_CHECK: Duration = Duration::from_secs(1);
+const RENEWAL_MARGIN: Duration = Duration::from_secs(1);
+
 /// A held Lease, renewed in the background until released.
 struct HeldLease {
     channel: watch::Receiver<bool>,
     task: tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+    leases: Api<Lease>,
+    identity: String,
+    duration: Duration,
+    /// When this replica learned the Lease was its own, just after acquiring it.
+    acquired: Instant,
 }
 
 impl HeldLease {
-    /// Returns when another replica holds the Lease or the renewal task has ended.
-    async fn lost(&mut self) {
-        let _ = self.channel.wait_for(|leader| !*leader).await;
+    /// Returns when another replica holds the Lease, the renewal task has ended, or no
+    /// renewal could be confirmed in time; says which.
+    async fn lost(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.channel.wait_for(|leader| !*leader) => "another replica holds it",
+            why = lapsed(&self.leases, &self.identity, self.duration, self.acquired) => why,
+        }
     }
+}
 
+/// Reads the Lease back every [`RENEWAL_CHECK`] and returns once it is not ours (`identity`),
+/// or once it may have expired without a renewal this replica saw: a leader cut off from the
+/// API server must stop acting before a standby can take over, not when it notices the
+/// standby (client-go's renew deadline). A renewal seen at one read happened after the read
+/// before it, so the Lease is valid at least until that earlier read plus its `duration`.
+async fn lapsed(
+    leases: &Api<Lease>,
+    identity: &str,
+    duration: Duration,
+    acquired: Instant,
+) -> &'static str {
+    let mut valid_until = acquired + duration;
+    let mut last_renewal = None;
+    let mut previous_read = acquired;
+    loop {
+        let deadline = valid_until
+            .checked_sub(RENEWAL_MARGIN)
+            .unwrap_or(valid_until);
+        let read_at = Instant::now();
+        if read_at >= deadline {
+            return "no renewal confirmed before it could expire";
+        }
+        // A slow answer is still an answer, as long as it comes before the deadline.
+        let read = tokio::time::timeout_at(deadline, leases.get(LEASE_NAME)).await;
+        if let Ok(Ok(lease)) = read {
+            let spec = lease.spec.unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(identity) {
+                return "another replica holds it";
+            }
+            if spec.renew_time != last_renewal {
+                if last_renewal.is_some() {
+                    valid_until = previous_read + duration;
+                }
+                last_renewal = spec.renew_time;
+            }
+        }
+        previous_read = read_at;
+        tokio::time::sleep_until((read_at + RENEWAL_CHECK).min(deadline)).await;
+    }
+}
+
+impl HeldLease {
     async fn release(self) {
         // Closing the channel makes the renewal task release the Lease and return.
         drop(self.channel);
@@ -280,13 +341,16 @@ async fn acquire_lease(
             "leader election: renew_before_expiry ({grace}s) must be at least 1s and shorter than lease_duration ({duration}s)"
         );
     }
-    let mut builder = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
+    // Known here, so that the renewal check can tell our holding from another's.
+    let identity = election
+        .identity
+        .clone()
+        .unwrap_or_else(|| format!("agentic-operator-{:016x}", rand::random::<u64>()));
+    let builder = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
         .with_namespace(election.namespace.clone())
         .with_duration(duration)
-        .with_grace(grace);
-    if let Some(identity) = &election.identity {
-        builder = builder.with_identity(identity.clone());
-    }
+        .with_grace(grace)
+        .with_identity(identity.clone());
     let manager = builder
         .build()
         .await
@@ -302,8 +366,16 @@ async fn acquire_lease(
             _ = stop.wait_for(|s| *s) => return Ok(None),
         }
     }
-    tracing::info!(lease = LEASE_NAME, "became leader");
-    Ok(Some(HeldLease { channel, task }))
+    let acquired = Instant::now();
+    tracing::info!(lease = LEASE_NAME, %identity, "became leader");
+    Ok(Some(HeldLease {
+        channel,
+        task,
+        leases: Api::namespaced(client.clone(), &election.namespace),
+        identity,
+        duration: election.lease_duration,
+        acquired,
+    }))
 }
 
 async fn wait_for_signal() {
