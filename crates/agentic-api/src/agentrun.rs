@@ -56,6 +56,16 @@ pub struct AgentRunSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Atomic)]
     pub env_from: Vec<EnvFromSource>,
+
+    /// Seconds the agent container may take to start (scheduling, image pulls), counted from
+    /// the creation of the run's sandbox. A run whose agent has not started by then fails
+    /// with reason `StartupDeadlineExceeded`. 0 or unset uses the operator's
+    /// `--startup-deadline-seconds` (default 600). A pod that cannot start at all
+    /// (`ImagePullBackOff`, `InvalidImageName`, `CreateContainerConfigError`,
+    /// `CreateContainerError`) fails the run at once with reason `StartupFailed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub startup_deadline_seconds: Option<i32>,
 }
 
 /// A value for one of the Agent's params.

@@ -47,6 +47,8 @@
 //! | `AgentFailed` | [`sandbox::REASON_AGENT_FAILED`] | run Failed: the agent exited non-zero |
 //! | `PodFailed` | [`sandbox::REASON_POD_FAILED`] | run Failed: the pod failed first (eviction) |
 //! | `SandboxLost` | [`sandbox::REASON_SANDBOX_LOST`] | run Failed: sandbox or pod gone or replaced after the start |
+//! | `StartupFailed` | [`sandbox::REASON_STARTUP_FAILED`] | run Failed: the kubelet cannot start the agent container |
+//! | `StartupDeadlineExceeded` | [`sandbox::REASON_STARTUP_DEADLINE_EXCEEDED`] | run Failed: the agent did not start within the startup deadline |
 //! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending: an object it does not control holds the name of one of its objects |
 
 pub mod conditions;

@@ -25,10 +25,15 @@ use crate::Error;
 use crate::names::sandbox_name;
 use crate::skills::SkillDeliveryMode;
 
+mod lifecycle;
 mod objects;
 mod outcome;
 mod pod;
 
+pub use lifecycle::{
+    Enforced, FATAL_WAITING_REASONS, Limits, REASON_STARTUP_DEADLINE_EXCEEDED,
+    REASON_STARTUP_FAILED, enforce, startup_deadline, stops_sandbox,
+};
 pub use objects::{
     SANDBOX_API_VERSION, SANDBOX_KIND, build_acp_secret, build_inline_skill_config_map, build_pod,
     build_run_config_map, build_sandbox,

@@ -36,7 +36,28 @@ pub struct Settings {
     pub sandbox_backend: SandboxBackend,
     /// How often image tags are resolved again to notice a new digest.
     pub tag_refresh_interval: Duration,
+    /// What runs get when they do not set their own limits.
+    pub run_defaults: RunDefaults,
 }
+
+/// The operator's defaults for the lifecycle of runs, from the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunDefaults {
+    /// Seconds a run's agent may take to start when the run does not say; 0 for no limit.
+    pub startup_deadline_seconds: u64,
+}
+
+impl Default for RunDefaults {
+    fn default() -> Self {
+        Self {
+            startup_deadline_seconds: DEFAULT_STARTUP_DEADLINE_SECONDS,
+        }
+    }
+}
+
+/// Ten minutes: enough for a large harness image on a slow registry, short enough that a
+/// run stuck unschedulable fails within the hour someone waits for it.
+pub const DEFAULT_STARTUP_DEADLINE_SECONDS: u64 = 600;
 
 /// Shared state of all controllers.
 pub struct Context {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::context::RunDefaults;
 use crate::controllers::Scope;
 use crate::error::Chain;
 use crate::operator::{BackendChoice, LeaderElection, RunOptions};
@@ -94,6 +95,15 @@ pub struct RunArgs {
     /// Seconds between re-resolving image tags, to notice a pushed new digest.
     #[arg(long, env = "AGENTIC_TAG_REFRESH_SECONDS", default_value_t = 300)]
     pub tag_refresh_seconds: u64,
+
+    /// Seconds a run's agent container may take to start, from the creation of its sandbox,
+    /// for runs without `spec.startupDeadlineSeconds`; 0 for no limit.
+    #[arg(
+        long,
+        env = "AGENTIC_STARTUP_DEADLINE_SECONDS",
+        default_value_t = crate::context::DEFAULT_STARTUP_DEADLINE_SECONDS
+    )]
+    pub startup_deadline_seconds: u64,
 }
 
 /// Exit status of a usage mistake, the same clap uses for the mistakes it catches. Every
@@ -135,6 +145,9 @@ fn run_operator(args: RunArgs) -> ExitCode {
         metrics_addr: args.metrics_addr,
         leader_election,
         tag_refresh_interval: Duration::from_secs(args.tag_refresh_seconds.max(10)),
+        run_defaults: RunDefaults {
+            startup_deadline_seconds: args.startup_deadline_seconds,
+        },
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

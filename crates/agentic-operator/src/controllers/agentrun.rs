@@ -18,15 +18,18 @@ use agentic_core::names::sandbox_name;
 use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
 use agentic_core::params::resolve_params;
 use agentic_core::sandbox::{
-    MountedSkill, REASON_OBJECT_NAME_TAKEN, RunOutcome, SANDBOX_KIND, SandboxInputs,
-    build_acp_secret, build_pod, build_run_config_map, build_sandbox, run_outcome,
+    Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, RunOutcome, SANDBOX_KIND,
+    SandboxInputs, build_acp_secret, build_pod, build_run_config_map, build_sandbox, enforce,
+    run_outcome, startup_deadline, stops_sandbox,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams, Preconditions,
+};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -60,15 +63,25 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     let namespace = namespace_of(run.as_ref(), KIND)?;
     let old = run.status.clone().unwrap_or_default();
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
+        // Also after a restart between the status write and the deletion below.
+        if let Some(sandbox) = stopped_sandbox(&old) {
+            stop_sandbox(&run, &namespace, &ctx, sandbox).await?;
+        }
         ctx.succeeded(KIND, run.as_ref());
         return Ok(Action::await_change());
     }
 
     let mut new = old.clone();
-    let outcome = if old.sandbox_name.is_some() {
+    let Enforced {
+        outcome,
+        recheck_after,
+    } = if old.sandbox_name.is_some() {
         observe(&run, &namespace, &ctx, &new).await?
     } else {
-        start(&run, &namespace, &ctx, &mut new).await?
+        Enforced {
+            outcome: start(&run, &namespace, &ctx, &mut new).await?,
+            recheck_after: None,
+        }
     };
     outcome.apply(&mut new, run.metadata.generation, crate::now());
 
@@ -84,13 +97,74 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
                 .await;
         }
     }
+    // Status first: a run is never left unfinished without its sandbox.
+    if let Some(sandbox) = stopped_sandbox(&new) {
+        stop_sandbox(&run, &namespace, &ctx, sandbox).await?;
+    }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, run.as_ref());
     Ok(if outcome.reason == REASON_OBJECT_NAME_TAKEN {
         Action::requeue(NAME_TAKEN_RETRY)
+    } else if let Some(after) = recheck_after {
+        // A deadline passes then; a second of slack so the pass lands after it.
+        Action::requeue(after + std::time::Duration::from_secs(1))
     } else {
         Action::await_change()
     })
+}
+
+/// The sandbox of a run the operator ended (a deadline, a pod that cannot start), which must
+/// go so that its pod stops.
+fn stopped_sandbox(status: &AgentRunStatus) -> Option<&str> {
+    let finished = status.phase.is_some_and(AgentRunPhase::is_finished);
+    let reason = reason_of(status)?;
+    if finished && stops_sandbox(&reason) {
+        status.sandbox_name.as_deref()
+    } else {
+        None
+    }
+}
+
+/// Deletes the run's sandbox (the Sandbox, or the Pod), when it exists and the run controls
+/// it; the object checked is the object deleted (a UID precondition).
+async fn stop_sandbox(run: &AgentRun, namespace: &str, ctx: &Context, name: &str) -> Result<()> {
+    let uid = owner_of(run)?.uid;
+    match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => {
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+            delete_controlled(&api, name, &uid).await
+        }
+        SandboxBackend::AgentSandbox => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
+            delete_controlled(&api, name, &uid).await
+        }
+    }
+}
+
+async fn delete_controlled<K>(api: &Api<K>, name: &str, uid: &str) -> Result<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let Some(object) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    if !is_controlled_by(object.meta(), uid) || object.meta().deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: object.meta().uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        // Gone, or replaced, since the read.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub fn error_policy(run: Arc<AgentRun>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -375,28 +449,47 @@ fn sandbox_kind(ctx: &Context) -> &'static str {
     }
 }
 
-/// After the sandbox exists: follow its pod.
+/// After the sandbox exists: follow its pod, within the run's limits.
 async fn observe(
     run: &AgentRun,
     namespace: &str,
     ctx: &Context,
     status: &AgentRunStatus,
-) -> Result<RunOutcome> {
+) -> Result<Enforced> {
     let name = status
         .sandbox_name
         .clone()
         .unwrap_or_else(|| sandbox_name(&run.name_any()));
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let pod = pods.get_opt(&name).await?;
-    let sandbox_exists = match ctx.settings.sandbox_backend {
-        SandboxBackend::Pod => pod.is_some(),
+    let sandbox_created = match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => pod.as_ref().map(|p| p.metadata.creation_timestamp.clone()),
         SandboxBackend::AgentSandbox => {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
-            api.get_opt(&name).await?.is_some()
+            api.get_opt(&name)
+                .await?
+                .map(|s| s.metadata.creation_timestamp)
         }
     };
-    Ok(run_outcome(pod.as_ref(), sandbox_exists, status))
+    let observed = run_outcome(pod.as_ref(), sandbox_created.is_some(), status);
+    let limits = Limits {
+        startup_deadline: startup_deadline(
+            run.spec.startup_deadline_seconds,
+            ctx.settings.run_defaults.startup_deadline_seconds,
+        ),
+    };
+    // Without its sandbox, the deadline counts from the run's creation.
+    let since = sandbox_created
+        .flatten()
+        .or_else(|| run.metadata.creation_timestamp.clone());
+    Ok(enforce(
+        observed,
+        pod.as_ref(),
+        since.as_ref(),
+        &limits,
+        &crate::now(),
+    ))
 }
 
 /// The runs waiting to start on the Agent `name` in `namespace`.

@@ -1,0 +1,123 @@
+//! What the operator enforces on a run beyond what its pod says: the startup deadline and
+//! pods that cannot start. Every decision is derived from the run's status, its objects'
+//! timestamps and the current time, so a restarted operator decides the same.
+
+use std::time::Duration;
+
+use agentic_api::AgentRunPhase;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::outcome::{REASON_POD_PENDING, RunOutcome, agent_status, waiting_reason};
+
+/// The kubelet cannot start the agent container (see [`FATAL_WAITING_REASONS`]).
+pub const REASON_STARTUP_FAILED: &str = "StartupFailed";
+/// The agent container did not start within the startup deadline.
+pub const REASON_STARTUP_DEADLINE_EXCEEDED: &str = "StartupDeadlineExceeded";
+
+/// Waiting reasons of the agent container that end a run at once: the kubelet would retry
+/// them forever without a change to the run or the Agent. `ErrImagePull` is not one: the
+/// first failed pull may be a registry blip, and the kubelet reports `ImagePullBackOff` once
+/// that pull has failed and it waits to retry.
+pub const FATAL_WAITING_REASONS: [&str; 4] = [
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+];
+
+/// The startup deadline of a run in seconds: its `spec.startupDeadlineSeconds` when positive,
+/// else the operator's default; `None` (no deadline) when both are 0 or unset.
+pub fn startup_deadline(spec: Option<i32>, default_seconds: u64) -> Option<u64> {
+    spec.and_then(|s| u64::try_from(s).ok())
+        .filter(|s| *s > 0)
+        .or(Some(default_seconds).filter(|s| *s > 0))
+}
+
+/// The limits the operator enforces on one run that has a sandbox.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Seconds the agent may take to start, from the sandbox's creation; `None` for no limit.
+    pub startup_deadline: Option<u64>,
+}
+
+/// A run's outcome once the operator's limits are applied, and when to look again because a
+/// deadline will pass (`None`: only a change of the run or its objects matters).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Enforced {
+    pub outcome: RunOutcome,
+    pub recheck_after: Option<Duration>,
+}
+
+/// Applies `limits` to `observed`, the outcome [`super::run_outcome`] read from `pod`.
+/// `sandbox_created` is when the run's sandbox was created (the deadline counts from it).
+///
+/// | observed | decision |
+/// |----------|----------|
+/// | the agent container waits with a reason of [`FATAL_WAITING_REASONS`] | Failed, `StartupFailed`, with the kubelet's reason and message |
+/// | not started, `startup_deadline` seconds after `sandbox_created` | Failed, `StartupDeadlineExceeded`, with what the kubelet last said |
+/// | not started, before the deadline | unchanged; look again when it passes |
+/// | anything else | unchanged |
+pub fn enforce(
+    observed: RunOutcome,
+    pod: Option<&Pod>,
+    sandbox_created: Option<&Time>,
+    limits: &Limits,
+    now: &Time,
+) -> Enforced {
+    let unchanged = |outcome| Enforced {
+        outcome,
+        recheck_after: None,
+    };
+    if observed.phase != AgentRunPhase::Pending {
+        return unchanged(observed);
+    }
+    if observed.reason == REASON_POD_PENDING {
+        let pod_name = pod.and_then(|p| p.metadata.name.as_deref()).unwrap_or("");
+        let fatal = pod
+            .and_then(agent_status)
+            .and_then(waiting_reason)
+            .filter(|(reason, _)| FATAL_WAITING_REASONS.contains(reason));
+        if let Some((reason, message)) = fatal {
+            let mut text = format!("the agent container of pod {pod_name} cannot start: {reason}");
+            if let Some(message) = message.filter(|m| !m.is_empty()) {
+                text.push_str(": ");
+                text.push_str(message);
+            }
+            return unchanged(RunOutcome::failed(REASON_STARTUP_FAILED, text));
+        }
+    }
+    let (Some(deadline), Some(created)) = (limits.startup_deadline, sandbox_created) else {
+        return unchanged(observed);
+    };
+    let remaining = remaining(deadline, created, now);
+    if remaining.is_zero() {
+        return unchanged(RunOutcome::failed(
+            REASON_STARTUP_DEADLINE_EXCEEDED,
+            format!(
+                "the agent did not start within the startup deadline of {deadline}s: {}",
+                observed.message
+            ),
+        ));
+    }
+    Enforced {
+        outcome: observed,
+        recheck_after: Some(remaining),
+    }
+}
+
+/// What is left of `seconds` counted from `since` at `now`; zero once it has passed.
+fn remaining(seconds: u64, since: &Time, now: &Time) -> Duration {
+    let elapsed = now.0.as_second().saturating_sub(since.0.as_second());
+    let elapsed = u64::try_from(elapsed).unwrap_or(0);
+    Duration::from_secs(seconds.saturating_sub(elapsed))
+}
+
+/// Whether a run that ended with `reason` was ended by the operator rather than by its agent,
+/// so that its sandbox must be deleted (the pod would otherwise go on pulling or running).
+pub fn stops_sandbox(reason: &str) -> bool {
+    [REASON_STARTUP_FAILED, REASON_STARTUP_DEADLINE_EXCEEDED].contains(&reason)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+use agentic_api::AgentRunStatus;
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateWaiting, ContainerStatus, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+use crate::sandbox::run_outcome;
+
+fn at(second: i64) -> Time {
+    Time(Timestamp::from_second(second).expect("valid timestamp"))
+}
+
+fn pod(state: Option<ContainerState>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some("fix-123".into()),
+            ..Default::default()
+        },
+        status: Some(PodStatus {
+            phase: Some(if state.as_ref().is_some_and(|s| s.running.is_some()) {
+                "Running".into()
+            } else {
+                "Pending".into()
+            }),
+            container_statuses: state.map(|state| {
+                vec![ContainerStatus {
+                    name: "agent".into(),
+                    state: Some(state),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn waiting(reason: &str, message: &str) -> Option<ContainerState> {
+    Some(ContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+        }),
+        ..Default::default()
+    })
+}
+
+fn running(since: i64) -> Option<ContainerState> {
+    Some(ContainerState {
+        running: Some(ContainerStateRunning {
+            started_at: Some(at(since)),
+        }),
+        ..Default::default()
+    })
+}
+
+fn pending_status() -> AgentRunStatus {
+    AgentRunStatus {
+        phase: Some(AgentRunPhase::Pending),
+        sandbox_name: Some("fix-123".into()),
+        ..Default::default()
+    }
+}
+
+/// The enforced outcome for `pod`, sandbox created at second 1000, at second `now`.
+fn enforced(pod: &Pod, limits: Limits, now: i64) -> Enforced {
+    let observed = run_outcome(Some(pod), true, &pending_status());
+    enforce(observed, Some(pod), Some(&at(1000)), &limits, &at(now))
+}
+
+const TEN_MINUTES: Limits = Limits {
+    startup_deadline: Some(600),
+};
+
+#[test]
+fn the_startup_deadline_of_the_run_wins_over_the_operator_default() {
+    assert_eq!(startup_deadline(Some(30), 600), Some(30));
+    assert_eq!(
+        startup_deadline(Some(0), 600),
+        Some(600),
+        "0 means the default"
+    );
+    assert_eq!(startup_deadline(None, 600), Some(600));
+    assert_eq!(
+        startup_deadline(None, 0),
+        None,
+        "a 0 default is no deadline"
+    );
+    assert_eq!(startup_deadline(Some(-5), 0), None);
+}
+
+#[test]
+fn fatal_waiting_reasons_fail_the_run_at_once_with_the_kubelets_words() {
+    for reason in FATAL_WAITING_REASONS {
+        let pod = pod(waiting(reason, "it cannot work"));
+        let result = enforced(&pod, TEN_MINUTES, 1001);
+        assert_eq!(result.outcome.phase, AgentRunPhase::Failed, "{reason}");
+        assert_eq!(result.outcome.reason, "StartupFailed", "{reason}");
+        assert_eq!(
+            result.outcome.message,
+            format!("the agent container of pod fix-123 cannot start: {reason}: it cannot work")
+        );
+        assert_eq!(result.recheck_after, None);
+    }
+}
+
+#[test]
+fn a_first_failed_pull_waits_for_the_kubelets_retry() {
+    let pod = pod(waiting("ErrImagePull", "connection reset"));
+    let result = enforced(&pod, TEN_MINUTES, 1010);
+    assert_eq!(result.outcome.phase, AgentRunPhase::Pending);
+    assert_eq!(result.outcome.reason, "PodPending");
+    assert_eq!(result.recheck_after, Some(Duration::from_secs(590)));
+}
+
+#[test]
+fn a_pod_that_does_not_start_in_time_fails_naming_what_the_kubelet_said() {
+    let slow = pod(waiting("ContainerCreating", "pulling a large image"));
+    let before = enforced(&slow, TEN_MINUTES, 1599);
+    assert_eq!(before.outcome.phase, AgentRunPhase::Pending);
+    assert_eq!(before.recheck_after, Some(Duration::from_secs(1)));
+
+    let after = enforced(&slow, TEN_MINUTES, 1600);
+    assert_eq!(after.outcome.phase, AgentRunPhase::Failed);
+    assert_eq!(after.outcome.reason, "StartupDeadlineExceeded");
+    assert_eq!(
+        after.outcome.message,
+        "the agent did not start within the startup deadline of 600s: the agent container of pod fix-123 is waiting: ContainerCreating: pulling a large image"
+    );
+    assert_eq!(after.recheck_after, None);
+    assert!(stops_sandbox(after.outcome.reason));
+}
+
+#[test]
+fn without_a_deadline_a_slow_pod_waits() {
+    let slow = pod(waiting("ContainerCreating", ""));
+    let result = enforced(&slow, Limits::default(), 999_999);
+    assert_eq!(result.outcome.phase, AgentRunPhase::Pending);
+    assert_eq!(result.recheck_after, None);
+}
+
+#[test]
+fn a_running_agent_is_past_the_startup_deadline() {
+    let started = pod(running(1500));
+    let result = enforced(&started, TEN_MINUTES, 5000);
+    assert_eq!(result.outcome.phase, AgentRunPhase::Running);
+    assert_eq!(result.recheck_after, None);
+}
+
+#[test]
+fn only_runs_the_operator_ended_lose_their_sandbox() {
+    assert!(stops_sandbox("StartupFailed"));
+    assert!(!stops_sandbox("AgentFailed"));
+    assert!(!stops_sandbox("PodFailed"));
+}

@@ -1,0 +1,196 @@
+//! A run's lifecycle on a real node (kubelet, containerd, runc): pods that cannot start,
+//! deadlines, cancellation, the TTL of finished runs and an Agent's concurrency cap. The
+//! stub agent (`hack/stub-agent`) exits with `STUB_EXIT_CODE` after sleeping
+//! `STUB_SLEEP_SECONDS`.
+
+use std::collections::BTreeMap;
+
+use agentic_api::{
+    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, CredentialRef, Gateway, GatewayModel,
+    GatewaySpec, ObjectRef,
+};
+use agentic_integration_tests::{
+    Operator, apply, condition, node_env, registry, scenario, wait_agent_ready, wait_for,
+    wait_phase,
+};
+use agentic_operator::context::SandboxBackend;
+use agentic_operator::controllers::agentrun::sandbox_resource;
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, Secret, SecretKeySelector};
+use kube::api::{DynamicObject, ObjectMeta};
+use kube::{Api, Client};
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// A fresh namespace on the control plane with a node, and the operator watching it.
+async fn node_scenario(prefix: &str, backend: SandboxBackend) -> (String, Client, Operator) {
+    node_env().await;
+    scenario(prefix, backend).await
+}
+
+/// The stub agent image, pinned by digest.
+async fn stub_agent() -> String {
+    node_env()
+        .await
+        .images()
+        .expect("the node's images")
+        .stub_agent
+        .clone()
+}
+
+/// A Gateway and the Agent `name` running `image`; waits until it is Ready.
+async fn agent(client: &Client, ns: &str, name: &str, image: &str) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    apply(
+        &secrets,
+        &Secret {
+            metadata: meta("llm-key"),
+            string_data: Some(BTreeMap::from([("apiKey".into(), "sk-test".into())])),
+            ..Secret::default()
+        },
+    )
+    .await;
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
+    apply(
+        &gateways,
+        &Gateway {
+            metadata: meta("llm"),
+            spec: GatewaySpec {
+                provider: "openai".into(),
+                endpoint: Some("http://llm.invalid/v1".into()),
+                credential_ref: Some(CredentialRef {
+                    secret_name: "llm-key".into(),
+                    key: Some("apiKey".into()),
+                }),
+                model: GatewayModel {
+                    name: "gpt-test".into(),
+                    context_window: 128_000,
+                    tier: None,
+                },
+            },
+            status: None,
+        },
+    )
+    .await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: meta(name),
+            spec: AgentSpec {
+                image: image.into(),
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                skill_delivery: "native".into(),
+                ..AgentSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_agent_ready(&agents, name).await;
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..EnvVar::default()
+    }
+}
+
+fn run(name: &str, agent: &str, env: Vec<EnvVar>) -> AgentRun {
+    AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: agent.into(),
+            env,
+            ..AgentRunSpec::default()
+        },
+        status: None,
+    }
+}
+
+/// The `Ready` condition's reason and message.
+fn reason(run: &AgentRun) -> (String, String) {
+    let conditions = &run.status.as_ref().expect("status").conditions;
+    let ready = condition(conditions, "Ready").unwrap_or_else(|| panic!("no Ready: {run:#?}"));
+    (ready.reason.clone(), ready.message.clone())
+}
+
+/// Waits until the object `name` is gone.
+async fn wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
+    while api.get_opt(name).await.expect("get").is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} is still there"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The run's sandbox: the Pod (`pod` backend) or the Sandbox, whose pod the garbage
+/// collector of a real cluster deletes (the test control plane has none).
+fn sandboxes(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &sandbox_resource())
+}
+
+#[tokio::test]
+async fn a_missing_image_fails_the_run_with_the_kubelets_reason() {
+    let (ns, client, operator) = node_scenario("life-noimage", SandboxBackend::Pod).await;
+    let missing = format!("{}/agentic-testenv/missing:1", registry().await);
+    agent(&client, &ns, "broken", &missing).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let started = tokio::time::Instant::now();
+    apply(&runs, &run("nope", "broken", vec![])).await;
+    let failed = wait_phase(&runs, "nope", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed);
+    assert_eq!(reason, "StartupFailed", "{failed:#?}");
+    assert!(message.contains("ImagePullBackOff"), "{message}");
+    assert!(message.contains("missing"), "names the image: {message}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(45),
+        "long before any deadline: {:?}",
+        started.elapsed()
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_gone(&pods, "nope").await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_secret_key_fails_the_run_with_create_container_config_error() {
+    let (ns, client, operator) = node_scenario("life-nokey", SandboxBackend::AgentSandbox).await;
+    agent(&client, &ns, "stub", &stub_agent().await).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let from_missing_key = EnvVar {
+        name: "TOKEN".into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: "llm-key".into(),
+                key: "no-such-key".into(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    };
+    apply(&runs, &run("nokey", "stub", vec![from_missing_key])).await;
+    let failed = wait_phase(&runs, "nokey", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed);
+    assert_eq!(reason, "StartupFailed", "{failed:#?}");
+    assert!(message.contains("CreateContainerConfigError"), "{message}");
+    assert!(
+        message.contains("no-such-key"),
+        "the kubelet's message: {message}"
+    );
+    wait_gone(&sandboxes(&client, &ns), "nokey").await;
+    operator.stop().await;
+}
