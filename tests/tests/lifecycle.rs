@@ -16,8 +16,9 @@ use agentic_integration_tests::{
 use agentic_operator::context::SandboxBackend;
 use agentic_operator::controllers::agentrun::sandbox_resource;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, Secret, SecretKeySelector};
-use kube::api::{DynamicObject, ObjectMeta};
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
+use serde_json::json;
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta {
@@ -192,5 +193,69 @@ async fn a_missing_secret_key_fails_the_run_with_create_container_config_error()
         "the kubelet's message: {message}"
     );
     wait_gone(&sandboxes(&client, &ns), "nokey").await;
+    operator.stop().await;
+}
+
+/// Sets `spec.cancel`, as `kubectl patch agentrun NAME --type merge -p '{"spec":{"cancel":true}}'`.
+async fn cancel(runs: &Api<AgentRun>, name: &str) {
+    runs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"cancel": true}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cancelling {name}: {e}"));
+}
+
+#[tokio::test]
+async fn cancel_stops_a_running_agent_and_keeps_the_runs_status() {
+    let (ns, client, operator) = node_scenario("life-cancel", SandboxBackend::Pod).await;
+    agent(&client, &ns, "stub", &stub_agent().await).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &runs,
+        &run("busy", "stub", vec![env("STUB_SLEEP_SECONDS", "300")]),
+    )
+    .await;
+    let running = wait_phase(&runs, "busy", AgentRunPhase::Running).await;
+    let started = running.status.as_ref().and_then(|s| s.start_time.clone());
+    assert!(started.is_some(), "{running:#?}");
+
+    cancel(&runs, "busy").await;
+    let cancelled = wait_phase(&runs, "busy", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&cancelled);
+    assert_eq!(reason, "Cancelled", "{cancelled:#?}");
+    assert!(message.contains("spec.cancel"), "{message}");
+    let status = cancelled.status.as_ref().expect("status");
+    assert_eq!(status.start_time, started, "the status is kept");
+    assert_eq!(status.sandbox_name.as_deref(), Some("busy"));
+    assert!(status.completion_time.is_some());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_gone(&pods, "busy").await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_cancelled_while_waiting_never_gets_a_sandbox() {
+    let (ns, client, operator) = node_scenario("life-cancel-wait", SandboxBackend::Pod).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    // No Agent yet: the run waits.
+    apply(&runs, &run("early", "later", vec![])).await;
+    wait_for(&runs, "early", "AgentNotFound", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| {
+            condition(&s.conditions, "Ready").is_some_and(|c| c.reason == "AgentNotFound")
+        })
+    })
+    .await;
+    cancel(&runs, "early").await;
+    let cancelled = wait_phase(&runs, "early", AgentRunPhase::Failed).await;
+    assert_eq!(reason(&cancelled).0, "Cancelled");
+    agent(&client, &ns, "later", &stub_agent().await).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    assert!(pods.get_opt("early").await.expect("get").is_none());
+    let after = runs.get("early").await.expect("the run is kept");
+    assert_eq!(reason(&after).0, "Cancelled");
+    assert_eq!(after.status.and_then(|s| s.sandbox_name), None);
     operator.stop().await;
 }

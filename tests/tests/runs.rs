@@ -184,7 +184,7 @@ fn run(name: &str, params: &[(&str, &str)], gateway: Option<&str>) -> AgentRun {
                 value: Some("1".into()),
                 ..Default::default()
             }],
-            env_from: vec![],
+            ..AgentRunSpec::default()
         },
         status: None,
     }

@@ -6,13 +6,32 @@ use serde::{Deserialize, Serialize};
 
 use crate::SkillType;
 
+/// The spec never changes, but for one transition: `cancel` from unset or false to true, every
+/// other field as it was (absent stays absent). Each field is listed; a unit test checks that
+/// none is missing, so a new field is immutable too.
+pub const SPEC_IMMUTABLE_RULE: &str = concat!(
+    "self == oldSelf || (",
+    "self.?cancel == optional.of(true) && !oldSelf.?cancel.orValue(false)",
+    " && self.agentRef == oldSelf.agentRef",
+    " && has(self.gateway) == has(oldSelf.gateway) && (!has(self.gateway) || self.gateway == oldSelf.gateway)",
+    " && has(self.params) == has(oldSelf.params) && (!has(self.params) || self.params == oldSelf.params)",
+    " && has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions)",
+    " && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",
+    " && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom)",
+    " && has(self.startupDeadlineSeconds) == has(oldSelf.startupDeadlineSeconds) && (!has(self.startupDeadlineSeconds) || self.startupDeadlineSeconds == oldSelf.startupDeadlineSeconds)",
+    ")"
+);
+/// The message of [`SPEC_IMMUTABLE_RULE`].
+pub const SPEC_IMMUTABLE_MESSAGE: &str =
+    "spec is immutable, except that spec.cancel may be set to true; create a new AgentRun instead";
+
 /// The desired state of the AgentRun.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "konveyor.io",
     version = "v1alpha1",
     kind = "AgentRun",
-    doc = "An AgentRun is one execution of an Agent. The operator checks it against the Agent, creates one sandbox (an agent-sandbox Sandbox, or a Pod) with every skill mounted read-only at `/opt/skills/<name>` pinned by digest, and follows it to Succeeded or Failed. The spec is immutable: create a new run to change it.",
+    doc = "An AgentRun is one execution of an Agent. The operator checks it against the Agent, creates one sandbox (an agent-sandbox Sandbox, or a Pod) with every skill mounted read-only at `/opt/skills/<name>` pinned by digest, and follows it to Succeeded or Failed. The spec is immutable, except that `spec.cancel` may be set to true to stop the run: create a new run to change anything else.",
     namespaced,
     status = "AgentRunStatus",
     shortname = "ar",
@@ -25,7 +44,7 @@ use crate::SkillType;
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable; create a new AgentRun instead"))]
+#[x_kube(validation = Rule::new(SPEC_IMMUTABLE_RULE).message(SPEC_IMMUTABLE_MESSAGE))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRunSpec {
     /// Name of the Agent to run, in the same namespace.
@@ -66,6 +85,13 @@ pub struct AgentRunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub startup_deadline_seconds: Option<i32>,
+
+    /// Set to true to stop the run: its sandbox is deleted and the run ends `Failed` with
+    /// reason `Cancelled`, keeping its status. The one change the spec allows, and only from
+    /// unset or false to true. A run that has already finished is left as it is. (An
+    /// agentic-operator extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<bool>,
 }
 
 /// A value for one of the Agent's params.

@@ -1,5 +1,5 @@
-//! What the operator enforces on a run beyond what its pod says: the startup deadline and
-//! pods that cannot start. Every decision is derived from the run's status, its objects'
+//! What the operator enforces on a run beyond what its pod says: cancellation, the startup
+//! deadline and pods that cannot start. Every decision is derived from the run's status, its objects'
 //! timestamps and the current time, so a restarted operator decides the same.
 
 use std::time::Duration;
@@ -14,6 +14,8 @@ use super::outcome::{REASON_POD_PENDING, RunOutcome, agent_status, waiting_reaso
 pub const REASON_STARTUP_FAILED: &str = "StartupFailed";
 /// The agent container did not start within the startup deadline.
 pub const REASON_STARTUP_DEADLINE_EXCEEDED: &str = "StartupDeadlineExceeded";
+/// The run's `spec.cancel` is true.
+pub const REASON_CANCELLED: &str = "Cancelled";
 
 /// Waiting reasons of the agent container that end a run at once: the kubelet would retry
 /// them forever without a change to the run or the Agent. `ErrImagePull` is not one: the
@@ -37,6 +39,8 @@ pub fn startup_deadline(spec: Option<i32>, default_seconds: u64) -> Option<u64> 
 /// The limits the operator enforces on one run that has a sandbox.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Limits {
+    /// The run's `spec.cancel`.
+    pub cancel: bool,
     /// Seconds the agent may take to start, from the sandbox's creation; `None` for no limit.
     pub startup_deadline: Option<u64>,
 }
@@ -54,6 +58,8 @@ pub struct Enforced {
 ///
 /// | observed | decision |
 /// |----------|----------|
+/// | finished (the agent exited, the pod failed or was lost) | unchanged: what happened stands |
+/// | `cancel` | Failed, `Cancelled` |
 /// | the agent container waits with a reason of [`FATAL_WAITING_REASONS`] | Failed, `StartupFailed`, with the kubelet's reason and message |
 /// | not started, `startup_deadline` seconds after `sandbox_created` | Failed, `StartupDeadlineExceeded`, with what the kubelet last said |
 /// | not started, before the deadline | unchanged; look again when it passes |
@@ -69,6 +75,13 @@ pub fn enforce(
         outcome,
         recheck_after: None,
     };
+    if observed.phase.is_finished() {
+        return unchanged(observed);
+    }
+    if limits.cancel {
+        let sandbox = pod.and_then(|p| p.metadata.name.as_deref());
+        return unchanged(cancelled(sandbox));
+    }
     if observed.phase != AgentRunPhase::Pending {
         return unchanged(observed);
     }
@@ -106,6 +119,15 @@ pub fn enforce(
     }
 }
 
+/// The outcome of a cancelled run; `pod` names its pod when it has one.
+pub fn cancelled(pod: Option<&str>) -> RunOutcome {
+    let message = match pod {
+        Some(pod) => format!("cancelled: spec.cancel is true; pod {pod} is stopped"),
+        None => "cancelled: spec.cancel is true".to_string(),
+    };
+    RunOutcome::failed(REASON_CANCELLED, message)
+}
+
 /// What is left of `seconds` counted from `since` at `now`; zero once it has passed.
 fn remaining(seconds: u64, since: &Time, now: &Time) -> Duration {
     let elapsed = now.0.as_second().saturating_sub(since.0.as_second());
@@ -116,7 +138,12 @@ fn remaining(seconds: u64, since: &Time, now: &Time) -> Duration {
 /// Whether a run that ended with `reason` was ended by the operator rather than by its agent,
 /// so that its sandbox must be deleted (the pod would otherwise go on pulling or running).
 pub fn stops_sandbox(reason: &str) -> bool {
-    [REASON_STARTUP_FAILED, REASON_STARTUP_DEADLINE_EXCEEDED].contains(&reason)
+    [
+        REASON_STARTUP_FAILED,
+        REASON_STARTUP_DEADLINE_EXCEEDED,
+        REASON_CANCELLED,
+    ]
+    .contains(&reason)
 }
 
 #[cfg(test)]

@@ -19,8 +19,8 @@ use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_b
 use agentic_core::params::resolve_params;
 use agentic_core::sandbox::{
     Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, RunOutcome, SANDBOX_KIND,
-    SandboxInputs, build_acp_secret, build_pod, build_run_config_map, build_sandbox, enforce,
-    run_outcome, startup_deadline, stops_sandbox,
+    SandboxInputs, build_acp_secret, build_pod, build_run_config_map, build_sandbox, cancelled,
+    enforce, run_outcome, startup_deadline, stops_sandbox,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -64,8 +64,8 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     let old = run.status.clone().unwrap_or_default();
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
         // Also after a restart between the status write and the deletion below.
-        if let Some(sandbox) = stopped_sandbox(&old) {
-            stop_sandbox(&run, &namespace, &ctx, sandbox).await?;
+        if let Some(sandbox) = stopped_sandbox(&run, &old) {
+            stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
         }
         ctx.succeeded(KIND, run.as_ref());
         return Ok(Action::await_change());
@@ -77,6 +77,11 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         recheck_after,
     } = if old.sandbox_name.is_some() {
         observe(&run, &namespace, &ctx, &new).await?
+    } else if run.spec.cancel == Some(true) {
+        Enforced {
+            outcome: cancelled(None),
+            recheck_after: None,
+        }
     } else {
         Enforced {
             outcome: start(&run, &namespace, &ctx, &mut new).await?,
@@ -98,8 +103,8 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         }
     }
     // Status first: a run is never left unfinished without its sandbox.
-    if let Some(sandbox) = stopped_sandbox(&new) {
-        stop_sandbox(&run, &namespace, &ctx, sandbox).await?;
+    if let Some(sandbox) = stopped_sandbox(&run, &new) {
+        stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, run.as_ref());
@@ -113,16 +118,21 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     })
 }
 
-/// The sandbox of a run the operator ended (a deadline, a pod that cannot start), which must
-/// go so that its pod stops.
-fn stopped_sandbox(status: &AgentRunStatus) -> Option<&str> {
+/// The sandbox of a run the operator ended (cancelled, a deadline, a pod that cannot start),
+/// which must go so that its pod stops. A run cancelled before it recorded its sandbox may
+/// still have one from a pass that stopped short: its name is derived.
+fn stopped_sandbox(run: &AgentRun, status: &AgentRunStatus) -> Option<String> {
     let finished = status.phase.is_some_and(AgentRunPhase::is_finished);
     let reason = reason_of(status)?;
-    if finished && stops_sandbox(&reason) {
-        status.sandbox_name.as_deref()
-    } else {
-        None
+    if !finished || !stops_sandbox(&reason) {
+        return None;
     }
+    Some(
+        status
+            .sandbox_name
+            .clone()
+            .unwrap_or_else(|| sandbox_name(&run.name_any())),
+    )
 }
 
 /// Deletes the run's sandbox (the Sandbox, or the Pod), when it exists and the run controls
@@ -474,6 +484,7 @@ async fn observe(
     };
     let observed = run_outcome(pod.as_ref(), sandbox_created.is_some(), status);
     let limits = Limits {
+        cancel: run.spec.cancel == Some(true),
         startup_deadline: startup_deadline(
             run.spec.startup_deadline_seconds,
             ctx.settings.run_defaults.startup_deadline_seconds,

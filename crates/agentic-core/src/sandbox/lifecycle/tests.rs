@@ -71,6 +71,7 @@ fn enforced(pod: &Pod, limits: Limits, now: i64) -> Enforced {
 }
 
 const TEN_MINUTES: Limits = Limits {
+    cancel: false,
     startup_deadline: Some(600),
 };
 
@@ -152,6 +153,46 @@ fn a_running_agent_is_past_the_startup_deadline() {
 #[test]
 fn only_runs_the_operator_ended_lose_their_sandbox() {
     assert!(stops_sandbox("StartupFailed"));
+    assert!(stops_sandbox("Cancelled"));
     assert!(!stops_sandbox("AgentFailed"));
     assert!(!stops_sandbox("PodFailed"));
+}
+
+#[test]
+fn cancel_stops_a_pending_or_running_run() {
+    let cancel = Limits {
+        cancel: true,
+        ..TEN_MINUTES
+    };
+    for state in [waiting("ContainerCreating", ""), running(1500)] {
+        let result = enforced(&pod(state), cancel, 1501);
+        assert_eq!(result.outcome.phase, AgentRunPhase::Failed);
+        assert_eq!(result.outcome.reason, "Cancelled");
+        assert_eq!(
+            result.outcome.message,
+            "cancelled: spec.cancel is true; pod fix-123 is stopped"
+        );
+        assert!(stops_sandbox(result.outcome.reason));
+    }
+    assert_eq!(
+        cancelled(None).message,
+        "cancelled: spec.cancel is true",
+        "a run without a pod"
+    );
+}
+
+#[test]
+fn an_agent_that_already_exited_keeps_its_outcome_when_cancelled() {
+    let mut done = pod(None);
+    if let Some(status) = done.status.as_mut() {
+        status.phase = Some("Succeeded".into());
+    }
+    let observed = run_outcome(Some(&done), true, &pending_status());
+    let cancel = Limits {
+        cancel: true,
+        ..TEN_MINUTES
+    };
+    let result = enforce(observed, Some(&done), Some(&at(1000)), &cancel, &at(1001));
+    assert_eq!(result.outcome.phase, AgentRunPhase::Succeeded);
+    assert_eq!(result.outcome.reason, "AgentSucceeded");
 }
