@@ -259,3 +259,32 @@ async fn a_run_cancelled_while_waiting_never_gets_a_sandbox() {
     assert_eq!(after.status.and_then(|s| s.sandbox_name), None);
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_sleeping_agent_stops_at_the_run_deadline() {
+    let (ns, client, operator) = node_scenario("life-deadline", SandboxBackend::Pod).await;
+    agent(&client, &ns, "stub", &stub_agent().await).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let mut sleepy = run("sleepy", "stub", vec![env("STUB_SLEEP_SECONDS", "300")]);
+    sleepy.spec.active_deadline_seconds = Some(3);
+    apply(&runs, &sleepy).await;
+    let failed = wait_phase(&runs, "sleepy", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed);
+    assert_eq!(reason, "DeadlineExceeded", "{failed:#?}");
+    assert!(message.contains("3s"), "{message}");
+    let status = failed.status.as_ref().expect("status");
+    let ran = status
+        .completion_time
+        .as_ref()
+        .expect("completionTime")
+        .0
+        .as_second()
+        - status.start_time.as_ref().expect("startTime").0.as_second();
+    assert!(
+        (3..=10).contains(&ran),
+        "stopped right after 3s, not at exit: {ran}s"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_gone(&pods, "sleepy").await;
+    operator.stop().await;
+}

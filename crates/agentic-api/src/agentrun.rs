@@ -18,6 +18,7 @@ pub const SPEC_IMMUTABLE_RULE: &str = concat!(
     " && has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions)",
     " && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",
     " && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom)",
+    " && has(self.activeDeadlineSeconds) == has(oldSelf.activeDeadlineSeconds) && (!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds == oldSelf.activeDeadlineSeconds)",
     " && has(self.startupDeadlineSeconds) == has(oldSelf.startupDeadlineSeconds) && (!has(self.startupDeadlineSeconds) || self.startupDeadlineSeconds == oldSelf.startupDeadlineSeconds)",
     ")"
 );
@@ -85,6 +86,14 @@ pub struct AgentRunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub startup_deadline_seconds: Option<i32>,
+
+    /// Seconds the agent may run, counted from `status.startTime` (when its container
+    /// started), like a Job's `activeDeadlineSeconds`. Past it the sandbox is deleted and the
+    /// run fails with reason `DeadlineExceeded`. Unset: no limit. (An agentic-operator
+    /// extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub active_deadline_seconds: Option<i64>,
 
     /// Set to true to stop the run: its sandbox is deleted and the run ends `Failed` with
     /// reason `Cancelled`, keeping its status. The one change the spec allows, and only from

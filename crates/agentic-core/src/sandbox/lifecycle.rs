@@ -1,5 +1,5 @@
 //! What the operator enforces on a run beyond what its pod says: cancellation, the startup
-//! deadline and pods that cannot start. Every decision is derived from the run's status, its objects'
+//! deadline, pods that cannot start and the run deadline. Every decision is derived from the run's status, its objects'
 //! timestamps and the current time, so a restarted operator decides the same.
 
 use std::time::Duration;
@@ -14,6 +14,8 @@ use super::outcome::{REASON_POD_PENDING, RunOutcome, agent_status, waiting_reaso
 pub const REASON_STARTUP_FAILED: &str = "StartupFailed";
 /// The agent container did not start within the startup deadline.
 pub const REASON_STARTUP_DEADLINE_EXCEEDED: &str = "StartupDeadlineExceeded";
+/// The agent ran longer than the run's `spec.activeDeadlineSeconds`.
+pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 /// The run's `spec.cancel` is true.
 pub const REASON_CANCELLED: &str = "Cancelled";
 
@@ -43,6 +45,8 @@ pub struct Limits {
     pub cancel: bool,
     /// Seconds the agent may take to start, from the sandbox's creation; `None` for no limit.
     pub startup_deadline: Option<u64>,
+    /// Seconds the agent may run, from its container's start; `None` for no limit.
+    pub active_deadline: Option<u64>,
 }
 
 /// A run's outcome once the operator's limits are applied, and when to look again because a
@@ -63,6 +67,8 @@ pub struct Enforced {
 /// | the agent container waits with a reason of [`FATAL_WAITING_REASONS`] | Failed, `StartupFailed`, with the kubelet's reason and message |
 /// | not started, `startup_deadline` seconds after `sandbox_created` | Failed, `StartupDeadlineExceeded`, with what the kubelet last said |
 /// | not started, before the deadline | unchanged; look again when it passes |
+/// | running `active_deadline` seconds after the agent started | Failed, `DeadlineExceeded` |
+/// | running, before that | unchanged; look again when it passes |
 /// | anything else | unchanged |
 pub fn enforce(
     observed: RunOutcome,
@@ -81,6 +87,26 @@ pub fn enforce(
     if limits.cancel {
         let sandbox = pod.and_then(|p| p.metadata.name.as_deref());
         return unchanged(cancelled(sandbox));
+    }
+    if observed.phase == AgentRunPhase::Running {
+        let (Some(deadline), Some(started)) = (limits.active_deadline, &observed.start_time) else {
+            return unchanged(observed);
+        };
+        let remaining = remaining(deadline, started, now);
+        if remaining.is_zero() {
+            return unchanged(RunOutcome::failed(
+                REASON_DEADLINE_EXCEEDED,
+                format!(
+                    "the agent ran past spec.activeDeadlineSeconds ({deadline}s); {} is stopped",
+                    pod.and_then(|p| p.metadata.name.as_deref())
+                        .map_or_else(|| "its sandbox".to_string(), |p| format!("pod {p}"))
+                ),
+            ));
+        }
+        return Enforced {
+            outcome: observed,
+            recheck_after: Some(remaining),
+        };
     }
     if observed.phase != AgentRunPhase::Pending {
         return unchanged(observed);
@@ -142,6 +168,7 @@ pub fn stops_sandbox(reason: &str) -> bool {
         REASON_STARTUP_FAILED,
         REASON_STARTUP_DEADLINE_EXCEEDED,
         REASON_CANCELLED,
+        REASON_DEADLINE_EXCEEDED,
     ]
     .contains(&reason)
 }

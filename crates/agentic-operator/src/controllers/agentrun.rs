@@ -489,6 +489,10 @@ async fn observe(
             run.spec.startup_deadline_seconds,
             ctx.settings.run_defaults.startup_deadline_seconds,
         ),
+        active_deadline: run
+            .spec
+            .active_deadline_seconds
+            .and_then(|s| u64::try_from(s).ok()),
     };
     // Without its sandbox, the deadline counts from the run's creation.
     let since = sandbox_created

@@ -73,6 +73,7 @@ fn enforced(pod: &Pod, limits: Limits, now: i64) -> Enforced {
 const TEN_MINUTES: Limits = Limits {
     cancel: false,
     startup_deadline: Some(600),
+    active_deadline: None,
 };
 
 #[test]
@@ -143,6 +144,39 @@ fn without_a_deadline_a_slow_pod_waits() {
 }
 
 #[test]
+fn a_running_agent_stops_at_the_run_deadline_counted_from_its_start() {
+    let limits = Limits {
+        active_deadline: Some(60),
+        ..TEN_MINUTES
+    };
+    let started = pod(running(1500));
+    let before = enforced(&started, limits, 1559);
+    assert_eq!(before.outcome.phase, AgentRunPhase::Running);
+    assert_eq!(before.recheck_after, Some(Duration::from_secs(1)));
+
+    let after = enforced(&started, limits, 1560);
+    assert_eq!(after.outcome.phase, AgentRunPhase::Failed);
+    assert_eq!(after.outcome.reason, "DeadlineExceeded");
+    assert_eq!(
+        after.outcome.message,
+        "the agent ran past spec.activeDeadlineSeconds (60s); pod fix-123 is stopped"
+    );
+    assert!(stops_sandbox(after.outcome.reason));
+
+    // Not yet started: the run deadline does not count, however late it is.
+    let waiting = pod(waiting("ContainerCreating", ""));
+    let result = enforced(
+        &waiting,
+        Limits {
+            startup_deadline: None,
+            ..limits
+        },
+        99_999,
+    );
+    assert_eq!(result.outcome.phase, AgentRunPhase::Pending);
+}
+
+#[test]
 fn a_running_agent_is_past_the_startup_deadline() {
     let started = pod(running(1500));
     let result = enforced(&started, TEN_MINUTES, 5000);
@@ -154,6 +188,7 @@ fn a_running_agent_is_past_the_startup_deadline() {
 fn only_runs_the_operator_ended_lose_their_sandbox() {
     assert!(stops_sandbox("StartupFailed"));
     assert!(stops_sandbox("Cancelled"));
+    assert!(stops_sandbox("DeadlineExceeded"));
     assert!(!stops_sandbox("AgentFailed"));
     assert!(!stops_sandbox("PodFailed"));
 }
