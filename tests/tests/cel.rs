@@ -858,6 +858,8 @@ async fn agent_run_spec_takes_cancel_once_and_nothing_else() {
     assert_invalid(result, "cancel with a new deadline", "spec", RUN_IMMUTABLE);
     let result = merge(json!({"spec": {"cancel": true, "activeDeadlineSeconds": 5}})).await;
     assert_invalid(result, "cancel with a run deadline", "spec", RUN_IMMUTABLE);
+    let result = merge(json!({"spec": {"cancel": true, "ttlSecondsAfterFinished": 0}})).await;
+    assert_invalid(result, "cancel with a TTL", "spec", RUN_IMMUTABLE);
     let result = merge(json!({"spec": {"cancel": false}})).await;
     assert_invalid(result, "unset to false", "spec", RUN_IMMUTABLE);
 

@@ -288,3 +288,31 @@ async fn a_sleeping_agent_stops_at_the_run_deadline() {
     wait_gone(&pods, "sleepy").await;
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_finished_run_is_deleted_after_its_ttl() {
+    let (ns, client, operator) = node_scenario("life-ttl", SandboxBackend::Pod).await;
+    agent(&client, &ns, "stub", &stub_agent().await).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let mut brief = run("brief", "stub", vec![]);
+    brief.spec.ttl_seconds_after_finished = Some(3);
+    apply(&runs, &brief).await;
+    // Kept with no TTL of its own (the test operator has no default).
+    apply(&runs, &run("kept", "stub", vec![])).await;
+    let done = wait_phase(&runs, "brief", AgentRunPhase::Succeeded).await;
+    let completed = done
+        .status
+        .as_ref()
+        .and_then(|s| s.completion_time.clone())
+        .expect("completionTime");
+    wait_gone(&runs, "brief").await;
+    let lived = agentic_operator::now().0.as_second() - completed.0.as_second();
+    assert!(
+        (3..=15).contains(&lived),
+        "deleted 3s after completion: {lived}s"
+    );
+    wait_phase(&runs, "kept", AgentRunPhase::Succeeded).await;
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(runs.get_opt("kept").await.expect("get").is_some());
+    operator.stop().await;
+}

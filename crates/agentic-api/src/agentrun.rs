@@ -19,6 +19,7 @@ pub const SPEC_IMMUTABLE_RULE: &str = concat!(
     " && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",
     " && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom)",
     " && has(self.activeDeadlineSeconds) == has(oldSelf.activeDeadlineSeconds) && (!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds == oldSelf.activeDeadlineSeconds)",
+    " && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished)",
     " && has(self.startupDeadlineSeconds) == has(oldSelf.startupDeadlineSeconds) && (!has(self.startupDeadlineSeconds) || self.startupDeadlineSeconds == oldSelf.startupDeadlineSeconds)",
     ")"
 );
@@ -94,6 +95,15 @@ pub struct AgentRunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub active_deadline_seconds: Option<i64>,
+
+    /// Seconds to keep the run once it has finished (Succeeded or Failed), counted from
+    /// `status.completionTime`, like a Job's `ttlSecondsAfterFinished`; then the run is
+    /// deleted, and with it everything it owns. 0 deletes it as soon as it finishes. Unset
+    /// uses the operator's `--ttl-after-succeeded` or `--ttl-after-failed`; with neither, the
+    /// run is kept until someone deletes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
 
     /// Set to true to stop the run: its sandbox is deleted and the run ends `Failed` with
     /// reason `Cancelled`, keeping its status. The one change the spec allows, and only from

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use agentic_api::ConditionStatus;
 use agentic_core::conditions::{find_condition, truncate};
+use agentic_core::sandbox::TtlDefaults;
 use agentic_oci::{RegistryOptions, SkillCache};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
@@ -45,12 +46,15 @@ pub struct Settings {
 pub struct RunDefaults {
     /// Seconds a run's agent may take to start when the run does not say; 0 for no limit.
     pub startup_deadline_seconds: u64,
+    /// How long finished runs without `spec.ttlSecondsAfterFinished` are kept.
+    pub ttl: TtlDefaults,
 }
 
 impl Default for RunDefaults {
     fn default() -> Self {
         Self {
             startup_deadline_seconds: DEFAULT_STARTUP_DEADLINE_SECONDS,
+            ttl: TtlDefaults::default(),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! What the operator enforces on a run beyond what its pod says: cancellation, the startup
-//! deadline, pods that cannot start and the run deadline. Every decision is derived from the run's status, its objects'
+//! deadline, pods that cannot start, the run deadline and the time to live of finished runs. Every decision is derived from the run's status, its objects'
 //! timestamps and the current time, so a restarted operator decides the same.
 
 use std::time::Duration;
@@ -143,6 +143,34 @@ pub fn enforce(
         outcome: observed,
         recheck_after: Some(remaining),
     }
+}
+
+/// How long a finished run is kept before it is deleted: `spec_ttl` (its
+/// `spec.ttlSecondsAfterFinished`) or else the operator's default for its phase, counted from
+/// `completion_time`. `None`: keep it; zero: delete it now. A run not finished, or without a
+/// completion time, is kept.
+pub fn time_to_live(
+    phase: Option<AgentRunPhase>,
+    completion_time: Option<&Time>,
+    spec_ttl: Option<i32>,
+    defaults: TtlDefaults,
+    now: &Time,
+) -> Option<Duration> {
+    let default = match phase? {
+        AgentRunPhase::Succeeded => defaults.after_succeeded,
+        AgentRunPhase::Failed => defaults.after_failed,
+        AgentRunPhase::Pending | AgentRunPhase::Running => return None,
+    };
+    let ttl = spec_ttl.and_then(|s| u64::try_from(s).ok()).or(default)?;
+    Some(remaining(ttl, completion_time?, now))
+}
+
+/// The operator's time to live of finished runs without `spec.ttlSecondsAfterFinished`, by
+/// outcome; `None` keeps them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TtlDefaults {
+    pub after_succeeded: Option<u64>,
+    pub after_failed: Option<u64>,
 }
 
 /// The outcome of a cancelled run; `pod` names its pod when it has one.

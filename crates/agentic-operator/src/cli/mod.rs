@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use agentic_core::sandbox::TtlDefaults;
+
 use crate::context::RunDefaults;
 use crate::controllers::Scope;
 use crate::error::Chain;
@@ -104,6 +106,16 @@ pub struct RunArgs {
         default_value_t = crate::context::DEFAULT_STARTUP_DEADLINE_SECONDS
     )]
     pub startup_deadline_seconds: u64,
+
+    /// Seconds to keep a Succeeded run without `spec.ttlSecondsAfterFinished` before deleting
+    /// it, from its completion time. Default: keep it.
+    #[arg(long, env = "AGENTIC_TTL_AFTER_SUCCEEDED", value_name = "SECONDS")]
+    pub ttl_after_succeeded: Option<u64>,
+
+    /// Seconds to keep a Failed run without `spec.ttlSecondsAfterFinished` before deleting
+    /// it, from its completion time. Default: keep it.
+    #[arg(long, env = "AGENTIC_TTL_AFTER_FAILED", value_name = "SECONDS")]
+    pub ttl_after_failed: Option<u64>,
 }
 
 /// Exit status of a usage mistake, the same clap uses for the mistakes it catches. Every
@@ -147,6 +159,10 @@ fn run_operator(args: RunArgs) -> ExitCode {
         tag_refresh_interval: Duration::from_secs(args.tag_refresh_seconds.max(10)),
         run_defaults: RunDefaults {
             startup_deadline_seconds: args.startup_deadline_seconds,
+            ttl: TtlDefaults {
+                after_succeeded: args.ttl_after_succeeded,
+                after_failed: args.ttl_after_failed,
+            },
         },
     };
     let runtime = match tokio::runtime::Runtime::new() {

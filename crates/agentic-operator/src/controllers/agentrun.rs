@@ -20,7 +20,7 @@ use agentic_core::params::resolve_params;
 use agentic_core::sandbox::{
     Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, RunOutcome, SANDBOX_KIND,
     SandboxInputs, build_acp_secret, build_pod, build_run_config_map, build_sandbox, cancelled,
-    enforce, run_outcome, startup_deadline, stops_sandbox,
+    enforce, run_outcome, startup_deadline, stops_sandbox, time_to_live,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -67,8 +67,23 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         if let Some(sandbox) = stopped_sandbox(&run, &old) {
             stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
         }
+        let ttl = time_to_live(
+            old.phase,
+            old.completion_time.as_ref(),
+            run.spec.ttl_seconds_after_finished,
+            ctx.settings.run_defaults.ttl,
+            &crate::now(),
+        );
+        let action = match ttl {
+            Some(left) if left.is_zero() => {
+                expire(&run, &namespace, &ctx).await?;
+                Action::await_change()
+            }
+            Some(left) => Action::requeue(left + std::time::Duration::from_secs(1)),
+            None => Action::await_change(),
+        };
         ctx.succeeded(KIND, run.as_ref());
-        return Ok(Action::await_change());
+        return Ok(action);
     }
 
     let mut new = old.clone();
@@ -116,6 +131,27 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     } else {
         Action::await_change()
     })
+}
+
+/// Deletes a finished run whose time to live is over; what it owns goes with it. The UID
+/// precondition spares a new run of the same name.
+async fn expire(run: &AgentRun, namespace: &str, ctx: &Context) -> Result<()> {
+    let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: run.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&run.name_any(), &params).await {
+        Ok(_) => {
+            tracing::info!(namespace, name = %run.name_any(), "deleted a finished run whose time to live is over");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The sandbox of a run the operator ended (cancelled, a deadline, a pod that cannot start),

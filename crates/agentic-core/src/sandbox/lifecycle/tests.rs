@@ -231,3 +231,48 @@ fn an_agent_that_already_exited_keeps_its_outcome_when_cancelled() {
     assert_eq!(result.outcome.phase, AgentRunPhase::Succeeded);
     assert_eq!(result.outcome.reason, "AgentSucceeded");
 }
+
+#[test]
+fn a_finished_run_lives_its_ttl_from_its_completion_time() {
+    let defaults = TtlDefaults {
+        after_succeeded: Some(3600),
+        after_failed: None,
+    };
+    let done = Some(&at(1000));
+    let ttl = |phase, spec, now| time_to_live(Some(phase), done, spec, defaults, &at(now));
+    assert_eq!(
+        ttl(AgentRunPhase::Succeeded, None, 1600),
+        Some(Duration::from_secs(3000)),
+        "the operator's default for its outcome"
+    );
+    assert_eq!(ttl(AgentRunPhase::Failed, None, 1600), None, "kept forever");
+    assert_eq!(
+        ttl(AgentRunPhase::Failed, Some(60), 1030),
+        Some(Duration::from_secs(30)),
+        "the run's own TTL wins"
+    );
+    assert_eq!(
+        ttl(AgentRunPhase::Succeeded, Some(60), 1060),
+        Some(Duration::ZERO)
+    );
+    assert_eq!(
+        ttl(AgentRunPhase::Succeeded, Some(0), 1000),
+        Some(Duration::ZERO)
+    );
+    assert_eq!(
+        ttl(AgentRunPhase::Running, Some(0), 5000),
+        None,
+        "not finished"
+    );
+    assert_eq!(
+        time_to_live(
+            Some(AgentRunPhase::Failed),
+            None,
+            Some(0),
+            defaults,
+            &at(5000)
+        ),
+        None,
+        "no completion time"
+    );
+}
