@@ -45,6 +45,11 @@ async fn stub_agent() -> String {
 
 /// A Gateway and the Agent `name` running `image`; waits until it is Ready.
 async fn agent(client: &Client, ns: &str, name: &str, image: &str) {
+    capped_agent(client, ns, name, image, None).await;
+}
+
+/// Like [`agent`], with `spec.maxConcurrentRuns`.
+async fn capped_agent(client: &Client, ns: &str, name: &str, image: &str, cap: Option<i32>) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     apply(
         &secrets,
@@ -86,6 +91,7 @@ async fn agent(client: &Client, ns: &str, name: &str, image: &str) {
                 image: image.into(),
                 gateways: vec![ObjectRef { name: "llm".into() }],
                 skill_delivery: "native".into(),
+                max_concurrent_runs: cap,
                 ..AgentSpec::default()
             },
             status: None,
@@ -314,5 +320,82 @@ async fn a_finished_run_is_deleted_after_its_ttl() {
     wait_phase(&runs, "kept", AgentRunPhase::Succeeded).await;
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert!(runs.get_opt("kept").await.expect("get").is_some());
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn an_agent_with_a_cap_of_two_never_runs_more_than_two() {
+    let (ns, client, operator) = node_scenario("life-cap", SandboxBackend::Pod).await;
+    capped_agent(&client, &ns, "capped", &stub_agent().await, Some(2)).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let names: Vec<String> = (1..=6).map(|i| format!("q{i}")).collect();
+    for name in &names {
+        apply(
+            &runs,
+            &run(name, "capped", vec![env("STUB_SLEEP_SECONDS", "2")]),
+        )
+        .await;
+    }
+
+    // Poll the API: a run is active from the moment it records its sandbox until it finishes.
+    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
+    let mut most_active = 0;
+    let mut saw_queue_place = false;
+    loop {
+        let listed = runs
+            .list(&Default::default())
+            .await
+            .expect("list runs")
+            .items;
+        let status = |r: &AgentRun| r.status.clone().unwrap_or_default();
+        let active: Vec<String> = listed
+            .iter()
+            .filter(|r| {
+                let s = status(r);
+                s.sandbox_name.is_some() && !s.phase.is_some_and(AgentRunPhase::is_finished)
+            })
+            .filter_map(|r| r.metadata.name.clone())
+            .collect();
+        most_active = most_active.max(active.len());
+        // Creation order: a run may start before an earlier one only while a slot is left
+        // for that one (both were admitted in the same wave, one pass after the other).
+        let started: Vec<bool> = names
+            .iter()
+            .map(|name| {
+                listed
+                    .iter()
+                    .find(|r| r.metadata.name.as_ref() == Some(name))
+                    .is_some_and(|r| status(r).sandbox_name.is_some())
+            })
+            .collect();
+        let overtaken = started.windows(2).any(|pair| !pair[0] && pair[1]);
+        assert!(
+            !overtaken || active.len() < 2,
+            "a later run took the slot of an earlier one: started {started:?}, active {active:?}"
+        );
+        saw_queue_place |= listed.iter().any(|r| {
+            condition(&status(r).conditions, "Ready").is_some_and(|c| {
+                c.reason == "Queued" && c.message.contains("number 1 in the queue")
+            })
+        });
+        let finished = listed
+            .iter()
+            .filter(|r| status(r).phase == Some(AgentRunPhase::Succeeded))
+            .count();
+        if finished == names.len() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not all runs finished: {listed:#?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        most_active <= 2,
+        "at most 2 active at once, saw {most_active}"
+    );
+    assert_eq!(most_active, 2, "the cap is used");
+    assert!(saw_queue_place, "queued runs show their place");
     operator.stop().await;
 }

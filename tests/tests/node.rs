@@ -124,6 +124,7 @@ async fn agent(client: &Client, ns: &str, name: &str, image: &str, cards: &[&str
                     },
                 ],
                 skill_delivery: "native".into(),
+                max_concurrent_runs: None,
             },
             status: None,
         },

@@ -49,6 +49,7 @@
 //! | `SandboxLost` | [`sandbox::REASON_SANDBOX_LOST`] | run Failed: sandbox or pod gone or replaced after the start |
 //! | `StartupFailed` | [`sandbox::REASON_STARTUP_FAILED`] | run Failed: the kubelet cannot start the agent container |
 //! | `StartupDeadlineExceeded` | [`sandbox::REASON_STARTUP_DEADLINE_EXCEEDED`] | run Failed: the agent did not start within the startup deadline |
+//! | `Queued` | [`sandbox::REASON_QUEUED`] | run Pending: its Agent's `spec.maxConcurrentRuns` runs are active |
 //! | `DeadlineExceeded` | [`sandbox::REASON_DEADLINE_EXCEEDED`] | run Failed: the agent ran past `spec.activeDeadlineSeconds` |
 //! | `Cancelled` | [`sandbox::REASON_CANCELLED`] | run Failed: `spec.cancel` is true |
 //! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending: an object it does not control holds the name of one of its objects |

@@ -1,6 +1,7 @@
 //! What every controller shares: the client, the registry and skill cache, events, metrics,
 //! and per-object backoff.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,7 +72,11 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     recorder: Recorder,
     backoff: Backoff,
+    admissions: std::sync::Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
 }
+
+/// An Agent's namespace and name.
+type AgentKey = (String, String);
 
 /// The Events API rejects notes over 1 kB.
 const MAX_EVENT_NOTE_BYTES: usize = 1000;
@@ -91,7 +96,29 @@ impl Context {
             settings,
             metrics,
             backoff: Backoff::default(),
+            admissions: std::sync::Mutex::default(),
         }
+    }
+
+    /// Held while a run of the Agent `agent` in `namespace` decides whether it may start and
+    /// records its sandbox, so that two runs reconciled at once cannot both take the last slot
+    /// of the Agent's `spec.maxConcurrentRuns`. The count itself is always read from the API.
+    pub async fn admission(
+        &self,
+        namespace: &str,
+        agent: &str,
+    ) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self
+                .admissions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            locks
+                .entry((namespace.to_string(), agent.to_string()))
+                .or_default()
+                .clone()
+        };
+        lock.lock_owned().await
     }
 
     /// Publishes an event about `obj`. Failing to publish is logged, never fatal.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use agentic_api::AgentRunPhase;
+use agentic_api::{AgentRun, AgentRunPhase};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -16,6 +16,8 @@ pub const REASON_STARTUP_FAILED: &str = "StartupFailed";
 pub const REASON_STARTUP_DEADLINE_EXCEEDED: &str = "StartupDeadlineExceeded";
 /// The agent ran longer than the run's `spec.activeDeadlineSeconds`.
 pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+/// The run waits for one of its Agent's `spec.maxConcurrentRuns` slots.
+pub const REASON_QUEUED: &str = "Queued";
 /// The run's `spec.cancel` is true.
 pub const REASON_CANCELLED: &str = "Cancelled";
 
@@ -171,6 +173,55 @@ pub fn time_to_live(
 pub struct TtlDefaults {
     pub after_succeeded: Option<u64>,
     pub after_failed: Option<u64>,
+}
+
+/// Whether the run `me` may create its sandbox under its Agent's cap of `max_concurrent_runs`,
+/// given every run of the namespace as the API server has them. Active runs have a sandbox
+/// recorded in their status and have not finished; waiting runs have neither and are not
+/// cancelled. Waiting runs start in creation order (creationTimestamp, then name): `me` is
+/// admitted when the active runs and the waiting runs before it leave it a slot, else it is
+/// `Queued` with its place in the message.
+pub fn admit(
+    me: &AgentRun,
+    max_concurrent_runs: Option<i32>,
+    runs: &[AgentRun],
+) -> Result<(), RunOutcome> {
+    let Some(cap) = max_concurrent_runs.and_then(|c| usize::try_from(c).ok()) else {
+        return Ok(());
+    };
+    let agent = &me.spec.agent_ref;
+    let key = |run: &AgentRun| {
+        (
+            run.metadata.creation_timestamp.clone().map(|t| t.0),
+            run.metadata.name.clone(),
+        )
+    };
+    let of_agent = runs
+        .iter()
+        .filter(|r| &r.spec.agent_ref == agent && r.metadata.uid != me.metadata.uid);
+    let status = |r: &AgentRun| r.status.clone().unwrap_or_default();
+    let unfinished = |r: &&AgentRun| !status(r).phase.is_some_and(AgentRunPhase::is_finished);
+    let active = of_agent
+        .clone()
+        .filter(unfinished)
+        .filter(|r| status(r).sandbox_name.is_some())
+        .count();
+    let ahead = of_agent
+        .filter(unfinished)
+        .filter(|r| status(r).sandbox_name.is_none() && r.spec.cancel != Some(true))
+        .filter(|r| key(r) < key(me))
+        .count();
+    let free = cap.saturating_sub(active);
+    if ahead < free {
+        return Ok(());
+    }
+    Err(RunOutcome::pending(
+        REASON_QUEUED,
+        format!(
+            "number {} in the queue of Agent {agent}: it runs at most {cap} at once (spec.maxConcurrentRuns) and {active} are active",
+            ahead - free + 1
+        ),
+    ))
 }
 
 /// The outcome of a cancelled run; `pod` names its pod when it has one.

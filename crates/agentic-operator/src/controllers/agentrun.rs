@@ -18,9 +18,9 @@ use agentic_core::names::sandbox_name;
 use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
 use agentic_core::params::resolve_params;
 use agentic_core::sandbox::{
-    Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, RunOutcome, SANDBOX_KIND,
-    SandboxInputs, build_acp_secret, build_pod, build_run_config_map, build_sandbox, cancelled,
-    enforce, run_outcome, startup_deadline, stops_sandbox, time_to_live,
+    Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome,
+    SANDBOX_KIND, SandboxInputs, admit, build_acp_secret, build_pod, build_run_config_map,
+    build_sandbox, cancelled, enforce, run_outcome, startup_deadline, stops_sandbox, time_to_live,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -28,8 +28,10 @@ use agentic_core::skills::{
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams, Preconditions,
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+    Preconditions,
 };
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -49,6 +51,9 @@ pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
 /// How often a run blocked by a foreign object checks again, besides the pod and Sandbox
 /// watches that usually bring it back sooner.
 const NAME_TAKEN_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
+/// How often a queued run checks for a free slot, besides the watch on the Agent's runs that
+/// brings it back when one finishes or is deleted.
+const QUEUED_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The agent-sandbox `Sandbox` kind.
 pub fn sandbox_resource() -> ApiResource {
@@ -86,6 +91,12 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         return Ok(action);
     }
 
+    // A run that has not started yet decides and records its start under its Agent's lock.
+    let _admission = if old.sandbox_name.is_none() {
+        Some(ctx.admission(&namespace, &run.spec.agent_ref).await)
+    } else {
+        None
+    };
     let mut new = old.clone();
     let Enforced {
         outcome,
@@ -125,6 +136,8 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     ctx.succeeded(KIND, run.as_ref());
     Ok(if outcome.reason == REASON_OBJECT_NAME_TAKEN {
         Action::requeue(NAME_TAKEN_RETRY)
+    } else if outcome.reason == REASON_QUEUED {
+        Action::requeue(QUEUED_RETRY)
     } else if let Some(after) = recheck_after {
         // A deadline passes then; a second of slack so the pass lands after it.
         Action::requeue(after + std::time::Duration::from_secs(1))
@@ -302,6 +315,20 @@ async fn start(
         Ok(inputs) => inputs,
         Err(e) => return Ok(RunOutcome::failed(e.reason(), e.to_string())),
     };
+    if let Some(cap) = agent.spec.max_concurrent_runs {
+        // Read from the API server, not the watch cache: a run admitted a moment ago counts.
+        let api: Api<DeserializeGuard<AgentRun>> = Api::namespaced(ctx.client.clone(), namespace);
+        let runs: Vec<AgentRun> = api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|guarded| guarded.0.ok())
+            .collect();
+        if let Err(queued) = admit(run, Some(cap), &runs) {
+            return Ok(queued);
+        }
+    }
     if let Err(taken) = create_sandbox_objects(ctx, namespace, &inputs, owner).await? {
         return Ok(RunOutcome::name_taken(taken.kind, &taken.name));
     }

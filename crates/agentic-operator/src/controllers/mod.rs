@@ -362,6 +362,7 @@ pub fn controllers(
     ready.push(Box::pin(wait_ready(store.clone())));
     let pod_config = watcher::Config::default().labels(RUN_LABEL);
     let agent_store = store.clone();
+    let queue_store = store.clone();
     let mut agent_runs = agent_runs
         .watches(
             api_for::<Guarded<Agent>>(&client, namespace),
@@ -369,6 +370,19 @@ pub fn controllers(
             move |agent| {
                 related(&agent_store, &agent, |runs, ns, agent| {
                     agentrun::runs_waiting_on_agent(runs, ns, agent)
+                })
+            },
+        )
+        // A run that changes (finishes) or goes frees a slot for the runs queued on its Agent.
+        .watches(
+            api_for::<Guarded<AgentRun>>(&client, namespace),
+            config.clone(),
+            move |changed| {
+                let Ok(changed) = &changed.0 else {
+                    return Vec::new();
+                };
+                related(&queue_store, changed, |runs, ns, _| {
+                    agentrun::runs_waiting_on_agent(runs, ns, &changed.spec.agent_ref)
                 })
             },
         )

@@ -276,3 +276,97 @@ fn a_finished_run_lives_its_ttl_from_its_completion_time() {
         "no completion time"
     );
 }
+
+fn queued_run(
+    name: &str,
+    agent: &str,
+    created: i64,
+    sandbox: bool,
+    phase: Option<AgentRunPhase>,
+) -> AgentRun {
+    AgentRun {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            creation_timestamp: Some(at(created)),
+            ..Default::default()
+        },
+        spec: agentic_api::AgentRunSpec {
+            agent_ref: agent.into(),
+            ..Default::default()
+        },
+        status: Some(AgentRunStatus {
+            phase,
+            sandbox_name: sandbox.then(|| name.to_string()),
+            ..Default::default()
+        }),
+    }
+}
+
+#[test]
+fn runs_over_the_cap_wait_in_creation_order() {
+    let pending = Some(AgentRunPhase::Pending);
+    let runs = vec![
+        queued_run("active-1", "a", 10, true, Some(AgentRunPhase::Running)),
+        queued_run("done", "a", 11, true, Some(AgentRunPhase::Succeeded)),
+        queued_run("other-agent", "b", 12, true, Some(AgentRunPhase::Running)),
+        queued_run("wait-b", "a", 20, false, pending),
+        queued_run("wait-a", "a", 20, false, pending),
+        queued_run("wait-c", "a", 30, false, None),
+    ];
+    let by_name = |name: &str| {
+        runs.iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+            .expect("run")
+    };
+    // One slot left: the earliest waiting run takes it; names break the tie of a second.
+    assert_eq!(admit(by_name("wait-a"), Some(2), &runs), Ok(()));
+    let queued = admit(by_name("wait-b"), Some(2), &runs).expect_err("queued");
+    assert_eq!(queued.phase, AgentRunPhase::Pending);
+    assert_eq!(queued.reason, "Queued");
+    assert_eq!(
+        queued.message,
+        "number 1 in the queue of Agent a: it runs at most 2 at once (spec.maxConcurrentRuns) and 1 are active"
+    );
+    let last = admit(by_name("wait-c"), Some(2), &runs).expect_err("queued");
+    assert!(
+        last.message.starts_with("number 2 in the queue"),
+        "{}",
+        last.message
+    );
+    // No cap, or room for all.
+    assert_eq!(admit(by_name("wait-c"), None, &runs), Ok(()));
+    assert_eq!(admit(by_name("wait-c"), Some(4), &runs), Ok(()));
+}
+
+#[test]
+fn cancelled_and_finished_runs_hold_no_place() {
+    let mut cancelled = queued_run("first", "a", 1, false, Some(AgentRunPhase::Pending));
+    cancelled.spec.cancel = Some(true);
+    let runs = vec![
+        cancelled,
+        queued_run("failed", "a", 2, false, Some(AgentRunPhase::Failed)),
+        queued_run("me", "a", 3, false, None),
+    ];
+    assert_eq!(admit(&runs[2], Some(1), &runs), Ok(()));
+}
+
+#[test]
+fn a_full_cap_queues_even_the_first_waiting_run() {
+    let runs = vec![
+        queued_run("a1", "a", 1, true, Some(AgentRunPhase::Pending)),
+        queued_run("a2", "a", 2, true, Some(AgentRunPhase::Running)),
+        queued_run("me", "a", 3, false, None),
+    ];
+    let queued = admit(&runs[2], Some(2), &runs).expect_err("queued");
+    assert!(
+        queued.message.starts_with("number 1 in the queue"),
+        "{}",
+        queued.message
+    );
+    assert!(
+        queued.message.ends_with("and 2 are active"),
+        "{}",
+        queued.message
+    );
+}
