@@ -324,8 +324,8 @@ async fn a_finished_run_is_deleted_after_its_ttl() {
 }
 
 #[tokio::test]
-async fn an_agent_with_a_cap_of_two_never_runs_more_than_two() {
-    let (ns, client, operator) = node_scenario("life-cap", SandboxBackend::Pod).await;
+async fn an_agent_with_a_cap_of_two_never_runs_more_than_two_across_a_restart() {
+    let (ns, client, mut operator) = node_scenario("life-cap", SandboxBackend::Pod).await;
     capped_agent(&client, &ns, "capped", &stub_agent().await, Some(2)).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     let names: Vec<String> = (1..=6).map(|i| format!("q{i}")).collect();
@@ -341,6 +341,7 @@ async fn an_agent_with_a_cap_of_two_never_runs_more_than_two() {
     let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
     let mut most_active = 0;
     let mut saw_queue_place = false;
+    let mut restarted = false;
     loop {
         let listed = runs
             .list(&Default::default())
@@ -382,6 +383,17 @@ async fn an_agent_with_a_cap_of_two_never_runs_more_than_two() {
             .iter()
             .filter(|r| status(r).phase == Some(AgentRunPhase::Succeeded))
             .count();
+        // A new operator, knowing nothing, while two runs are active and four queued.
+        if !restarted && active.len() == 2 {
+            operator.stop().await;
+            operator = Operator::start(
+                client.clone(),
+                &ns,
+                SandboxBackend::Pod,
+                vec![registry().await],
+            );
+            restarted = true;
+        }
         if finished == names.len() {
             break;
         }
@@ -397,5 +409,6 @@ async fn an_agent_with_a_cap_of_two_never_runs_more_than_two() {
     );
     assert_eq!(most_active, 2, "the cap is used");
     assert!(saw_queue_place, "queued runs show their place");
+    assert!(restarted);
     operator.stop().await;
 }
