@@ -410,5 +410,18 @@ async fn an_agent_with_a_cap_of_two_never_runs_more_than_two_across_a_restart() 
     assert_eq!(most_active, 2, "the cap is used");
     assert!(saw_queue_place, "queued runs show their place");
     assert!(restarted);
+    // The census (every 5 s) counts the runs by phase and reason, and empties the queue.
+    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
+    loop {
+        let text = operator.metrics.encode();
+        let queue = format!(r#"agentic_agentruns_queued{{namespace="{ns}",agent="capped"}}"#);
+        if text.contains(r#"agentic_agentruns{phase="Succeeded",reason="AgentSucceeded"} 6"#)
+            && !text.contains(&queue)
+        {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "metrics:\n{text}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
     operator.stop().await;
 }
