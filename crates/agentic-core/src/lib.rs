@@ -8,7 +8,8 @@
 //! - [`names`]: names and label values of the objects created for runs and SkillCards.
 //! - [`owners`]: who controls an object, from its controller ownerReference.
 //! - [`sandbox`]: a run's sandbox (pod spec, Pod or agent-sandbox `Sandbox`, ConfigMaps,
-//!   Secret) and the run's outcome read back from its pod.
+//!   Secret), the run's outcome read back from its pod, and its lifecycle (admission under an
+//!   Agent's cap, deadlines, cancellation, time to live).
 //!
 //! # Reasons
 //!
