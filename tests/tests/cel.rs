@@ -1126,3 +1126,67 @@ fn through_type<K: DeserializeOwned + Serialize>(object: Value) -> serde_json::R
     let typed: K = serde_json::from_value(object)?;
     Ok(serde_json::to_value(typed)?["spec"].clone())
 }
+
+/// References go into request paths: only object names (DNS-1123 subdomains) are accepted.
+#[tokio::test]
+async fn references_are_object_names() {
+    const BAD: [&str; 3] = ["../secrets", "a/b", "Upper"];
+    let agents = kind::<Agent>("cel-ref-agent").await;
+    let runs = kind::<AgentRun>("cel-ref-run").await;
+    let gateways = kind::<Gateway>("cel-ref-gateway").await;
+    let cards = kind::<SkillCard>("cel-ref-card").await;
+    agents
+        .accepts(
+            Via::Apply,
+            "dotted",
+            json!({"image": "harness:1", "gateways": [{"ref": "gw.v2"}]}),
+        )
+        .await;
+    for (index, bad) in BAD.iter().enumerate() {
+        for list in ["gateways", "skillCards"] {
+            agents
+                .rejects(
+                    Via::Apply,
+                    &format!("{}-{index}", list.to_lowercase()),
+                    json!({"image": "harness:1", list: [{"ref": bad}]}),
+                    &format!("spec.{list}[0].ref"),
+                    "should match",
+                )
+                .await;
+        }
+        for field in ["agentRef", "gateway"] {
+            let mut spec = json!({"agentRef": "migrator"});
+            spec[field] = json!(bad);
+            runs.rejects(
+                Via::Apply,
+                &format!("{}-{index}", field.to_lowercase()),
+                spec,
+                &format!("spec.{field}"),
+                "should match",
+            )
+            .await;
+        }
+        gateways
+            .rejects(
+                Via::Apply,
+                &format!("secret-{index}"),
+                json!({
+                    "provider": "openai",
+                    "model": {"name": "gpt", "contextWindow": 8},
+                    "credentialRef": {"secretName": bad},
+                }),
+                "spec.credentialRef.secretName",
+                "should match",
+            )
+            .await;
+        cards
+            .rejects(
+                Via::Apply,
+                &format!("pull-{index}"),
+                json!({"image": "registry.example/skill:1", "pullSecrets": [{"name": bad}]}),
+                "spec.pullSecrets[0].name",
+                "should match",
+            )
+            .await;
+    }
+}

@@ -3,7 +3,8 @@
 
 use agentic_api::{SkillCard, SkillCardSpec, SkillType};
 use agentic_integration_tests::{
-    Operator, apply, env, has_condition, push, push_to, registry, scenario, wait_for, write_skill,
+    Operator, apply, condition, env, has_condition, push, push_to, registry, scenario, wait_for,
+    write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -141,12 +142,22 @@ async fn image_skills_are_resolved_read_and_validated() {
     // Nothing listens on port 1: the registry is unreachable and the card never was valid.
     apply(&api, &card("offline", image("127.0.0.1:1/skills/java:1"))).await;
     let offline = ready_reason(&api, "offline", "False", "RegistryUnavailable").await;
+    let conditions = offline.status.expect("status").conditions;
     assert!(has_condition(
-        &offline.status.expect("status").conditions,
+        &conditions,
         "RegistryReachable",
         "False",
         "RegistryUnavailable"
     ));
+    // How the connection failed stays in the operator's log: a status would let card authors
+    // probe which ports the operator reaches.
+    let message = &condition(&conditions, "RegistryReachable")
+        .expect("RegistryReachable")
+        .message;
+    assert_eq!(
+        message,
+        "registry 127.0.0.1:1 did not answer; the operator's log has the cause"
+    );
 
     operator.stop().await;
 }
@@ -403,5 +414,52 @@ async fn private_images_need_the_pull_secret_and_never_leak_it() {
             "credentials leaked"
         );
     }
+    operator.stop().await;
+}
+
+/// The most a card may take to see its registry again once the registry is back: one tag
+/// refresh (2 s in these tests) and a pass. The per-object error backoff grows to minutes; it
+/// must not push the next check past the refresh interval.
+const REGISTRY_RECOVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[tokio::test]
+async fn after_a_registry_outage_cards_recover_within_a_tag_refresh() {
+    let env = env().await;
+    let ns = env.namespace("skc-recover").await.expect("namespace");
+    let client = env.client();
+    let mut own = agentic_testenv::Registry::start().await.expect("registry");
+    let addr = own.addr();
+    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![addr.clone()]);
+    let api: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let dir = tempfile::tempdir().expect("tempdir");
+    push_to(
+        &addr,
+        &[write_skill(dir.path(), "steady", "Always there.")],
+        "skills/steady:1",
+    )
+    .await;
+    apply(
+        &api,
+        &card("steady", image(&format!("{addr}/skills/steady:1"))),
+    )
+    .await;
+    ready_reason(&api, "steady", "True", "SkillValid").await;
+
+    // Long enough for five or six failed checks: the uncapped backoff reaches 32 s.
+    own.restart(std::time::Duration::from_secs(35))
+        .await
+        .expect("the registry comes back");
+    let back = std::time::Instant::now();
+    wait_for(&api, "steady", "RegistryReachable=True", |c: &SkillCard| {
+        c.status.as_ref().is_some_and(|s| {
+            has_condition(&s.conditions, "RegistryReachable", "True", "DigestResolved")
+        })
+    })
+    .await;
+    let took = back.elapsed();
+    assert!(
+        took < REGISTRY_RECOVERY,
+        "the card saw its registry {took:?} after it was back (at most {REGISTRY_RECOVERY:?})"
+    );
     operator.stop().await;
 }

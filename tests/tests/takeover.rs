@@ -383,3 +383,63 @@ async fn a_run_named_past_63_characters_follows_its_pod() {
         operator.stop().await;
     }
 }
+
+#[tokio::test]
+async fn an_inline_skill_card_never_takes_over_a_config_map_of_its_name() {
+    let (ns, client, operator) = scenario("takeover-card", SandboxBackend::Pod).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let foreign = apply(
+        &config_maps,
+        &ConfigMap {
+            metadata: meta("docs-skill"),
+            data: Some(BTreeMap::from([("owner".into(), "the admin".into())])),
+            ..ConfigMap::default()
+        },
+    )
+    .await;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &cards,
+        &SkillCard {
+            metadata: meta("docs"),
+            spec: SkillCardSpec {
+                inline: Some("---\nname: docs\ndescription: Read the docs.\n---\nRead.\n".into()),
+                ..SkillCardSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    let blocked = wait_for(&cards, "docs", "ObjectNameTaken", |card: &SkillCard| {
+        card.status.as_ref().is_some_and(|status| {
+            has_condition(&status.conditions, "Ready", "False", "ObjectNameTaken")
+        })
+    })
+    .await;
+    let conditions = blocked.status.expect("status").conditions;
+    let message = &condition(&conditions, "Ready").expect("Ready").message;
+    assert!(message.contains("ConfigMap docs-skill"), "{message}");
+    let after = config_maps.get("docs-skill").await.expect("still there");
+    assert_eq!(
+        after.resource_version(),
+        foreign.resource_version(),
+        "untouched"
+    );
+    assert!(after.owner_references().is_empty(), "{after:#?}");
+    assert_eq!(after.data, foreign.data);
+
+    // Once the name is free, the card makes and controls its own.
+    config_maps
+        .delete("docs-skill", &Default::default())
+        .await
+        .expect("delete");
+    wait_for(&cards, "docs", "Ready", |card: &SkillCard| {
+        card.status
+            .as_ref()
+            .is_some_and(|status| has_condition(&status.conditions, "Ready", "True", "SkillValid"))
+    })
+    .await;
+    let own = config_maps.get("docs-skill").await.expect("the card's own");
+    assert_eq!(own.owner_references()[0].kind, "SkillCard");
+    operator.stop().await;
+}

@@ -85,7 +85,7 @@ fn default_skill_delivery() -> String {
 pub struct ObjectRef {
     /// Name of the referenced object.
     #[serde(rename = "ref")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::OBJECT_NAME_PATTERN))]
     pub name: String,
 }
 

@@ -50,12 +50,12 @@ pub const SPEC_IMMUTABLE_MESSAGE: &str =
 #[serde(rename_all = "camelCase")]
 pub struct AgentRunSpec {
     /// Name of the Agent to run, in the same namespace.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::OBJECT_NAME_PATTERN))]
     pub agent_ref: String,
 
     /// Gateway to use; must be one of the Agent's. Defaults to the Agent's only gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::OBJECT_NAME_PATTERN))]
     pub gateway: Option<String>,
 
     /// Values for the Agent's declared params, as strings; the operator parses them into the

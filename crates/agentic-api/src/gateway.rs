@@ -52,7 +52,7 @@ pub struct GatewaySpec {
 #[serde(rename_all = "camelCase")]
 pub struct CredentialRef {
     /// Name of the Secret in the Gateway's namespace.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::OBJECT_NAME_PATTERN))]
     pub secret_name: String,
     /// Key in the Secret holding the API key, given to sandboxes as `KONVEYOR_LLM_API_KEY`.
     /// Without a key, every key of the Secret becomes an environment variable.

@@ -30,6 +30,12 @@ pub const GROUP: &str = "konveyor.io";
 /// The API version of every kind in this crate.
 pub const VERSION: &str = "v1alpha1";
 
+/// What a reference to another object must look like: a DNS-1123 subdomain, the name rule of
+/// ConfigMaps, Secrets and custom resources. References go into request paths, so `/`, `..`
+/// and the like are refused by the schema rather than sent to the API server.
+pub const OBJECT_NAME_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
 /// Every CustomResourceDefinition of this API, in a stable order, with descriptions unwrapped
 /// for `kubectl explain`.
 pub fn crds() -> Vec<CustomResourceDefinition> {

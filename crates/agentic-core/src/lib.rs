@@ -53,7 +53,7 @@
 //! | `Queued` | [`sandbox::REASON_QUEUED`] | run Pending: its Agent's `spec.maxConcurrentRuns` runs are active |
 //! | `DeadlineExceeded` | [`sandbox::REASON_DEADLINE_EXCEEDED`] | run Failed: the agent ran past `spec.activeDeadlineSeconds` |
 //! | `Cancelled` | [`sandbox::REASON_CANCELLED`] | run Failed: `spec.cancel` is true |
-//! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending: an object it does not control holds the name of one of its objects |
+//! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending, or inline SkillCard not Ready: an object it does not control holds the name of one of its objects |
 
 pub mod conditions;
 mod error;

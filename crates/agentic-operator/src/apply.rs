@@ -1,6 +1,7 @@
 //! Server-side apply with the operator's single field manager.
 
-use kube::api::{Patch, PatchParams};
+use agentic_core::owners::is_controlled_by;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -39,4 +40,65 @@ where
         source,
     })?;
     Ok(api.patch(name, &params(), &Patch::Apply(&value)).await?)
+}
+
+/// How often an object blocked by a foreign object holding one of its names checks again,
+/// besides the watches that usually bring it back sooner.
+pub const NAME_TAKEN_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// An object the caller does not control, holding the name of one of the caller's objects.
+pub struct NameTaken {
+    pub kind: &'static str,
+    pub name: String,
+}
+
+/// Creates `object` unless an object of its name exists. One the caller (the owner with
+/// `uid`) controls, made by an earlier pass, is left as it is; any other is never touched and
+/// comes back as [`NameTaken`].
+pub async fn create_owned<K>(
+    api: &Api<K>,
+    object: &K,
+    kind: &'static str,
+    uid: &str,
+) -> Result<Result<(), NameTaken>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await? {
+            Some(existing) if is_controlled_by(existing.meta(), uid) => Ok(Ok(())),
+            Some(_) => Ok(Err(NameTaken { kind, name })),
+            // Deleted since the create: the retry creates it.
+            None => Err(kube::Error::Api(status).into()),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates `object`, or applies it over the object of its name when the caller (the owner
+/// with `uid`) controls that one, so a later pass can bring it up to date. Any other object of
+/// the name is never touched and comes back as [`NameTaken`].
+pub async fn apply_owned<K>(
+    api: &Api<K>,
+    mut object: K,
+    kind: &'static str,
+    uid: &str,
+) -> Result<Result<(), NameTaken>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    match api.get_opt(&name).await? {
+        None => create_owned(api, &object, kind, uid).await,
+        Some(existing) if is_controlled_by(existing.meta(), uid) => {
+            // Pinned to the version just checked: if the object is replaced in between, the
+            // apply fails with a conflict instead of taking the replacement over.
+            object.meta_mut().resource_version = existing.meta().resource_version.clone();
+            apply_object(api, &name, &object).await?;
+            Ok(Ok(()))
+        }
+        Some(_) => Ok(Err(NameTaken { kind, name })),
+    }
 }

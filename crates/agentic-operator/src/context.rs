@@ -168,8 +168,19 @@ impl Context {
     /// The delay before the next attempt for an object whose reconcile failed: doubles with
     /// every consecutive failure, up to five minutes.
     pub fn backoff<K: Resource>(&self, kind: &'static str, obj: &K, error: &Error) -> Action {
+        self.backoff_at_most(kind, obj, error, Duration::MAX)
+    }
+
+    /// Like [`Context::backoff`], waiting no longer than `cap` whatever the failure count.
+    pub fn backoff_at_most<K: Resource>(
+        &self,
+        kind: &'static str,
+        obj: &K,
+        error: &Error,
+        cap: Duration,
+    ) -> Action {
         self.metrics.failed(kind, error.reason());
-        let delay = self.backoff.failed(key_of(kind, obj));
+        let delay = self.backoff.failed(key_of(kind, obj)).min(cap);
         tracing::warn!(
             kind,
             namespace = obj.meta().namespace.as_deref().unwrap_or_default(),

@@ -297,6 +297,21 @@ impl TestEnv {
     pub fn registry(&self) -> Option<&Registry> {
         self.registry.as_ref()
     }
+
+    /// Stops kube-apiserver, keeps it down for `downtime`, starts it again on the same
+    /// address with the same data (etcd keeps running), and waits until it is ready: an API
+    /// server outage and restart, for fault tests. Watches see their connections drop and,
+    /// after the restart, `410 Gone` for resource versions the new server has not seen.
+    pub async fn restart_apiserver(&mut self, downtime: Duration) -> Result<()> {
+        let command = self
+            .supervisor
+            .stop(APISERVER)
+            .ok_or_else(|| Error::UnexpectedResponse("kube-apiserver is not running".to_owned()))?;
+        tokio::time::sleep(downtime).await;
+        self.supervisor.spawn(APISERVER, command)?;
+        let client = self.client();
+        wait_apiserver_ready(&mut self.supervisor, &client, &self.apiserver_url).await
+    }
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -502,20 +517,7 @@ impl ControlPlane {
             path: kubeconfig_path.clone(),
             message: error.to_string(),
         })?;
-        wait_for(
-            &mut supervisor,
-            APISERVER,
-            format!("kube-apiserver at {apiserver_url}/readyz"),
-            APISERVER_READY_TIMEOUT,
-            || async {
-                let request = http::Request::get("/readyz").body(Vec::new());
-                match request {
-                    Ok(request) => client.request_text(request).await.is_ok(),
-                    Err(_) => false,
-                }
-            },
-        )
-        .await?;
+        wait_apiserver_ready(&mut supervisor, &client, &apiserver_url).await?;
 
         let webhook_port = free_port()?;
         if with_agent_sandbox {
@@ -592,6 +594,28 @@ impl ControlPlane {
             apiserver_url,
         })
     }
+}
+
+/// Waits until kube-apiserver answers `/readyz`, failing early with its log if it exits.
+async fn wait_apiserver_ready(
+    supervisor: &mut Supervisor,
+    client: &kube::Client,
+    url: &str,
+) -> Result<()> {
+    wait_for(
+        supervisor,
+        APISERVER,
+        format!("kube-apiserver at {url}/readyz"),
+        APISERVER_READY_TIMEOUT,
+        || async {
+            let request = http::Request::get("/readyz").body(Vec::new());
+            match request {
+                Ok(request) => client.request_text(request).await.is_ok(),
+                Err(_) => false,
+            }
+        },
+    )
+    .await
 }
 
 /// A kubeconfig for the admin with every credential embedded. JSON is valid YAML, and

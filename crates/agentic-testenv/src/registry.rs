@@ -102,6 +102,26 @@ impl Registry {
     pub fn work_dir(&self) -> &Path {
         self.supervisor.dir()
     }
+
+    /// Stops the registry, keeps it down for `downtime`, and starts it again on the same
+    /// address with the same storage: a registry outage, for fault tests.
+    pub async fn restart(&mut self, downtime: Duration) -> Result<()> {
+        let command = self
+            .supervisor
+            .stop(NAME)
+            .ok_or_else(|| Error::UnexpectedResponse("the registry is not running".to_owned()))?;
+        tokio::time::sleep(downtime).await;
+        self.supervisor.spawn(NAME, command)?;
+        let addr = self.addr;
+        wait_for(
+            &mut self.supervisor,
+            NAME,
+            format!("the registry at http://{addr}/v2/"),
+            READY_TIMEOUT,
+            || async { matches!(http_get_status(addr, "/v2/").await, Some(200 | 401)) },
+        )
+        .await
+    }
 }
 
 impl std::fmt::Debug for Registry {

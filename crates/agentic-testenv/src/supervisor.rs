@@ -56,10 +56,12 @@ done
 rm -rf -- "$dir"
 "#;
 
-/// A process started by a [`Supervisor`].
+/// A process started by a [`Supervisor`], with what it was started as, to start it again.
 struct Managed {
     name: &'static str,
     child: Child,
+    program: std::ffi::OsString,
+    args: Vec<std::ffi::OsString>,
 }
 
 /// Owns a temporary work directory and the processes started in it; see the module docs.
@@ -148,7 +150,12 @@ impl Supervisor {
     /// stderr going to `<dir>/<name>.log`, and tells the watchdog about it.
     pub(crate) fn spawn(&mut self, name: &'static str, mut command: Command) -> Result<u32> {
         let log_path = self.log_path(name);
-        let log = File::create(&log_path).map_err(Error::io("creating log file", &log_path))?;
+        // Appended to: a restarted child keeps the log of its earlier life.
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(Error::io("creating log file", &log_path))?;
         let log_for_stderr = log
             .try_clone()
             .map_err(Error::io("duplicating the handle of", &log_path))?;
@@ -164,10 +171,28 @@ impl Supervisor {
             source,
         })?;
         let pid = child.id();
-        self.children.push(Managed { name, child });
+        self.children.push(Managed {
+            name,
+            child,
+            program: command.get_program().to_owned(),
+            args: command.get_args().map(ToOwned::to_owned).collect(),
+        });
         self.tell_watchdog("add", pid);
         tracing::debug!(name, pid, log = %log_path.display(), "started");
         Ok(pid)
+    }
+
+    /// Stops the child called `name` as [`Drop`] would (SIGTERM, then SIGKILL after the grace
+    /// period) and returns how to start it again: the same program and arguments.
+    pub(crate) fn stop(&mut self, name: &'static str) -> Option<Command> {
+        let index = self.children.iter().position(|m| m.name == name)?;
+        let mut managed = self.children.remove(index);
+        signal_group(managed.child.id(), Signal::SIGTERM);
+        reap_group(&mut managed, Instant::now() + STOP_GRACE);
+        self.tell_watchdog("del", managed.child.id());
+        let mut command = Command::new(&managed.program);
+        command.args(&managed.args);
+        Some(command)
     }
 
     /// Fails with the child's log tail if the child called `name` has exited.
@@ -210,22 +235,28 @@ impl Supervisor {
         let deadline = Instant::now() + STOP_GRACE;
         let mut children = std::mem::take(&mut self.children);
         for managed in &mut children {
-            let status = wait_until(&mut managed.child, deadline).or_else(|| {
-                signal_group(managed.child.id(), Signal::SIGKILL);
-                managed.child.wait().ok()
-            });
-            let pid = managed.child.id();
-            // The group may still hold processes the child forked; they go too.
-            signal_group(pid, Signal::SIGKILL);
-            self.tell_watchdog("del", pid);
-            tracing::debug!(
-                name = managed.name,
-                pid,
-                status = status.map(|s| s.to_string()).unwrap_or_default(),
-                "stopped"
-            );
+            reap_group(managed, deadline);
+            self.tell_watchdog("del", managed.child.id());
         }
     }
+}
+
+/// Waits for a signalled child until `deadline`, SIGKILLs what is left of its process group
+/// and reaps the child, so none is left as a zombie.
+fn reap_group(managed: &mut Managed, deadline: Instant) {
+    let status = wait_until(&mut managed.child, deadline).or_else(|| {
+        signal_group(managed.child.id(), Signal::SIGKILL);
+        managed.child.wait().ok()
+    });
+    let pid = managed.child.id();
+    // The group may still hold processes the child forked; they go too.
+    signal_group(pid, Signal::SIGKILL);
+    tracing::debug!(
+        name = managed.name,
+        pid,
+        status = status.map(|s| s.to_string()).unwrap_or_default(),
+        "stopped"
+    );
 }
 
 impl Drop for Supervisor {

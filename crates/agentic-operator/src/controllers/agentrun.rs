@@ -28,8 +28,7 @@ use agentic_core::skills::{
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
-    Preconditions,
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
 };
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
@@ -38,7 +37,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::{lookup, namespace_of, read_reference};
-use crate::apply::{apply_object, apply_status};
+use crate::apply::{NAME_TAKEN_RETRY, NameTaken, apply_owned, apply_status, create_owned};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
 
@@ -48,9 +47,6 @@ pub const CONDITION_COMPLETED: &str = "Completed";
 /// Annotation on the sandbox recording the skills pinned at creation, so a restarted operator
 /// reports exactly what the sandbox mounts.
 pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
-/// How often a run blocked by a foreign object checks again, besides the pod and Sandbox
-/// watches that usually bring it back sooner.
-const NAME_TAKEN_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
 /// How often a queued run checks for a free slot, besides the watch on the Agent's runs that
 /// brings it back when one finishes or is deleted.
 const QUEUED_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
@@ -406,63 +402,6 @@ async fn create_sandbox_objects(
                 Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
             create_owned(&api, &object, SANDBOX_KIND, &uid).await
         }
-    }
-}
-
-/// An object the run does not control, holding the name of one of the run's objects.
-struct NameTaken {
-    kind: &'static str,
-    name: String,
-}
-
-/// Creates `object` unless an object of its name exists. One the run (`uid`) controls, made
-/// by an earlier pass, is left as it is; any other is never touched and comes back as
-/// [`NameTaken`].
-async fn create_owned<K>(
-    api: &Api<K>,
-    object: &K,
-    kind: &'static str,
-    uid: &str,
-) -> Result<Result<(), NameTaken>>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let name = object.meta().name.clone().unwrap_or_default();
-    match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(Ok(())),
-        Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await? {
-            Some(existing) if is_controlled_by(existing.meta(), uid) => Ok(Ok(())),
-            Some(_) => Ok(Err(NameTaken { kind, name })),
-            // Deleted since the create: the retry creates it.
-            None => Err(kube::Error::Api(status).into()),
-        },
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Creates `object`, or applies it over the object of its name when the run (`uid`) controls
-/// that one, so a later pass can bring it up to date. Any other object of the name is never
-/// touched and comes back as [`NameTaken`].
-async fn apply_owned<K>(
-    api: &Api<K>,
-    mut object: K,
-    kind: &'static str,
-    uid: &str,
-) -> Result<Result<(), NameTaken>>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let name = object.meta().name.clone().unwrap_or_default();
-    match api.get_opt(&name).await? {
-        None => create_owned(api, &object, kind, uid).await,
-        Some(existing) if is_controlled_by(existing.meta(), uid) => {
-            // Pinned to the version just checked: if the object is replaced in between, the
-            // apply fails with a conflict instead of taking the replacement over.
-            object.meta_mut().resource_version = existing.meta().resource_version.clone();
-            apply_object(api, &name, &object).await?;
-            Ok(Ok(()))
-        }
-        Some(_) => Ok(Err(NameTaken { kind, name })),
     }
 }
 

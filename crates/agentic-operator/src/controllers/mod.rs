@@ -15,21 +15,23 @@ use agentic_api::{Agent, AgentRun, CONDITION_READY, ConditionStatus, Gateway, Sk
 use agentic_core::conditions::find_condition;
 use agentic_core::sandbox::REASON_QUEUED;
 use agentic_core::skills::Lookup;
+use backon::BackoffBuilder as _;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::DynamicObject;
 use kube::core::{DeserializeGuard, PartialObjectMetaExt};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
 use crate::context::{Context, SandboxBackend};
-use crate::error::Error;
+use crate::error::{Chain, Error};
 use crate::metrics::Metrics;
 
 /// Label every object the operator creates for a run carries, naming the run.
@@ -212,12 +214,58 @@ where
         .collect()
 }
 
-fn log_result<K: Resource, E: std::fmt::Debug>(
+/// Logs what a controller's stream reports besides finished reconciles. A failed reconcile was
+/// logged (and raised as an Event) where it failed; a watch that cannot reach the API server
+/// is worth a warning, with its cause.
+fn log_result<K: Resource, QueueError: std::error::Error + 'static>(
     kind: &'static str,
-    result: Result<(ObjectRef<K>, Action), E>,
+    result: Result<(ObjectRef<K>, Action), controller::Error<Error, QueueError>>,
 ) {
-    if let Err(e) = result {
-        tracing::debug!(kind, error = ?e, "controller event");
+    match result {
+        Ok(_) => {}
+        Err(controller::Error::QueueError(error)) => {
+            tracing::warn!(kind, error = %Chain(&error), "watch failed; retrying");
+        }
+        Err(error) => tracing::debug!(kind, error = %Chain(&error), "controller event"),
+    }
+}
+
+/// How soon a controller's watches retry after an error: 250 ms, doubling up to 3 s, with
+/// jitter. kube-runtime's default grows to 30 s and resets only after two minutes without
+/// errors, so after an API server outage (and the `410 Gone` of every watch once it is back)
+/// the watches stayed down for minutes after the server had returned.
+struct WatchBackoff {
+    builder: backon::ExponentialBuilder,
+    delays: backon::ExponentialBackoff,
+}
+
+impl WatchBackoff {
+    fn new() -> Self {
+        let builder = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(250))
+            .with_max_delay(Duration::from_secs(3))
+            .with_factor(2.0)
+            .with_jitter()
+            // Never give up: an exhausted backoff would end the controller's stream.
+            .without_max_times();
+        Self {
+            delays: builder.build(),
+            builder,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        self.delays.next()
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.delays = self.builder.build();
     }
 }
 
@@ -280,6 +328,7 @@ pub fn controllers(
                 })
             },
         )
+        .trigger_backoff(WatchBackoff::new())
         .graceful_shutdown_on(stop())
         .run(
             |obj, ctx| guarded(obj, ctx, skillcard::KIND, skillcard::reconcile),
@@ -307,6 +356,7 @@ pub fn controllers(
                 })
             },
         )
+        .trigger_backoff(WatchBackoff::new())
         .graceful_shutdown_on(stop())
         .run(
             |obj, ctx| guarded(obj, ctx, gateway::KIND, gateway::reconcile),
@@ -344,6 +394,7 @@ pub fn controllers(
                 })
             },
         )
+        .trigger_backoff(WatchBackoff::new())
         .graceful_shutdown_on(stop())
         .run(
             |obj, ctx| guarded(obj, ctx, agent::KIND, agent::reconcile),
@@ -401,6 +452,7 @@ pub fn controllers(
         agent_runs = agent_runs.owns_with(sandboxes, resource, config.clone());
     }
     let agent_runs = agent_runs
+        .trigger_backoff(WatchBackoff::new())
         .graceful_shutdown_on(stop())
         .run(
             |obj, ctx| guarded(obj, ctx, agentrun::KIND, agentrun::reconcile),

@@ -10,6 +10,7 @@ use agentic_api::{
     CONDITION_READY, ConditionStatus, DeliveryMode, SkillCard, SkillCardStatus, SkillFrontmatter,
 };
 use agentic_core::conditions::{find_condition, set_condition};
+use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
 use agentic_oci::{DockerConfig, RegistryAuth};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -17,7 +18,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
 use super::namespace_of;
-use crate::apply::{apply_object, apply_status};
+use crate::apply::{NAME_TAKEN_RETRY, apply_owned, apply_status};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -73,6 +74,10 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
     status.observed_generation = generation;
     let now = crate::now();
     let unreachable = matches!(verdict, Verdict::Unreachable { .. });
+    let name_taken = matches!(
+        verdict,
+        Verdict::Invalid { reason, .. } if reason == REASON_OBJECT_NAME_TAKEN
+    );
     match verdict {
         Verdict::Valid {
             skill,
@@ -162,14 +167,20 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
         )));
     }
     ctx.succeeded(KIND, card.as_ref());
-    Ok(match card.spec.image {
-        Some(_) => Action::requeue(ctx.settings.tag_refresh_interval),
-        None => Action::await_change(),
+    Ok(if name_taken {
+        Action::requeue(NAME_TAKEN_RETRY)
+    } else if card.spec.image.is_some() {
+        Action::requeue(ctx.settings.tag_refresh_interval)
+    } else {
+        Action::await_change()
     })
 }
 
+/// A card whose registry is down is asked again at least once per tag refresh interval: the
+/// growing backoff (up to minutes) alone kept cards stale long after the registry was back.
 pub fn error_policy(card: Arc<SkillCard>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoff(KIND, card.as_ref(), error)
+    let cap = ctx.settings.tag_refresh_interval;
+    ctx.backoff_at_most(KIND, card.as_ref(), error, cap)
 }
 
 /// Sets `RegistryReachable` True: the registry answered the last digest check, whatever
@@ -268,9 +279,23 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
             },
             None => rejected("InvalidSkill", content.report.summary()),
         },
-        Err(e) if e.is_transient() => Verdict::Unreachable {
-            message: e.to_string(),
-        },
+        Err(e) if e.is_transient() => {
+            // Which way the connection failed (refused, reset, a TLS handshake) stays in the
+            // operator's log: in a status any card author could read, it would turn the
+            // operator into a port scanner of every address it reaches.
+            tracing::warn!(
+                namespace,
+                name = %card.name_any(),
+                %registry,
+                error = %crate::error::Chain(&e),
+                "registry unreachable"
+            );
+            Verdict::Unreachable {
+                message: format!(
+                    "registry {registry} did not answer; the operator's log has the cause"
+                ),
+            }
+        }
         Err(e) => rejected(e.reason(), e.to_string()),
     })
 }
@@ -362,6 +387,7 @@ async fn evaluate_inline(
                     name: card.name_any(),
                     field: "metadata.uid",
                 })?;
+            let uid = owner.uid.clone();
             let config_map = match agentic_core::sandbox::build_inline_skill_config_map(card, owner)
             {
                 Ok(config_map) => config_map,
@@ -370,8 +396,16 @@ async fn evaluate_inline(
                 }
             };
             let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-            let name = config_map.metadata.name.clone().unwrap_or_default();
-            apply_object(&api, &name, &config_map).await?;
+            if let Err(taken) = apply_owned(&api, config_map, "ConfigMap", &uid).await? {
+                return Ok(invalid(
+                    REASON_OBJECT_NAME_TAKEN,
+                    format!(
+                        "{} {} exists and is not controlled by this SkillCard: it is left \
+                         alone; delete or rename it to mount this skill",
+                        taken.kind, taken.name
+                    ),
+                ));
+            }
             Ok(Verdict::Valid {
                 skill: frontmatter_of(frontmatter),
                 resolved_image: None,
