@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase};
 use agentic_oci::{RegistryAuth, RegistryOptions};
-use agentic_operator::context::{Context, SandboxBackend, Settings};
+use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
 use agentic_operator::operator::Started;
@@ -78,6 +78,7 @@ impl Operator {
             },
             sandbox_backend: backend,
             tag_refresh_interval: Duration::from_secs(2),
+            run_defaults: RunDefaults::default(),
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);

@@ -11,7 +11,9 @@
 #   KONVEYOR_RULES=... / HARNESS_SKILL_MODE=...   (<unset> when not set)
 #
 # STUB_EXIT_CODE (default 0) is the exit code; STUB_TERMINATION_MESSAGE, when set, is
-# written to /dev/termination-log first.
+# written to /dev/termination-log first. STUB_SLEEP_SECONDS, when set, is how long it sleeps
+# before exiting, like an agent at work; SIGTERM ends the sleep at once (exit 143), as PID 1
+# gets no default signal handling.
 set -eu
 
 skills_dir=/opt/skills
@@ -51,6 +53,12 @@ echo "KONVEYOR_RULES=${KONVEYOR_RULES-<unset>}"
 echo "HARNESS_SKILL_MODE=${HARNESS_SKILL_MODE-<unset>}"
 if [ -n "${STUB_TERMINATION_MESSAGE-}" ]; then
     printf '%s' "$STUB_TERMINATION_MESSAGE" > /dev/termination-log
+fi
+if [ -n "${STUB_SLEEP_SECONDS-}" ]; then
+    echo "stub-agent: sleeping ${STUB_SLEEP_SECONDS}s"
+    trap 'echo "stub-agent: terminated"; exit 143' TERM
+    sleep "$STUB_SLEEP_SECONDS" &
+    wait $!
 fi
 echo "stub-agent: done"
 exit "${STUB_EXIT_CODE:-0}"

@@ -184,7 +184,8 @@ const SUB_PATH_NO_DOTDOT: &str = "spec.subPath must not contain '..' segments";
 const REF_NEEDS_SOURCE: &str = "spec.ref is only allowed with spec.source";
 const PULL_SECRETS_NEED_IMAGE: &str = "spec.pullSecrets is only allowed with spec.image";
 const DEFAULT_NOT_REQUIRED: &str = "a param with a default cannot be required";
-const RUN_IMMUTABLE: &str = "spec is immutable; create a new AgentRun instead";
+const RUN_IMMUTABLE: &str =
+    "spec is immutable, except that spec.cancel may be set to true; create a new AgentRun instead";
 
 /// Every CEL rule message of the CRDs, each exercised by the tests below.
 const EXERCISED_RULES: [&str; 8] = [
@@ -824,6 +825,75 @@ async fn agent_run_spec_is_immutable_but_metadata_and_status_are_not() {
         .expect("status may change");
     assert_eq!(with_status.data["status"]["phase"], json!("Running"));
     assert_eq!(with_status.data["spec"], spec);
+}
+
+#[tokio::test]
+async fn agent_run_spec_takes_cancel_once_and_nothing_else() {
+    let runs = kind::<AgentRun>("cel-run-cancel").await;
+    let spec = json!({
+        "agentRef": "migrator",
+        "instructions": "Upgrade to Java 21.",
+        "startupDeadlineSeconds": 60,
+    });
+    let merge = |patch: Value| {
+        let api = runs.api.clone();
+        async move {
+            api.patch("upgrade", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+        }
+    };
+    runs.send(Via::Apply, "upgrade", &spec)
+        .await
+        .expect("the run is created");
+
+    // Cancelling together with another change, or writing false, is a change of the spec.
+    let result = merge(json!({"spec": {"cancel": true, "instructions": "Something else."}})).await;
+    assert_invalid(
+        result,
+        "cancel with new instructions",
+        "spec",
+        RUN_IMMUTABLE,
+    );
+    let result = merge(json!({"spec": {"cancel": true, "startupDeadlineSeconds": 1}})).await;
+    assert_invalid(result, "cancel with a new deadline", "spec", RUN_IMMUTABLE);
+    let result = merge(json!({"spec": {"cancel": true, "activeDeadlineSeconds": 5}})).await;
+    assert_invalid(result, "cancel with a run deadline", "spec", RUN_IMMUTABLE);
+    let result = merge(json!({"spec": {"cancel": true, "ttlSecondsAfterFinished": 0}})).await;
+    assert_invalid(result, "cancel with a TTL", "spec", RUN_IMMUTABLE);
+    let result = merge(json!({"spec": {"cancel": false}})).await;
+    assert_invalid(result, "unset to false", "spec", RUN_IMMUTABLE);
+
+    // Unset to true: the kubectl patch of the operations guide.
+    let cancelled = merge(json!({"spec": {"cancel": true}}))
+        .await
+        .expect("setting spec.cancel to true is allowed");
+    let mut expected = spec.clone();
+    expected["cancel"] = json!(true);
+    assert_eq!(cancelled.data["spec"], expected);
+    merge(json!({"spec": {"cancel": true}}))
+        .await
+        .expect("writing true again is no change");
+
+    // Once true, it stays true.
+    let result = merge(json!({"spec": {"cancel": false}})).await;
+    assert_invalid(result, "true to false", "spec", RUN_IMMUTABLE);
+    let result = merge(json!({"spec": {"cancel": null}})).await;
+    assert_invalid(result, "true to unset", "spec", RUN_IMMUTABLE);
+
+    // false to true is allowed as well.
+    let mut not_cancelled = spec.clone();
+    not_cancelled["cancel"] = json!(false);
+    runs.send(Via::Apply, "later", &not_cancelled)
+        .await
+        .expect("a run created with cancel false");
+    runs.api
+        .patch(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"cancel": true}})),
+        )
+        .await
+        .expect("false to true is allowed");
 }
 
 #[tokio::test]

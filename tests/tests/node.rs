@@ -10,8 +10,7 @@ use agentic_api::{
     GatewayModel, GatewaySpec, ObjectRef, ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, node_env, push, registry, scenario, wait_agent_ready, wait_for,
-    wait_phase, write_skill,
+    Operator, apply, condition, node_env, push, scenario, wait_agent_ready, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
@@ -125,6 +124,7 @@ async fn agent(client: &Client, ns: &str, name: &str, image: &str, cards: &[&str
                     },
                 ],
                 skill_delivery: "native".into(),
+                max_concurrent_runs: None,
             },
             status: None,
         },
@@ -446,37 +446,6 @@ async fn sandbox_runs_end_from_the_agent_exit() {
 #[tokio::test]
 async fn pod_runs_end_from_the_agent_exit() {
     outcomes_follow_the_agent_exit(SandboxBackend::Pod, "node-exit-pod").await;
-}
-
-#[tokio::test]
-async fn a_missing_image_shows_the_kubelets_reason() {
-    let (ns, client, operator) = node_scenario("node-noimage", SandboxBackend::Pod).await;
-    let missing = format!("{}/agentic-testenv/missing:1", registry().await);
-    agent(&client, &ns, "broken", &missing, &[]).await;
-    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
-    apply(&runs, &run("nope", "broken", &[])).await;
-    let waiting = wait_for(
-        &runs,
-        "nope",
-        "the kubelet's pull error",
-        |run: &AgentRun| {
-            run.status.as_ref().is_some_and(|status| {
-                condition(&status.conditions, "Ready").is_some_and(|ready| {
-                    ready.message.contains("ErrImagePull")
-                        || ready.message.contains("ImagePullBackOff")
-                })
-            })
-        },
-    )
-    .await;
-    let status = waiting.status.expect("status");
-    assert_eq!(status.phase, Some(AgentRunPhase::Pending), "{status:#?}");
-    assert_eq!(reason_of(&status.conditions), "PodPending");
-    operator.stop().await;
-}
-
-fn reason_of(conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) -> &str {
-    condition(conditions, "Ready").map_or("", |ready| ready.reason.as_str())
 }
 
 /// Skill directories with nested folders: two real skills from the shared corpus when it is

@@ -13,7 +13,7 @@ use agentic_integration_tests::{
     wait_for, write_skill,
 };
 use agentic_oci::RegistryOptions;
-use agentic_operator::context::{Context, SandboxBackend, Settings};
+use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
 use agentic_operator::operator::{self, BackendChoice, LEASE_NAME, LeaderElection, RunOptions};
@@ -99,6 +99,7 @@ fn run_options(ns: &str) -> RunOptions {
         metrics_addr: LOOPBACK_ANY_PORT.into(),
         leader_election: None,
         tag_refresh_interval: Duration::from_secs(60),
+        run_defaults: RunDefaults::default(),
     }
 }
 
@@ -153,6 +154,7 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
         registry: RegistryOptions::default(),
         sandbox_backend: SandboxBackend::Pod,
         tag_refresh_interval: Duration::from_secs(60),
+        run_defaults: RunDefaults::default(),
     };
     let ctx = Arc::new(Context::new(
         env.client(),

@@ -12,7 +12,7 @@ use agentic_integration_tests::{
     CONVERGE, apply, env, http_get, kubelet, push, registry, stop_cleanly, wait_agent_ready,
     wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
-use agentic_operator::context::SandboxBackend;
+use agentic_operator::context::{RunDefaults, SandboxBackend};
 use agentic_operator::controllers::Scope;
 use agentic_operator::operator::{self, BackendChoice, LEASE_NAME, LeaderElection, RunOptions};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -244,6 +244,7 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
                 Some("rbac-test".into()),
             )),
             tag_refresh_interval: Duration::from_secs(2),
+            run_defaults: RunDefaults::default(),
         },
         shutdown,
     )

@@ -148,6 +148,7 @@ async fn fixture(client: &Client, ns: &str) -> Fixture {
                     },
                 ],
                 skill_delivery: "native".into(),
+                max_concurrent_runs: None,
             },
             status: None,
         },
@@ -184,7 +185,7 @@ fn run(name: &str, params: &[(&str, &str)], gateway: Option<&str>) -> AgentRun {
                 value: Some("1".into()),
                 ..Default::default()
             }],
-            env_from: vec![],
+            ..AgentRunSpec::default()
         },
         status: None,
     }

@@ -66,6 +66,14 @@ pub struct AgentSpec {
     #[serde(default = "default_skill_delivery")]
     #[schemars(length(min = 1, max = 63))]
     pub skill_delivery: String,
+
+    /// How many runs of this Agent may be active (have a sandbox and not have finished) at
+    /// once. Runs over the cap wait `Pending` with reason `Queued`, their place in the queue in
+    /// the message, and start in creation order as runs finish. Unset: no cap. (An
+    /// agentic-operator extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_concurrent_runs: Option<i32>,
 }
 
 fn default_skill_delivery() -> String {

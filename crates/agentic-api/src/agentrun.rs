@@ -6,13 +6,34 @@ use serde::{Deserialize, Serialize};
 
 use crate::SkillType;
 
+/// The spec never changes, but for one transition: `cancel` from unset or false to true, every
+/// other field as it was (absent stays absent). Each field is listed; a unit test checks that
+/// none is missing, so a new field is immutable too.
+pub const SPEC_IMMUTABLE_RULE: &str = concat!(
+    "self == oldSelf || (",
+    "self.?cancel == optional.of(true) && !oldSelf.?cancel.orValue(false)",
+    " && self.agentRef == oldSelf.agentRef",
+    " && has(self.gateway) == has(oldSelf.gateway) && (!has(self.gateway) || self.gateway == oldSelf.gateway)",
+    " && has(self.params) == has(oldSelf.params) && (!has(self.params) || self.params == oldSelf.params)",
+    " && has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions)",
+    " && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",
+    " && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom)",
+    " && has(self.activeDeadlineSeconds) == has(oldSelf.activeDeadlineSeconds) && (!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds == oldSelf.activeDeadlineSeconds)",
+    " && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished)",
+    " && has(self.startupDeadlineSeconds) == has(oldSelf.startupDeadlineSeconds) && (!has(self.startupDeadlineSeconds) || self.startupDeadlineSeconds == oldSelf.startupDeadlineSeconds)",
+    ")"
+);
+/// The message of [`SPEC_IMMUTABLE_RULE`].
+pub const SPEC_IMMUTABLE_MESSAGE: &str =
+    "spec is immutable, except that spec.cancel may be set to true; create a new AgentRun instead";
+
 /// The desired state of the AgentRun.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "konveyor.io",
     version = "v1alpha1",
     kind = "AgentRun",
-    doc = "An AgentRun is one execution of an Agent. The operator checks it against the Agent, creates one sandbox (an agent-sandbox Sandbox, or a Pod) with every skill mounted read-only at `/opt/skills/<name>` pinned by digest, and follows it to Succeeded or Failed. The spec is immutable: create a new run to change it.",
+    doc = "An AgentRun is one execution of an Agent. The operator checks it against the Agent, creates one sandbox (an agent-sandbox Sandbox, or a Pod) with every skill mounted read-only at `/opt/skills/<name>` pinned by digest, and follows it to Succeeded or Failed. The spec is immutable, except that `spec.cancel` may be set to true to stop the run: create a new run to change anything else.",
     namespaced,
     status = "AgentRunStatus",
     shortname = "ar",
@@ -25,7 +46,7 @@ use crate::SkillType;
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable; create a new AgentRun instead"))]
+#[x_kube(validation = Rule::new(SPEC_IMMUTABLE_RULE).message(SPEC_IMMUTABLE_MESSAGE))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRunSpec {
     /// Name of the Agent to run, in the same namespace.
@@ -56,6 +77,40 @@ pub struct AgentRunSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Atomic)]
     pub env_from: Vec<EnvFromSource>,
+
+    /// Seconds the agent container may take to start (scheduling, image pulls), counted from
+    /// the creation of the run's sandbox. A run whose agent has not started by then fails
+    /// with reason `StartupDeadlineExceeded`. 0 or unset uses the operator's
+    /// `--startup-deadline-seconds` (default 600). A pod that cannot start at all
+    /// (`ImagePullBackOff`, `InvalidImageName`, `CreateContainerConfigError`,
+    /// `CreateContainerError`) fails the run at once with reason `StartupFailed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub startup_deadline_seconds: Option<i32>,
+
+    /// Seconds the agent may run, counted from `status.startTime` (when its container
+    /// started), like a Job's `activeDeadlineSeconds`. Past it the sandbox is deleted and the
+    /// run fails with reason `DeadlineExceeded`. Unset: no limit. (An agentic-operator
+    /// extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub active_deadline_seconds: Option<i64>,
+
+    /// Seconds to keep the run once it has finished (Succeeded or Failed), counted from
+    /// `status.completionTime`, like a Job's `ttlSecondsAfterFinished`; then the run is
+    /// deleted, and with it everything it owns. 0 deletes it as soon as it finishes. Unset
+    /// uses the operator's `--ttl-after-succeeded` or `--ttl-after-failed`; with neither, the
+    /// run is kept until someone deletes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+
+    /// Set to true to stop the run: its sandbox is deleted and the run ends `Failed` with
+    /// reason `Cancelled`, keeping its status. The one change the spec allows, and only from
+    /// unset or false to true. A run that has already finished is left as it is. (An
+    /// agentic-operator extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<bool>,
 }
 
 /// A value for one of the Agent's params.

@@ -149,7 +149,7 @@ fn cel_rules_are_declared_where_the_api_promises() {
         "spec.subPath must be relative",
         "spec.subPath must not contain '..' segments",
         "a param with a default cannot be required",
-        "spec is immutable; create a new AgentRun instead",
+        crate::agentrun::SPEC_IMMUTABLE_MESSAGE,
     ] {
         assert!(text.contains(needle), "missing CEL rule: {needle}");
     }
@@ -208,4 +208,32 @@ fn descriptions_have_no_line_break_inside_a_paragraph() {
         ragged.is_empty(),
         "`kubectl explain` would print these with hard line breaks: {ragged:#?}"
     );
+}
+
+#[test]
+fn the_immutability_rule_names_every_run_spec_field_but_cancel() {
+    let everything = AgentRunSpec {
+        agent_ref: "a".into(),
+        gateway: Some("g".into()),
+        params: vec![crate::RunParam::default()],
+        instructions: Some("i".into()),
+        env: vec![Default::default()],
+        env_from: vec![Default::default()],
+        startup_deadline_seconds: Some(1),
+        active_deadline_seconds: Some(1),
+        ttl_seconds_after_finished: Some(1),
+        cancel: Some(true),
+    };
+    let fields = serde_json::to_value(&everything).expect("the spec serializes");
+    let fields = fields.as_object().expect("an object");
+    assert_eq!(fields.len(), 10, "every field is set above: {fields:?}");
+    let rule = crate::agentrun::SPEC_IMMUTABLE_RULE;
+    for field in fields.keys().filter(|f| *f != "cancel") {
+        let compared = format!("(!has(self.{field}) || self.{field} == oldSelf.{field})");
+        let required = format!("self.{field} == oldSelf.{field}");
+        assert!(
+            rule.contains(&compared) || rule.contains(&required),
+            "spec.{field} must stay immutable: {rule}"
+        );
+    }
 }

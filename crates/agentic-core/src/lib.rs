@@ -8,7 +8,8 @@
 //! - [`names`]: names and label values of the objects created for runs and SkillCards.
 //! - [`owners`]: who controls an object, from its controller ownerReference.
 //! - [`sandbox`]: a run's sandbox (pod spec, Pod or agent-sandbox `Sandbox`, ConfigMaps,
-//!   Secret) and the run's outcome read back from its pod.
+//!   Secret), the run's outcome read back from its pod, and its lifecycle (admission under an
+//!   Agent's cap, deadlines, cancellation, time to live).
 //!
 //! # Reasons
 //!
@@ -47,6 +48,11 @@
 //! | `AgentFailed` | [`sandbox::REASON_AGENT_FAILED`] | run Failed: the agent exited non-zero |
 //! | `PodFailed` | [`sandbox::REASON_POD_FAILED`] | run Failed: the pod failed first (eviction) |
 //! | `SandboxLost` | [`sandbox::REASON_SANDBOX_LOST`] | run Failed: sandbox or pod gone or replaced after the start |
+//! | `StartupFailed` | [`sandbox::REASON_STARTUP_FAILED`] | run Failed: the kubelet cannot start the agent container |
+//! | `StartupDeadlineExceeded` | [`sandbox::REASON_STARTUP_DEADLINE_EXCEEDED`] | run Failed: the agent did not start within the startup deadline |
+//! | `Queued` | [`sandbox::REASON_QUEUED`] | run Pending: its Agent's `spec.maxConcurrentRuns` runs are active |
+//! | `DeadlineExceeded` | [`sandbox::REASON_DEADLINE_EXCEEDED`] | run Failed: the agent ran past `spec.activeDeadlineSeconds` |
+//! | `Cancelled` | [`sandbox::REASON_CANCELLED`] | run Failed: `spec.cancel` is true |
 //! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending, or inline SkillCard not Ready: an object it does not control holds the name of one of its objects |
 
 pub mod conditions;

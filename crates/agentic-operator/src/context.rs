@@ -1,11 +1,13 @@
 //! What every controller shares: the client, the registry and skill cache, events, metrics,
 //! and per-object backoff.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_api::ConditionStatus;
 use agentic_core::conditions::{find_condition, truncate};
+use agentic_core::sandbox::TtlDefaults;
 use agentic_oci::{RegistryOptions, SkillCache};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
@@ -36,7 +38,31 @@ pub struct Settings {
     pub sandbox_backend: SandboxBackend,
     /// How often image tags are resolved again to notice a new digest.
     pub tag_refresh_interval: Duration,
+    /// What runs get when they do not set their own limits.
+    pub run_defaults: RunDefaults,
 }
+
+/// The operator's defaults for the lifecycle of runs, from the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunDefaults {
+    /// Seconds a run's agent may take to start when the run does not say; 0 for no limit.
+    pub startup_deadline_seconds: u64,
+    /// How long finished runs without `spec.ttlSecondsAfterFinished` are kept.
+    pub ttl: TtlDefaults,
+}
+
+impl Default for RunDefaults {
+    fn default() -> Self {
+        Self {
+            startup_deadline_seconds: DEFAULT_STARTUP_DEADLINE_SECONDS,
+            ttl: TtlDefaults::default(),
+        }
+    }
+}
+
+/// Ten minutes: enough for a large harness image on a slow registry, short enough that a
+/// run stuck unschedulable fails within the hour someone waits for it.
+pub const DEFAULT_STARTUP_DEADLINE_SECONDS: u64 = 600;
 
 /// Shared state of all controllers.
 pub struct Context {
@@ -46,7 +72,11 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     recorder: Recorder,
     backoff: Backoff,
+    admissions: std::sync::Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
 }
+
+/// An Agent's namespace and name.
+type AgentKey = (String, String);
 
 /// The Events API rejects notes over 1 kB.
 const MAX_EVENT_NOTE_BYTES: usize = 1000;
@@ -66,7 +96,29 @@ impl Context {
             settings,
             metrics,
             backoff: Backoff::default(),
+            admissions: std::sync::Mutex::default(),
         }
+    }
+
+    /// Held while a run of the Agent `agent` in `namespace` decides whether it may start and
+    /// records its sandbox, so that two runs reconciled at once cannot both take the last slot
+    /// of the Agent's `spec.maxConcurrentRuns`. The count itself is always read from the API.
+    pub async fn admission(
+        &self,
+        namespace: &str,
+        agent: &str,
+    ) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self
+                .admissions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            locks
+                .entry((namespace.to_string(), agent.to_string()))
+                .or_default()
+                .clone()
+        };
+        lock.lock_owned().await
     }
 
     /// Publishes an event about `obj`. Failing to publish is logged, never fatal.

@@ -27,6 +27,18 @@ pub struct PhaseLabels {
     pub phase: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RunLabels {
+    pub phase: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AgentLabels {
+    pub namespace: String,
+    pub agent: String,
+}
+
 /// Every metric the operator exports, registered once at start.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -34,6 +46,8 @@ pub struct Metrics {
     errors: Family<ErrorLabels, Counter>,
     duration: Family<KindLabels, Histogram>,
     objects: Family<PhaseLabels, Gauge>,
+    runs: Family<RunLabels, Gauge>,
+    queued: Family<AgentLabels, Gauge>,
     registry_requests: Counter,
     cache_hits: Counter,
     cache_misses: Counter,
@@ -48,6 +62,8 @@ impl Default for Metrics {
             Histogram::new(exponential_buckets(0.005, 2.0, 14))
         });
         let objects = Family::<PhaseLabels, Gauge>::default();
+        let runs = Family::<RunLabels, Gauge>::default();
+        let queued = Family::<AgentLabels, Gauge>::default();
         let registry_requests = Counter::default();
         let cache_hits = Counter::default();
         let cache_misses = Counter::default();
@@ -66,6 +82,16 @@ impl Default for Metrics {
             "objects",
             "Objects by kind and phase (Ready/NotReady, or an AgentRun phase)",
             objects.clone(),
+        );
+        registry.register(
+            "agentruns",
+            "AgentRuns by phase and the reason of their Ready condition",
+            runs.clone(),
+        );
+        registry.register(
+            "agentruns_queued",
+            "AgentRuns waiting for a slot of their Agent's maxConcurrentRuns, by Agent",
+            queued.clone(),
         );
         registry.register(
             "registry_requests",
@@ -88,6 +114,8 @@ impl Default for Metrics {
             errors,
             duration,
             objects,
+            runs,
+            queued,
             registry_requests,
             cache_hits,
             cache_misses,
@@ -134,6 +162,33 @@ impl Metrics {
         }
     }
 
+    /// Replaces the AgentRun counts by phase and reason, and the queue lengths by Agent
+    /// (`(namespace, agent)`); series that are gone are dropped.
+    pub fn set_runs(
+        &self,
+        by_reason: &[((String, String), i64)],
+        queued: &[((String, String), i64)],
+    ) {
+        self.runs.clear();
+        for ((phase, reason), count) in by_reason {
+            self.runs
+                .get_or_create(&RunLabels {
+                    phase: phase.clone(),
+                    reason: reason.clone(),
+                })
+                .set(*count);
+        }
+        self.queued.clear();
+        for ((namespace, agent), count) in queued {
+            self.queued
+                .get_or_create(&AgentLabels {
+                    namespace: namespace.clone(),
+                    agent: agent.clone(),
+                })
+                .set(*count);
+        }
+    }
+
     fn objects_has(&self, kind: &'static str, phase: &str) -> bool {
         self.objects
             .get(&PhaseLabels {
@@ -167,5 +222,47 @@ fn advance(counter: &Counter, total: u64) {
     let current = counter.get();
     if total > current {
         counter.inc_by(total - current);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(a: &str, b: &str, n: i64) -> ((String, String), i64) {
+        ((a.to_string(), b.to_string()), n)
+    }
+
+    #[test]
+    fn run_counts_and_queues_replace_the_previous_ones() {
+        let metrics = Metrics::default();
+        metrics.set_runs(
+            &[
+                pair("Pending", "Queued", 4),
+                pair("Running", "AgentRunning", 2),
+            ],
+            &[pair("team-a", "migrator", 4)],
+        );
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"agentic_agentruns{phase="Pending",reason="Queued"} 4"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"agentic_agentruns_queued{namespace="team-a",agent="migrator"} 4"#),
+            "{text}"
+        );
+
+        metrics.set_runs(&[pair("Succeeded", "AgentSucceeded", 6)], &[]);
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"agentic_agentruns{phase="Succeeded",reason="AgentSucceeded"} 6"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains("Queued"),
+            "the emptied queue is gone: {text}"
+        );
+        assert!(!text.contains(r#"agent="migrator""#), "{text}");
     }
 }

@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
 
-use crate::context::{Context, SandboxBackend, Settings};
+use crate::context::{Context, RunDefaults, SandboxBackend, Settings};
 use crate::controllers::{self, Readiness, Scope};
 use crate::error::Chain;
 use crate::metrics::Metrics;
@@ -48,6 +48,7 @@ pub struct RunOptions {
     /// Hold a Lease before reconciling; None reconciles at once.
     pub leader_election: Option<LeaderElection>,
     pub tag_refresh_interval: Duration,
+    pub run_defaults: RunDefaults,
 }
 
 /// Which Lease replicas compete for, and how long a holder keeps it without renewing.
@@ -209,6 +210,7 @@ async fn lead(
         },
         sandbox_backend: backend,
         tag_refresh_interval: options.tag_refresh_interval,
+        run_defaults: options.run_defaults,
     };
     let ctx = Arc::new(Context::new(client, settings, metrics));
     let controllers = controllers::run(ctx, options.scope, readiness, stop.subscribe());

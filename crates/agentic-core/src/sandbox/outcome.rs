@@ -175,9 +175,7 @@ pub fn run_outcome(pod: Option<&Pod>, sandbox_exists: bool, status: &AgentRunSta
     };
     let pod_name = pod.metadata.name.as_deref().unwrap_or(sandbox);
     let pod_status = pod.status.as_ref();
-    let agent = pod_status
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|statuses| statuses.iter().find(|c| c.name == AGENT_CONTAINER));
+    let agent = agent_status(pod);
     let state = agent.and_then(|c| c.state.as_ref());
     let terminated = state.and_then(|s| s.terminated.as_ref());
     let running = state.and_then(|s| s.running.as_ref());
@@ -269,15 +267,7 @@ fn finished(terminated: &ContainerStateTerminated) -> RunOutcome {
 /// Why the agent has not started: the container's waiting reason (image pulls, missing
 /// Secrets), else an unschedulable pod, else plain waiting.
 fn pending_message(pod: &Pod, pod_name: &str, agent: Option<&ContainerStatus>) -> String {
-    let waiting = agent
-        .and_then(|c| c.state.as_ref())
-        .and_then(|s| s.waiting.as_ref())
-        .and_then(|w| {
-            w.reason
-                .as_deref()
-                .map(|reason| (reason, w.message.as_deref()))
-        });
-    if let Some((reason, detail)) = waiting {
+    if let Some((reason, detail)) = agent.and_then(waiting_reason) {
         return match detail {
             Some(detail) => {
                 format!("the agent container of pod {pod_name} is waiting: {reason}: {detail}")
@@ -301,6 +291,20 @@ fn pending_message(pod: &Pod, pod_name: &str, agent: Option<&ContainerStatus>) -
         );
     }
     format!("waiting for the agent container of pod {pod_name} to start")
+}
+
+/// The agent container's status in `pod`, when the kubelet has reported one.
+pub(crate) fn agent_status(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|statuses| statuses.iter().find(|c| c.name == AGENT_CONTAINER))
+}
+
+/// The kubelet's reason (and message) for a container that waits to start.
+pub(crate) fn waiting_reason(container: &ContainerStatus) -> Option<(&str, Option<&str>)> {
+    let waiting = container.state.as_ref()?.waiting.as_ref()?;
+    Some((waiting.reason.as_deref()?, waiting.message.as_deref()))
 }
 
 #[cfg(test)]

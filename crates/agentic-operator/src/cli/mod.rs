@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use agentic_core::sandbox::TtlDefaults;
+
+use crate::context::RunDefaults;
 use crate::controllers::Scope;
 use crate::error::Chain;
 use crate::operator::{BackendChoice, LeaderElection, RunOptions};
@@ -94,6 +97,25 @@ pub struct RunArgs {
     /// Seconds between re-resolving image tags, to notice a pushed new digest.
     #[arg(long, env = "AGENTIC_TAG_REFRESH_SECONDS", default_value_t = 300)]
     pub tag_refresh_seconds: u64,
+
+    /// Seconds a run's agent container may take to start, from the creation of its sandbox,
+    /// for runs without `spec.startupDeadlineSeconds`; 0 for no limit.
+    #[arg(
+        long,
+        env = "AGENTIC_STARTUP_DEADLINE_SECONDS",
+        default_value_t = crate::context::DEFAULT_STARTUP_DEADLINE_SECONDS
+    )]
+    pub startup_deadline_seconds: u64,
+
+    /// Seconds to keep a Succeeded run without `spec.ttlSecondsAfterFinished` before deleting
+    /// it, from its completion time. Default: keep it.
+    #[arg(long, env = "AGENTIC_TTL_AFTER_SUCCEEDED", value_name = "SECONDS")]
+    pub ttl_after_succeeded: Option<u64>,
+
+    /// Seconds to keep a Failed run without `spec.ttlSecondsAfterFinished` before deleting
+    /// it, from its completion time. Default: keep it.
+    #[arg(long, env = "AGENTIC_TTL_AFTER_FAILED", value_name = "SECONDS")]
+    pub ttl_after_failed: Option<u64>,
 }
 
 /// Exit status of a usage mistake, the same clap uses for the mistakes it catches. Every
@@ -135,6 +157,13 @@ fn run_operator(args: RunArgs) -> ExitCode {
         metrics_addr: args.metrics_addr,
         leader_election,
         tag_refresh_interval: Duration::from_secs(args.tag_refresh_seconds.max(10)),
+        run_defaults: RunDefaults {
+            startup_deadline_seconds: args.startup_deadline_seconds,
+            ttl: TtlDefaults {
+                after_succeeded: args.ttl_after_succeeded,
+                after_failed: args.ttl_after_failed,
+            },
+        },
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

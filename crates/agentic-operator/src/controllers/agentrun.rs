@@ -18,15 +18,19 @@ use agentic_core::names::sandbox_name;
 use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
 use agentic_core::params::resolve_params;
 use agentic_core::sandbox::{
-    MountedSkill, REASON_OBJECT_NAME_TAKEN, RunOutcome, SANDBOX_KIND, SandboxInputs,
-    build_acp_secret, build_pod, build_run_config_map, build_sandbox, run_outcome,
+    Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome,
+    SANDBOX_KIND, SandboxInputs, admit, build_acp_secret, build_pod, build_run_config_map,
+    build_sandbox, cancelled, enforce, run_outcome, startup_deadline, stops_sandbox, time_to_live,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
+};
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -43,6 +47,9 @@ pub const CONDITION_COMPLETED: &str = "Completed";
 /// Annotation on the sandbox recording the skills pinned at creation, so a restarted operator
 /// reports exactly what the sandbox mounts.
 pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
+/// How often a queued run checks for a free slot, besides the watch on the Agent's runs that
+/// brings it back when one finishes or is deleted.
+const QUEUED_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The agent-sandbox `Sandbox` kind.
 pub fn sandbox_resource() -> ApiResource {
@@ -57,15 +64,51 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     let namespace = namespace_of(run.as_ref(), KIND)?;
     let old = run.status.clone().unwrap_or_default();
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
+        // Also after a restart between the status write and the deletion below.
+        if let Some(sandbox) = stopped_sandbox(&run, &old) {
+            stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
+        }
+        let ttl = time_to_live(
+            old.phase,
+            old.completion_time.as_ref(),
+            run.spec.ttl_seconds_after_finished,
+            ctx.settings.run_defaults.ttl,
+            &crate::now(),
+        );
+        let action = match ttl {
+            Some(left) if left.is_zero() => {
+                expire(&run, &namespace, &ctx).await?;
+                Action::await_change()
+            }
+            Some(left) => Action::requeue(left + std::time::Duration::from_secs(1)),
+            None => Action::await_change(),
+        };
         ctx.succeeded(KIND, run.as_ref());
-        return Ok(Action::await_change());
+        return Ok(action);
     }
 
-    let mut new = old.clone();
-    let outcome = if old.sandbox_name.is_some() {
-        observe(&run, &namespace, &ctx, &new).await?
+    // A run that has not started yet decides and records its start under its Agent's lock.
+    let _admission = if old.sandbox_name.is_none() {
+        Some(ctx.admission(&namespace, &run.spec.agent_ref).await)
     } else {
-        start(&run, &namespace, &ctx, &mut new).await?
+        None
+    };
+    let mut new = old.clone();
+    let Enforced {
+        outcome,
+        recheck_after,
+    } = if old.sandbox_name.is_some() {
+        observe(&run, &namespace, &ctx, &new).await?
+    } else if run.spec.cancel == Some(true) {
+        Enforced {
+            outcome: cancelled(None),
+            recheck_after: None,
+        }
+    } else {
+        Enforced {
+            outcome: start(&run, &namespace, &ctx, &mut new).await?,
+            recheck_after: None,
+        }
     };
     outcome.apply(&mut new, run.metadata.generation, crate::now());
 
@@ -81,13 +124,102 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
                 .await;
         }
     }
+    // Status first: a run is never left unfinished without its sandbox.
+    if let Some(sandbox) = stopped_sandbox(&run, &new) {
+        stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
+    }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, run.as_ref());
     Ok(if outcome.reason == REASON_OBJECT_NAME_TAKEN {
         Action::requeue(NAME_TAKEN_RETRY)
+    } else if outcome.reason == REASON_QUEUED {
+        Action::requeue(QUEUED_RETRY)
+    } else if let Some(after) = recheck_after {
+        // A deadline passes then; a second of slack so the pass lands after it.
+        Action::requeue(after + std::time::Duration::from_secs(1))
     } else {
         Action::await_change()
     })
+}
+
+/// Deletes a finished run whose time to live is over; what it owns goes with it. The UID
+/// precondition spares a new run of the same name.
+async fn expire(run: &AgentRun, namespace: &str, ctx: &Context) -> Result<()> {
+    let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: run.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&run.name_any(), &params).await {
+        Ok(_) => {
+            tracing::info!(namespace, name = %run.name_any(), "deleted a finished run whose time to live is over");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The sandbox of a run the operator ended (cancelled, a deadline, a pod that cannot start),
+/// which must go so that its pod stops. A run cancelled before it recorded its sandbox may
+/// still have one from a pass that stopped short: its name is derived.
+fn stopped_sandbox(run: &AgentRun, status: &AgentRunStatus) -> Option<String> {
+    let finished = status.phase.is_some_and(AgentRunPhase::is_finished);
+    let reason = reason_of(status)?;
+    if !finished || !stops_sandbox(&reason) {
+        return None;
+    }
+    Some(
+        status
+            .sandbox_name
+            .clone()
+            .unwrap_or_else(|| sandbox_name(&run.name_any())),
+    )
+}
+
+/// Deletes the run's sandbox (the Sandbox, or the Pod), when it exists and the run controls
+/// it; the object checked is the object deleted (a UID precondition).
+async fn stop_sandbox(run: &AgentRun, namespace: &str, ctx: &Context, name: &str) -> Result<()> {
+    let uid = owner_of(run)?.uid;
+    match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => {
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+            delete_controlled(&api, name, &uid).await
+        }
+        SandboxBackend::AgentSandbox => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
+            delete_controlled(&api, name, &uid).await
+        }
+    }
+}
+
+async fn delete_controlled<K>(api: &Api<K>, name: &str, uid: &str) -> Result<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let Some(object) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    if !is_controlled_by(object.meta(), uid) || object.meta().deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: object.meta().uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        // Gone, or replaced, since the read.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub fn error_policy(run: Arc<AgentRun>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -179,6 +311,20 @@ async fn start(
         Ok(inputs) => inputs,
         Err(e) => return Ok(RunOutcome::failed(e.reason(), e.to_string())),
     };
+    if let Some(cap) = agent.spec.max_concurrent_runs {
+        // Read from the API server, not the watch cache: a run admitted a moment ago counts.
+        let api: Api<DeserializeGuard<AgentRun>> = Api::namespaced(ctx.client.clone(), namespace);
+        let runs: Vec<AgentRun> = api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|guarded| guarded.0.ok())
+            .collect();
+        if let Err(queued) = admit(run, Some(cap), &runs) {
+            return Ok(queued);
+        }
+    }
     if let Err(taken) = create_sandbox_objects(ctx, namespace, &inputs, owner).await? {
         return Ok(RunOutcome::name_taken(taken.kind, &taken.name));
     }
@@ -315,28 +461,52 @@ fn sandbox_kind(ctx: &Context) -> &'static str {
     }
 }
 
-/// After the sandbox exists: follow its pod.
+/// After the sandbox exists: follow its pod, within the run's limits.
 async fn observe(
     run: &AgentRun,
     namespace: &str,
     ctx: &Context,
     status: &AgentRunStatus,
-) -> Result<RunOutcome> {
+) -> Result<Enforced> {
     let name = status
         .sandbox_name
         .clone()
         .unwrap_or_else(|| sandbox_name(&run.name_any()));
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let pod = pods.get_opt(&name).await?;
-    let sandbox_exists = match ctx.settings.sandbox_backend {
-        SandboxBackend::Pod => pod.is_some(),
+    let sandbox_created = match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => pod.as_ref().map(|p| p.metadata.creation_timestamp.clone()),
         SandboxBackend::AgentSandbox => {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
-            api.get_opt(&name).await?.is_some()
+            api.get_opt(&name)
+                .await?
+                .map(|s| s.metadata.creation_timestamp)
         }
     };
-    Ok(run_outcome(pod.as_ref(), sandbox_exists, status))
+    let observed = run_outcome(pod.as_ref(), sandbox_created.is_some(), status);
+    let limits = Limits {
+        cancel: run.spec.cancel == Some(true),
+        startup_deadline: startup_deadline(
+            run.spec.startup_deadline_seconds,
+            ctx.settings.run_defaults.startup_deadline_seconds,
+        ),
+        active_deadline: run
+            .spec
+            .active_deadline_seconds
+            .and_then(|s| u64::try_from(s).ok()),
+    };
+    // Without its sandbox, the deadline counts from the run's creation.
+    let since = sandbox_created
+        .flatten()
+        .or_else(|| run.metadata.creation_timestamp.clone());
+    Ok(enforce(
+        observed,
+        pod.as_ref(),
+        since.as_ref(),
+        &limits,
+        &crate::now(),
+    ))
 }
 
 /// The runs waiting to start on the Agent `name` in `namespace`.

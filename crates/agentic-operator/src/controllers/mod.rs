@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, CONDITION_READY, ConditionStatus, Gateway, SkillCard};
 use agentic_core::conditions::find_condition;
+use agentic_core::sandbox::REASON_QUEUED;
 use agentic_core::skills::Lookup;
 use backon::BackoffBuilder as _;
 use futures::future::BoxFuture;
@@ -413,6 +414,7 @@ pub fn controllers(
     ready.push(Box::pin(wait_ready(store.clone())));
     let pod_config = watcher::Config::default().labels(RUN_LABEL);
     let agent_store = store.clone();
+    let queue_store = store.clone();
     let mut agent_runs = agent_runs
         .watches(
             api_for::<Guarded<Agent>>(&client, namespace),
@@ -420,6 +422,19 @@ pub fn controllers(
             move |agent| {
                 related(&agent_store, &agent, |runs, ns, agent| {
                     agentrun::runs_waiting_on_agent(runs, ns, agent)
+                })
+            },
+        )
+        // A run that changes (finishes) or goes frees a slot for the runs queued on its Agent.
+        .watches(
+            api_for::<Guarded<AgentRun>>(&client, namespace),
+            config.clone(),
+            move |changed| {
+                let Ok(changed) = &changed.0 else {
+                    return Vec::new();
+                };
+                related(&queue_store, changed, |runs, ns, _| {
+                    agentrun::runs_waiting_on_agent(runs, ns, &changed.spec.agent_ref)
                 })
             },
         )
@@ -578,6 +593,29 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
     metrics.set_objects(gateway::KIND, &gateways);
     metrics.set_objects(agent::KIND, &agents);
     metrics.set_objects(agentrun::KIND, &agent_runs);
+
+    let mut by_reason: BTreeMap<(String, String), i64> = BTreeMap::new();
+    let mut queued: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for run in caches.iter().flat_map(|c| valid(&c.agent_runs.state())) {
+        let status = run.status.clone().unwrap_or_default();
+        let phase = status.phase.unwrap_or_default().as_str().to_string();
+        let reason = find_condition(&status.conditions, CONDITION_READY)
+            .map(|c| c.reason.clone())
+            .unwrap_or_default();
+        if reason == REASON_QUEUED {
+            *queued
+                .entry((
+                    run.namespace().unwrap_or_default(),
+                    run.spec.agent_ref.clone(),
+                ))
+                .or_default() += 1;
+        }
+        *by_reason.entry((phase, reason)).or_default() += 1;
+    }
+    metrics.set_runs(
+        &by_reason.into_iter().collect::<Vec<_>>(),
+        &queued.into_iter().collect::<Vec<_>>(),
+    );
 }
 
 fn ready_phase(conditions: Option<&[Condition]>) -> &'static str {

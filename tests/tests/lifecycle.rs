@@ -1,0 +1,427 @@
+//! A run's lifecycle on a real node (kubelet, containerd, runc): pods that cannot start,
+//! deadlines, cancellation, the TTL of finished runs and an Agent's concurrency cap. The
+//! stub agent (`hack/stub-agent`) exits with `STUB_EXIT_CODE` after sleeping
+//! `STUB_SLEEP_SECONDS`.
+
+use std::collections::BTreeMap;
+
+use agentic_api::{
+    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, CredentialRef, Gateway, GatewayModel,
+    GatewaySpec, ObjectRef,
+};
+use agentic_integration_tests::{
+    Operator, apply, condition, node_env, registry, scenario, wait_agent_ready, wait_for,
+    wait_phase,
+};
+use agentic_operator::context::SandboxBackend;
+use agentic_operator::controllers::agentrun::sandbox_resource;
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, Secret, SecretKeySelector};
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// A fresh namespace on the control plane with a node, and the operator watching it.
+async fn node_scenario(prefix: &str, backend: SandboxBackend) -> (String, Client, Operator) {
+    node_env().await;
+    scenario(prefix, backend).await
+}
+
+/// The stub agent image, pinned by digest.
+async fn stub_agent() -> String {
+    node_env()
+        .await
+        .images()
+        .expect("the node's images")
+        .stub_agent
+        .clone()
+}
+
+/// A Gateway and the Agent `name` running `image`; waits until it is Ready.
+async fn agent(client: &Client, ns: &str, name: &str, image: &str) {
+    capped_agent(client, ns, name, image, None).await;
+}
+
+/// Like [`agent`], with `spec.maxConcurrentRuns`.
+async fn capped_agent(client: &Client, ns: &str, name: &str, image: &str, cap: Option<i32>) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    apply(
+        &secrets,
+        &Secret {
+            metadata: meta("llm-key"),
+            string_data: Some(BTreeMap::from([("apiKey".into(), "sk-test".into())])),
+            ..Secret::default()
+        },
+    )
+    .await;
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
+    apply(
+        &gateways,
+        &Gateway {
+            metadata: meta("llm"),
+            spec: GatewaySpec {
+                provider: "openai".into(),
+                endpoint: Some("http://llm.invalid/v1".into()),
+                credential_ref: Some(CredentialRef {
+                    secret_name: "llm-key".into(),
+                    key: Some("apiKey".into()),
+                }),
+                model: GatewayModel {
+                    name: "gpt-test".into(),
+                    context_window: 128_000,
+                    tier: None,
+                },
+            },
+            status: None,
+        },
+    )
+    .await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: meta(name),
+            spec: AgentSpec {
+                image: image.into(),
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                skill_delivery: "native".into(),
+                max_concurrent_runs: cap,
+                ..AgentSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_agent_ready(&agents, name).await;
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..EnvVar::default()
+    }
+}
+
+fn run(name: &str, agent: &str, env: Vec<EnvVar>) -> AgentRun {
+    AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: agent.into(),
+            env,
+            ..AgentRunSpec::default()
+        },
+        status: None,
+    }
+}
+
+/// The `Ready` condition's reason and message.
+fn reason(run: &AgentRun) -> (String, String) {
+    let conditions = &run.status.as_ref().expect("status").conditions;
+    let ready = condition(conditions, "Ready").unwrap_or_else(|| panic!("no Ready: {run:#?}"));
+    (ready.reason.clone(), ready.message.clone())
+}
+
+/// Waits until the object `name` is gone.
+async fn wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
+    while api.get_opt(name).await.expect("get").is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} is still there"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The run's sandbox: the Pod (`pod` backend) or the Sandbox, whose pod the garbage
+/// collector of a real cluster deletes (the test control plane has none).
+fn sandboxes(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &sandbox_resource())
+}
+
+#[tokio::test]
+async fn a_missing_image_fails_the_run_with_the_kubelets_reason() {
+    let (ns, client, operator) = node_scenario("life-noimage", SandboxBackend::Pod).await;
+    let missing = format!("{}/agentic-testenv/missing:1", registry().await);
+    agent(&client, &ns, "broken", &missing).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let started = tokio::time::Instant::now();
+    apply(&runs, &run("nope", "broken", vec![])).await;
+    let failed = wait_phase(&runs, "nope", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed);
+    assert_eq!(reason, "StartupFailed", "{failed:#?}");
+    assert!(message.contains("ImagePullBackOff"), "{message}");
+    assert!(message.contains("missing"), "names the image: {message}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(45),
+        "long before any deadline: {:?}",
+        started.elapsed()
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_gone(&pods, "nope").await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_secret_key_fails_the_run_with_create_container_config_error() {
+    let (ns, client, operator) = node_scenario("life-nokey", SandboxBackend::AgentSandbox).await;
+    agent(&client, &ns, "stub", &stub_agent().await).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let from_missing_key = EnvVar {
+        name: "TOKEN".into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: "llm-key".into(),
+                key: "no-such-key".into(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    };
+    apply(&runs, &run("nokey", "stub", vec![from_missing_key])).await;
+    let failed = wait_phase(&runs, "nokey", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed);
+    assert_eq!(reason, "StartupFailed", "{failed:#?}");
+    assert!(message.contains("CreateContainerConfigError"), "{message}");
+    assert!(
+        message.contains("no-such-key"),
+        "the kubelet's message: {message}"
+    );
+    wait_gone(&sandboxes(&client, &ns), "nokey").await;
+    operator.stop().await;
+}
+
+/// Sets `spec.cancel`, as `kubectl patch agentrun NAME --type merge -p '{"spec":{"cancel":true}}'`.
+async fn cancel(runs: &Api<AgentRun>, name: &str) {
+    runs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"cancel": true}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cancelling {name}: {e}"));
+}
+
+#[tokio::test]
+async fn cancel_stops_a_running_agent_and_keeps_the_runs_status() {
+    let (ns, client, operator) = node_scenario("life-cancel", SandboxBackend::Pod).await;
+    agent(&client, &ns, "stub", &stub_agent().await).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &runs,
+        &run("busy", "stub", vec![env("STUB_SLEEP_SECONDS", "300")]),
+    )
+    .await;
+    let running = wait_phase(&runs, "busy", AgentRunPhase::Running).await;
+    let started = running.status.as_ref().and_then(|s| s.start_time.clone());
+    assert!(started.is_some(), "{running:#?}");
+
+    cancel(&runs, "busy").await;
+    let cancelled = wait_phase(&runs, "busy", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&cancelled);
+    assert_eq!(reason, "Cancelled", "{cancelled:#?}");
+    assert!(message.contains("spec.cancel"), "{message}");
+    let status = cancelled.status.as_ref().expect("status");
+    assert_eq!(status.start_time, started, "the status is kept");
+    assert_eq!(status.sandbox_name.as_deref(), Some("busy"));
+    assert!(status.completion_time.is_some());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_gone(&pods, "busy").await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_cancelled_while_waiting_never_gets_a_sandbox() {
+    let (ns, client, operator) = node_scenario("life-cancel-wait", SandboxBackend::Pod).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    // No Agent yet: the run waits.
+    apply(&runs, &run("early", "later", vec![])).await;
+    wait_for(&runs, "early", "AgentNotFound", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| {
+            condition(&s.conditions, "Ready").is_some_and(|c| c.reason == "AgentNotFound")
+        })
+    })
+    .await;
+    cancel(&runs, "early").await;
+    let cancelled = wait_phase(&runs, "early", AgentRunPhase::Failed).await;
+    assert_eq!(reason(&cancelled).0, "Cancelled");
+    agent(&client, &ns, "later", &stub_agent().await).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    assert!(pods.get_opt("early").await.expect("get").is_none());
+    let after = runs.get("early").await.expect("the run is kept");
+    assert_eq!(reason(&after).0, "Cancelled");
+    assert_eq!(after.status.and_then(|s| s.sandbox_name), None);
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_sleeping_agent_stops_at_the_run_deadline() {
+    let (ns, client, operator) = node_scenario("life-deadline", SandboxBackend::Pod).await;
+    agent(&client, &ns, "stub", &stub_agent().await).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let mut sleepy = run("sleepy", "stub", vec![env("STUB_SLEEP_SECONDS", "300")]);
+    sleepy.spec.active_deadline_seconds = Some(3);
+    apply(&runs, &sleepy).await;
+    let failed = wait_phase(&runs, "sleepy", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed);
+    assert_eq!(reason, "DeadlineExceeded", "{failed:#?}");
+    assert!(message.contains("3s"), "{message}");
+    let status = failed.status.as_ref().expect("status");
+    let ran = status
+        .completion_time
+        .as_ref()
+        .expect("completionTime")
+        .0
+        .as_second()
+        - status.start_time.as_ref().expect("startTime").0.as_second();
+    assert!(
+        (3..=10).contains(&ran),
+        "stopped right after 3s, not at exit: {ran}s"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_gone(&pods, "sleepy").await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_finished_run_is_deleted_after_its_ttl() {
+    let (ns, client, operator) = node_scenario("life-ttl", SandboxBackend::Pod).await;
+    agent(&client, &ns, "stub", &stub_agent().await).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let mut brief = run("brief", "stub", vec![]);
+    brief.spec.ttl_seconds_after_finished = Some(3);
+    apply(&runs, &brief).await;
+    // Kept with no TTL of its own (the test operator has no default).
+    apply(&runs, &run("kept", "stub", vec![])).await;
+    let done = wait_phase(&runs, "brief", AgentRunPhase::Succeeded).await;
+    let completed = done
+        .status
+        .as_ref()
+        .and_then(|s| s.completion_time.clone())
+        .expect("completionTime");
+    wait_gone(&runs, "brief").await;
+    let lived = agentic_operator::now().0.as_second() - completed.0.as_second();
+    assert!(
+        (3..=15).contains(&lived),
+        "deleted 3s after completion: {lived}s"
+    );
+    wait_phase(&runs, "kept", AgentRunPhase::Succeeded).await;
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(runs.get_opt("kept").await.expect("get").is_some());
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn an_agent_with_a_cap_of_two_never_runs_more_than_two_across_a_restart() {
+    let (ns, client, mut operator) = node_scenario("life-cap", SandboxBackend::Pod).await;
+    capped_agent(&client, &ns, "capped", &stub_agent().await, Some(2)).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let names: Vec<String> = (1..=6).map(|i| format!("q{i}")).collect();
+    for name in &names {
+        apply(
+            &runs,
+            &run(name, "capped", vec![env("STUB_SLEEP_SECONDS", "2")]),
+        )
+        .await;
+    }
+
+    // Poll the API: a run is active from the moment it records its sandbox until it finishes.
+    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
+    let mut most_active = 0;
+    let mut saw_queue_place = false;
+    let mut restarted = false;
+    loop {
+        let listed = runs
+            .list(&Default::default())
+            .await
+            .expect("list runs")
+            .items;
+        let status = |r: &AgentRun| r.status.clone().unwrap_or_default();
+        let active: Vec<String> = listed
+            .iter()
+            .filter(|r| {
+                let s = status(r);
+                s.sandbox_name.is_some() && !s.phase.is_some_and(AgentRunPhase::is_finished)
+            })
+            .filter_map(|r| r.metadata.name.clone())
+            .collect();
+        most_active = most_active.max(active.len());
+        // Creation order: a run may start before an earlier one only while a slot is left
+        // for that one (both were admitted in the same wave, one pass after the other).
+        let started: Vec<bool> = names
+            .iter()
+            .map(|name| {
+                listed
+                    .iter()
+                    .find(|r| r.metadata.name.as_ref() == Some(name))
+                    .is_some_and(|r| status(r).sandbox_name.is_some())
+            })
+            .collect();
+        let overtaken = started.windows(2).any(|pair| !pair[0] && pair[1]);
+        assert!(
+            !overtaken || active.len() < 2,
+            "a later run took the slot of an earlier one: started {started:?}, active {active:?}"
+        );
+        saw_queue_place |= listed.iter().any(|r| {
+            condition(&status(r).conditions, "Ready").is_some_and(|c| {
+                c.reason == "Queued" && c.message.contains("number 1 in the queue")
+            })
+        });
+        let finished = listed
+            .iter()
+            .filter(|r| status(r).phase == Some(AgentRunPhase::Succeeded))
+            .count();
+        // A new operator, knowing nothing, while two runs are active and four queued.
+        if !restarted && active.len() == 2 {
+            operator.stop().await;
+            operator = Operator::start(
+                client.clone(),
+                &ns,
+                SandboxBackend::Pod,
+                vec![registry().await],
+            );
+            restarted = true;
+        }
+        if finished == names.len() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not all runs finished: {listed:#?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        most_active <= 2,
+        "at most 2 active at once, saw {most_active}"
+    );
+    assert_eq!(most_active, 2, "the cap is used");
+    assert!(saw_queue_place, "queued runs show their place");
+    assert!(restarted);
+    // The census (every 5 s) counts the runs by phase and reason, and empties the queue.
+    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
+    loop {
+        let text = operator.metrics.encode();
+        let queue = format!(r#"agentic_agentruns_queued{{namespace="{ns}",agent="capped"}}"#);
+        if text.contains(r#"agentic_agentruns{phase="Succeeded",reason="AgentSucceeded"} 6"#)
+            && !text.contains(&queue)
+        {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "metrics:\n{text}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    operator.stop().await;
+}
