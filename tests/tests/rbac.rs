@@ -399,25 +399,39 @@ async fn watching_some_namespaces_grants_nothing_beyond_them() {
             .list(&ListParams::default())
             .await,
     );
-    // Inside it, nothing destructive and no writes to the users' objects.
-    let pods: Api<Pod> = Api::namespaced(admin.clone(), &watched);
-    pods.create(
-        &PostParams::default(),
-        &object(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "someone-elses"},
-            "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1"}]},
-        })),
-    )
-    .await
-    .expect("the admin creates a pod");
+    // Inside it, no deletes beyond single pods and sandboxes (of runs it ends) and runs
+    // (past their time to live), and no writes to the users' objects.
+    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), &watched);
+    config_maps
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "someone-elses"},
+                "data": {"owner": "the admin"},
+            })),
+        )
+        .await
+        .expect("the admin creates a ConfigMap");
     assert_forbidden(
-        "deleting a pod",
-        Api::<Pod>::namespaced(sa.clone(), &watched)
+        "deleting a ConfigMap",
+        Api::<ConfigMap>::namespaced(sa.clone(), &watched)
             .delete("someone-elses", &DeleteParams::default())
             .await,
     );
-    assert!(pods.get_opt("someone-elses").await.expect("get").is_some());
+    assert!(
+        config_maps
+            .get_opt("someone-elses")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    assert_forbidden(
+        "deleting every pod at once",
+        Api::<Pod>::namespaced(sa.clone(), &watched)
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
     assert_forbidden(
         "deleting Secrets",
         Api::<Secret>::namespaced(sa.clone(), &watched)
@@ -454,7 +468,7 @@ async fn watching_some_namespaces_grants_nothing_beyond_them() {
 }
 
 #[tokio::test]
-async fn watching_every_namespace_reads_everywhere_and_still_deletes_nothing() {
+async fn watching_every_namespace_reads_everywhere_and_deletes_only_what_runs_end() {
     let env = env().await;
     let admin = env.client();
     let release_ns = env.namespace("rbac-all").await.expect("namespace");
@@ -474,10 +488,23 @@ async fn watching_every_namespace_reads_everywhere_and_still_deletes_nothing() {
         .list(&ListParams::default())
         .await
         .expect("Secrets are readable in any namespace");
+    // Single pods, sandboxes and runs, yes (an ended run's); whole collections, never.
     assert_forbidden(
-        "deleting pods",
+        "deleting every pod at once",
         Api::<Pod>::namespaced(sa.clone(), &elsewhere)
             .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "deleting a SkillCard",
+        Api::<SkillCard>::namespaced(sa.clone(), &elsewhere)
+            .delete("any", &DeleteParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "deleting a Secret",
+        Api::<Secret>::namespaced(sa.clone(), &elsewhere)
+            .delete("any", &DeleteParams::default())
             .await,
     );
     assert_forbidden(

@@ -68,10 +68,14 @@ more. A ClusterRole when every namespace is watched, a Role in each watched name
 otherwise. tests/tests/chart.rs compares them with the documented list.
 */}}
 {{- define "agentic-operator.namespacedRules" -}}
-# Read the API's objects; the operator never creates or deletes them.
+# Read the API's objects; the operator never creates them.
 - apiGroups: ["konveyor.io"]
-  resources: ["agentruns", "agents", "gateways", "skillcards"]
+  resources: ["agents", "gateways", "skillcards"]
   verbs: ["get", "list", "watch"]
+# Runs too, and deletes finished runs once their time to live has passed.
+- apiGroups: ["konveyor.io"]
+  resources: ["agentruns"]
+  verbs: ["delete", "get", "list", "watch"]
 # Report status with server-side apply.
 - apiGroups: ["konveyor.io"]
   resources: ["agentruns/status", "agents/status", "gateways/status", "skillcards/status"]
@@ -84,14 +88,15 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["create", "get", "list", "patch", "watch"]
-# Run sandboxes as Pods (pod backend) and follow the pods of Sandboxes.
+# Run sandboxes as Pods (pod backend) and follow the pods of Sandboxes; delete the
+# sandbox of a run that was cancelled or ran past a deadline.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["create", "get", "list", "patch", "watch"]
-# Run sandboxes as agent-sandbox Sandboxes.
+  verbs: ["create", "delete", "get", "list", "patch", "watch"]
+# Run sandboxes as agent-sandbox Sandboxes (and delete them, as for pods).
 - apiGroups: ["agents.x-k8s.io"]
   resources: ["sandboxes"]
-  verbs: ["create", "get", "list", "patch", "watch"]
+  verbs: ["create", "delete", "get", "list", "patch", "watch"]
 # Record Events on the objects it reconciles.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

@@ -243,14 +243,18 @@ const STATUSES: &[&str] = &[
 ];
 
 /// What the controllers do in a namespace, from the operator's documented API usage: read
-/// our kinds, patch their status, apply Secrets, ConfigMaps, Pods and Sandboxes, and record
-/// Events. Anything wider must fail the tests.
+/// our kinds, patch their status, apply Secrets, ConfigMaps, Pods and Sandboxes, delete the
+/// sandboxes of ended runs and the runs past their time to live, and record Events. Anything
+/// wider must fail the tests.
 pub fn namespaced_permissions() -> BTreeSet<Permission> {
     expected_permissions(&[
         ("konveyor.io", KINDS, READ, "*"),
+        ("konveyor.io", &["agentruns"], &["delete"], "*"),
         ("konveyor.io", STATUSES, &["get", "patch"], "*"),
         ("", &["secrets", "configmaps", "pods"], READ_APPLY, "*"),
+        ("", &["pods"], &["delete"], "*"),
         ("agents.x-k8s.io", &["sandboxes"], READ_APPLY, "*"),
+        ("agents.x-k8s.io", &["sandboxes"], &["delete"], "*"),
         ("events.k8s.io", &["events"], &["create", "patch"], "*"),
     ])
 }
