@@ -33,9 +33,9 @@ fn run(name: &str) -> AgentRun {
 }
 
 /// How long after an API server restart the operator may take to act on a new run. Its watches
-/// reconnect with a backoff of at most a few seconds; kube-runtime's default (up to 30 s, reset
-/// only after 120 s of quiet, plus the relist after `410 Gone`) took minutes here.
-const RECOVERY: Duration = Duration::from_secs(15);
+/// reconnect with a backoff of at most a second per error; kube-runtime's default (up to 30 s,
+/// reset only after 120 s of quiet, plus the relist after `410 Gone`) took minutes here.
+const RECOVERY: Duration = Duration::from_secs(20);
 
 #[tokio::test]
 async fn runs_get_a_sandbox_within_seconds_of_an_api_server_restart() {

@@ -230,10 +230,11 @@ fn log_result<K: Resource, QueueError: std::error::Error + 'static>(
     }
 }
 
-/// How soon a controller's watches retry after an error: 250 ms, doubling up to 3 s, with
+/// How soon a controller's watches retry after an error: 100 ms, doubling up to 1 s, with
 /// jitter. kube-runtime's default grows to 30 s and resets only after two minutes without
 /// errors, so after an API server outage (and the `410 Gone` of every watch once it is back)
-/// the watches stayed down for minutes after the server had returned.
+/// the watches stayed down for minutes after the server had returned. The pause applies to
+/// all of a controller's watches at once, each error in turn, so it is kept short.
 struct WatchBackoff {
     builder: backon::ExponentialBuilder,
     delays: backon::ExponentialBackoff,
@@ -242,8 +243,8 @@ struct WatchBackoff {
 impl WatchBackoff {
     fn new() -> Self {
         let builder = backon::ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(250))
-            .with_max_delay(Duration::from_secs(3))
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(1))
             .with_factor(2.0)
             .with_jitter()
             // Never give up: an exhausted backoff would end the controller's stream.
