@@ -17,6 +17,8 @@ pub const DEFAULT_REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
 const NAME: &str = "registry";
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How many free ports the registry is started on before its bind error is final.
+const BIND_ATTEMPTS: u32 = 3;
 
 /// An OCI registry serving plain HTTP on `127.0.0.1`, without authentication unless started
 /// with [`Registry::start_with_htpasswd`], with blob and
@@ -44,7 +46,6 @@ impl Registry {
     async fn start_with(htpasswd: Option<&str>) -> Result<Registry> {
         let binary = registry_binary()?;
         let mut supervisor = Supervisor::new("agentic-registry-")?;
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let config_path = supervisor.dir().join("registry.yml");
         let storage = supervisor.dir().join("registry-storage");
         let htpasswd_path = match htpasswd {
@@ -55,32 +56,50 @@ impl Registry {
             }
             None => None,
         };
-        std::fs::write(
-            &config_path,
-            config(addr, &storage, htpasswd_path.as_deref()),
-        )
-        .map_err(Error::io("writing", &config_path))?;
+        let mut attempt = 1;
+        loop {
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+            std::fs::write(
+                &config_path,
+                config(addr, &storage, htpasswd_path.as_deref()),
+            )
+            .map_err(Error::io("writing", &config_path))?;
 
-        let mut command = Command::new(&binary);
-        command.arg("serve").arg(&config_path);
-        // Keep the registry from picking up settings meant for another one.
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("REGISTRY_") {
-                command.env_remove(key);
+            let mut command = Command::new(&binary);
+            command.arg("serve").arg(&config_path);
+            // Keep the registry from picking up settings meant for another one.
+            for (key, _) in std::env::vars_os() {
+                if key.to_string_lossy().starts_with("REGISTRY_") {
+                    command.env_remove(key);
+                }
+            }
+            supervisor.spawn(NAME, command)?;
+            let ready = wait_for(
+                &mut supervisor,
+                NAME,
+                format!("the registry at http://{addr}/v2/"),
+                READY_TIMEOUT,
+                // With authentication on, an anonymous `/v2/` is refused with 401: it answers.
+                || async { matches!(http_get_status(addr, "/v2/").await, Some(200 | 401)) },
+            )
+            .await;
+            match ready {
+                Ok(()) => {
+                    tracing::info!(%addr, "registry ready");
+                    return Ok(Registry { addr, supervisor });
+                }
+                // The free port was taken between our check and the registry's bind (an
+                // outgoing connection can get it as its ephemeral port): take another.
+                Err(Error::ExitedEarly { log_tail, .. })
+                    if attempt < BIND_ATTEMPTS && log_tail.contains("address already in use") =>
+                {
+                    tracing::debug!(%addr, attempt, "the registry's port was taken; retrying");
+                    supervisor.stop(NAME);
+                    attempt += 1;
+                }
+                Err(error) => return Err(error),
             }
         }
-        supervisor.spawn(NAME, command)?;
-        wait_for(
-            &mut supervisor,
-            NAME,
-            format!("the registry at http://{addr}/v2/"),
-            READY_TIMEOUT,
-            // With authentication on, an anonymous `/v2/` is refused with 401: it answers.
-            || async { matches!(http_get_status(addr, "/v2/").await, Some(200 | 401)) },
-        )
-        .await?;
-        tracing::info!(%addr, "registry ready");
-        Ok(Registry { addr, supervisor })
     }
 
     /// `127.0.0.1:PORT`, the host part of image references pushed to this registry.
