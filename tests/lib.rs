@@ -141,6 +141,52 @@ where
     .unwrap_or_else(|e| panic!("applying {name}: {e}"))
 }
 
+/// The Gateway `llm` (provider `openai`, model `gpt-test`, an endpoint nothing serves) and
+/// its Secret `llm-key`, which most run tests need and none looks into.
+pub async fn llm_gateway(client: &Client, ns: &str) {
+    use agentic_api::{CredentialRef, Gateway, GatewayModel, GatewaySpec};
+    use k8s_openapi::api::core::v1::Secret;
+    let named = |name: &str| kube::api::ObjectMeta {
+        name: Some(name.to_string()),
+        ..kube::api::ObjectMeta::default()
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    apply(
+        &secrets,
+        &Secret {
+            metadata: named("llm-key"),
+            string_data: Some(std::collections::BTreeMap::from([(
+                "apiKey".into(),
+                "sk-test".into(),
+            )])),
+            ..Secret::default()
+        },
+    )
+    .await;
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
+    apply(
+        &gateways,
+        &Gateway {
+            metadata: named("llm"),
+            spec: GatewaySpec {
+                provider: "openai".into(),
+                endpoint: Some("http://llm.invalid/v1".into()),
+                credential_ref: Some(CredentialRef {
+                    secret_name: "llm-key".into(),
+                    key: Some("apiKey".into()),
+                }),
+                model: GatewayModel {
+                    name: "gpt-test".into(),
+                    context_window: 128_000,
+                    tier: None,
+                },
+            },
+            status: None,
+        },
+    )
+    .await;
+}
+
 /// Polls `name` until `check` accepts it; panics with the last state after [`CONVERGE`].
 pub async fn wait_for<K, F>(api: &Api<K>, name: &str, what: &str, check: F) -> K
 where

@@ -3,19 +3,14 @@
 //! stub agent (`hack/stub-agent`) exits with `STUB_EXIT_CODE` after sleeping
 //! `STUB_SLEEP_SECONDS`.
 
-use std::collections::BTreeMap;
-
-use agentic_api::{
-    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, CredentialRef, Gateway, GatewayModel,
-    GatewaySpec, ObjectRef,
-};
+use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef};
 use agentic_integration_tests::{
-    Operator, apply, condition, node_env, registry, scenario, wait_agent_ready, wait_for,
-    wait_phase,
+    Operator, apply, condition, llm_gateway, node_env, registry, scenario, wait_agent_ready,
+    wait_for, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_operator::controllers::agentrun::sandbox_resource;
-use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, Secret, SecretKeySelector};
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, SecretKeySelector};
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -50,38 +45,7 @@ async fn agent(client: &Client, ns: &str, name: &str, image: &str) {
 
 /// Like [`agent`], with `spec.maxConcurrentRuns`.
 async fn capped_agent(client: &Client, ns: &str, name: &str, image: &str, cap: Option<i32>) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    apply(
-        &secrets,
-        &Secret {
-            metadata: meta("llm-key"),
-            string_data: Some(BTreeMap::from([("apiKey".into(), "sk-test".into())])),
-            ..Secret::default()
-        },
-    )
-    .await;
-    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
-    apply(
-        &gateways,
-        &Gateway {
-            metadata: meta("llm"),
-            spec: GatewaySpec {
-                provider: "openai".into(),
-                endpoint: Some("http://llm.invalid/v1".into()),
-                credential_ref: Some(CredentialRef {
-                    secret_name: "llm-key".into(),
-                    key: Some("apiKey".into()),
-                }),
-                model: GatewayModel {
-                    name: "gpt-test".into(),
-                    context_window: 128_000,
-                    tier: None,
-                },
-            },
-            status: None,
-        },
-    )
-    .await;
+    llm_gateway(client, ns).await;
     let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
     apply(
         &agents,

@@ -6,15 +6,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use agentic_api::{
-    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, CredentialRef, Gateway,
-    GatewayModel, GatewaySpec, ObjectRef, ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
+    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, ParamType,
+    RunParam, SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, node_env, push, scenario, wait_agent_ready, wait_phase, write_skill,
+    Operator, apply, condition, llm_gateway, node_env, push, scenario, wait_agent_ready,
+    wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::{EnvVar, Pod, Secret};
+use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use kube::api::{LogParams, ObjectMeta};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -62,38 +63,7 @@ fn hashes(root: &Path, dir: &Path, into: &mut BTreeMap<String, String>) {
 
 /// A Gateway and an Agent running the stub agent with `cards`; waits until it is Ready.
 async fn agent(client: &Client, ns: &str, name: &str, image: &str, cards: &[&str]) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    apply(
-        &secrets,
-        &Secret {
-            metadata: meta("llm-key"),
-            string_data: Some(BTreeMap::from([("apiKey".into(), "sk-test".into())])),
-            ..Secret::default()
-        },
-    )
-    .await;
-    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
-    apply(
-        &gateways,
-        &Gateway {
-            metadata: meta("llm"),
-            spec: GatewaySpec {
-                provider: "openai".into(),
-                endpoint: Some("http://llm.invalid/v1".into()),
-                credential_ref: Some(CredentialRef {
-                    secret_name: "llm-key".into(),
-                    key: Some("apiKey".into()),
-                }),
-                model: GatewayModel {
-                    name: "gpt-test".into(),
-                    context_window: 128_000,
-                    tier: None,
-                },
-            },
-            status: None,
-        },
-    )
-    .await;
+    llm_gateway(client, ns).await;
     let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
     apply(
         &agents,
