@@ -53,6 +53,22 @@ pub async fn node_env() -> &'static TestEnv {
     env().await
 }
 
+/// A fresh namespace on the control plane with a node, and the operator watching it.
+pub async fn node_scenario(prefix: &str, backend: SandboxBackend) -> (String, Client, Operator) {
+    node_env().await;
+    scenario(prefix, backend).await
+}
+
+/// The stub agent image of the node (`hack/stub-agent`), pinned by digest.
+pub async fn stub_agent() -> String {
+    node_env()
+        .await
+        .images()
+        .expect("the node's images")
+        .stub_agent
+        .clone()
+}
+
 /// The operator's controllers running in this process, watching one namespace.
 pub struct Operator {
     stop: watch::Sender<bool>,

@@ -1,16 +1,11 @@
 //! Faults on a control plane of this test's own: the API server goes away and comes back.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use agentic_api::{
-    Agent, AgentRun, AgentRunSpec, AgentSpec, CredentialRef, Gateway, GatewayModel, GatewaySpec,
-    ObjectRef,
-};
-use agentic_integration_tests::{Operator, apply, wait_agent_ready, wait_for_sandbox};
+use agentic_api::{Agent, AgentRun, AgentRunSpec, AgentSpec, ObjectRef};
+use agentic_integration_tests::{Operator, apply, llm_gateway, wait_agent_ready, wait_for_sandbox};
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{TestEnv, TestEnvOptions};
-use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::ObjectMeta;
 
@@ -44,37 +39,7 @@ async fn runs_get_a_sandbox_within_seconds_of_an_api_server_restart() {
         .expect("a control plane of this test's own");
     let ns = env.namespace("faults").await.expect("namespace");
     let client = env.client();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    apply(
-        &secrets,
-        &Secret {
-            metadata: meta("llm-key"),
-            string_data: Some(BTreeMap::from([("apiKey".into(), "sk-test".into())])),
-            ..Secret::default()
-        },
-    )
-    .await;
-    apply(
-        &Api::namespaced(client.clone(), &ns),
-        &Gateway {
-            metadata: meta("llm"),
-            spec: GatewaySpec {
-                provider: "openai".into(),
-                endpoint: None,
-                credential_ref: Some(CredentialRef {
-                    secret_name: "llm-key".into(),
-                    key: Some("apiKey".into()),
-                }),
-                model: GatewayModel {
-                    name: "gpt-test".into(),
-                    context_window: 128_000,
-                    tier: None,
-                },
-            },
-            status: None,
-        },
-    )
-    .await;
+    llm_gateway(&client, &ns).await;
     let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
     apply(
         &agents,

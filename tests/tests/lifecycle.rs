@@ -5,7 +5,7 @@
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef};
 use agentic_integration_tests::{
-    Operator, apply, condition, llm_gateway, node_env, registry, scenario, wait_agent_ready,
+    Operator, apply, condition, llm_gateway, node_scenario, registry, stub_agent, wait_agent_ready,
     wait_for, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
@@ -20,22 +20,6 @@ fn meta(name: &str) -> ObjectMeta {
         name: Some(name.to_string()),
         ..ObjectMeta::default()
     }
-}
-
-/// A fresh namespace on the control plane with a node, and the operator watching it.
-async fn node_scenario(prefix: &str, backend: SandboxBackend) -> (String, Client, Operator) {
-    node_env().await;
-    scenario(prefix, backend).await
-}
-
-/// The stub agent image, pinned by digest.
-async fn stub_agent() -> String {
-    node_env()
-        .await
-        .images()
-        .expect("the node's images")
-        .stub_agent
-        .clone()
 }
 
 /// A Gateway and the Agent `name` running `image`; waits until it is Ready.

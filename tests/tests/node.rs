@@ -10,8 +10,8 @@ use agentic_api::{
     RunParam, SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, llm_gateway, node_env, push, scenario, wait_agent_ready,
-    wait_phase, write_skill,
+    apply, condition, llm_gateway, node_scenario, push, stub_agent, wait_agent_ready, wait_phase,
+    write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
@@ -25,22 +25,6 @@ fn meta(name: &str) -> ObjectMeta {
         name: Some(name.to_string()),
         ..ObjectMeta::default()
     }
-}
-
-/// A fresh namespace on the control plane with a node, and the operator watching it.
-async fn node_scenario(prefix: &str, backend: SandboxBackend) -> (String, Client, Operator) {
-    node_env().await;
-    scenario(prefix, backend).await
-}
-
-/// The stub agent image, pinned by digest.
-async fn stub_agent() -> String {
-    node_env()
-        .await
-        .images()
-        .expect("the node's images")
-        .stub_agent
-        .clone()
 }
 
 /// The SHA-256 of every file under `dir`, keyed by its path relative to `root`.

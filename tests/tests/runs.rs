@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agentic_api::{
-    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, CredentialRef, Gateway,
-    GatewayModel, GatewaySpec, ObjectRef, ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
+    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, Gateway, ObjectRef,
+    ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, has_condition, kubelet, push, registry, scenario, wait_agent_ready,
-    wait_for, wait_for_sandbox, wait_phase, write_skill,
+    Operator, apply, condition, has_condition, kubelet, llm_gateway, push, registry, scenario,
+    wait_agent_ready, wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
@@ -84,41 +84,7 @@ async fn fixture(client: &Client, ns: &str) -> Fixture {
     )
     .await;
 
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    apply(
-        &secrets,
-        &Secret {
-            metadata: meta("llm-key"),
-            string_data: Some(BTreeMap::from([(
-                "apiKey".to_string(),
-                "sk-test".to_string(),
-            )])),
-            ..Secret::default()
-        },
-    )
-    .await;
-    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
-    apply(
-        &gateways,
-        &Gateway {
-            metadata: meta("llm"),
-            spec: GatewaySpec {
-                provider: "openai".into(),
-                endpoint: Some("http://llm.invalid/v1".into()),
-                credential_ref: Some(CredentialRef {
-                    secret_name: "llm-key".into(),
-                    key: Some("apiKey".into()),
-                }),
-                model: GatewayModel {
-                    name: "gpt-test".into(),
-                    context_window: 128_000,
-                    tier: None,
-                },
-            },
-            status: None,
-        },
-    )
-    .await;
+    llm_gateway(client, ns).await;
 
     let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
     apply(
