@@ -233,8 +233,18 @@ impl SkillLocator {
                     pax = Some(read_record(&mut entry, MAX_PAX_HEADER_BYTES, "PAX header")?);
                     continue;
                 }
-                // Global PAX records name no entry; runtimes ignore them as well.
-                EntryType::XGlobalHeader => continue,
+                // Global PAX records name no entry and runtimes ignore them, but Go's reader
+                // (containerd's) still parses them and fails the layer when they are malformed.
+                EntryType::XGlobalHeader => {
+                    let records =
+                        read_record(&mut entry, MAX_PAX_HEADER_BYTES, "PAX global header")?;
+                    for record in tar::PaxExtensions::new(&records) {
+                        let record = record
+                            .map_err(|_| OciError::unsafe_content("malformed PAX global header"))?;
+                        check_pax_number(record.key_bytes(), record.value_bytes())?;
+                    }
+                    continue;
+                }
                 _ => {}
             }
 
@@ -282,7 +292,7 @@ impl SkillLocator {
                             ))
                             .into());
                         }
-                        _ => {}
+                        key => check_pax_number(key, record.value_bytes())?,
                     }
                 }
             }
@@ -294,7 +304,7 @@ impl SkillLocator {
             )
             .into());
         }
-        Ok(())
+        check_end_of_archive(archive.into_inner())
     }
 
     fn apply_entry(
@@ -587,6 +597,12 @@ pub(crate) fn validate_sub_path(sub_path: &str) -> Result<(), OciError> {
 /// image builders never produce them, and runtimes disagree on what they would mean.
 fn normalize_entry_path(raw: &[u8]) -> Result<Option<String>, OciError> {
     let text = String::from_utf8_lossy(raw);
+    // Runtimes take paths as bytes: a lossy decoding could make two different files one.
+    if std::str::from_utf8(raw).is_err() {
+        return Err(OciError::unsafe_content(format!(
+            "entry path {text:?} is not valid UTF-8"
+        )));
+    }
     if raw.len() > MAX_PATH_BYTES {
         return Err(OciError::unsafe_content(format!(
             "entry path {:?}… is longer than {MAX_PATH_BYTES} bytes",
@@ -616,6 +632,53 @@ fn normalize_entry_path(raw: &[u8]) -> Result<Option<String>, OciError> {
         }
     }
     Ok((!segments.is_empty()).then(|| segments.join("/")))
+}
+
+/// Refuses the PAX records Go's reader parses as numbers when they do not parse: containerd
+/// would fail the layer that this reader accepted.
+fn check_pax_number(key: &[u8], value: &[u8]) -> Result<(), Stop> {
+    let valid = match key {
+        b"size" | b"uid" | b"gid" => std::str::from_utf8(value)
+            .ok()
+            .and_then(|v| v.parse::<i64>().ok())
+            .is_some(),
+        b"mtime" | b"atime" | b"ctime" => std::str::from_utf8(value).ok().is_some_and(|v| {
+            let (seconds, fraction) = v.split_once('.').unwrap_or((v, ""));
+            seconds.parse::<i64>().is_ok() && fraction.bytes().all(|b| b.is_ascii_digit())
+        }),
+        _ => true,
+    };
+    if valid {
+        Ok(())
+    } else {
+        Err(OciError::unsafe_content(format!(
+            "PAX record {}={:?} is not a number",
+            String::from_utf8_lossy(key),
+            String::from_utf8_lossy(value)
+        ))
+        .into())
+    }
+}
+
+/// What follows the zero block that ended the archive. Go's reader, which containerd
+/// unpacks with, ends only at two zero blocks (or at the end of the stream right after one)
+/// and fails the layer when data follows a lone zero block, where this reader stopped early.
+fn check_end_of_archive(mut rest: impl Read) -> Result<(), Stop> {
+    let mut block = [0u8; 512];
+    let mut filled = 0;
+    while filled < block.len() {
+        match rest.read(&mut block[filled..]).map_err(Stop::Io)? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    if filled == 0 || (filled == block.len() && block.iter().all(|&b| b == 0)) {
+        return Ok(());
+    }
+    Err(OciError::unsafe_content(
+        "data follows a single zero block, which Go's tar reader (containerd) refuses",
+    )
+    .into())
 }
 
 fn join(parent: &str, name: &str) -> String {

@@ -19,6 +19,8 @@ enum Item<'a> {
     Fifo(&'a str),
     /// A PAX header with these records, for the entry that follows.
     Pax(&'a [(&'a str, &'a str)]),
+    /// A global PAX header with this body, written verbatim.
+    GlobalPax(&'a [u8]),
 }
 
 fn raw_header(path: &str, kind: EntryType, size: u64) -> Header {
@@ -57,26 +59,35 @@ fn tar(items: &[Item<'_>]) -> Vec<u8> {
             ),
             Item::Fifo(path) => (raw_header(path, EntryType::Fifo, 0), Vec::new()),
             Item::Pax(records) => {
-                let mut data = Vec::new();
-                for (key, value) in records.iter() {
-                    // Each record is "<length> <key>=<value>\n", the length counting itself.
-                    let body = format!(" {key}={value}\n");
-                    let mut length = body.len() + 1;
-                    while format!("{length}{body}").len() != length {
-                        length += 1;
-                    }
-                    data.extend_from_slice(format!("{length}{body}").as_bytes());
-                }
+                let data = pax_records(records);
                 (
                     raw_header("PaxHeader", EntryType::XHeader, data.len() as u64),
                     data,
                 )
             }
+            Item::GlobalPax(data) => (
+                raw_header("GlobalHead", EntryType::XGlobalHeader, data.len() as u64),
+                data.to_vec(),
+            ),
         };
         header.set_cksum();
         builder.append(&header, data.as_slice()).unwrap();
     }
     builder.into_inner().unwrap()
+}
+
+/// PAX records, each "<length> <key>=<value>\n" with the length counting itself.
+fn pax_records(records: &[(&str, &str)]) -> Vec<u8> {
+    let mut data = Vec::new();
+    for (key, value) in records {
+        let body = format!(" {key}={value}\n");
+        let mut length = body.len() + 1;
+        while format!("{length}{body}").len() != length {
+            length += 1;
+        }
+        data.extend_from_slice(format!("{length}{body}").as_bytes());
+    }
+    data
 }
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
@@ -528,6 +539,100 @@ fn pax_and_gnu_names_win_as_in_go() {
         .unwrap();
     let layer = builder.into_inner().unwrap();
     assert_eq!(locate(&[layer], Some(&deep)).unwrap().skill_md, SKILL);
+}
+
+#[test]
+fn non_utf8_paths_are_refused_rather_than_decoded_lossily() {
+    // `demo\xff` would decode to `demo\u{fffd}`, which a second directory can really be named.
+    let mut header = Header::new_ustar();
+    let path = b"demo\xff/SKILL.md";
+    header.as_old_mut().name[..path.len()].copy_from_slice(path);
+    header.set_entry_type(EntryType::Regular);
+    header.set_size(SKILL.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.append(&header, SKILL).unwrap();
+    let layer = builder.into_inner().unwrap();
+    assert_reason(
+        locate(&[layer], Some("demo\u{fffd}")),
+        "UnsafeImageContent",
+        "not valid UTF-8",
+    );
+}
+
+/// A tar stream without its two closing zero blocks.
+fn unterminated(items: &[Item<'_>]) -> Vec<u8> {
+    let mut bytes = tar(items);
+    bytes.truncate(bytes.len() - 1024);
+    bytes
+}
+
+#[test]
+fn entries_after_a_lone_zero_block_are_refused_as_go_refuses_them() {
+    let mut hidden = unterminated(&[Item::File("README.md", b"hello")]);
+    hidden.extend_from_slice(&[0; 512]);
+    hidden.extend_from_slice(&tar(&[Item::File("SKILL.md", SKILL)]));
+    assert_reason(
+        locate(&[hidden], None),
+        "UnsafeImageContent",
+        "single zero block",
+    );
+
+    let mut truncated = unterminated(&[Item::File("SKILL.md", SKILL)]);
+    truncated.extend_from_slice(&[0; 512 + 100]);
+    assert_reason(
+        locate(&[truncated], None),
+        "UnsafeImageContent",
+        "single zero block",
+    );
+
+    // One zero block and then the end of the stream, or no zero block at all, ends the
+    // archive for Go's reader too.
+    let mut one_block = unterminated(&[Item::File("SKILL.md", SKILL)]);
+    one_block.extend_from_slice(&[0; 512]);
+    assert_eq!(locate(&[one_block], None).unwrap().skill_md, SKILL);
+    let bare = unterminated(&[Item::File("SKILL.md", SKILL)]);
+    assert_eq!(locate(&[bare], None).unwrap().skill_md, SKILL);
+    // Anything after two zero blocks is ignored by both readers.
+    let mut padded = tar(&[Item::File("SKILL.md", SKILL)]);
+    padded.extend_from_slice(b"trailing bytes after the end of the archive");
+    assert_eq!(locate(&[padded], None).unwrap().skill_md, SKILL);
+}
+
+#[test]
+fn global_pax_headers_must_parse_as_they_must_for_go() {
+    let fine = pax_records(&[("comment", "built by hand"), ("mtime", "1700000000.5")]);
+    let accepted = tar(&[Item::GlobalPax(&fine), Item::File("SKILL.md", SKILL)]);
+    assert_eq!(locate(&[accepted], None).unwrap().skill_md, SKILL);
+
+    let huge = pax_records(&[("comment", &"x".repeat(70 * 1024))]);
+    let refused = tar(&[Item::GlobalPax(&huge), Item::File("SKILL.md", SKILL)]);
+    assert_reason(
+        locate(&[refused], None),
+        "UnsafeImageContent",
+        "PAX global header",
+    );
+
+    let malformed = tar(&[
+        Item::GlobalPax(b"99 comment=length disagrees\n"),
+        Item::File("SKILL.md", SKILL),
+    ]);
+    assert_reason(
+        locate(&[malformed], None),
+        "UnsafeImageContent",
+        "malformed PAX global header",
+    );
+
+    let not_a_time = pax_records(&[("mtime", "yesterday")]);
+    let refused = tar(&[Item::GlobalPax(&not_a_time), Item::File("SKILL.md", SKILL)]);
+    assert_reason(locate(&[refused], None), "UnsafeImageContent", "mtime");
+}
+
+#[test]
+fn numeric_pax_records_must_parse() {
+    let layer = tar(&[Item::Pax(&[("uid", "root")]), Item::File("SKILL.md", SKILL)]);
+    assert_reason(locate(&[layer], None), "UnsafeImageContent", "uid");
 }
 
 #[test]
