@@ -85,6 +85,8 @@ fn lint_is_clean_with_default_and_full_values() {
         r#"insecureRegistries=["registry.local:5000"]"#,
         "--set",
         "sandboxBackend=agent-sandbox,logFormat=json",
+        "--set-json",
+        r#"tenancy={"agentImages":["ghcr.io/acme"],"skillImages":["ghcr.io"],"secretNamePrefixes":["agent-"],"namespaceSelector":{"matchLabels":{"tenant":"yes"}}}"#,
     ]));
 }
 
