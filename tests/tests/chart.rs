@@ -98,6 +98,8 @@ fn default_values_create_the_cluster_wide_operator() {
         BTreeSet::from([
             identity("ServiceAccount", NAMESPACE, RELEASE),
             identity("ClusterRole", "", RELEASE),
+            identity("ClusterRole", "", &format!("{RELEASE}-view")),
+            identity("ClusterRole", "", &format!("{RELEASE}-edit")),
             identity("ClusterRoleBinding", "", RELEASE),
             identity("Service", NAMESPACE, "agentic-operator-metrics"),
             identity("Deployment", NAMESPACE, RELEASE),
@@ -263,10 +265,18 @@ fn an_explicit_backend_needs_no_crd_permission() {
         "--set-json",
         r#"watchNamespaces=["team-a"]"#,
     ]);
+    // The roles aggregated into view/edit are for people; nothing binds them to the operator.
+    let operator_roles: Vec<_> = all_of_kind(&namespaced, "ClusterRole")
+        .into_iter()
+        .filter(|role| {
+            role["metadata"]["labels"]
+                .as_object()
+                .is_none_or(|labels| !labels.keys().any(|k| k.contains("/aggregate-to-")))
+        })
+        .collect();
     assert!(
-        all_of_kind(&namespaced, "ClusterRole").is_empty()
-            && all_of_kind(&namespaced, "ClusterRoleBinding").is_empty(),
-        "nothing cluster-scoped: {:?}",
+        operator_roles.is_empty() && all_of_kind(&namespaced, "ClusterRoleBinding").is_empty(),
+        "nothing cluster-scoped for the operator: {:?}",
         identities(&namespaced)
     );
     assert!(args(&namespaced).contains(&"--sandbox-backend=pod".to_owned()));
@@ -285,7 +295,10 @@ fn leader_election_adds_the_lease_role_and_allows_replicas() {
 
     let role = find(&objects, "Role", &role_name);
     assert_eq!(meta(role, "namespace"), NAMESPACE);
-    assert_eq!(permissions(&role["rules"]), lease_permissions());
+    assert_eq!(
+        permissions(&role["rules"]),
+        lease_permissions(&format!("{RELEASE}-leader"))
+    );
     let binding = find(&objects, "RoleBinding", &role_name);
     assert_eq!(meta(binding, "namespace"), NAMESPACE);
     assert_eq!(binding["roleRef"]["name"], json!(role_name));
@@ -457,5 +470,188 @@ fn chart_crds_are_the_generated_ones() {
     assert!(
         chart == generated,
         "charts/agentic-operator/crds/konveyor.io.yaml differs from config/crd/bases; run `make crds`"
+    );
+}
+
+#[test]
+fn the_lease_is_named_per_release_and_overridable() {
+    let default = render(&["--set", "leaderElection.enabled=true,replicas=2"]);
+    assert!(args(&default).contains(&format!("--leader-election-lease={RELEASE}-leader")));
+
+    let other = run_ok(
+        helm_template("team-b", NAMESPACE)
+            .args(["--set", "leaderElection.enabled=true,replicas=2"]),
+    );
+    let other = parse_yaml_stream(&other, "release team-b");
+    let role = find(&other, "Role", "team-b-agentic-operator-leader-election");
+    assert_eq!(
+        permissions(&role["rules"]),
+        lease_permissions("team-b-agentic-operator-leader"),
+        "another release competes for another Lease"
+    );
+
+    let named = render(&[
+        "--set",
+        "leaderElection.enabled=true,replicas=2,leaderElection.leaseName=ops-leader",
+    ]);
+    assert!(args(&named).contains(&"--leader-election-lease=ops-leader".to_owned()));
+    let role = find(&named, "Role", &format!("{RELEASE}-leader-election"));
+    assert_eq!(permissions(&role["rules"]), lease_permissions("ops-leader"));
+}
+
+#[test]
+fn the_pod_knows_its_name_for_the_lease_and_events() {
+    let env = container(&render(&[]))["env"].clone();
+    let pod_name = env
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|e| e["name"] == "POD_NAME")
+        .expect("POD_NAME is set");
+    assert_eq!(
+        pod_name["valueFrom"]["fieldRef"]["fieldPath"],
+        json!("metadata.name")
+    );
+}
+
+#[test]
+fn extra_args_env_volumes_and_security_contexts_reach_the_pod() {
+    let objects = render(&[
+        "--set-json",
+        r#"extraArgs=["--ttl-after-failed=86400"]"#,
+        "--set-json",
+        r#"extraEnv=[{"name":"SSL_CERT_DIR","value":"/etc/ca"}]"#,
+        "--set-json",
+        r#"extraVolumes=[{"name":"ca","configMap":{"name":"corp-ca"}}]"#,
+        "--set-json",
+        r#"extraVolumeMounts=[{"name":"ca","mountPath":"/etc/ca","readOnly":true}]"#,
+        "--set-json",
+        r#"podSecurityContext={"runAsNonRoot":true,"runAsUser":1000,"fsGroup":1000}"#,
+        "--set-json",
+        r#"topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]"#,
+    ]);
+    assert_eq!(
+        args(&objects).last().map(String::as_str),
+        Some("--ttl-after-failed=86400")
+    );
+    let container = container(&objects);
+    assert!(
+        container["env"]
+            .as_array()
+            .expect("env")
+            .contains(&json!({"name": "SSL_CERT_DIR", "value": "/etc/ca"}))
+    );
+    assert!(
+        container["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .contains(&json!({"name": "ca", "mountPath": "/etc/ca", "readOnly": true}))
+    );
+    let pod = &deployment(&objects)["spec"]["template"]["spec"];
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .expect("volumes")
+            .contains(&json!({"name": "ca", "configMap": {"name": "corp-ca"}}))
+    );
+    // Helm merges the override into the default; a key set to null removes it.
+    assert_eq!(pod["securityContext"]["runAsUser"], json!(1000));
+    assert_eq!(pod["securityContext"]["fsGroup"], json!(1000));
+    assert_eq!(
+        pod["topologySpreadConstraints"][0]["topologyKey"],
+        json!("topology.kubernetes.io/zone")
+    );
+}
+
+#[test]
+fn a_disruption_budget_keeps_a_standby_through_drains() {
+    assert!(all_of_kind(&render(&[]), "PodDisruptionBudget").is_empty());
+    let objects = render(&["--set", "leaderElection.enabled=true,replicas=2"]);
+    let budget = find(&objects, "PodDisruptionBudget", RELEASE);
+    assert_eq!(budget["spec"]["minAvailable"], json!(1));
+    let pod_labels = &deployment(&objects)["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in budget["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("the budget selects by labels")
+    {
+        assert_eq!(&pod_labels[key], value, "pod label {key}");
+    }
+    let off = render(&[
+        "--set",
+        "leaderElection.enabled=true,replicas=2,podDisruptionBudget.enabled=false",
+    ]);
+    assert!(all_of_kind(&off, "PodDisruptionBudget").is_empty());
+}
+
+#[test]
+fn the_kinds_join_the_built_in_view_edit_and_admin_roles() {
+    let objects = render(&[]);
+    let view = find(&objects, "ClusterRole", &format!("{RELEASE}-view"));
+    assert_eq!(
+        view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"],
+        json!("true")
+    );
+    let verbs = |role: &Value| -> BTreeSet<String> {
+        permissions(&role["rules"])
+            .into_iter()
+            .map(|(_, _, verb, _)| verb)
+            .collect()
+    };
+    assert_eq!(
+        verbs(view),
+        ["get", "list", "watch"].map(str::to_owned).into()
+    );
+    let edit = find(&objects, "ClusterRole", &format!("{RELEASE}-edit"));
+    for label in ["aggregate-to-edit", "aggregate-to-admin"] {
+        assert_eq!(
+            edit["metadata"]["labels"][format!("rbac.authorization.k8s.io/{label}")],
+            json!("true")
+        );
+    }
+    // Writing status stays the operator's: no role for people grants it.
+    for role in [view, edit] {
+        assert!(
+            permissions(&role["rules"])
+                .iter()
+                .all(|(group, resource, _, _)| group == "konveyor.io" && !resource.contains('/')),
+            "{role}"
+        );
+    }
+    let off = render(&["--set", "rbac.aggregateToDefaultRoles=false"]);
+    assert!(
+        all_of_kind(&off, "ClusterRole")
+            .iter()
+            .all(|r| !meta(r, "name").ends_with("-view") && !meta(r, "name").ends_with("-edit"))
+    );
+}
+
+#[test]
+fn the_network_policy_opens_only_the_health_and_metrics_ports() {
+    assert!(all_of_kind(&render(&[]), "NetworkPolicy").is_empty());
+    let objects = render(&[
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set-json",
+        r#"networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"name":"monitoring"}}}]"#,
+    ]);
+    let policy = find(&objects, "NetworkPolicy", RELEASE);
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    let ingress = policy["spec"]["ingress"].as_array().expect("ingress rules");
+    assert_eq!(ingress.len(), 2);
+    assert_eq!(
+        ingress[0]["ports"],
+        json!([{"port": "health", "protocol": "TCP"}])
+    );
+    assert!(
+        ingress[0].get("from").is_none(),
+        "probes come from the node"
+    );
+    assert_eq!(
+        ingress[1]["ports"],
+        json!([{"port": "metrics", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        ingress[1]["from"],
+        json!([{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}])
     );
 }

@@ -94,7 +94,10 @@ async fn chart_installs_and_uninstalls_on_a_real_api_server() {
         .get(&format!("{fullname}-leader-election"))
         .await
         .expect("the lease Role exists");
-    assert_eq!(permissions(&rules_of(&lease_role)), lease_permissions());
+    assert_eq!(
+        permissions(&rules_of(&lease_role)),
+        lease_permissions(&format!("{fullname}-leader"))
+    );
     let cluster_roles = Api::<ClusterRole>::all(client.clone());
     let cluster_role = cluster_roles
         .get(&fullname)

@@ -110,6 +110,24 @@ fn default_rbac_equals_the_chart_and_the_documented_rules() {
         json!([{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}])
     );
     assert!(all_of_kind(&kustomized, "Role").is_empty());
+
+    // The roles aggregated into view, edit and admin are the chart's.
+    for role in [format!("{NAME}-view"), format!("{NAME}-edit")] {
+        let (ours, theirs) = (
+            find(&kustomized, "ClusterRole", &role),
+            find(&helm, "ClusterRole", &role),
+        );
+        assert_eq!(
+            permissions(&ours["rules"]),
+            permissions(&theirs["rules"]),
+            "{role}"
+        );
+        for (key, value) in theirs["metadata"]["labels"].as_object().expect("labels") {
+            if key.starts_with("rbac.authorization.k8s.io/") {
+                assert_eq!(&ours["metadata"]["labels"][key], value, "{role}: {key}");
+            }
+        }
+    }
 }
 
 /// The parts of a Deployment that decide what runs: replicas, update strategy, selector and
@@ -148,7 +166,10 @@ fn ha_overlay_equals_the_chart_with_leader_election() {
     let role = format!("{NAME}-leader-election");
     let kustomize_lease = find(&kustomized, "Role", &role);
     assert_eq!(meta(kustomize_lease, "namespace"), NAMESPACE);
-    assert_eq!(permissions(&kustomize_lease["rules"]), lease_permissions());
+    assert_eq!(
+        permissions(&kustomize_lease["rules"]),
+        lease_permissions("agentic-operator-leader")
+    );
     assert_eq!(
         permissions(&kustomize_lease["rules"]),
         permissions(&find(&helm, "Role", &role)["rules"])

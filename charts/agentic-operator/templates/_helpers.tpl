@@ -112,3 +112,10 @@ The one cluster-scoped read: whether the Sandbox CRD exists (`--sandbox-backend 
   resourceNames: ["sandboxes.agents.x-k8s.io"]
   verbs: ["get"]
 {{- end }}
+
+{{/*
+The leader-election Lease: one per release, so two releases in a namespace never share it.
+*/}}
+{{- define "agentic-operator.leaseName" -}}
+{{- default (printf "%s-leader" (include "agentic-operator.fullname" .)) .Values.leaderElection.leaseName }}
+{{- end }}

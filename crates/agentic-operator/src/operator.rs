@@ -21,7 +21,8 @@ use crate::error::Chain;
 use crate::metrics::Metrics;
 use crate::server;
 
-/// The Lease that replicas compete for when leader election is on.
+/// The Lease that replicas compete for when leader election is on and no other name is
+/// given (`--leader-election-lease`).
 pub const LEASE_NAME: &str = "agentic-operator-leader";
 /// The CRD whose presence makes `--sandbox-backend auto` choose agent-sandbox.
 pub const SANDBOX_CRD: &str = "sandboxes.agents.x-k8s.io";
@@ -54,8 +55,11 @@ pub struct RunOptions {
 /// Which Lease replicas compete for, and how long a holder keeps it without renewing.
 #[derive(Clone, Debug)]
 pub struct LeaderElection {
-    /// Namespace of the Lease [`LEASE_NAME`].
+    /// Namespace of the Lease.
     pub namespace: String,
+    /// Name of the Lease; [`LEASE_NAME`] unless told otherwise. Two installations in one
+    /// namespace need different names, or only one of them would ever act.
+    pub lease_name: String,
     /// This replica's name in the Lease (the pod name in a cluster); None picks a random one.
     pub identity: Option<String>,
     /// How long the Lease stays valid after a renewal; a standby takes over after this much
@@ -66,10 +70,12 @@ pub struct LeaderElection {
 }
 
 impl LeaderElection {
-    /// The Lease in `namespace`, valid for 15 seconds and renewed 5 seconds before it expires.
+    /// The Lease [`LEASE_NAME`] in `namespace`, valid for 15 seconds and renewed 5 seconds
+    /// before it expires.
     pub fn new(namespace: impl Into<String>, identity: Option<String>) -> Self {
         Self {
             namespace: namespace.into(),
+            lease_name: LEASE_NAME.to_owned(),
             identity,
             lease_duration: Duration::from_secs(15),
             renew_before_expiry: Duration::from_secs(5),
@@ -226,11 +232,11 @@ async fn lead(
         // Without the Lease nothing may act any more: in-flight reconciles are dropped with
         // the controllers, not finished (each is idempotent, as after a kill), so a reconcile
         // stuck on an unreachable API server cannot outlast the Lease.
-        let namespace = options
+        let (namespace, name) = options
             .leader_election
             .as_ref()
-            .map_or("", |e| e.namespace.as_str());
-        anyhow::bail!("lost the Lease {namespace}/{LEASE_NAME} ({why}); stopped reconciling");
+            .map_or(("", ""), |e| (e.namespace.as_str(), e.lease_name.as_str()));
+        anyhow::bail!("lost the Lease {namespace}/{name} ({why}); stopped reconciling");
     }
     controllers.await;
     if let Some(lease) = lease {
@@ -259,6 +265,7 @@ struct HeldLease {
     channel: watch::Receiver<bool>,
     task: tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
     leases: Api<Lease>,
+    name: String,
     identity: String,
     duration: Duration,
     /// When this replica learned the Lease was its own, just after acquiring it.
@@ -271,7 +278,7 @@ impl HeldLease {
     async fn lost(&mut self) -> &'static str {
         tokio::select! {
             _ = self.channel.wait_for(|leader| !*leader) => "another replica holds it",
-            why = lapsed(&self.leases, &self.identity, self.duration, self.acquired) => why,
+            why = lapsed(&self.leases, &self.name, &self.identity, self.duration, self.acquired) => why,
         }
     }
 }
@@ -283,6 +290,7 @@ impl HeldLease {
 /// before it, so the Lease is valid at least until that earlier read plus its `duration`.
 async fn lapsed(
     leases: &Api<Lease>,
+    name: &str,
     identity: &str,
     duration: Duration,
     acquired: Instant,
@@ -299,7 +307,7 @@ async fn lapsed(
             return "no renewal confirmed before it could expire";
         }
         // A slow answer is still an answer, as long as it comes before the deadline.
-        let read = tokio::time::timeout_at(deadline, leases.get(LEASE_NAME)).await;
+        let read = tokio::time::timeout_at(deadline, leases.get(name)).await;
         if let Ok(Ok(lease)) = read {
             let spec = lease.spec.unwrap_or_default();
             if spec.holder_identity.as_deref() != Some(identity) {
@@ -348,7 +356,8 @@ async fn acquire_lease(
         .identity
         .clone()
         .unwrap_or_else(|| format!("agentic-operator-{:016x}", rand::random::<u64>()));
-    let builder = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
+    let name = election.lease_name.as_str();
+    let builder = LeaseManagerBuilder::new(client.clone(), name)
         .with_namespace(election.namespace.clone())
         .with_duration(duration)
         .with_grace(grace)
@@ -356,9 +365,9 @@ async fn acquire_lease(
     let manager = builder
         .build()
         .await
-        .with_context(|| format!("creating the Lease {}/{LEASE_NAME}", election.namespace))?;
+        .with_context(|| format!("creating the Lease {}/{name}", election.namespace))?;
     let (mut channel, task) = manager.watch().await;
-    tracing::info!(lease = LEASE_NAME, namespace = %election.namespace, "waiting for leadership");
+    tracing::info!(lease = name, namespace = %election.namespace, "waiting for leadership");
     loop {
         if *channel.borrow_and_update() {
             break;
@@ -369,11 +378,12 @@ async fn acquire_lease(
         }
     }
     let acquired = Instant::now();
-    tracing::info!(lease = LEASE_NAME, %identity, "became leader");
+    tracing::info!(lease = name, %identity, "became leader");
     Ok(Some(HeldLease {
         channel,
         task,
         leases: Api::namespaced(client.clone(), &election.namespace),
+        name: name.to_owned(),
         identity,
         duration: election.lease_duration,
         acquired,

@@ -269,15 +269,15 @@ pub fn crd_check_permissions() -> BTreeSet<Permission> {
     )])
 }
 
-/// The leader-election Lease: created by name, then read and renewed (kube-lease-manager
-/// patches it; `update` covers clients that replace it).
-pub fn lease_permissions() -> BTreeSet<Permission> {
+/// The leader-election Lease `lease`: created by name, then read and renewed
+/// (kube-lease-manager patches it; `update` covers clients that replace it).
+pub fn lease_permissions(lease: &str) -> BTreeSet<Permission> {
     let mut set = expected_permissions(&[("coordination.k8s.io", &["leases"], &["create"], "*")]);
     set.extend(expected_permissions(&[(
         "coordination.k8s.io",
         &["leases"],
         &["get", "patch", "update"],
-        "agentic-operator-leader",
+        lease,
     )]));
     set
 }

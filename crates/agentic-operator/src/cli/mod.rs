@@ -85,10 +85,20 @@ pub struct RunArgs {
     )]
     pub metrics_addr: SocketAddr,
 
-    /// Hold the Lease `agentic-operator-leader` in $POD_NAMESPACE before reconciling, so only
-    /// one replica acts; $POD_NAME names this replica in the Lease.
+    /// Hold a Lease in $POD_NAMESPACE before reconciling, so only one replica acts; $POD_NAME
+    /// names this replica in the Lease.
     #[arg(long, env = "AGENTIC_LEADER_ELECT")]
     pub leader_elect: bool,
+
+    /// Name of the leader-election Lease; installations sharing a namespace need their own.
+    #[arg(
+        long,
+        env = "AGENTIC_LEADER_ELECTION_LEASE",
+        value_name = "NAME",
+        default_value = crate::operator::LEASE_NAME,
+        value_parser = lease_name
+    )]
+    pub leader_election_lease: String,
 
     /// Log format; the level comes from RUST_LOG (default info).
     #[arg(long, env = "AGENTIC_LOG_FORMAT", value_enum, default_value = "text")]
@@ -138,10 +148,9 @@ fn run_operator(args: RunArgs) -> ExitCode {
             tracing::error!("--leader-elect needs POD_NAMESPACE (the namespace of the Lease)");
             return ExitCode::from(USAGE_ERROR);
         };
-        Some(LeaderElection::new(
-            namespace,
-            std::env::var("POD_NAME").ok(),
-        ))
+        let mut election = LeaderElection::new(namespace, std::env::var("POD_NAME").ok());
+        election.lease_name = args.leader_election_lease;
+        Some(election)
     } else {
         None
     };
@@ -233,9 +242,35 @@ fn listen_addr(text: &str) -> Result<SocketAddr, String> {
     }
 }
 
+/// A Lease name: a DNS subdomain (lowercase letters, digits, `-` and `.`, at most 253).
+fn lease_name(text: &str) -> Result<String, String> {
+    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let valid = (1..=253).contains(&text.len())
+        && text.starts_with(alphanumeric)
+        && text.ends_with(alphanumeric)
+        && text
+            .chars()
+            .all(|c| alphanumeric(c) || c == '-' || c == '.');
+    if valid {
+        Ok(text.to_owned())
+    } else {
+        Err("expected a Lease name: at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit".to_owned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_names_are_dns_subdomains() {
+        for valid in ["agentic-operator-leader", "team-a.agentic", "x"] {
+            assert_eq!(lease_name(valid).as_deref(), Ok(valid));
+        }
+        for wrong in ["", "Leader", "-leader", "leader-", "a/b", &"a".repeat(254)] {
+            assert!(lease_name(wrong).is_err(), "{wrong} was accepted");
+        }
+    }
 
     #[test]
     fn listen_addresses_take_ip_and_port_or_a_bare_port() {
