@@ -655,3 +655,53 @@ fn the_network_policy_opens_only_the_health_and_metrics_ports() {
         json!([{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}])
     );
 }
+
+#[test]
+fn alerts_and_the_dashboard_are_opt_in_and_target_the_release() {
+    let default = render(&[]);
+    assert!(all_of_kind(&default, "PrometheusRule").is_empty());
+    assert!(all_of_kind(&default, "ConfigMap").is_empty());
+
+    let objects = render(&[
+        "--set",
+        "metrics.prometheusRule.enabled=true,metrics.prometheusRule.labels.release=prometheus",
+        "--set",
+        "metrics.grafanaDashboard.enabled=true",
+    ]);
+    let rule = find(&objects, "PrometheusRule", RELEASE);
+    assert_eq!(rule["apiVersion"], json!("monitoring.coreos.com/v1"));
+    assert_eq!(rule["metadata"]["labels"]["release"], json!("prometheus"));
+    let rules = rule["spec"]["groups"][0]["rules"]
+        .as_array()
+        .expect("a group of rules");
+    let down = rules
+        .iter()
+        .find(|r| r["alert"] == "AgenticOperatorDown")
+        .expect("the operator-down alert");
+    // The job a ServiceMonitor gives the targets of the metrics Service.
+    assert_eq!(
+        down["expr"],
+        json!(format!("absent(up{{job=\"{RELEASE}-metrics\"}} == 1)"))
+    );
+    find(&objects, "Service", &format!("{RELEASE}-metrics"));
+    for rule in rules {
+        assert!(rule["labels"]["severity"].is_string(), "{rule}");
+        assert!(!rule.to_string().contains("__METRICS_JOB__"), "{rule}");
+    }
+    // Alert templates reach Prometheus untouched by helm.
+    assert!(rule.to_string().contains("{{ $labels.kind }}"));
+
+    let dashboard = find(&objects, "ConfigMap", &format!("{RELEASE}-dashboard"));
+    assert_eq!(
+        dashboard["metadata"]["labels"]["grafana_dashboard"],
+        json!("1")
+    );
+    let json: Value = serde_json::from_str(
+        dashboard["data"]["agentic-operator.json"]
+            .as_str()
+            .expect("the dashboard is a string"),
+    )
+    .expect("the dashboard is JSON");
+    assert_eq!(json["uid"], json!("agentic-operator"));
+    assert!(json["panels"].as_array().is_some_and(|p| p.len() >= 6));
+}

@@ -227,10 +227,72 @@ fn advance(counter: &Counter, total: u64) {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     fn pair(a: &str, b: &str, n: i64) -> ((String, String), i64) {
         ((a.to_string(), b.to_string()), n)
+    }
+
+    /// The series names of an exposition, from its `# TYPE` lines: a counter `x` is sampled
+    /// as `x_total`, a histogram as `x_bucket`, `x_count` and `x_sum`.
+    fn exported_series(text: &str) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for declared in text.lines().filter_map(|line| line.strip_prefix("# TYPE ")) {
+            let Some((family, kind)) = declared.split_once(' ') else {
+                continue;
+            };
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_count", "_sum"],
+                _ => &[""],
+            };
+            names.extend(suffixes.iter().map(|suffix| format!("{family}{suffix}")));
+        }
+        names
+    }
+
+    #[test]
+    fn the_charts_alerts_and_dashboard_query_only_exported_series() {
+        // A family is printed once it has a series: give each one.
+        let metrics = Metrics::default();
+        metrics.reconciled("SkillCard", Duration::from_millis(5));
+        metrics.failed("SkillCard", "RegistryUnavailable");
+        metrics.set_objects("SkillCard", &[("Ready".to_string(), 1)]);
+        metrics.set_runs(
+            &[pair("Pending", "Queued", 1)],
+            &[pair("team-a", "migrator", 1)],
+        );
+        let exported = exported_series(&metrics.encode());
+
+        for (file, queries) in [
+            (
+                "alerts.yaml",
+                include_str!("../../../charts/agentic-operator/files/alerts.yaml"),
+            ),
+            (
+                "dashboard.json",
+                include_str!("../../../charts/agentic-operator/files/dashboard.json"),
+            ),
+        ] {
+            let used: BTreeSet<String> = queries
+                .match_indices("agentic_")
+                .map(|(start, _)| {
+                    queries[start..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .collect()
+                })
+                .collect();
+            assert!(used.len() >= 5, "{file} queries our metrics: {used:?}");
+            for name in used {
+                assert!(
+                    exported.contains(&name),
+                    "{file} queries {name}, which the operator does not export: {exported:?}"
+                );
+            }
+        }
     }
 
     #[test]
