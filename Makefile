@@ -57,6 +57,10 @@ lint: ## rustfmt and clippy, as CI expects them
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
+.PHONY: chart-readme
+chart-readme: ## Regenerate the values table of charts/agentic-operator/README.md from values.yaml
+	AGENTIC_BLESS=1 cargo test --quiet --locked -p agentic-integration-tests --test chart_readme
+
 .PHONY: crds
 crds: ## Regenerate the committed CRD manifests from the Rust types
 	cargo run --quiet --locked -p agentic-operator -- crd > config/crd/bases/konveyor.io.yaml
