@@ -1,6 +1,7 @@
 //! `agentic-operator run`: the controllers with their health, metrics, leader election and
 //! graceful shutdown.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,10 +9,11 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::Instant;
 
+use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
 use agentic_oci::RegistryOptions;
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
 
@@ -105,6 +107,74 @@ pub async fn resolve_backend(
     })
 }
 
+/// How often a missing CRD is looked for again.
+const CRD_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The `konveyor.io` resources the controllers watch, as `plural.group`.
+fn required_crds() -> Vec<String> {
+    [
+        SkillCard::plural(&()),
+        Gateway::plural(&()),
+        Agent::plural(&()),
+        AgentRun::plural(&()),
+    ]
+    .into_iter()
+    .map(|plural| format!("{plural}.{}", SkillCard::group(&())))
+    .collect()
+}
+
+/// The required CRDs the API server does not serve, from its discovery documents (which
+/// every client may read: no RBAC on CRDs needed).
+async fn missing_crds(client: &Client) -> kube::Result<Vec<String>> {
+    let group_version = SkillCard::api_version(&());
+    let served: BTreeSet<String> = match client.list_api_group_resources(&group_version).await {
+        Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
+        Err(kube::Error::Api(status)) if status.code == 404 => BTreeSet::new(),
+        Err(e) => return Err(e),
+    };
+    Ok(required_crds()
+        .into_iter()
+        .filter(|crd| {
+            let plural = crd.split('.').next().unwrap_or_default();
+            !served.contains(plural)
+        })
+        .collect())
+}
+
+/// Names missing CRDs in the log and in `/readyz` until they are all installed: without
+/// them the watches cannot list, and "not listed yet" alone would not say why.
+async fn check_crds(client: Client, readiness: Arc<Readiness>, mut stop: watch::Receiver<bool>) {
+    let mut reported: Option<Vec<String>> = None;
+    loop {
+        match missing_crds(&client).await {
+            Ok(missing) if missing.is_empty() => {
+                if reported.is_some_and(|before| !before.is_empty()) {
+                    tracing::info!("the konveyor.io CRDs are installed now");
+                }
+                readiness.set_missing_crds(missing);
+                return;
+            }
+            Ok(missing) => {
+                if reported.as_ref() != Some(&missing) {
+                    tracing::error!(
+                        missing = %missing.join(", "),
+                        "CRDs this operator needs are not installed; apply the chart's crds/ or config/crd"
+                    );
+                    readiness.set_missing_crds(missing.clone());
+                    reported = Some(missing);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %Chain(&e), "cannot read API discovery to check the CRDs")
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(CRD_CHECK_INTERVAL) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
 /// Runs until SIGINT or SIGTERM, then stops taking work, lets in-flight reconciles finish and
 /// releases the lease.
 pub async fn run(options: RunOptions) -> anyhow::Result<()> {
@@ -170,6 +240,7 @@ pub async fn start(
     .await
     .with_context(|| format!("binding --metrics-addr {}", options.metrics_addr))?;
     tracing::info!(health = %health_addr, metrics = %metrics_addr, "serving probes and metrics");
+    tokio::spawn(check_crds(client.clone(), readiness.clone(), stop.clone()));
 
     let task = tokio::spawn(async move {
         let outcome = lead(

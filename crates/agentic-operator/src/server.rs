@@ -16,7 +16,8 @@ use crate::error::Chain;
 use crate::metrics::Metrics;
 
 /// `/healthz` answers while the process runs; `/readyz` once every watch has listed, or while
-/// the replica waits for leadership.
+/// the replica waits for leadership, and never while a CRD the controllers need is missing
+/// (it names them).
 pub fn health_router(readiness: Arc<Readiness>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -25,14 +26,20 @@ pub fn health_router(readiness: Arc<Readiness>) -> Router {
 }
 
 async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
-    if readiness.is_standby() {
-        (StatusCode::OK, "standby: waiting for leadership")
+    let missing = readiness.missing_crds();
+    if !missing.is_empty() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("CRDs not installed: {}", missing.join(", ")),
+        )
+    } else if readiness.is_standby() {
+        (StatusCode::OK, "standby: waiting for leadership".to_owned())
     } else if readiness.is_ready() {
-        (StatusCode::OK, "ok")
+        (StatusCode::OK, "ok".to_owned())
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "watches have not listed yet",
+            "watches have not listed yet".to_owned(),
         )
     }
 }

@@ -52,11 +52,30 @@ pub enum Scope {
 pub struct Readiness {
     listed: AtomicBool,
     standby: AtomicBool,
+    missing_crds: std::sync::Mutex<Vec<String>>,
 }
 
 impl Readiness {
+    /// Ready: the CRDs are installed, and the watches have listed (or this replica waits
+    /// for leadership).
     pub fn is_ready(&self) -> bool {
-        self.listed.load(Ordering::Relaxed) || self.standby.load(Ordering::Relaxed)
+        self.missing_crds().is_empty()
+            && (self.listed.load(Ordering::Relaxed) || self.standby.load(Ordering::Relaxed))
+    }
+
+    /// The CRDs (`plural.group`) the controllers need that the API server does not serve.
+    pub fn missing_crds(&self) -> Vec<String> {
+        self.missing_crds
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    pub fn set_missing_crds(&self, missing: Vec<String>) {
+        *self
+            .missing_crds
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = missing;
     }
 
     /// Whether this replica is waiting for leadership rather than reconciling.
