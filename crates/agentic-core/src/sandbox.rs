@@ -88,7 +88,7 @@ pub const RUN_LABEL: &str = "konveyor.io/agentrun";
 pub const SKILL_CARD_LABEL: &str = "konveyor.io/skillcard";
 
 /// Environment variables the operator sets; a run's `spec.env` may not set these, nor any
-/// other name starting with [`RESERVED_ENV_PREFIX`].
+/// other name starting with [`RESERVED_ENV_PREFIX`] but the [`WORKFLOW_ENV`] names.
 pub mod env {
     /// Always `/opt/skills`.
     pub const SKILLS_DIR: &str = "KONVEYOR_SKILLS_DIR";
@@ -118,6 +118,16 @@ pub mod env {
 
 /// Prefix of the environment variable names the operator reserves.
 pub const RESERVED_ENV_PREFIX: &str = "KONVEYOR_";
+
+/// Variables with the reserved prefix that a run's `spec.env` may set after all: the
+/// workflow controller writes them into each stage's run (the workflow's guide, the stage's
+/// 1-based number, and how many stages there are). The operator sets no value of its own
+/// for them, so a run that sets them, stage or not, passes them to the agent as written.
+pub const WORKFLOW_ENV: [&str; 3] = [
+    "KONVEYOR_WORKFLOW_GUIDE",
+    "KONVEYOR_WORKFLOW_STAGE",
+    "KONVEYOR_WORKFLOW_STAGE_COUNT",
+];
 
 /// One skill as a sandbox mounts it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -310,6 +320,7 @@ fn check_run_env(run: &AgentRun) -> Result<(), Error> {
         .env
         .iter()
         .filter(|e| e.name.starts_with(RESERVED_ENV_PREFIX) || e.name == env::SKILL_MODE)
+        .filter(|e| !WORKFLOW_ENV.contains(&e.name.as_str()))
         .map(|e| e.name.clone())
         .collect();
     if !reserved.is_empty() {

@@ -557,6 +557,39 @@ fn run_env_may_not_override_the_contract() {
 }
 
 #[test]
+fn the_workflow_variables_pass_through_as_written() {
+    let mut fixture = Fixture::new();
+    fixture.run.spec.env = vec![
+        env_var("KONVEYOR_WORKFLOW_GUIDE"),
+        env_var("KONVEYOR_WORKFLOW_STAGE"),
+        env_var("KONVEYOR_WORKFLOW_STAGE_COUNT"),
+    ];
+    let spec = fixture.pod_spec();
+    let names: Vec<&str> = container(&spec)["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert_eq!(
+        &names[names.len() - 3..],
+        [
+            "KONVEYOR_WORKFLOW_GUIDE",
+            "KONVEYOR_WORKFLOW_STAGE",
+            "KONVEYOR_WORKFLOW_STAGE_COUNT"
+        ]
+    );
+    // Only those three: a look-alike is still reserved, and repeats are still refused.
+    fixture.run.spec.env = vec![env_var("KONVEYOR_WORKFLOW_STAGES")];
+    assert_eq!(inputs_error(&fixture).reason(), "ReservedEnvName");
+    fixture.run.spec.env = vec![
+        env_var("KONVEYOR_WORKFLOW_STAGE"),
+        env_var("KONVEYOR_WORKFLOW_STAGE"),
+    ];
+    assert_eq!(inputs_error(&fixture).reason(), "DuplicateEnvName");
+}
+
+#[test]
 fn run_env_may_not_repeat_a_name() {
     let mut fixture = Fixture::new();
     fixture.run.spec.env = vec![env_var("A"), env_var("B"), env_var("A"), env_var("A")];
