@@ -5,10 +5,14 @@
 #
 #   skill-file: <path>               every file under /opt/skills, sorted, relative to it
 #   skill-sha256: <sha256>  <path>   its SHA-256, to compare byte for byte
-#   file-base64: <path> <base64>     the skills manifest and params.json, whole
+#   file-base64: <path> <base64>     the skills manifest, params.json and every file named in
+#                                    STUB_PRINT_FILES (space-separated paths), whole
 #   write-opt-skills: <result>       whether creating a file in /opt/skills worked
 #   write-skill: <name> <result>     whether creating a file in /opt/skills/<name> worked
-#   KONVEYOR_RULES=... / HARNESS_SKILL_MODE=...   (<unset> when not set)
+#   write-dir: <dir> <result>        the same for every directory in STUB_PROBE_DIRS
+#   KONVEYOR_RULES=... / HARNESS_SKILL_MODE=... / KONVEYOR_PROMPT=... /
+#   KONVEYOR_INSTRUCTIONS=... / KONVEYOR_GIT_AUTHOR_NAME=... / KONVEYOR_GIT_AUTHOR_EMAIL=...
+#                                    (<unset> when not set)
 #
 # STUB_EXIT_CODE (default 0) is the exit code; STUB_TERMINATION_MESSAGE, when set, is
 # written to /dev/termination-log first. STUB_SLEEP_SECONDS, when set, is how long it sleeps
@@ -29,7 +33,8 @@ if [ -d "$skills_dir" ]; then
     for file in $files; do
         echo "skill-sha256: $(cd "$skills_dir" && sha256sum "$file")"
     done
-    for file in "$skills_dir/.konveyor-skills.json" /run/konveyor/params.json; do
+    # shellcheck disable=SC2086 # STUB_PRINT_FILES is a list of paths
+    for file in "$skills_dir/.konveyor-skills.json" /run/konveyor/params.json ${STUB_PRINT_FILES-}; do
         if [ -f "$file" ]; then
             echo "file-base64: $file $(base64 -w 0 "$file")"
         fi
@@ -46,11 +51,18 @@ if [ -d "$skills_dir" ]; then
         dir="${dir%/}"
         [ -d "$dir" ] && probe "write-skill: $(basename "$dir")" "$dir"
     done
+    for dir in ${STUB_PROBE_DIRS-}; do
+        probe "write-dir: $dir" "$dir"
+    done
 else
     echo "stub-agent: $skills_dir does not exist"
 fi
 echo "KONVEYOR_RULES=${KONVEYOR_RULES-<unset>}"
 echo "HARNESS_SKILL_MODE=${HARNESS_SKILL_MODE-<unset>}"
+echo "KONVEYOR_PROMPT=${KONVEYOR_PROMPT-<unset>}"
+echo "KONVEYOR_INSTRUCTIONS=${KONVEYOR_INSTRUCTIONS-<unset>}"
+echo "KONVEYOR_GIT_AUTHOR_NAME=${KONVEYOR_GIT_AUTHOR_NAME-<unset>}"
+echo "KONVEYOR_GIT_AUTHOR_EMAIL=${KONVEYOR_GIT_AUTHOR_EMAIL-<unset>}"
 if [ -n "${STUB_TERMINATION_MESSAGE-}" ]; then
     printf '%s' "$STUB_TERMINATION_MESSAGE" > /dev/termination-log
 fi

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use agentic_api::{
-    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, ParamType,
-    RunParam, SkillCard, SkillCardSpec, SkillType,
+    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ExecutionLimits,
+    ExecutionMode, FileMount, GitConfig, ObjectRef, ParamType, RunExecution, RunParam, SkillCard,
+    SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
     apply, condition, llm_gateway, node_scenario, push, stub_agent, wait_agent_ready, wait_phase,
@@ -15,7 +16,7 @@ use agentic_integration_tests::{
 };
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::{EnvVar, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, KeyToPath, Pod, Secret};
 use kube::api::{LogParams, ObjectMeta};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -79,6 +80,7 @@ async fn agent(client: &Client, ns: &str, name: &str, image: &str, cards: &[&str
                 ],
                 skill_delivery: "native".into(),
                 max_concurrent_runs: None,
+                ..AgentSpec::default()
             },
             status: None,
         },
@@ -306,7 +308,14 @@ async fn the_pod_sees_every_skill_byte_for_byte_read_only() {
     );
     let params: Value = serde_json::from_slice(&printed_file(&log, "/run/konveyor/params.json"))
         .expect("params.json is JSON");
-    assert_eq!(params, json!({"dry_run": false, "target": 21}));
+    assert_eq!(
+        params,
+        json!({
+            "workflow": {},
+            "agent": {"dry_run": false, "target": 21},
+            "execution": {"mode": "auto"},
+        })
+    );
     assert_eq!(
         lines(&log, "KONVEYOR_RULES="),
         ["no-system-out,quarkus-config"],
@@ -353,42 +362,91 @@ async fn konveyor_rules_is_set_and_empty_without_rules() {
     operator.stop().await;
 }
 
-/// Exit 0 is Succeeded; a non-zero exit is Failed with the agent's termination message.
+/// Exit 0 is Succeeded; a non-zero exit is Failed with the agent's termination message;
+/// exit 2 is `LimitReached`, exit 3 `Refused`, and a JSON object as the termination message
+/// becomes `status.terminationData`. Konveyor's `Succeeded` and `ACPReady` conditions,
+/// `secretKeyRef` and `duration` come with them.
 async fn outcomes_follow_the_agent_exit(backend: SandboxBackend, prefix: &str) {
     let (ns, client, operator) = node_scenario(prefix, backend).await;
     agent(&client, &ns, "stub", &stub_agent().await, &[]).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let report = r#"{"turns":30,"usage":{"cost":"1.25"}}"#;
     apply(&runs, &run("passes", "stub", &[])).await;
-    apply(
-        &runs,
-        &run(
+    for (name, env) in [
+        (
             "fails",
-            "stub",
-            &[
+            [
                 ("STUB_EXIT_CODE", "7"),
                 ("STUB_TERMINATION_MESSAGE", "3 tests failed in module core"),
             ],
         ),
-    )
-    .await;
+        (
+            "limit",
+            [
+                ("STUB_EXIT_CODE", "2"),
+                ("STUB_TERMINATION_MESSAGE", report),
+            ],
+        ),
+        (
+            "refuses",
+            [
+                ("STUB_EXIT_CODE", "3"),
+                ("STUB_TERMINATION_MESSAGE", "will not delete the tests"),
+            ],
+        ),
+    ] {
+        apply(&runs, &run(name, "stub", &env)).await;
+    }
 
     let passed = wait_phase(&runs, "passes", AgentRunPhase::Succeeded).await;
     assert_eq!(reason(&passed, "Ready").0, "AgentSucceeded", "{passed:#?}");
-    assert!(
-        passed
-            .status
-            .as_ref()
-            .and_then(|s| s.completion_time.clone())
-            .is_some()
+    assert_eq!(reason(&passed, "Succeeded").0, "Succeeded", "{passed:#?}");
+    assert_eq!(reason(&passed, "ACPReady").0, "Finished", "{passed:#?}");
+    let status = passed.status.as_ref().expect("status");
+    assert!(status.completion_time.is_some());
+    assert!(status.duration.is_some_and(|d| d >= 0), "{status:#?}");
+    let sandbox = status.sandbox_name.clone().expect("sandbox");
+    assert_eq!(
+        status.secret_key_ref.as_ref().map(|r| r.name.clone()),
+        Some(format!("{sandbox}-acp-key"))
     );
+    let succeeded = condition(&status.conditions, "Succeeded").expect("Succeeded");
+    assert_eq!(succeeded.status, "True");
+
     let failed = wait_phase(&runs, "fails", AgentRunPhase::Failed).await;
-    let (reason, message) = reason(&failed, "Ready");
-    assert_eq!(reason, "AgentFailed", "{failed:#?}");
+    let (ready_reason, message) = reason(&failed, "Ready");
+    assert_eq!(ready_reason, "AgentFailed", "{failed:#?}");
+    assert_eq!(reason(&failed, "Succeeded").0, "Failed", "{failed:#?}");
     assert!(message.contains("7"), "names the exit code: {message}");
     assert!(
         message.contains("3 tests failed in module core"),
         "carries the termination message: {message}"
     );
+
+    let limit = wait_phase(&runs, "limit", AgentRunPhase::Failed).await;
+    assert_eq!(reason(&limit, "Succeeded").0, "LimitReached", "{limit:#?}");
+    assert_eq!(reason(&limit, "Ready").0, "LimitReached", "{limit:#?}");
+    let data = limit
+        .status
+        .as_ref()
+        .and_then(|s| s.termination_data.clone())
+        .map(Value::Object);
+    assert_eq!(
+        data,
+        Some(json!({"turns": 30, "usage": {"cost": "1.25"}})),
+        "{limit:#?}"
+    );
+
+    let refused = wait_phase(&runs, "refuses", AgentRunPhase::Failed).await;
+    let (refused_reason, message) = reason(&refused, "Succeeded");
+    assert_eq!(refused_reason, "Refused", "{refused:#?}");
+    assert!(message.contains("will not delete the tests"), "{message}");
+    let condition = condition(
+        &refused.status.as_ref().expect("status").conditions,
+        "Succeeded",
+    )
+    .expect("Succeeded");
+    assert_eq!(condition.status, "False");
     operator.stop().await;
 }
 
@@ -400,6 +458,199 @@ async fn sandbox_runs_end_from_the_agent_exit() {
 #[tokio::test]
 async fn pod_runs_end_from_the_agent_exit() {
     outcomes_follow_the_agent_exit(SandboxBackend::Pod, "node-exit-pod").await;
+}
+
+/// What Konveyor's harnesses read: params.json in three sections, the prompt and instructions
+/// with `$(agent.x)` and `$(workflow.x)` substituted, the file mounts (read-only), and the git
+/// author. A reference without a value and a file mount over `/workspace` fail the run.
+#[tokio::test]
+async fn the_pod_sees_params_prompt_file_mounts_and_git_author() {
+    let (ns, client, operator) = node_scenario("node-contract", SandboxBackend::Pod).await;
+    llm_gateway(&client, &ns).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &secrets,
+        &Secret {
+            metadata: meta("app-creds"),
+            string_data: Some(BTreeMap::from([
+                ("token".into(), "t0ken-\u{e9}".into()),
+                ("unused".into(), "not projected".into()),
+            ])),
+            ..Secret::default()
+        },
+    )
+    .await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &config_maps,
+        &ConfigMap {
+            metadata: meta("tool"),
+            data: Some(BTreeMap::from([(
+                "tool.yaml".into(),
+                "retries: 3\n".into(),
+            )])),
+            ..ConfigMap::default()
+        },
+    )
+    .await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: meta("migrator"),
+            spec: AgentSpec {
+                image: stub_agent().await,
+                prompt: Some("Target Java $(agent.target), dry run $(agent.dry_run), literal $$(agent.target).".into()),
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                params: vec![
+                    AgentParam {
+                        name: "target".into(),
+                        param_type: ParamType::Number,
+                        required: Some(true),
+                        ..AgentParam::default()
+                    },
+                    AgentParam {
+                        name: "dry_run".into(),
+                        param_type: ParamType::Boolean,
+                        default: Some("false".into()),
+                        ..AgentParam::default()
+                    },
+                ],
+                skill_delivery: "native".into(),
+                execution: Some(ExecutionLimits {
+                    max_turns: Some(40),
+                    max_cost: Some("10.00".into()),
+                }),
+                git_config: Some(GitConfig {
+                    user_name: Some("Agent Bot".into()),
+                    user_email: Some("agent@example.com".into()),
+                }),
+                ..AgentSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_agent_ready(&agents, "migrator").await;
+
+    let mut contract = run(
+        "contract",
+        "migrator",
+        &[
+            (
+                "STUB_PRINT_FILES",
+                "/etc/app/token.txt /home/agent/.tool.yaml",
+            ),
+            ("STUB_PROBE_DIRS", "/etc/app"),
+        ],
+    );
+    contract.spec.instructions = Some("Ticket $(workflow.ticket), stage $(workflow.stage).".into());
+    contract.spec.workflow_params = json!({"ticket": "MIG-7", "stage": 2}).as_object().cloned();
+    contract.spec.execution = Some(RunExecution {
+        mode: Some(ExecutionMode::Approve),
+        max_turns: Some(5),
+        ..RunExecution::default()
+    });
+    contract.spec.git_config = Some(GitConfig {
+        user_name: Some("Run Bot".into()),
+        user_email: Some("run-bot@example.com".into()),
+    });
+    contract.spec.file_mounts = vec![
+        FileMount {
+            mount_path: "/etc/app/".into(),
+            secret_name: Some("app-creds".into()),
+            items: vec![KeyToPath {
+                key: "token".into(),
+                path: "token.txt".into(),
+                mode: None,
+            }],
+            ..FileMount::default()
+        },
+        FileMount {
+            mount_path: "/home/agent/.tool.yaml".into(),
+            config_map_name: Some("tool".into()),
+            sub_path: Some("tool.yaml".into()),
+            ..FileMount::default()
+        },
+    ];
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &contract).await;
+
+    let mut unresolved = run("unresolved", "migrator", &[]);
+    unresolved.spec.instructions = Some("Fix $(agent.ghost) for $(workflow.ticket)".into());
+    apply(&runs, &unresolved).await;
+    let mut over_workspace = run("over-workspace", "migrator", &[]);
+    over_workspace.spec.file_mounts = vec![FileMount {
+        mount_path: "/workspace/./src/".into(),
+        secret_name: Some("app-creds".into()),
+        ..FileMount::default()
+    }];
+    apply(&runs, &over_workspace).await;
+
+    let done = wait_phase(&runs, "contract", AgentRunPhase::Succeeded).await;
+    let log = agent_log(&client, &ns, &done).await;
+    let params: Value = serde_json::from_slice(&printed_file(&log, "/run/konveyor/params.json"))
+        .expect("params.json is JSON");
+    assert_eq!(
+        params,
+        json!({
+            "workflow": {"ticket": "MIG-7", "stage": 2},
+            "agent": {"target": 21, "dry_run": false},
+            "execution": {"mode": "approve", "maxTurns": 5, "maxCost": "10.00"},
+        }),
+        "{log}"
+    );
+    assert_eq!(
+        lines(&log, "KONVEYOR_PROMPT="),
+        ["Target Java 21, dry run false, literal $(agent.target)."],
+        "{log}"
+    );
+    assert_eq!(
+        lines(&log, "KONVEYOR_INSTRUCTIONS="),
+        ["Ticket MIG-7, stage 2."],
+        "{log}"
+    );
+    assert_eq!(
+        lines(&log, "KONVEYOR_GIT_AUTHOR_NAME="),
+        ["Run Bot"],
+        "{log}"
+    );
+    assert_eq!(
+        lines(&log, "KONVEYOR_GIT_AUTHOR_EMAIL="),
+        ["run-bot@example.com"],
+        "{log}"
+    );
+    assert_eq!(
+        printed_file(&log, "/etc/app/token.txt"),
+        "t0ken-\u{e9}".as_bytes(),
+        "{log}"
+    );
+    assert_eq!(
+        printed_file(&log, "/home/agent/.tool.yaml"),
+        b"retries: 3\n",
+        "{log}"
+    );
+    let probe = lines(&log, "write-dir: /etc/app ");
+    assert!(
+        probe.first().is_some_and(
+            |line| line.starts_with("refused") && line.contains("Read-only file system")
+        ),
+        "the Secret is mounted read-only:\n{log}"
+    );
+
+    let failed = wait_phase(&runs, "unresolved", AgentRunPhase::Failed).await;
+    let (why, message) = reason(&failed, "Ready");
+    assert_eq!(why, "InvalidParams", "{failed:#?}");
+    assert!(
+        message.contains("$(agent.ghost)") && message.contains("$(workflow.ticket)"),
+        "names every unresolved reference: {message}"
+    );
+    assert_eq!(reason(&failed, "Succeeded").0, "InvalidParams");
+    let failed = wait_phase(&runs, "over-workspace", AgentRunPhase::Failed).await;
+    let (why, message) = reason(&failed, "Ready");
+    assert_eq!(why, "InvalidFileMounts", "{failed:#?}");
+    assert!(message.contains("/workspace/src"), "{message}");
+    operator.stop().await;
 }
 
 /// Skill directories with nested folders: two real skills from the shared corpus when it is

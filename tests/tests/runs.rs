@@ -115,6 +115,7 @@ async fn fixture(client: &Client, ns: &str) -> Fixture {
                 ],
                 skill_delivery: "native".into(),
                 max_concurrent_runs: None,
+                ..AgentSpec::default()
             },
             status: None,
         },
@@ -312,7 +313,14 @@ async fn a_run_goes_from_skills_to_a_pod_to_succeeded() {
         .expect("the run's ConfigMap");
     let data = config.data.expect("data");
     let params: Value = serde_json::from_str(&data["params.json"]).expect("params json");
-    assert_eq!(params, json!({"target": 21, "dry_run": false}));
+    assert_eq!(
+        params,
+        json!({
+            "workflow": {},
+            "agent": {"target": 21, "dry_run": false},
+            "execution": {"mode": "auto"},
+        })
+    );
     let manifest: Value = serde_json::from_str(&data["konveyor-skills.json"]).expect("manifest");
     assert_eq!(
         manifest["rules"],

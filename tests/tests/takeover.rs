@@ -235,7 +235,13 @@ async fn a_run_applies_over_a_config_map_it_controls() {
     let map = maps.get("again-config").await.expect("the run's ConfigMap");
     assert_ne!(map.resource_version(), stale.resource_version());
     let data = map.data.expect("data");
-    assert_eq!(data["params.json"], "{}\n", "{data:#?}");
+    let params: serde_json::Value =
+        serde_json::from_str(&data["params.json"]).expect("params.json is JSON");
+    assert_eq!(
+        params,
+        serde_json::json!({"workflow": {}, "agent": {}, "execution": {"mode": "auto"}}),
+        "{data:#?}"
+    );
     assert!(data.contains_key("konveyor-skills.json"), "{data:#?}");
     operator.stop().await;
 }

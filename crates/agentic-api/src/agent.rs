@@ -3,7 +3,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::SkillType;
+use crate::{ExecutionLimits, GitConfig, SkillType};
 
 /// The desired state of the Agent.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -74,6 +74,15 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_concurrent_runs: Option<i32>,
+
+    /// Default budget limits (`maxTurns`, `maxCost`) of this Agent's runs; a run's
+    /// `spec.execution` overrides each field it sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<ExecutionLimits>,
+
+    /// The author of the agent's commits in every run, unless the run sets its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_config: Option<GitConfig>,
 }
 
 fn default_skill_delivery() -> String {

@@ -1,10 +1,10 @@
-use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar};
+use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, LocalObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::SkillType;
+use crate::{FileMount, GitConfig, RunExecution, SkillType};
 
 /// The spec never changes, but for one transition: `cancel` from unset or false to true, every
 /// other field as it was (absent stays absent). Each field is listed; a unit test checks that
@@ -21,6 +21,10 @@ pub const SPEC_IMMUTABLE_RULE: &str = concat!(
     " && has(self.activeDeadlineSeconds) == has(oldSelf.activeDeadlineSeconds) && (!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds == oldSelf.activeDeadlineSeconds)",
     " && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished)",
     " && has(self.startupDeadlineSeconds) == has(oldSelf.startupDeadlineSeconds) && (!has(self.startupDeadlineSeconds) || self.startupDeadlineSeconds == oldSelf.startupDeadlineSeconds)",
+    " && has(self.execution) == has(oldSelf.execution) && (!has(self.execution) || self.execution == oldSelf.execution)",
+    " && has(self.fileMounts) == has(oldSelf.fileMounts) && (!has(self.fileMounts) || self.fileMounts == oldSelf.fileMounts)",
+    " && has(self.gitConfig) == has(oldSelf.gitConfig) && (!has(self.gitConfig) || self.gitConfig == oldSelf.gitConfig)",
+    " && has(self.workflowParams) == has(oldSelf.workflowParams) && (!has(self.workflowParams) || self.workflowParams == oldSelf.workflowParams)",
     ")"
 );
 /// The message of [`SPEC_IMMUTABLE_RULE`].
@@ -44,6 +48,12 @@ pub const SPEC_IMMUTABLE_MESSAGE: &str =
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Duration",
+        type_ = "integer",
+        json_path = ".status.duration",
+        priority = "1"
     )
 )]
 #[x_kube(validation = Rule::new(SPEC_IMMUTABLE_RULE).message(SPEC_IMMUTABLE_MESSAGE))]
@@ -64,9 +74,34 @@ pub struct AgentRunSpec {
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub params: Vec<RunParam>,
 
-    /// Task for this run, given to the sandbox as `KONVEYOR_INSTRUCTIONS`.
+    /// Task for this run, given to the sandbox as `KONVEYOR_INSTRUCTIONS`. `$(agent.<name>)`
+    /// and `$(workflow.<name>)` are replaced by the param's value, here and in the Agent's
+    /// prompt; a reference to a param without a value fails the run with reason
+    /// `InvalidParams`. Write `$$(` for a literal `$(`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+
+    /// Supervision mode and budget limits of this run; each field left unset takes the
+    /// Agent's `spec.execution` value, and `mode` defaults to `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<RunExecution>,
+
+    /// Secrets and ConfigMaps mounted read-only into the agent container, one per
+    /// `mountPath`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["mountPath".into()]))]
+    pub file_mounts: Vec<FileMount>,
+
+    /// The author of the agent's commits in this run; replaces the Agent's `gitConfig`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_config: Option<GitConfig>,
+
+    /// Workflow-level params of a workflow stage's run, a JSON object of typed values
+    /// stamped by the workflow controller: the `workflow` section of params.json and the
+    /// values of `$(workflow.<name>)`. Standalone runs leave it unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::any_object_schema")]
+    pub workflow_params: Option<serde_json::Map<String, serde_json::Value>>,
 
     /// Extra environment variables for the agent container, added after the operator's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -173,6 +208,22 @@ pub struct AgentRunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
 
+    /// Seconds from `startTime` to `completionTime`, once a run that started has finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<i64>,
+
+    /// The Secret holding the key ACP clients must present to the agent (key `secret-key`);
+    /// set once the run has a sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<LocalObjectReference>,
+
+    /// The agent's termination message (`/dev/termination-log`) when it is a JSON object of
+    /// at most 4096 bytes, typically a usage or cost report; copied as written, never
+    /// interpreted. Any other termination message goes into the conditions' message instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::any_object_schema")]
+    pub termination_data: Option<serde_json::Map<String, serde_json::Value>>,
+
     /// The skills mounted into the sandbox, pinned when it was created.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<PinnedSkill>,
@@ -181,7 +232,11 @@ pub struct AgentRunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `Ready` (the sandbox exists and runs) and `Completed`, with reasons for every outcome.
+    /// `Ready` (the sandbox exists and runs) and `Completed`, with reasons for every outcome;
+    /// and Konveyor's `Succeeded` (Unknown until the run ends, then True or False with reason
+    /// `Succeeded`, `Failed`, `LimitReached`, `Refused` or the operator's reason) and `ACPReady`
+    /// (True with reason `Listening` while the agent accepts ACP connections, else False with
+    /// `NotListening`, or `Finished` once the run has ended).
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

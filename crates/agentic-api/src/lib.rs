@@ -11,13 +11,21 @@ mod agent;
 mod agentrun;
 mod condition;
 mod descriptions;
+mod execution;
+mod filemount;
 mod gateway;
+mod gitconfig;
 mod skillcard;
 
 pub use agent::{Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType};
 pub use agentrun::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam};
 pub use condition::{CONDITION_READY, ConditionStatus};
+pub use execution::{ExecutionLimits, ExecutionMode, MAX_COST_PATTERN, RunExecution};
+pub use filemount::FileMount;
 pub use gateway::{CredentialRef, Gateway, GatewayModel, GatewaySpec, GatewayStatus};
+pub use gitconfig::{
+    GIT_USER_EMAIL_PATTERN, GIT_USER_NAME_PATTERN, GitConfig, MAX_GIT_USER_EMAIL, MAX_GIT_USER_NAME,
+};
 pub use skillcard::{
     DeliveryMode, SecretRef, SkillCard, SkillCardSpec, SkillCardStatus, SkillFrontmatter, SkillType,
 };
@@ -57,6 +65,15 @@ pub fn crds_yaml() -> Result<String, serde_json::Error> {
         out.push_str(&yaml::to_yaml(&serde_json::to_value(&crd)?));
     }
     Ok(out)
+}
+
+/// The schema of a field holding any JSON object, kept as written
+/// (`x-kubernetes-preserve-unknown-fields`).
+pub(crate) fn any_object_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
 }
 
 mod yaml;

@@ -223,10 +223,14 @@ fn the_immutability_rule_names_every_run_spec_field_but_cancel() {
         active_deadline_seconds: Some(1),
         ttl_seconds_after_finished: Some(1),
         cancel: Some(true),
+        execution: Some(crate::RunExecution::default()),
+        workflow_params: Some(serde_json::Map::new()),
+        git_config: Some(crate::GitConfig::default()),
+        file_mounts: vec![crate::FileMount::default()],
     };
     let fields = serde_json::to_value(&everything).expect("the spec serializes");
     let fields = fields.as_object().expect("an object");
-    assert_eq!(fields.len(), 10, "every field is set above: {fields:?}");
+    assert_eq!(fields.len(), 14, "every field is set above: {fields:?}");
     let rule = crate::agentrun::SPEC_IMMUTABLE_RULE;
     for field in fields.keys().filter(|f| *f != "cancel") {
         let compared = format!("(!has(self.{field}) || self.{field} == oldSelf.{field})");

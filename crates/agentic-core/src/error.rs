@@ -51,6 +51,31 @@ pub enum Error {
         expected: ParamType,
     },
 
+    /// `spec.prompt` or `spec.instructions` references a param that has no value.
+    #[error(
+        "{field} references {reference}, which {}",
+        if reference.starts_with("$(workflow.") { "spec.workflowParams does not set" } else { "is not a declared param with a value or a default" }
+    )]
+    UnresolvedReference {
+        /// Where the reference is: `spec.prompt` (the Agent's) or `spec.instructions`.
+        field: &'static str,
+        /// The reference as written, `$(agent.<name>)` or `$(workflow.<name>)`.
+        reference: String,
+    },
+
+    /// The run's or the Agent's `spec.gitConfig` cannot be used as a commit author.
+    #[error("{field}: {problem}")]
+    InvalidGitConfig {
+        /// Which object's field: `AgentRun spec.gitConfig` or `Agent spec.gitConfig`.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+
+    /// The run's `spec.fileMounts` cannot be mounted; every problem, in the mounts' order.
+    #[error("spec.fileMounts: {}", .0.join("; "))]
+    InvalidFileMounts(Vec<String>),
+
     /// Every param problem found at once; each item is one of the param variants above.
     #[error("{}", join_messages(.0))]
     InvalidParams(Vec<Error>),
@@ -190,7 +215,10 @@ impl Error {
             Error::MissingParam { .. } => "MissingParam",
             Error::InvalidParamValue { .. } => "InvalidParamValue",
             Error::InvalidParamDefault { .. } => "InvalidParamDefault",
+            Error::UnresolvedReference { .. } => "UnresolvedReference",
             Error::InvalidParams(_) => "InvalidParams",
+            Error::InvalidGitConfig { .. } => "InvalidGitConfig",
+            Error::InvalidFileMounts(_) => "InvalidFileMounts",
             Error::MissingSkillCards(_) => "SkillCardNotFound",
             Error::SkillCardsNotReady(_) => "SkillCardNotReady",
             Error::DuplicateSkillName { .. } => "DuplicateSkillName",

@@ -3,7 +3,10 @@
 //! a clock or draws random numbers, so the same inputs always give byte-identical outputs.
 //!
 //! - [`conditions`]: status conditions that change only when something changed.
-//! - [`params`]: a run's string params typed against the Agent's declarations.
+//! - [`params`]: a run's string params typed against the Agent's declarations, and its
+//!   whole params.json.
+//! - [`git`]: the author of a run's commits.
+//! - [`substitution`]: `$(agent.<name>)` and `$(workflow.<name>)` in prompts and instructions.
 //! - [`skills`]: an Agent's skills, gateways and skill delivery; a run's gateway.
 //! - [`names`]: names and label values of the objects created for runs and SkillCards.
 //! - [`owners`]: who controls an object, from its controller ownerReference.
@@ -23,7 +26,10 @@
 //! | `MissingParam` | [`Error::MissingParam`] | a required param is not set |
 //! | `InvalidParamValue` | [`Error::InvalidParamValue`] | a value does not parse as its type |
 //! | `InvalidParamDefault` | [`Error::InvalidParamDefault`] | a default does not parse as its type |
+//! | `UnresolvedReference` | [`Error::UnresolvedReference`] | a prompt or instructions reference `$(agent.x)` or `$(workflow.x)` without a value |
 //! | `InvalidParams` | [`Error::InvalidParams`] | all of the above, listed at once |
+//! | `InvalidGitConfig` | [`Error::InvalidGitConfig`] | the run's (or else the Agent's) `spec.gitConfig` is not a usable commit author |
+//! | `InvalidFileMounts` | [`Error::InvalidFileMounts`] | a run's `spec.fileMounts` path is not absolute, repeats, or is, lies inside or contains a directory the operator mounts |
 //! | `SkillCardNotFound` | [`Error::MissingSkillCards`] | referenced SkillCards do not exist |
 //! | `SkillCardNotReady` | [`Error::SkillCardsNotReady`] | referenced SkillCards are not usable yet |
 //! | `DuplicateSkillName` | [`Error::DuplicateSkillName`] | two SkillCards provide one skill name |
@@ -45,7 +51,11 @@
 //! | `PodPending` | [`sandbox::REASON_POD_PENDING`] | run Pending: the agent container has not started |
 //! | `AgentRunning` | [`sandbox::REASON_AGENT_RUNNING`] | run Running |
 //! | `AgentSucceeded` | [`sandbox::REASON_AGENT_SUCCEEDED`] | run Succeeded: the agent exited 0 |
-//! | `AgentFailed` | [`sandbox::REASON_AGENT_FAILED`] | run Failed: the agent exited non-zero |
+//! | `AgentFailed` | [`sandbox::REASON_AGENT_FAILED`] | run Failed: the agent exited non-zero (not 2 or 3) |
+//! | `LimitReached` | [`sandbox::REASON_LIMIT_REACHED`] | run Failed: the agent exited 2, an execution limit was reached |
+//! | `Refused` | [`sandbox::REASON_REFUSED`] | run Failed: the agent exited 3, it refused the task |
+//! | `Succeeded`, `Failed`, `Running` | [`sandbox::succeeded_reason`] | Konveyor's names on the `Succeeded` condition for `AgentSucceeded`, `AgentFailed`, `AgentRunning` |
+//! | `Listening`, `NotListening`, `Finished` | [`sandbox::REASON_LISTENING`], [`sandbox::REASON_NOT_LISTENING`], [`sandbox::REASON_FINISHED`] | the run's `ACPReady` condition |
 //! | `PodFailed` | [`sandbox::REASON_POD_FAILED`] | run Failed: the pod failed first (eviction) |
 //! | `SandboxLost` | [`sandbox::REASON_SANDBOX_LOST`] | run Failed: sandbox or pod gone or replaced after the start |
 //! | `StartupFailed` | [`sandbox::REASON_STARTUP_FAILED`] | run Failed: the kubelet cannot start the agent container |
@@ -57,10 +67,12 @@
 
 pub mod conditions;
 mod error;
+pub mod git;
 pub mod names;
 pub mod owners;
 pub mod params;
 pub mod sandbox;
 pub mod skills;
+pub mod substitution;
 
 pub use error::Error;

@@ -11,13 +11,164 @@
 //!
 //! A declared param the run does not set takes its default; one with neither a value nor a
 //! default is absent from the map.
+//!
+//! [`resolve_run`] puts a run's whole `/run/konveyor/params.json` together, Konveyor's three
+//! sections: `workflow` (the run's `spec.workflowParams`, `{}` when unset), `agent` (the
+//! typed params above) and `execution` (`mode`, and `maxTurns`, `maxCost`, `askUser` when
+//! set, the run's value over the Agent's). It also substitutes `$(agent.<name>)` and
+//! `$(workflow.<name>)` in the Agent's prompt and the run's instructions
+//! ([`crate::substitution`]): an agent param's text is the value the run gives, else the
+//! declared default, exactly as written (`"1e3"` stays `1e3`); a workflow param's is the
+//! string itself, or the JSON text of any other value.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use agentic_api::{AgentParam, ParamType, RunParam};
-use serde_json::{Number, Value};
+use agentic_api::{
+    AgentParam, AgentRunSpec, AgentSpec, ExecutionLimits, ExecutionMode, ParamType, RunExecution,
+    RunParam,
+};
+use serde_json::{Map, Number, Value};
 
 use crate::Error;
+use crate::substitution::{Scopes, substitute};
+
+/// What a run's sandbox gets from its params: the sections of `/run/konveyor/params.json`,
+/// and the prompt and instructions with their references substituted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunParams {
+    /// `workflow`: the run's `spec.workflowParams`, as written.
+    pub workflow: Map<String, Value>,
+    /// `agent`: the Agent's params, typed, with defaults applied.
+    pub agent: BTreeMap<String, Value>,
+    /// `execution`: the run's execution settings over the Agent's.
+    pub execution: ResolvedExecution,
+    /// The Agent's `spec.prompt`, substituted; empty when unset.
+    pub prompt: String,
+    /// The run's `spec.instructions`, substituted; empty when unset.
+    pub instructions: String,
+}
+
+/// The `execution` section of params.json.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResolvedExecution {
+    /// The run's mode; `auto` when unset.
+    pub mode: ExecutionMode,
+    /// The run's `maxTurns`, else the Agent's.
+    pub max_turns: Option<i32>,
+    /// The run's `maxCost`, else the Agent's.
+    pub max_cost: Option<String>,
+    /// The run's `askUser`.
+    pub ask_user: Option<bool>,
+}
+
+impl ResolvedExecution {
+    /// Each field of the run's execution, else of the Agent's limits.
+    pub fn resolve(run: Option<&RunExecution>, agent: Option<&ExecutionLimits>) -> Self {
+        ResolvedExecution {
+            mode: run.and_then(|r| r.mode).unwrap_or_default(),
+            max_turns: run
+                .and_then(|r| r.max_turns)
+                .or_else(|| agent.and_then(|a| a.max_turns)),
+            max_cost: run
+                .and_then(|r| r.max_cost.clone())
+                .or_else(|| agent.and_then(|a| a.max_cost.clone())),
+            ask_user: run.and_then(|r| r.ask_user),
+        }
+    }
+
+    /// The section as params.json holds it: `mode` always, the other fields when set.
+    pub fn to_json(&self) -> Value {
+        let mut section = Map::new();
+        section.insert("mode".into(), Value::from(self.mode.as_str()));
+        if let Some(turns) = self.max_turns {
+            section.insert("maxTurns".into(), Value::from(turns));
+        }
+        if let Some(cost) = &self.max_cost {
+            section.insert("maxCost".into(), Value::from(cost.as_str()));
+        }
+        if let Some(ask) = self.ask_user {
+            section.insert("askUser".into(), Value::from(ask));
+        }
+        Value::Object(section)
+    }
+}
+
+/// The run's params.json sections and its substituted prompt and instructions.
+///
+/// On failure returns [`Error::InvalidParams`] listing every problem: those of
+/// [`resolve_params`], then each reference without a value
+/// ([`Error::UnresolvedReference`]), in the prompt first, then in the instructions.
+pub fn resolve_run(agent: &AgentSpec, run: &AgentRunSpec) -> Result<RunParams, Error> {
+    let mut problems = Vec::new();
+    let typed = match resolve_params(&agent.params, &run.params) {
+        Ok(typed) => typed,
+        Err(Error::InvalidParams(found)) => {
+            problems.extend(found);
+            BTreeMap::new()
+        }
+        Err(other) => {
+            problems.push(other);
+            BTreeMap::new()
+        }
+    };
+    let workflow = run.workflow_params.clone().unwrap_or_default();
+    let scopes = Scopes {
+        agent: agent_texts(&agent.params, &run.params),
+        workflow: workflow
+            .iter()
+            .map(|(name, value)| (name.clone(), value_text(value)))
+            .collect(),
+    };
+    let mut substituted = |field: &'static str, text: Option<&str>| match substitute(
+        text.unwrap_or_default(),
+        &scopes,
+    ) {
+        Ok(text) => text,
+        Err(unresolved) => {
+            problems.extend(
+                unresolved
+                    .into_iter()
+                    .map(|reference| Error::UnresolvedReference { field, reference }),
+            );
+            String::new()
+        }
+    };
+    let prompt = substituted("spec.prompt", agent.prompt.as_deref());
+    let instructions = substituted("spec.instructions", run.instructions.as_deref());
+    if !problems.is_empty() {
+        return Err(Error::InvalidParams(problems));
+    }
+    Ok(RunParams {
+        workflow,
+        agent: typed,
+        execution: ResolvedExecution::resolve(run.execution.as_ref(), agent.execution.as_ref()),
+        prompt,
+        instructions,
+    })
+}
+
+/// Each declared param's text for `$(agent.<name>)`: the run's first value, else the default.
+fn agent_texts(declared: &[AgentParam], given: &[RunParam]) -> BTreeMap<String, String> {
+    declared
+        .iter()
+        .filter_map(|param| {
+            given
+                .iter()
+                .find(|g| g.name == param.name)
+                .map(|g| g.value.clone())
+                .or_else(|| param.default.clone())
+                .map(|text| (param.name.clone(), text))
+        })
+        .collect()
+}
+
+/// A workflow param's text for `$(workflow.<name>)`: a string as it is, anything else as JSON.
+fn value_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
 
 /// The run's params, typed, with the Agent's defaults applied, keyed by name.
 ///
@@ -371,6 +522,163 @@ mod tests {
                 },
                 Error::DuplicateParam { name: "a".into() },
             ]))
+        );
+    }
+
+    fn agent_spec(prompt: &str, execution: Option<ExecutionLimits>) -> AgentSpec {
+        AgentSpec {
+            prompt: Some(prompt.into()),
+            params: vec![
+                param("target", ParamType::String, None, true),
+                param("depth", ParamType::Number, Some("3"), false),
+                param("note", ParamType::String, None, false),
+            ],
+            execution,
+            ..AgentSpec::default()
+        }
+    }
+
+    fn run_spec(instructions: &str, pairs: &[(&str, &str)]) -> AgentRunSpec {
+        AgentRunSpec {
+            instructions: Some(instructions.into()),
+            params: given(pairs),
+            ..AgentRunSpec::default()
+        }
+    }
+
+    fn document(params: &RunParams) -> Value {
+        json!({
+            "workflow": params.workflow,
+            "agent": params.agent,
+            "execution": params.execution.to_json(),
+        })
+    }
+
+    #[test]
+    fn a_run_gets_three_sections_and_substituted_text() {
+        let agent = agent_spec("Migrate to $(agent.target), depth $(agent.depth).", None);
+        let mut run = run_spec(
+            "Ticket $(workflow.ticket), stage $(workflow.stage) of $(workflow.flags); $$(agent.note) stays.",
+            &[("target", "quarkus"), ("depth", "1e3")],
+        );
+        run.workflow_params = Some(
+            json!({"ticket": "MIG-7", "stage": 2, "flags": {"fast": true}})
+                .as_object()
+                .cloned()
+                .expect("object"),
+        );
+        let params = resolve_run(&agent, &run).expect("valid");
+        assert_eq!(
+            params.prompt, "Migrate to quarkus, depth 1e3.",
+            "as written"
+        );
+        assert_eq!(
+            params.instructions,
+            r#"Ticket MIG-7, stage 2 of {"fast":true}; $(agent.note) stays."#
+        );
+        assert_eq!(
+            document(&params),
+            json!({
+                "workflow": {"ticket": "MIG-7", "stage": 2, "flags": {"fast": true}},
+                "agent": {"target": "quarkus", "depth": 1000.0},
+                "execution": {"mode": "auto"},
+            })
+        );
+    }
+
+    #[test]
+    fn without_anything_the_sections_are_still_there() {
+        let params = resolve_run(&AgentSpec::default(), &AgentRunSpec::default()).expect("valid");
+        assert_eq!(
+            document(&params),
+            json!({"workflow": {}, "agent": {}, "execution": {"mode": "auto"}})
+        );
+        assert_eq!(
+            (params.prompt.as_str(), params.instructions.as_str()),
+            ("", "")
+        );
+    }
+
+    #[test]
+    fn the_runs_execution_overrides_the_agents_field_by_field() {
+        let agent = agent_spec(
+            "",
+            Some(ExecutionLimits {
+                max_turns: Some(40),
+                max_cost: Some("10.00".into()),
+            }),
+        );
+        let mut run = run_spec("", &[("target", "x")]);
+        let resolved =
+            |run: &AgentRunSpec| resolve_run(&agent, run).expect("valid").execution.to_json();
+        assert_eq!(
+            resolved(&run),
+            json!({"mode": "auto", "maxTurns": 40, "maxCost": "10.00"})
+        );
+        run.execution = Some(RunExecution {
+            mode: Some(ExecutionMode::Approve),
+            ask_user: Some(true),
+            max_turns: Some(5),
+            max_cost: None,
+        });
+        assert_eq!(
+            resolved(&run),
+            json!({"mode": "approve", "askUser": true, "maxTurns": 5, "maxCost": "10.00"})
+        );
+        assert_eq!(
+            ResolvedExecution::resolve(None, None),
+            ResolvedExecution::default()
+        );
+    }
+
+    #[test]
+    fn unresolved_references_fail_with_invalid_params_naming_them() {
+        // `note` is declared but has no value; `ghost` is not declared; no workflow params.
+        let agent = agent_spec("Use $(agent.note) and $(agent.ghost).", None);
+        let run = run_spec("For $(workflow.ticket).", &[("target", "x")]);
+        let error = resolve_run(&agent, &run).expect_err("unresolved");
+        assert_eq!(error.reason(), "InvalidParams");
+        assert_eq!(
+            error,
+            Error::InvalidParams(vec![
+                Error::UnresolvedReference {
+                    field: "spec.prompt",
+                    reference: "$(agent.note)".into()
+                },
+                Error::UnresolvedReference {
+                    field: "spec.prompt",
+                    reference: "$(agent.ghost)".into()
+                },
+                Error::UnresolvedReference {
+                    field: "spec.instructions",
+                    reference: "$(workflow.ticket)".into()
+                },
+            ])
+        );
+        assert_eq!(
+            error.to_string(),
+            "spec.prompt references $(agent.note), which is not a declared param with a value or a default; \
+             spec.prompt references $(agent.ghost), which is not a declared param with a value or a default; \
+             spec.instructions references $(workflow.ticket), which spec.workflowParams does not set"
+        );
+    }
+
+    #[test]
+    fn param_problems_and_references_are_reported_together() {
+        let agent = agent_spec("$(agent.target)", None);
+        let run = run_spec("$(agent.missing)", &[("depth", "deep")]);
+        let Err(Error::InvalidParams(problems)) = resolve_run(&agent, &run) else {
+            panic!("invalid");
+        };
+        let reasons: Vec<&str> = problems.iter().map(Error::reason).collect();
+        assert_eq!(
+            reasons,
+            [
+                "MissingParam",
+                "InvalidParamValue",
+                "UnresolvedReference",
+                "UnresolvedReference"
+            ]
         );
     }
 }

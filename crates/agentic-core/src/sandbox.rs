@@ -19,17 +19,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use agentic_api::{Agent, AgentRun, Gateway, PinnedSkill, SkillType};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::Value;
 
 use crate::Error;
+use crate::git::{GitAuthor, git_author};
 use crate::names::sandbox_name;
+use crate::params::RunParams;
 use crate::skills::SkillDeliveryMode;
 
+mod files;
 mod lifecycle;
 mod objects;
 mod outcome;
 mod pod;
 
+pub use files::RESERVED_DIRS;
 pub use lifecycle::{
     Enforced, FATAL_WAITING_REASONS, Limits, REASON_CANCELLED, REASON_DEADLINE_EXCEEDED,
     REASON_QUEUED, REASON_STARTUP_DEADLINE_EXCEEDED, REASON_STARTUP_FAILED, TtlDefaults, admit,
@@ -40,9 +43,12 @@ pub use objects::{
     build_run_config_map, build_sandbox,
 };
 pub use outcome::{
-    CONDITION_COMPLETED, REASON_AGENT_FAILED, REASON_AGENT_RUNNING, REASON_AGENT_SUCCEEDED,
-    REASON_OBJECT_NAME_TAKEN, REASON_POD_FAILED, REASON_POD_PENDING, REASON_SANDBOX_CREATING,
-    REASON_SANDBOX_LOST, RunOutcome, run_outcome,
+    CONDITION_ACP_READY, CONDITION_COMPLETED, CONDITION_SUCCEEDED, EXIT_LIMIT_REACHED,
+    EXIT_REFUSED, MAX_TERMINATION_DATA_BYTES, MAX_TERMINATION_MESSAGE_BYTES, REASON_AGENT_FAILED,
+    REASON_AGENT_RUNNING, REASON_AGENT_SUCCEEDED, REASON_FAILED, REASON_FINISHED,
+    REASON_LIMIT_REACHED, REASON_LISTENING, REASON_NOT_LISTENING, REASON_OBJECT_NAME_TAKEN,
+    REASON_POD_FAILED, REASON_POD_PENDING, REASON_REFUSED, REASON_RUNNING, REASON_SANDBOX_CREATING,
+    REASON_SANDBOX_LOST, REASON_SUCCEEDED, RunOutcome, run_outcome, succeeded_reason,
 };
 pub use pod::build_pod_spec;
 
@@ -82,7 +88,7 @@ pub const RUN_LABEL: &str = "konveyor.io/agentrun";
 pub const SKILL_CARD_LABEL: &str = "konveyor.io/skillcard";
 
 /// Environment variables the operator sets; a run's `spec.env` may not set these, nor any
-/// other name starting with [`RESERVED_ENV_PREFIX`].
+/// other name starting with [`RESERVED_ENV_PREFIX`] but the [`WORKFLOW_ENV`] names.
 pub mod env {
     /// Always `/opt/skills`.
     pub const SKILLS_DIR: &str = "KONVEYOR_SKILLS_DIR";
@@ -104,10 +110,24 @@ pub mod env {
     pub const LLM_API_KEY: &str = "KONVEYOR_LLM_API_KEY";
     /// The per-run ACP key.
     pub const ACP_SECRET_KEY: &str = "KONVEYOR_ACP_SECRET_KEY";
+    /// The commit author's name from `spec.gitConfig`; empty when none is set.
+    pub const GIT_AUTHOR_NAME: &str = "KONVEYOR_GIT_AUTHOR_NAME";
+    /// The commit author's email from `spec.gitConfig`; empty when none is set.
+    pub const GIT_AUTHOR_EMAIL: &str = "KONVEYOR_GIT_AUTHOR_EMAIL";
 }
 
 /// Prefix of the environment variable names the operator reserves.
 pub const RESERVED_ENV_PREFIX: &str = "KONVEYOR_";
+
+/// Variables with the reserved prefix that a run's `spec.env` may set after all: the
+/// workflow controller writes them into each stage's run (the workflow's guide, the stage's
+/// 1-based number, and how many stages there are). The operator sets no value of its own
+/// for them, so a run that sets them, stage or not, passes them to the agent as written.
+pub const WORKFLOW_ENV: [&str; 3] = [
+    "KONVEYOR_WORKFLOW_GUIDE",
+    "KONVEYOR_WORKFLOW_STAGE",
+    "KONVEYOR_WORKFLOW_STAGE_COUNT",
+];
 
 /// One skill as a sandbox mounts it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,25 +195,30 @@ pub struct SandboxInputs<'a> {
     gateway: &'a Gateway,
     skills: Vec<MountedSkill>,
     delivery_mode: SkillDeliveryMode,
-    params: BTreeMap<String, Value>,
+    params: RunParams,
+    git_author: Option<GitAuthor>,
+    file_mounts: Vec<files::CheckedMount>,
 }
 
 impl<'a> SandboxInputs<'a> {
     /// Checks the inputs once so every builder is infallible: the run has a name and a
-    /// namespace, its `spec.env` neither repeats a name nor sets a reserved one, every skill
+    /// namespace, its `spec.env` neither repeats a name nor sets a reserved one, its (or else the
+    /// Agent's) `spec.gitConfig` is a usable commit author, its `spec.fileMounts` stay clear of
+    /// the contract's directories, every skill
     /// name is a safe directory name, and no two skills share a name. `skills` may come in any
-    /// order; `params` are the typed values from
-    /// [`resolve_params`](crate::params::resolve_params).
+    /// order; `params` come from [`resolve_run`](crate::params::resolve_run).
     pub fn new(
         run: &'a AgentRun,
         agent: &'a Agent,
         gateway: &'a Gateway,
         mut skills: Vec<MountedSkill>,
         delivery_mode: SkillDeliveryMode,
-        params: BTreeMap<String, Value>,
+        params: RunParams,
     ) -> Result<Self, Error> {
         let (run_name, namespace) = name_and_namespace(&run.metadata, "AgentRun")?;
         check_run_env(run)?;
+        let git_author = git_author(agent.spec.git_config.as_ref(), run.spec.git_config.as_ref())?;
+        let file_mounts = files::check_file_mounts(&run.spec.file_mounts)?;
         for skill in &skills {
             if !is_skill_name(&skill.name) {
                 return Err(Error::InvalidSkillName {
@@ -221,6 +246,8 @@ impl<'a> SandboxInputs<'a> {
             skills,
             delivery_mode,
             params,
+            git_author,
+            file_mounts,
         })
     }
 
@@ -293,6 +320,7 @@ fn check_run_env(run: &AgentRun) -> Result<(), Error> {
         .env
         .iter()
         .filter(|e| e.name.starts_with(RESERVED_ENV_PREFIX) || e.name == env::SKILL_MODE)
+        .filter(|e| !WORKFLOW_ENV.contains(&e.name.as_str()))
         .map(|e| e.name.clone())
         .collect();
     if !reserved.is_empty() {

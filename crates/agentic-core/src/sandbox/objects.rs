@@ -35,8 +35,8 @@ pub const SANDBOX_KIND: &str = "Sandbox";
 ///     `/opt/skills/<name>`;
 ///
 ///   and `rules` lists the names of the `rule` skills, sorted.
-/// - `params.json` at `/run/konveyor/params.json`: one JSON object of the run's params,
-///   typed, with the Agent's defaults applied, keys sorted.
+/// - `params.json` at `/run/konveyor/params.json`: `{"workflow": {...}, "agent": {...},
+///   "execution": {...}}`, see [`resolve_run`](crate::params::resolve_run); keys sorted.
 ///
 /// Both are pretty-printed JSON with a final newline, byte-identical for identical inputs.
 pub fn build_run_config_map(inputs: &SandboxInputs, owner: OwnerReference) -> ConfigMap {
@@ -58,16 +58,16 @@ pub fn build_run_config_map(inputs: &SandboxInputs, owner: OwnerReference) -> Co
         })
         .collect();
     let manifest = json!({ "skills": skills, "rules": inputs.rules() });
-    let params: serde_json::Map<String, Value> = inputs
-        .params
-        .iter()
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect();
+    let params = json!({
+        "workflow": inputs.params.workflow,
+        "agent": inputs.params.agent,
+        "execution": inputs.params.execution.to_json(),
+    });
     ConfigMap {
         metadata: run_object_metadata(inputs, run_config_map_name(inputs.sandbox_name()), owner),
         data: Some(BTreeMap::from([
             (SKILLS_MANIFEST_KEY.to_string(), pretty(&manifest)),
-            (PARAMS_KEY.to_string(), pretty(&Value::Object(params))),
+            (PARAMS_KEY.to_string(), pretty(&params)),
         ])),
         ..Default::default()
     }

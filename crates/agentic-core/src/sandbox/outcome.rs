@@ -1,11 +1,15 @@
 //! A run's phase and conditions, read from its sandbox's pod.
 
 use agentic_api::{AgentRunPhase, AgentRunStatus, CONDITION_READY, ConditionStatus};
-use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{
+    ContainerStateTerminated, ContainerStatus, LocalObjectReference, Pod,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{Map, Value};
 
-use super::AGENT_CONTAINER;
-use crate::conditions::set_condition;
+use super::{ACP_PORT, AGENT_CONTAINER};
+use crate::conditions::{set_condition, truncate};
+use crate::names::acp_secret_name;
 
 /// The condition that is True once a run has finished, with the outcome as its reason.
 pub const CONDITION_COMPLETED: &str = "Completed";
@@ -26,6 +30,39 @@ pub const REASON_POD_FAILED: &str = "PodFailed";
 pub const REASON_SANDBOX_LOST: &str = "SandboxLost";
 /// An object the run does not control holds the name of one of the run's objects.
 pub const REASON_OBJECT_NAME_TAKEN: &str = "ObjectNameTaken";
+/// The agent exited [`EXIT_LIMIT_REACHED`]: an execution limit (`maxTurns`, `maxCost`) was
+/// reached and the agent stopped.
+pub const REASON_LIMIT_REACHED: &str = "LimitReached";
+/// The agent exited [`EXIT_REFUSED`]: it declined the task.
+pub const REASON_REFUSED: &str = "Refused";
+
+/// Konveyor's condition for the run's outcome: Unknown until the run ends, then True when it
+/// succeeded and False otherwise.
+pub const CONDITION_SUCCEEDED: &str = "Succeeded";
+/// Konveyor's condition for whether the agent accepts ACP connections.
+pub const CONDITION_ACP_READY: &str = "ACPReady";
+/// `Succeeded` True: the agent exited 0 (Konveyor's name for [`REASON_AGENT_SUCCEEDED`]).
+pub const REASON_SUCCEEDED: &str = "Succeeded";
+/// `Succeeded` False: the agent exited non-zero (Konveyor's name for [`REASON_AGENT_FAILED`]).
+pub const REASON_FAILED: &str = "Failed";
+/// `Succeeded` Unknown: the agent runs (Konveyor's name for [`REASON_AGENT_RUNNING`]).
+pub const REASON_RUNNING: &str = "Running";
+/// `ACPReady` True: the pod is Ready, its readiness probe connects to the ACP port.
+pub const REASON_LISTENING: &str = "Listening";
+/// `ACPReady` False: the run has not started, or its agent does not listen (yet).
+pub const REASON_NOT_LISTENING: &str = "NotListening";
+/// `ACPReady` False: the run has ended.
+pub const REASON_FINISHED: &str = "Finished";
+
+/// The exit code of an agent that stopped at an execution limit.
+pub const EXIT_LIMIT_REACHED: i32 = 2;
+/// The exit code of an agent that refused the task.
+pub const EXIT_REFUSED: i32 = 3;
+/// The largest termination message kept as `status.terminationData`, in bytes (the
+/// kubelet's own limit on termination messages).
+pub const MAX_TERMINATION_DATA_BYTES: usize = 4096;
+/// The most of a termination message that goes into the conditions' message, in bytes.
+pub const MAX_TERMINATION_MESSAGE_BYTES: usize = 4096;
 
 /// Where a run stands, and why: the phase, a stable reason, a message for the user, and the
 /// agent container's start and finish times when known.
@@ -41,6 +78,11 @@ pub struct RunOutcome {
     pub start_time: Option<Time>,
     /// When the agent container finished.
     pub completion_time: Option<Time>,
+    /// Whether the agent accepts ACP connections: its pod is Ready.
+    pub listening: bool,
+    /// The agent's termination message, when it is a JSON object within
+    /// [`MAX_TERMINATION_DATA_BYTES`].
+    pub termination_data: Option<Box<Map<String, Value>>>,
 }
 
 impl RunOutcome {
@@ -73,6 +115,8 @@ impl RunOutcome {
             message,
             start_time: None,
             completion_time: None,
+            listening: false,
+            termination_data: None,
         }
     }
 
@@ -81,8 +125,14 @@ impl RunOutcome {
     /// - `phase`, and `observedGeneration`;
     /// - `Ready`: True while the agent runs, otherwise False; `Completed`: True once the run
     ///   has finished, otherwise False; both with the outcome's reason and message;
+    /// - Konveyor's `Succeeded`: Unknown until the run finishes, then True or False, with the
+    ///   reason mapped by [`succeeded_reason`]; `ACPReady`: True (`Listening`) while the agent
+    ///   runs in a Ready pod, False with `NotListening` before, `Finished` after;
     /// - `startTime` once, the first time it is known; `completionTime` when the run
-    ///   finishes: the agent's finish time, or `now` when the pod does not say.
+    ///   finishes: the agent's finish time, or `now` when the pod does not say; `duration`,
+    ///   the whole seconds between the two, when both are known;
+    /// - `secretKeyRef`, the ACP key Secret, once the run has a sandbox;
+    /// - `terminationData`, the agent's JSON termination message, when the run finishes.
     ///
     /// A finished run (Succeeded or Failed) is final: its status is left untouched. Applying
     /// an outcome equal to the last one changes nothing, so an idle run causes no writes.
@@ -129,6 +179,66 @@ impl RunOutcome {
                 now.clone(),
             );
         }
+        let succeeded = match self.phase {
+            AgentRunPhase::Succeeded => ConditionStatus::True,
+            AgentRunPhase::Failed => ConditionStatus::False,
+            AgentRunPhase::Pending | AgentRunPhase::Running => ConditionStatus::Unknown,
+        };
+        set_condition(
+            &mut status.conditions,
+            CONDITION_SUCCEEDED,
+            succeeded,
+            succeeded_reason(self.reason),
+            &self.message,
+            observed_generation,
+            now.clone(),
+        );
+        let sandbox = status.sandbox_name.as_deref().unwrap_or("of this run");
+        let (acp_status, acp_reason, acp_message) = if finished {
+            (
+                ConditionStatus::False,
+                REASON_FINISHED,
+                "the run has ended; its ACP endpoint is gone".to_string(),
+            )
+        } else if self.phase == AgentRunPhase::Running && self.listening {
+            (
+                ConditionStatus::True,
+                REASON_LISTENING,
+                format!(
+                    "the agent of sandbox {sandbox} accepts ACP connections on port {ACP_PORT}"
+                ),
+            )
+        } else {
+            (
+                ConditionStatus::False,
+                REASON_NOT_LISTENING,
+                format!("waiting for the agent of sandbox {sandbox} to listen on port {ACP_PORT}"),
+            )
+        };
+        set_condition(
+            &mut status.conditions,
+            CONDITION_ACP_READY,
+            acp_status,
+            acp_reason,
+            &acp_message,
+            observed_generation,
+            now.clone(),
+        );
+        status.secret_key_ref = status
+            .sandbox_name
+            .as_deref()
+            .map(|name| LocalObjectReference {
+                name: acp_secret_name(name),
+            });
+        if finished {
+            status.duration = match (&status.start_time, &status.completion_time) {
+                (Some(start), Some(end)) => {
+                    Some(end.0.as_second().saturating_sub(start.0.as_second()).max(0))
+                }
+                _ => None,
+            };
+            status.termination_data = self.termination_data.as_deref().cloned();
+        }
         *status != before
     }
 }
@@ -140,7 +250,9 @@ impl RunOutcome {
 /// | observed | phase | reason |
 /// |----------|-------|--------|
 /// | agent container terminated with exit code 0 | Succeeded | `AgentSucceeded` |
-/// | agent container terminated non-zero (code, reason and termination message in the message) | Failed | `AgentFailed` |
+/// | agent container terminated with exit code 2 | Failed | `LimitReached` |
+/// | agent container terminated with exit code 3 | Failed | `Refused` |
+/// | agent container terminated with another non-zero code (code, reason and termination message in the message) | Failed | `AgentFailed` |
 /// | pod phase Failed, agent container not terminated (eviction, node loss; the pod's reason in the message) | Failed | `PodFailed` |
 /// | pod phase Succeeded without an agent container status | Succeeded | `AgentSucceeded` |
 /// | sandbox or pod gone after the agent started | Failed | `SandboxLost` |
@@ -148,6 +260,11 @@ impl RunOutcome {
 /// | agent container running | Running | `AgentRunning` |
 /// | pod exists, agent container not started (waiting reason in the message) | Pending | `PodPending` |
 /// | no pod yet, agent never started | Pending | `SandboxCreating` |
+///
+/// A termination message that is a JSON object (within [`MAX_TERMINATION_DATA_BYTES`]) is
+/// the outcome's `termination_data`, and the message says so; any other goes into the
+/// message, cut after [`MAX_TERMINATION_MESSAGE_BYTES`]. `listening` is whether a running
+/// agent's pod is Ready.
 ///
 /// "The agent started" means the status records a `startTime` or phase Running. A pod is the
 /// same pod when its agent container's start time equals the recorded `startTime`, which is
@@ -224,6 +341,7 @@ pub fn run_outcome(pod: Option<&Pod>, sandbox_exists: bool, status: &AgentRunSta
     if running.is_some() {
         return RunOutcome {
             start_time: running_since.cloned(),
+            listening: pod_ready(pod),
             ..RunOutcome::new(
                 AgentRunPhase::Running,
                 REASON_AGENT_RUNNING,
@@ -234,34 +352,83 @@ pub fn run_outcome(pod: Option<&Pod>, sandbox_exists: bool, status: &AgentRunSta
     RunOutcome::pending(REASON_POD_PENDING, pending_message(pod, pod_name, agent))
 }
 
+/// The reason of Konveyor's `Succeeded` condition for a run whose `Ready` reason is `reason`:
+/// Konveyor's names where it has one (`AgentSucceeded` → `Succeeded`, `AgentFailed` →
+/// `Failed`, `AgentRunning` → `Running`), otherwise the reason itself (`LimitReached`,
+/// `Refused`, `InvalidParams`, `Cancelled`, ...).
+pub fn succeeded_reason(reason: &'static str) -> &'static str {
+    match reason {
+        REASON_AGENT_SUCCEEDED => REASON_SUCCEEDED,
+        REASON_AGENT_FAILED => REASON_FAILED,
+        REASON_AGENT_RUNNING => REASON_RUNNING,
+        other => other,
+    }
+}
+
 fn lost(message: String) -> RunOutcome {
     RunOutcome::failed(REASON_SANDBOX_LOST, message)
 }
 
 fn finished(terminated: &ContainerStateTerminated) -> RunOutcome {
-    let (phase, reason) = if terminated.exit_code == 0 {
-        (AgentRunPhase::Succeeded, REASON_AGENT_SUCCEEDED)
-    } else {
-        (AgentRunPhase::Failed, REASON_AGENT_FAILED)
+    let (phase, reason) = match terminated.exit_code {
+        0 => (AgentRunPhase::Succeeded, REASON_AGENT_SUCCEEDED),
+        EXIT_LIMIT_REACHED => (AgentRunPhase::Failed, REASON_LIMIT_REACHED),
+        EXIT_REFUSED => (AgentRunPhase::Failed, REASON_REFUSED),
+        _ => (AgentRunPhase::Failed, REASON_AGENT_FAILED),
     };
     let mut message = format!("the agent exited with code {}", terminated.exit_code);
     if let Some(reason) = terminated.reason.as_deref().filter(|r| !r.is_empty()) {
         message.push_str(&format!(" ({reason})"));
     }
-    if let Some(text) = terminated
+    let text = terminated
         .message
         .as_deref()
         .map(str::trim_end)
-        .filter(|m| !m.is_empty())
-    {
-        message.push_str(": ");
-        message.push_str(text);
+        .filter(|m| !m.is_empty());
+    let termination_data = text.and_then(json_object).map(Box::new);
+    match text {
+        Some(_) if termination_data.is_some() => {
+            message.push_str("; its termination message is in status.terminationData");
+        }
+        Some(text) => {
+            message.push_str(": ");
+            let kept = truncate(text, MAX_TERMINATION_MESSAGE_BYTES);
+            message.push_str(kept);
+            if kept.len() < text.len() {
+                message.push_str(" [cut]");
+            }
+        }
+        None => {}
     }
     RunOutcome {
         start_time: terminated.started_at.clone(),
         completion_time: terminated.finished_at.clone(),
+        termination_data,
         ..RunOutcome::new(phase, reason, message)
     }
+}
+
+/// `text` as a JSON object, when it is one within [`MAX_TERMINATION_DATA_BYTES`].
+fn json_object(text: &str) -> Option<Map<String, Value>> {
+    if text.len() > MAX_TERMINATION_DATA_BYTES {
+        return None;
+    }
+    match serde_json::from_str(text) {
+        Ok(Value::Object(object)) => Some(object),
+        _ => None,
+    }
+}
+
+/// Whether the pod reports Ready: its readiness probe connects to the ACP port.
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
 }
 
 /// Why the agent has not started: the container's waiting reason (image pulls, missing

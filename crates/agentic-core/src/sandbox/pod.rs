@@ -108,14 +108,8 @@ fn environment(inputs: &SandboxInputs) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
         value(env::SKILLS_DIR, SKILLS_DIR),
         value(env::SKILL_MODE, inputs.delivery_mode.as_str()),
         value(env::RULES, &inputs.rules().join(",")),
-        value(
-            env::PROMPT,
-            inputs.agent.spec.prompt.as_deref().unwrap_or_default(),
-        ),
-        value(
-            env::INSTRUCTIONS,
-            inputs.run.spec.instructions.as_deref().unwrap_or_default(),
-        ),
+        value(env::PROMPT, &inputs.params.prompt),
+        value(env::INSTRUCTIONS, &inputs.params.instructions),
         value(env::LLM_PROVIDER, &gateway.provider),
         value(
             env::LLM_ENDPOINT,
@@ -145,6 +139,15 @@ fn environment(inputs: &SandboxInputs) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
         env::ACP_SECRET_KEY,
         &acp_secret_name(inputs.sandbox_name()),
         ACP_SECRET_KEY,
+    ));
+    let author = inputs.git_author.as_ref();
+    vars.push(value(
+        env::GIT_AUTHOR_NAME,
+        author.map(|a| a.name.as_str()).unwrap_or_default(),
+    ));
+    vars.push(value(
+        env::GIT_AUTHOR_EMAIL,
+        author.map(|a| a.email.as_str()).unwrap_or_default(),
     ));
     vars.extend(inputs.run.spec.env.iter().cloned());
     sources.extend(inputs.run.spec.env_from.iter().cloned());
@@ -229,6 +232,9 @@ fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
             },
         });
     }
+    for (index, checked) in inputs.file_mounts.iter().enumerate() {
+        volumes.push(super::files::volume(index, checked));
+    }
     volumes
 }
 
@@ -259,6 +265,9 @@ fn volume_mounts(inputs: &SandboxInputs) -> Vec<VolumeMount> {
             true,
             skill.sub_path.as_deref(),
         ));
+    }
+    for (index, checked) in inputs.file_mounts.iter().enumerate() {
+        mounts.push(super::files::volume_mount(index, checked));
     }
     mounts
 }

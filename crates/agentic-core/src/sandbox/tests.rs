@@ -5,10 +5,11 @@ use k8s_openapi::api::core::v1::{
     ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource, EnvVar, EnvVarSource, PodSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::names::label_value;
+use crate::params::RunParams;
 
 const JAVA_IMAGE: &str =
     "ghcr.io/acme/java@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -105,12 +106,17 @@ fn notes() -> MountedSkill {
     }
 }
 
-fn params() -> BTreeMap<String, Value> {
-    BTreeMap::from([
-        ("depth".to_string(), json!(3)),
-        ("dry_run".to_string(), json!(false)),
-        ("target".to_string(), json!("quarkus")),
-    ])
+fn params() -> RunParams {
+    RunParams {
+        agent: BTreeMap::from([
+            ("depth".to_string(), json!(3)),
+            ("dry_run".to_string(), json!(false)),
+            ("target".to_string(), json!("quarkus")),
+        ]),
+        prompt: "You migrate Java apps.".into(),
+        instructions: "Move the app to Quarkus.".into(),
+        ..RunParams::default()
+    }
 }
 
 fn owner(name: &str) -> OwnerReference {
@@ -276,6 +282,55 @@ fn mounts_are_read_only_except_scratch() {
 }
 
 #[test]
+fn file_mounts_are_read_only_volumes_after_the_skills() {
+    let mut fixture = Fixture::new();
+    fixture.skills = vec![java()];
+    fixture.run.spec.file_mounts = vec![
+        agentic_api::FileMount {
+            mount_path: "/etc/app//".into(),
+            secret_name: Some("app-creds".into()),
+            items: vec![k8s_openapi::api::core::v1::KeyToPath {
+                key: "token".into(),
+                path: "token.txt".into(),
+                mode: None,
+            }],
+            ..Default::default()
+        },
+        agentic_api::FileMount {
+            mount_path: "/home/agent/.tool.yaml".into(),
+            config_map_name: Some("tool".into()),
+            sub_path: Some("tool.yaml".into()),
+            ..Default::default()
+        },
+    ];
+    let spec = fixture.pod_spec();
+    let volumes = spec["volumes"].as_array().expect("volumes");
+    assert_eq!(
+        &volumes[4..],
+        [
+            json!({"name": "file-0", "secret": {"secretName": "app-creds",
+                   "items": [{"key": "token", "path": "token.txt"}]}}),
+            json!({"name": "file-1", "configMap": {"name": "tool"}}),
+        ]
+    );
+    let mounts = container(&spec)["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .clone();
+    assert_eq!(
+        &mounts[5..],
+        [
+            json!({"name": "file-0", "mountPath": "/etc/app", "readOnly": true}),
+            json!({"name": "file-1", "mountPath": "/home/agent/.tool.yaml", "readOnly": true,
+                   "subPath": "tool.yaml"}),
+        ]
+    );
+
+    fixture.run.spec.file_mounts[1].mount_path = "/opt/skills/java/extra".into();
+    assert_eq!(inputs_error(&fixture).reason(), "InvalidFileMounts");
+}
+
+#[test]
 fn env_with_a_keyed_credential() {
     let spec = Fixture::new().pod_spec();
     assert_eq!(
@@ -293,6 +348,8 @@ fn env_with_a_keyed_credential() {
              "valueFrom": {"secretKeyRef": {"name": "llm-key", "key": "api-key"}}},
             {"name": "KONVEYOR_ACP_SECRET_KEY",
              "valueFrom": {"secretKeyRef": {"name": "fix-123-acp-key", "key": "secret-key"}}},
+            {"name": "KONVEYOR_GIT_AUTHOR_NAME", "value": ""},
+            {"name": "KONVEYOR_GIT_AUTHOR_EMAIL", "value": ""},
         ])
     );
 }
@@ -311,7 +368,7 @@ fn env_without_rules_prompt_instructions_or_endpoint_keeps_the_names() {
         &fixture.gateway,
         fixture.skills.clone(),
         SkillDeliveryMode::Inject,
-        BTreeMap::new(),
+        RunParams::default(),
     )
     .expect("valid");
     let spec = serde_json::to_value(build_pod_spec(&inputs)).expect("serializes");
@@ -402,12 +459,13 @@ fn run_env_comes_after_the_operators() {
         .iter()
         .filter_map(|v| v["name"].as_str())
         .collect();
-    assert_eq!(names.len(), 11);
+    assert_eq!(names.len(), 13);
     assert_eq!(names[0], "KONVEYOR_SKILLS_DIR");
     assert_eq!(names[8], "KONVEYOR_ACP_SECRET_KEY");
-    assert_eq!(&names[9..], ["LOG_LEVEL", "FROM_CM"]);
+    assert_eq!(names[10], "KONVEYOR_GIT_AUTHOR_EMAIL");
+    assert_eq!(&names[11..], ["LOG_LEVEL", "FROM_CM"]);
     assert_eq!(
-        agent["env"][10]["valueFrom"],
+        agent["env"][12]["valueFrom"],
         json!({"configMapKeyRef": {"name": "settings", "key": "x"}})
     );
     assert_eq!(
@@ -417,6 +475,42 @@ fn run_env_comes_after_the_operators() {
             {"configMapRef": {"name": "extra", "optional": true}, "prefix": "EXTRA_"}
         ])
     );
+}
+
+#[test]
+fn the_git_author_comes_from_the_run_else_the_agent() {
+    let mut fixture = Fixture::new();
+    fixture.agent.spec.git_config = Some(agentic_api::GitConfig {
+        user_name: Some("Agent Bot".into()),
+        user_email: Some("agent@example.com".into()),
+    });
+    let value_of = |fixture: &Fixture, name: &str| {
+        container(&fixture.pod_spec())["env"]
+            .as_array()
+            .and_then(|vars| vars.iter().find(|v| v["name"] == name))
+            .map(|v| v["value"].clone())
+    };
+    assert_eq!(
+        value_of(&fixture, "KONVEYOR_GIT_AUTHOR_NAME"),
+        Some(json!("Agent Bot"))
+    );
+    fixture.run.spec.git_config = Some(agentic_api::GitConfig {
+        user_name: Some("Run Bot".into()),
+        user_email: Some("run@example.com".into()),
+    });
+    assert_eq!(
+        value_of(&fixture, "KONVEYOR_GIT_AUTHOR_NAME"),
+        Some(json!("Run Bot"))
+    );
+    assert_eq!(
+        value_of(&fixture, "KONVEYOR_GIT_AUTHOR_EMAIL"),
+        Some(json!("run@example.com"))
+    );
+    fixture.run.spec.git_config = Some(agentic_api::GitConfig {
+        user_name: Some("Run <Bot>".into()),
+        user_email: Some("run@example.com".into()),
+    });
+    assert_eq!(inputs_error(&fixture).reason(), "InvalidGitConfig");
 }
 
 fn env_var(name: &str) -> EnvVar {
@@ -460,6 +554,39 @@ fn run_env_may_not_override_the_contract() {
         }
     );
     assert_eq!(error.reason(), "ReservedEnvName");
+}
+
+#[test]
+fn the_workflow_variables_pass_through_as_written() {
+    let mut fixture = Fixture::new();
+    fixture.run.spec.env = vec![
+        env_var("KONVEYOR_WORKFLOW_GUIDE"),
+        env_var("KONVEYOR_WORKFLOW_STAGE"),
+        env_var("KONVEYOR_WORKFLOW_STAGE_COUNT"),
+    ];
+    let spec = fixture.pod_spec();
+    let names: Vec<&str> = container(&spec)["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert_eq!(
+        &names[names.len() - 3..],
+        [
+            "KONVEYOR_WORKFLOW_GUIDE",
+            "KONVEYOR_WORKFLOW_STAGE",
+            "KONVEYOR_WORKFLOW_STAGE_COUNT"
+        ]
+    );
+    // Only those three: a look-alike is still reserved, and repeats are still refused.
+    fixture.run.spec.env = vec![env_var("KONVEYOR_WORKFLOW_STAGES")];
+    assert_eq!(inputs_error(&fixture).reason(), "ReservedEnvName");
+    fixture.run.spec.env = vec![
+        env_var("KONVEYOR_WORKFLOW_STAGE"),
+        env_var("KONVEYOR_WORKFLOW_STAGE"),
+    ];
+    assert_eq!(inputs_error(&fixture).reason(), "DuplicateEnvName");
 }
 
 #[test]
@@ -596,7 +723,7 @@ fn run_config_map_holds_manifest_and_params() {
 
     assert_eq!(
         data["params.json"],
-        "{\n  \"depth\": 3,\n  \"dry_run\": false,\n  \"target\": \"quarkus\"\n}\n"
+        "{\n  \"agent\": {\n    \"depth\": 3,\n    \"dry_run\": false,\n    \"target\": \"quarkus\"\n  },\n  \"execution\": {\n    \"mode\": \"auto\"\n  },\n  \"workflow\": {}\n}\n"
     );
 }
 
@@ -610,13 +737,17 @@ fn empty_skills_and_params_are_still_files() {
         &fixture.gateway,
         vec![],
         SkillDeliveryMode::Native,
-        BTreeMap::new(),
+        RunParams::default(),
     )
     .expect("valid");
     let data = build_run_config_map(&inputs, owner("fix-123"))
         .data
         .expect("data");
-    assert_eq!(data["params.json"], "{}\n");
+    let params: Value = serde_json::from_str(&data["params.json"]).expect("JSON");
+    assert_eq!(
+        params,
+        json!({"workflow": {}, "agent": {}, "execution": {"mode": "auto"}})
+    );
     let manifest: Value = serde_json::from_str(&data["konveyor-skills.json"]).expect("JSON");
     assert_eq!(manifest, json!({"skills": [], "rules": []}));
 }

@@ -16,7 +16,7 @@ use agentic_api::{
 use agentic_core::conditions::find_condition;
 use agentic_core::names::sandbox_name;
 use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
-use agentic_core::params::resolve_params;
+use agentic_core::params::resolve_run;
 use agentic_core::sandbox::{
     Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome,
     SANDBOX_KIND, SandboxInputs, admit, build_acp_secret, build_pod, build_run_config_map,
@@ -269,7 +269,7 @@ async fn start(
     };
     let agent_status = agent.status.clone().unwrap_or_default();
 
-    let params = match resolve_params(&agent.spec.params, &run.spec.params) {
+    let params = match resolve_run(&agent.spec, &run.spec) {
         Ok(params) => params,
         Err(e) => return Ok(RunOutcome::failed(e.reason(), format!("spec.params: {e}"))),
     };

@@ -152,6 +152,8 @@ fn running_container_is_running_with_its_start() {
             message: "the agent is running in pod fix-123".into(),
             start_time: Some(at(100)),
             completion_time: None,
+            listening: false,
+            termination_data: None,
         }
     );
     // Still the same container on the next pass.
@@ -174,6 +176,8 @@ fn exit_zero_succeeds() {
             message: "the agent exited with code 0 (Completed)".into(),
             start_time: Some(at(100)),
             completion_time: Some(at(160)),
+            listening: false,
+            termination_data: None,
         }
     );
 }
@@ -182,15 +186,16 @@ fn exit_zero_succeeds() {
 fn non_zero_exit_fails_with_code_and_termination_message() {
     let done = pod(
         "Failed",
-        Some(terminated(3, "Error", Some("tests failed: 2 of 40\n"), 100)),
+        Some(terminated(1, "Error", Some("tests failed: 2 of 40\n"), 100)),
     );
     let outcome = run_outcome(Some(&done), true, &started_at(100));
     assert_eq!(outcome.phase, AgentRunPhase::Failed);
     assert_eq!(outcome.reason, "AgentFailed");
     assert_eq!(
         outcome.message,
-        "the agent exited with code 3 (Error): tests failed: 2 of 40"
+        "the agent exited with code 1 (Error): tests failed: 2 of 40"
     );
+    assert_eq!(outcome.termination_data, None);
     assert_eq!(outcome.completion_time, Some(at(160)));
 
     let oom = pod("Failed", Some(terminated(137, "OOMKilled", None, 100)));
@@ -378,4 +383,165 @@ fn a_taken_name_keeps_the_run_pending_naming_kind_and_object() {
         "{}",
         outcome.message
     );
+}
+
+#[test]
+fn exit_two_is_limit_reached_and_three_refused() {
+    for (code, reason) in [(2, "LimitReached"), (3, "Refused"), (4, "AgentFailed")] {
+        let done = pod("Failed", Some(terminated(code, "Error", None, 100)));
+        let outcome = run_outcome(Some(&done), true, &started_at(100));
+        assert_eq!(
+            (outcome.phase, outcome.reason),
+            (AgentRunPhase::Failed, reason),
+            "exit {code}"
+        );
+        assert_eq!(
+            outcome.message,
+            format!("the agent exited with code {code} (Error)")
+        );
+    }
+}
+
+#[test]
+fn a_json_object_termination_message_becomes_termination_data() {
+    let report = r#"{"usage": {"cost": "1.25", "currency": "USD"}, "turns": 7}"#;
+    let done = pod("Failed", Some(terminated(2, "Error", Some(report), 100)));
+    let outcome = run_outcome(Some(&done), true, &started_at(100));
+    assert_eq!(
+        outcome.termination_data.map(|data| Value::Object(*data)),
+        Some(serde_json::json!({"usage": {"cost": "1.25", "currency": "USD"}, "turns": 7}))
+    );
+    assert_eq!(
+        outcome.message,
+        "the agent exited with code 2 (Error); its termination message is in status.terminationData"
+    );
+
+    // JSON that is not an object, broken JSON and text stay in the message.
+    for text in ["[1, 2]", "42", "\"done\"", "{\"cut\":", "plain words"] {
+        let done = pod("Failed", Some(terminated(1, "Error", Some(text), 100)));
+        let outcome = run_outcome(Some(&done), true, &started_at(100));
+        assert_eq!(outcome.termination_data, None, "{text}");
+        assert_eq!(
+            outcome.message,
+            format!("the agent exited with code 1 (Error): {text}")
+        );
+    }
+
+    // An object over the limit is not kept, and the message is bounded.
+    let big = format!(
+        "{{\"log\": \"{}\"}}",
+        "é".repeat(MAX_TERMINATION_DATA_BYTES)
+    );
+    let done = pod("Failed", Some(terminated(1, "Error", Some(&big), 100)));
+    let outcome = run_outcome(Some(&done), true, &started_at(100));
+    assert_eq!(outcome.termination_data, None);
+    let prefix = "the agent exited with code 1 (Error): ";
+    assert!(outcome.message.starts_with(prefix));
+    assert!(outcome.message.ends_with(" [cut]"), "{}", outcome.message);
+    assert!(outcome.message.len() <= prefix.len() + MAX_TERMINATION_MESSAGE_BYTES + " [cut]".len());
+}
+
+fn condition_of<'a>(status: &'a AgentRunStatus, type_: &str) -> (&'a str, &'a str) {
+    let c = crate::conditions::find_condition(&status.conditions, type_)
+        .unwrap_or_else(|| panic!("no {type_}"));
+    (c.status.as_str(), c.reason.as_str())
+}
+
+fn ready_pod(since: i64, ready: bool) -> Pod {
+    let mut p = pod("Running", Some(running(since)));
+    if let Some(s) = p.status.as_mut() {
+        s.conditions = Some(vec![PodCondition {
+            type_: "Ready".into(),
+            status: if ready { "True" } else { "False" }.into(),
+            ..Default::default()
+        }]);
+    }
+    p
+}
+
+#[test]
+fn konveyor_conditions_follow_the_run() {
+    let mut run_status = created();
+    assert!(RunOutcome::pending("PodPending", "waiting").apply(&mut run_status, Some(1), at(90)));
+    assert_eq!(
+        condition_of(&run_status, "Succeeded"),
+        ("Unknown", "PodPending")
+    );
+    assert_eq!(
+        condition_of(&run_status, "ACPReady"),
+        ("False", "NotListening")
+    );
+    assert_eq!(
+        run_status.secret_key_ref.as_ref().map(|r| r.name.as_str()),
+        Some("fix-123-acp-key")
+    );
+
+    // Running, the readiness probe not passing yet.
+    let outcome = run_outcome(Some(&ready_pod(100, false)), true, &run_status);
+    assert!(outcome.apply(&mut run_status, Some(1), at(101)));
+    assert_eq!(
+        condition_of(&run_status, "Succeeded"),
+        ("Unknown", "Running")
+    );
+    assert_eq!(
+        condition_of(&run_status, "ACPReady"),
+        ("False", "NotListening")
+    );
+
+    // Listening.
+    let outcome = run_outcome(Some(&ready_pod(100, true)), true, &run_status);
+    assert!(outcome.listening);
+    assert!(outcome.apply(&mut run_status, Some(1), at(105)));
+    assert_eq!(condition_of(&run_status, "ACPReady"), ("True", "Listening"));
+    assert_eq!(run_status.duration, None);
+    let before = run_status.clone();
+    let again = run_outcome(Some(&ready_pod(100, true)), true, &run_status);
+    assert!(!again.apply(&mut run_status, Some(1), at(200)), "no write");
+    assert_eq!(run_status, before);
+
+    // The agent stops at its limit with a report.
+    let done = pod(
+        "Failed",
+        Some(terminated(2, "Error", Some(r#"{"turns": 30}"#), 100)),
+    );
+    let outcome = run_outcome(Some(&done), true, &run_status);
+    assert!(outcome.apply(&mut run_status, Some(1), at(900)));
+    assert_eq!(
+        condition_of(&run_status, "Succeeded"),
+        ("False", "LimitReached")
+    );
+    assert_eq!(
+        condition_of(&run_status, "Ready"),
+        ("False", "LimitReached")
+    );
+    assert_eq!(condition_of(&run_status, "ACPReady"), ("False", "Finished"));
+    assert_eq!(run_status.duration, Some(60), "finish minus start");
+    assert_eq!(
+        run_status.termination_data.clone().map(Value::Object),
+        Some(serde_json::json!({"turns": 30}))
+    );
+}
+
+#[test]
+fn succeeded_uses_konveyor_reasons_where_it_has_them() {
+    let mut ok = started_at(100);
+    let done = pod("Succeeded", Some(terminated(0, "Completed", None, 100)));
+    assert!(run_outcome(Some(&done), true, &ok).apply(&mut ok, Some(1), at(300)));
+    assert_eq!(condition_of(&ok, "Succeeded"), ("True", "Succeeded"));
+    assert_eq!(condition_of(&ok, "Ready"), ("False", "AgentSucceeded"));
+
+    let mut failed = started_at(100);
+    let done = pod("Failed", Some(terminated(1, "Error", None, 100)));
+    assert!(run_outcome(Some(&done), true, &failed).apply(&mut failed, Some(1), at(300)));
+    assert_eq!(condition_of(&failed, "Succeeded"), ("False", "Failed"));
+
+    let mut invalid = AgentRunStatus::default();
+    assert!(RunOutcome::failed("InvalidParams", "bad").apply(&mut invalid, Some(1), at(5)));
+    assert_eq!(
+        condition_of(&invalid, "Succeeded"),
+        ("False", "InvalidParams")
+    );
+    assert_eq!(condition_of(&invalid, "ACPReady"), ("False", "Finished"));
+    assert_eq!(invalid.duration, None, "never started");
+    assert_eq!(invalid.secret_key_ref, None, "no sandbox");
 }
