@@ -1,4 +1,4 @@
-//! The `konveyor.io/v1alpha1` API: SkillCard, Agent, AgentRun and Gateway.
+//! The `konveyor.io/v1alpha1` API: SkillCard, SkillCollection, Agent, AgentRun and Gateway.
 //!
 //! Field names follow the Konveyor agentic platform so that its manifests apply unchanged.
 //! The doc comments on the types below are what `kubectl explain` shows users.
@@ -13,6 +13,7 @@ mod condition;
 mod descriptions;
 mod gateway;
 mod skillcard;
+mod skillcollection;
 
 pub use agent::{Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType};
 pub use agentrun::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam};
@@ -20,6 +21,10 @@ pub use condition::{CONDITION_READY, ConditionStatus};
 pub use gateway::{CredentialRef, Gateway, GatewayModel, GatewaySpec, GatewayStatus};
 pub use skillcard::{
     DeliveryMode, SecretRef, SkillCard, SkillCardSpec, SkillCardStatus, SkillFrontmatter, SkillType,
+};
+pub use skillcollection::{
+    SKILL_COLLECTION_LABEL, SkillCollection, SkillCollectionSkill, SkillCollectionSpec,
+    SkillCollectionStatus,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -44,6 +49,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         Agent::crd(),
         AgentRun::crd(),
         Gateway::crd(),
+        SkillCollection::crd(),
     ];
     crds.iter_mut().for_each(descriptions::unwrap_crd);
     crds
