@@ -75,7 +75,6 @@ fn agent(name: &str, cards: &[&str], gateways: &[&str], delivery: &str) -> Agent
                 .collect(),
             params: vec![],
             skill_delivery: delivery.into(),
-            max_concurrent_runs: None,
             ..AgentSpec::default()
         },
         status: None,

@@ -10,7 +10,7 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
+use agentic_api::{Agent, AgentRun, Gateway, SkillCard, SkillCollection};
 use agentic_integration_tests::env;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::response::StatusCause;
@@ -187,8 +187,13 @@ const DEFAULT_NOT_REQUIRED: &str = "a param with a default cannot be required";
 const RUN_IMMUTABLE: &str =
     "spec is immutable, except that spec.cancel may be set to true; create a new AgentRun instead";
 
+const COLLECTION_ONE: &str = "set exactly one of spec.image or spec.skills";
+const ENTRY_ONE: &str = "exactly one of skillCardRef, image or source must be set";
+const ENTRY_SUB_PATH_RELATIVE: &str = "subPath must be relative: it must not start with '/'";
+const ENTRY_SUB_PATH_NO_DOTDOT: &str = "subPath must not contain '..' segments";
+
 /// Every CEL rule message of the CRDs, each exercised by the tests below.
-const EXERCISED_RULES: [&str; 8] = [
+const EXERCISED_RULES: [&str; 12] = [
     EXACTLY_ONE,
     SUB_PATH_NEEDS_CONTENT,
     SUB_PATH_RELATIVE,
@@ -197,6 +202,10 @@ const EXERCISED_RULES: [&str; 8] = [
     PULL_SECRETS_NEED_IMAGE,
     DEFAULT_NOT_REQUIRED,
     RUN_IMMUTABLE,
+    COLLECTION_ONE,
+    ENTRY_ONE,
+    ENTRY_SUB_PATH_RELATIVE,
+    ENTRY_SUB_PATH_NO_DOTDOT,
 ];
 
 const IMAGE: &str = "registry.example/skills/java:1.0";
@@ -276,6 +285,83 @@ async fn skill_card_takes_exactly_one_of_image_inline_and_source() {
             json!({"image": ""}),
             "spec.image",
             "should be at least 1 chars long",
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn skill_collection_takes_an_image_or_a_list_of_single_source_entries() {
+    let collections = kind::<SkillCollection>("cel-scol").await;
+    for how in [Via::Apply, Via::Create] {
+        collections
+            .accepts(how, "image", json!({"image": IMAGE, "type": "rule"}))
+            .await;
+        collections
+            .accepts(
+                how,
+                "skills",
+                json!({"skills": [
+                    {"name": "a", "skillCardRef": "java"},
+                    {"name": "b", "image": IMAGE, "subPath": "skills/b", "type": "rule"},
+                    {"name": "c", "source": SOURCE, "ref": "main", "subPath": "c"},
+                ]}),
+            )
+            .await;
+        for (name, spec) in [
+            ("neither", json!({"version": "1.0.0"})),
+            (
+                "both",
+                json!({"image": IMAGE, "skills": [{"name": "a", "skillCardRef": "java"}]}),
+            ),
+        ] {
+            collections
+                .rejects(how, name, spec, "spec", COLLECTION_ONE)
+                .await;
+        }
+        for (name, entry) in [
+            ("entry-none", json!({"name": "a", "subPath": "x"})),
+            (
+                "entry-two",
+                json!({"name": "a", "skillCardRef": "java", "image": IMAGE}),
+            ),
+            (
+                "entry-three",
+                json!({"name": "a", "skillCardRef": "java", "image": IMAGE, "source": SOURCE}),
+            ),
+        ] {
+            collections
+                .rejects(
+                    how,
+                    name,
+                    json!({"skills": [entry]}),
+                    "spec.skills[0]",
+                    ENTRY_ONE,
+                )
+                .await;
+        }
+    }
+    for (name, sub_path, message) in [
+        ("entry-absolute", "/etc", ENTRY_SUB_PATH_RELATIVE),
+        ("entry-dotdot", "a/../b", ENTRY_SUB_PATH_NO_DOTDOT),
+    ] {
+        collections
+            .rejects(
+                Via::Apply,
+                name,
+                json!({"skills": [{"name": "a", "image": IMAGE, "subPath": sub_path}]}),
+                "spec.skills[0].subPath",
+                message,
+            )
+            .await;
+    }
+    // An empty list is refused: it would satisfy "one of" and never be Ready.
+    collections
+        .rejects(
+            Via::Apply,
+            "empty",
+            json!({"skills": []}),
+            "spec.skills",
+            "should have at least 1 items",
         )
         .await;
 }
@@ -1037,6 +1123,37 @@ spec:
       description: Git URL of the project to migrate.
       required: true
   skillDelivery: inject
+  skillCollections:
+    - ref: java-migration-skills
+    - ref: e2e-bundle
+---
+apiVersion: konveyor.io/v1alpha1
+kind: SkillCollection
+metadata:
+  name: java-migration-skills
+spec:
+  version: "2.0.0"
+  skills:
+    - name: java-upgrade
+      skillCardRef: java-upgrade
+    - name: plan
+      image: ghcr.io/konveyor/skills:e2e
+      subPath: plan
+      type: rule
+    - name: quarkus-config
+      source: https://github.com/konveyor/skills.git
+      ref: v0.3.0
+      subPath: quarkus/config
+      type: skill
+---
+apiVersion: konveyor.io/v1alpha1
+kind: SkillCollection
+metadata:
+  name: e2e-bundle
+spec:
+  version: "1.0.0"
+  image: ghcr.io/konveyor/skills:e2e
+  type: skill
 ---
 apiVersion: konveyor.io/v1alpha1
 kind: AgentRun
@@ -1074,7 +1191,7 @@ async fn konveyor_manifests_apply_unchanged() {
         .expect("a namespace for the test");
     let client = env.client();
     let documents = parse_yaml_stream(KONVEYOR_MANIFESTS, "the Konveyor manifests");
-    assert_eq!(documents.len(), 6);
+    assert_eq!(documents.len(), 8);
     for document in documents {
         let kind_name = document["kind"]
             .as_str()
@@ -1084,6 +1201,7 @@ async fn konveyor_manifests_apply_unchanged() {
             "Agent" => Kind::of::<Agent>(client.clone(), &namespace),
             "AgentRun" => Kind::of::<AgentRun>(client.clone(), &namespace),
             "Gateway" => Kind::of::<Gateway>(client.clone(), &namespace),
+            "SkillCollection" => Kind::of::<SkillCollection>(client.clone(), &namespace),
             other => panic!("unexpected kind {other}"),
         };
         let name = document["metadata"]["name"]
@@ -1111,6 +1229,7 @@ async fn konveyor_manifests_apply_unchanged() {
             "SkillCard" => through_type::<SkillCard>(stored),
             "Agent" => through_type::<Agent>(stored),
             "AgentRun" => through_type::<AgentRun>(stored),
+            "SkillCollection" => through_type::<SkillCollection>(stored),
             _ => through_type::<Gateway>(stored),
         };
         assert_eq!(

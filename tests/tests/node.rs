@@ -79,7 +79,6 @@ async fn agent(client: &Client, ns: &str, name: &str, image: &str, cards: &[&str
                     },
                 ],
                 skill_delivery: "native".into(),
-                max_concurrent_runs: None,
                 ..AgentSpec::default()
             },
             status: None,

@@ -114,7 +114,6 @@ async fn fixture(client: &Client, ns: &str) -> Fixture {
                     },
                 ],
                 skill_delivery: "native".into(),
-                max_concurrent_runs: None,
                 ..AgentSpec::default()
             },
             status: None,

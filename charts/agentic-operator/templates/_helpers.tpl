@@ -68,17 +68,22 @@ more. A ClusterRole when every namespace is watched, a Role in each watched name
 otherwise. tests/tests/chart.rs compares them with the documented list.
 */}}
 {{- define "agentic-operator.namespacedRules" -}}
-# Read the API's objects; the operator never creates them.
+# Read the API's objects.
 - apiGroups: ["konveyor.io"]
-  resources: ["agents", "gateways", "skillcards"]
+  resources: ["agents", "gateways", "skillcards", "skillcollections"]
   verbs: ["get", "list", "watch"]
+# Own the SkillCards a SkillCollection generates: create and update them, delete the ones
+# it no longer lists (only cards whose controller owner is that collection).
+- apiGroups: ["konveyor.io"]
+  resources: ["skillcards"]
+  verbs: ["create", "delete", "patch"]
 # Runs too, and deletes finished runs once their time to live has passed.
 - apiGroups: ["konveyor.io"]
   resources: ["agentruns"]
   verbs: ["delete", "get", "list", "watch"]
 # Report status with server-side apply.
 - apiGroups: ["konveyor.io"]
-  resources: ["agentruns/status", "agents/status", "gateways/status", "skillcards/status"]
+  resources: ["agentruns/status", "agents/status", "gateways/status", "skillcards/status", "skillcollections/status"]
   verbs: ["get", "patch"]
 # Read pull secrets and gateway credentials; apply each run's ACP key Secret.
 - apiGroups: [""]

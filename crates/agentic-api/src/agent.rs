@@ -11,7 +11,7 @@ use crate::{ExecutionLimits, GitConfig, SkillType};
     group = "konveyor.io",
     version = "v1alpha1",
     kind = "Agent",
-    doc = "An Agent is a template for runs: the harness image, its prompt, the LLM gateways it may use, the skills it gets, and the parameters a run may set. It is Ready when every referenced SkillCard and Gateway is Ready and no two skills share a frontmatter name.",
+    doc = "An Agent is a template for runs: the harness image, its prompt, the LLM gateways it may use, the skills it gets, and the parameters a run may set. It is Ready when every referenced SkillCard, SkillCollection and Gateway is Ready and no two skills share a frontmatter name.",
     namespaced,
     status = "AgentStatus",
     shortname = "ag",
@@ -53,6 +53,11 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["ref".into()]))]
     pub skill_cards: Vec<ObjectRef>,
+
+    /// SkillCollections whose SkillCards every run also gets, as if listed in `skillCards`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["ref".into()]))]
+    pub skill_collections: Vec<ObjectRef>,
 
     /// Parameters a run may set; the sandbox reads them, typed and with defaults applied,
     /// from `/run/konveyor/params.json`.
@@ -184,6 +189,9 @@ pub struct AgentSkill {
     pub name: String,
     /// The SkillCard it comes from.
     pub skill_card: String,
+    /// The SkillCollection that brought the SkillCard; absent for `spec.skillCards`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
     /// The validated image pinned by digest; absent for inline skills.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,

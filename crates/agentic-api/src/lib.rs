@@ -1,4 +1,4 @@
-//! The `konveyor.io/v1alpha1` API: SkillCard, Agent, AgentRun and Gateway.
+//! The `konveyor.io/v1alpha1` API: SkillCard, SkillCollection, Agent, AgentRun and Gateway.
 //!
 //! Field names follow the Konveyor agentic platform so that its manifests apply unchanged.
 //! The doc comments on the types below are what `kubectl explain` shows users.
@@ -16,6 +16,7 @@ mod filemount;
 mod gateway;
 mod gitconfig;
 mod skillcard;
+mod skillcollection;
 
 pub use agent::{Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType};
 pub use agentrun::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam};
@@ -28,6 +29,10 @@ pub use gitconfig::{
 };
 pub use skillcard::{
     DeliveryMode, SecretRef, SkillCard, SkillCardSpec, SkillCardStatus, SkillFrontmatter, SkillType,
+};
+pub use skillcollection::{
+    SKILL_COLLECTION_LABEL, SkillCollection, SkillCollectionSkill, SkillCollectionSpec,
+    SkillCollectionStatus,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -52,6 +57,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         Agent::crd(),
         AgentRun::crd(),
         Gateway::crd(),
+        SkillCollection::crd(),
     ];
     crds.iter_mut().for_each(descriptions::unwrap_crd);
     crds

@@ -51,6 +51,7 @@ fn short_names_match_the_platform() {
             ("Agent".to_string(), vec!["ag".to_string()]),
             ("AgentRun".to_string(), vec!["ar".to_string()]),
             ("Gateway".to_string(), vec!["gw".to_string()]),
+            ("SkillCollection".to_string(), vec!["scol".to_string()]),
         ]
     );
 }

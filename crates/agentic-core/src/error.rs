@@ -91,15 +91,58 @@ pub enum Error {
     /// Two SkillCards of one Agent provide skills with the same frontmatter name, so both
     /// would mount at the same path.
     #[error(
-        "skill {skill:?} is provided by both SkillCard {first_card:?} and SkillCard {second_card:?}; skill names must be unique within an Agent"
+        "skill {skill:?} is provided by both {} and {}; skill names must be unique within an Agent",
+        card_source(first_card, first_collection.as_deref()),
+        card_source(second_card, second_collection.as_deref())
     )]
     DuplicateSkillName {
         /// The frontmatter name both cards declare.
         skill: String,
-        /// The card listed first in `spec.skillCards`.
+        /// The card listed first (`spec.skillCards` before the collections).
         first_card: String,
+        /// The SkillCollection that lists the first card, if one does.
+        first_collection: Option<String>,
         /// The card listed later.
         second_card: String,
+        /// The SkillCollection that lists the second card, if one does.
+        second_collection: Option<String>,
+    },
+
+    /// SkillCollections an Agent references do not exist.
+    #[error("{} not found", name_list("SkillCollection", .0))]
+    MissingSkillCollections(Vec<String>),
+
+    /// SkillCollections an Agent references exist but are not Ready.
+    #[error("{}", not_ready_list("SkillCollection", .0))]
+    SkillCollectionsNotReady(Vec<(String, String)>),
+
+    /// A SkillCollection's image holds no skill.
+    #[error("image {image} holds no SKILL.md at its root and no top-level directory with one")]
+    NoSkills {
+        /// The image, pinned by digest.
+        image: String,
+    },
+
+    /// A SkillCollection holds more skills than one collection may.
+    #[error("the collection holds {count} skills, more than the {max} one collection may hold")]
+    TooManySkills {
+        /// How many skills it holds.
+        count: usize,
+        /// [`crate::collections::MAX_COLLECTION_SKILLS`].
+        max: usize,
+    },
+
+    /// Two skills of one SkillCollection would get the same SkillCard name.
+    #[error(
+        "skills {first:?} and {second:?} of the collection would both be SkillCard {card:?}; rename one"
+    )]
+    DuplicateSkillCardName {
+        /// The SkillCard name.
+        card: String,
+        /// The first skill (directory, entry or referenced card).
+        first: String,
+        /// The second.
+        second: String,
     },
 
     /// A skill name that is not a safe directory name under `/opt/skills`.
@@ -222,6 +265,11 @@ impl Error {
             Error::MissingSkillCards(_) => "SkillCardNotFound",
             Error::SkillCardsNotReady(_) => "SkillCardNotReady",
             Error::DuplicateSkillName { .. } => "DuplicateSkillName",
+            Error::MissingSkillCollections(_) => "SkillCollectionNotFound",
+            Error::SkillCollectionsNotReady(_) => "SkillCollectionNotReady",
+            Error::NoSkills { .. } => "NoSkills",
+            Error::TooManySkills { .. } => "TooManySkills",
+            Error::DuplicateSkillCardName { .. } => "DuplicateSkillCardName",
             Error::InvalidSkillName { .. } => "InvalidSkillName",
             Error::MissingInlineSkill { .. } => "MissingInlineSkill",
             Error::GatewayNotFound(_) => "GatewayNotFound",
@@ -267,6 +315,14 @@ fn quoted(names: &[String]) -> String {
 fn name_list(kind: &str, names: &[String]) -> String {
     let plural = if names.len() == 1 { "" } else { "s" };
     format!("{kind}{plural} {}", quoted(names))
+}
+
+/// `SkillCard "a"`, or `SkillCard "a" of SkillCollection "c"`.
+fn card_source(card: &str, collection: Option<&str>) -> String {
+    match collection {
+        Some(collection) => format!("SkillCard {card:?} of SkillCollection {collection:?}"),
+        None => format!("SkillCard {card:?}"),
+    }
 }
 
 fn not_ready_list(kind: &str, items: &[(String, String)]) -> String {

@@ -2,6 +2,8 @@
 //! call these functions, and apply what they return. Nothing here talks to a server, reads
 //! a clock or draws random numbers, so the same inputs always give byte-identical outputs.
 //!
+//! - [`collections`]: a SkillCollection's SkillCards, generated and referenced, and its
+//!   readiness.
 //! - [`conditions`]: status conditions that change only when something changed.
 //! - [`params`]: a run's string params typed against the Agent's declarations, and its
 //!   whole params.json.
@@ -33,6 +35,13 @@
 //! | `SkillCardNotFound` | [`Error::MissingSkillCards`] | referenced SkillCards do not exist |
 //! | `SkillCardNotReady` | [`Error::SkillCardsNotReady`] | referenced SkillCards are not usable yet |
 //! | `DuplicateSkillName` | [`Error::DuplicateSkillName`] | two SkillCards provide one skill name |
+//! | `SkillCollectionNotFound` | [`Error::MissingSkillCollections`] | referenced SkillCollections do not exist |
+//! | `SkillCollectionNotReady` | [`Error::SkillCollectionsNotReady`] | referenced SkillCollections are not Ready |
+//! | `NoSkills` | [`Error::NoSkills`] | a SkillCollection's image holds no skill |
+//! | `TooManySkills` | [`Error::TooManySkills`] | a SkillCollection holds more than [`collections::MAX_COLLECTION_SKILLS`] skills |
+//! | `DuplicateSkillCardName` | [`Error::DuplicateSkillCardName`] | two skills of a SkillCollection would get one SkillCard name |
+//! | `AllSkillsResolved` | [`collections::REASON_ALL_SKILLS_RESOLVED`] | every SkillCard of a SkillCollection is Ready |
+//! | `SkillsNotReady` | [`collections::REASON_SKILLS_NOT_READY`] | SkillCards of a SkillCollection are missing or not Ready |
 //! | `InvalidSkillName` | [`Error::InvalidSkillName`] | a skill name is not a safe directory name |
 //! | `MissingInlineSkill` | [`Error::MissingInlineSkill`] | a SkillCard has no `spec.inline` |
 //! | `GatewayNotFound` | [`Error::GatewayNotFound`] | referenced Gateways do not exist |
@@ -65,6 +74,7 @@
 //! | `Cancelled` | [`sandbox::REASON_CANCELLED`] | run Failed: `spec.cancel` is true |
 //! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending, or inline SkillCard not Ready: an object it does not control holds the name of one of its objects |
 
+pub mod collections;
 pub mod conditions;
 mod error;
 pub mod git;

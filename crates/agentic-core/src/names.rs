@@ -75,6 +75,47 @@ pub fn inline_skill_config_map_name(skill_card: &str) -> String {
     format!("{prefix}{INLINE_SKILL_SUFFIX}")
 }
 
+/// The SkillCard a SkillCollection generates for one of its skills: `<collection>-<skill>`
+/// when that is a DNS-1123 subdomain of at most 253 characters (every valid skill name in a
+/// collection of a short enough name gives one). Otherwise it is lower-cased, every character
+/// outside `a-z0-9.-` becomes `-` (runs of them collapse), and it is cut to leave room for
+/// `-<hash>` of the unchanged name, so that two skills that sanitize alike still get two
+/// names.
+pub fn collection_skill_card_name(collection: &str, skill: &str) -> String {
+    let name = format!("{collection}-{skill}");
+    if is_dns_subdomain(&name) {
+        return name;
+    }
+    let mut body = String::new();
+    for c in name.chars().map(|c| c.to_ascii_lowercase()) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' {
+            if c == '.' && (body.is_empty() || body.ends_with(['.', '-'])) {
+                continue;
+            }
+            body.push(c);
+        } else if !body.is_empty() && !body.ends_with(['-', '.']) {
+            body.push('-');
+        }
+    }
+    with_hash(&body, &name, MAX_SUBDOMAIN_LEN, &['-', '.'])
+}
+
+/// Whether `name` is a DNS-1123 subdomain as the API server checks object names:
+/// dot-separated parts of `a-z0-9-`, each starting and ending with a letter or digit, at
+/// most 253 characters in all.
+pub fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= MAX_SUBDOMAIN_LEN
+        && name.split('.').all(|label| {
+            let bytes = label.as_bytes();
+            !bytes.is_empty()
+                && bytes[0].is_ascii_alphanumeric()
+                && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        })
+}
+
 /// A label value naming the object `name`: the name itself when it is a valid label value
 /// (at most 63 characters; every run or SkillCard name of that length is), otherwise a
 /// sanitized prefix and a hash.
@@ -159,6 +200,35 @@ mod tests {
             hash.chars()
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
         );
+    }
+
+    #[test]
+    fn collection_card_names_are_kept_when_valid() {
+        assert_eq!(
+            collection_skill_card_name("java-bundle", "maven-migration"),
+            "java-bundle-maven-migration"
+        );
+        assert_eq!(
+            collection_skill_card_name("team.skills", "a"),
+            "team.skills-a"
+        );
+    }
+
+    #[test]
+    fn collection_card_names_are_sanitized_bounded_and_distinct() {
+        let odd = collection_skill_card_name("bundle", "My_Skill");
+        let other = collection_skill_card_name("bundle", "my-skill");
+        assert!(is_dns_subdomain(&odd), "{odd}");
+        assert!(odd.starts_with("bundle-my-skill-"), "{odd}");
+        assert_ne!(odd, other);
+        let long = collection_skill_card_name(&"c".repeat(250), "skill");
+        assert!(is_dns_subdomain(&long), "{long}");
+        assert_eq!(long.len(), MAX_SUBDOMAIN_LEN);
+        assert_ne!(long, collection_skill_card_name(&"c".repeat(250), "skilm"));
+        let dotted = collection_skill_card_name("a", ".-.x.");
+        assert!(is_dns_subdomain(&dotted), "{dotted}");
+        // Deterministic: the same inputs always give the same name.
+        assert_eq!(odd, collection_skill_card_name("bundle", "My_Skill"));
     }
 
     #[test]

@@ -13,6 +13,8 @@ use crate::sandbox::{SANDBOX_API_VERSION, SANDBOX_KIND};
 
 /// The kind of the runs that control sandboxes.
 const RUN_KIND: &str = "AgentRun";
+/// The kind of the collections that control the SkillCards they generate.
+const COLLECTION_KIND: &str = "SkillCollection";
 
 /// The ownerReference with `controller: true`; the API server allows at most one.
 pub fn controller_of(metadata: &ObjectMeta) -> Option<&OwnerReference> {
@@ -33,6 +35,14 @@ pub fn is_controlled_by(metadata: &ObjectMeta, uid: &str) -> bool {
 pub fn controlling_run(metadata: &ObjectMeta) -> Option<&str> {
     controller_of(metadata)
         .filter(|o| o.kind == RUN_KIND && group_of(&o.api_version) == GROUP)
+        .map(|o| o.name.as_str())
+}
+
+/// The name of the SkillCollection controlling the object, in the object's namespace: the
+/// SkillCards it generated.
+pub fn controlling_collection(metadata: &ObjectMeta) -> Option<&str> {
+    controller_of(metadata)
+        .filter(|o| o.kind == COLLECTION_KIND && group_of(&o.api_version) == GROUP)
         .map(|o| o.name.as_str())
 }
 
@@ -143,6 +153,25 @@ mod tests {
             Some(true),
         )]);
         assert_eq!(controlling_sandbox(&other), None);
+    }
+
+    #[test]
+    fn the_controlling_collection_is_a_konveyor_skill_collection() {
+        let card = owned_by(vec![reference(
+            "konveyor.io/v1alpha1",
+            "SkillCollection",
+            "bundle",
+            Some(true),
+        )]);
+        assert_eq!(controlling_collection(&card), Some("bundle"));
+        assert_eq!(controlling_run(&card), None);
+        let owner_only = owned_by(vec![reference(
+            "konveyor.io/v1alpha1",
+            "SkillCollection",
+            "bundle",
+            None,
+        )]);
+        assert_eq!(controlling_collection(&owner_only), None);
     }
 
     #[test]

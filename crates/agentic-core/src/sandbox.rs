@@ -233,7 +233,9 @@ impl<'a> SandboxInputs<'a> {
             return Err(Error::DuplicateSkillName {
                 skill: pair[0].name.clone(),
                 first_card: pair[0].skill_card.clone(),
+                first_collection: None,
                 second_card: pair[1].skill_card.clone(),
+                second_collection: None,
             });
         }
         Ok(SandboxInputs {

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use agentic_api::{Agent, AgentSkill, Gateway, ObjectRef, SkillCard, SkillFrontmatter, SkillType};
+use agentic_api::{
+    Agent, AgentSkill, Gateway, ObjectRef, SkillCard, SkillCollection, SkillFrontmatter, SkillType,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 
 use crate::Error;
@@ -52,42 +54,56 @@ pub struct ResolvedSkills {
     pub rules: Vec<String>,
 }
 
-/// Resolves an Agent's `spec.skillCards`: `cards` holds, in spec order, each reference's
-/// name and what was found under it.
+/// One SkillCard of an Agent's skill set, as read.
+#[derive(Clone, Copy, Debug)]
+pub struct CardRef<'a> {
+    /// The card's name.
+    pub name: &'a str,
+    /// The SkillCollection that lists it; `None` for `spec.skillCards`.
+    pub collection: Option<&'a str>,
+    /// What was found under the name.
+    pub card: Lookup<'a, SkillCard>,
+}
+
+/// Resolves an Agent's SkillCards (`spec.skillCards`, then those of its collections), in
+/// that order.
 ///
 /// A SkillCard is usable when its `Ready` condition is True for its current generation
 /// (`status.observedGeneration == metadata.generation`), `status.skill` is set, and, for
 /// image cards, `status.resolvedImage` is pinned by digest. Errors, checked in this order:
 /// every missing card ([`Error::MissingSkillCards`]), every unusable card
 /// ([`Error::SkillCardsNotReady`], malformed cards among them), then the first frontmatter
-/// name two cards share
-/// ([`Error::DuplicateSkillName`]).
-pub fn resolve_skills<N: AsRef<str>>(
-    cards: &[(N, Lookup<SkillCard>)],
-) -> Result<ResolvedSkills, Error> {
-    let missing: Vec<String> = cards
+/// name two cards share ([`Error::DuplicateSkillName`], naming both cards and their
+/// collections). A card listed twice (by the Agent and a collection, or by two collections)
+/// counts once.
+pub fn resolve_skills(cards: &[CardRef]) -> Result<ResolvedSkills, Error> {
+    let mut missing: Vec<String> = cards
         .iter()
-        .filter(|(_, card)| matches!(card, Lookup::Missing))
-        .map(|(name, _)| name.as_ref().to_string())
+        .filter(|c| matches!(c.card, Lookup::Missing))
+        .map(|c| c.name.to_string())
         .collect();
+    missing.dedup();
     if !missing.is_empty() {
         return Err(Error::MissingSkillCards(missing));
     }
 
     let mut usable = Vec::new();
-    let mut not_ready = Vec::new();
-    for (name, card) in cards {
-        let card = match card {
+    let mut not_ready: Vec<(String, String)> = Vec::new();
+    for (index, entry) in cards.iter().enumerate() {
+        if cards[..index].iter().any(|c| c.name == entry.name) {
+            continue;
+        }
+        let card = match entry.card {
             Lookup::Missing => continue,
             Lookup::Malformed(error) => {
-                not_ready.push((name.as_ref().to_string(), malformed_detail(error)));
+                not_ready.push((entry.name.to_string(), malformed_detail(error)));
                 continue;
             }
-            Lookup::Found(card) => *card,
+            Lookup::Found(card) => card,
         };
         match usable_skill(card) {
-            Ok((skill, source)) => usable.push((name.as_ref(), card, skill, source)),
-            Err(why) => not_ready.push((name.as_ref().to_string(), why)),
+            Ok((skill, source)) => usable.push((entry, card, skill, source)),
+            Err(why) => not_ready.push((entry.name.to_string(), why)),
         }
     }
     if !not_ready.is_empty() {
@@ -95,12 +111,14 @@ pub fn resolve_skills<N: AsRef<str>>(
     }
 
     let mut by_name: BTreeMap<&str, AgentSkill> = BTreeMap::new();
-    for (card_name, card, skill, source) in usable {
+    for (entry, card, skill, source) in usable {
         if let Some(first) = by_name.get(skill.name.as_str()) {
             return Err(Error::DuplicateSkillName {
                 skill: skill.name.clone(),
                 first_card: first.skill_card.clone(),
-                second_card: card_name.to_string(),
+                first_collection: first.collection.clone(),
+                second_card: entry.name.to_string(),
+                second_collection: entry.collection.map(str::to_string),
             });
         }
         let image = match source {
@@ -111,7 +129,8 @@ pub fn resolve_skills<N: AsRef<str>>(
             &skill.name,
             AgentSkill {
                 name: skill.name.clone(),
-                skill_card: card_name.to_string(),
+                skill_card: entry.name.to_string(),
+                collection: entry.collection.map(str::to_string),
                 image,
                 skill_type: card.spec.skill_type,
             },
@@ -124,6 +143,59 @@ pub fn resolve_skills<N: AsRef<str>>(
         .map(|s| s.name.clone())
         .collect();
     Ok(ResolvedSkills { skills, rules })
+}
+
+/// The SkillCards of an Agent's `spec.skillCollections`: `collections` holds, in spec order,
+/// each reference's name and what was found under it; the answer pairs each collection with
+/// its `status.resolvedSkills`. Every missing collection is
+/// [`Error::MissingSkillCollections`]; then every collection malformed or not Ready for its
+/// current generation is [`Error::SkillCollectionsNotReady`].
+pub fn collection_cards<'a, N: AsRef<str>>(
+    collections: &'a [(N, Lookup<'a, SkillCollection>)],
+) -> Result<Vec<(&'a str, &'a [String])>, Error> {
+    let missing: Vec<String> = collections
+        .iter()
+        .filter(|(_, c)| matches!(c, Lookup::Missing))
+        .map(|(name, _)| name.as_ref().to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::MissingSkillCollections(missing));
+    }
+    let mut cards = Vec::new();
+    let mut not_ready = Vec::new();
+    for (name, collection) in collections {
+        let collection = match collection {
+            Lookup::Missing => continue,
+            Lookup::Malformed(error) => {
+                not_ready.push((name.as_ref().to_string(), malformed_detail(error)));
+                continue;
+            }
+            Lookup::Found(collection) => *collection,
+        };
+        let status = collection.status.as_ref();
+        let conditions = status.map_or(&[][..], |s| &s.conditions[..]);
+        match not_ready_reason(
+            &collection.metadata,
+            status.and_then(|s| s.observed_generation),
+            conditions,
+        ) {
+            Some(why) => not_ready.push((name.as_ref().to_string(), why)),
+            None => cards.push((
+                name.as_ref(),
+                status.map_or(&[][..], |s| &s.resolved_skills[..]),
+            )),
+        }
+    }
+    if not_ready.is_empty() {
+        Ok(cards)
+    } else {
+        Err(Error::SkillCollectionsNotReady(not_ready))
+    }
+}
+
+/// Why a SkillCard cannot be mounted now, or `None` when it can.
+pub(crate) fn card_not_usable(card: &SkillCard) -> Option<String> {
+    usable_skill(card).err()
 }
 
 impl MountedSkill {

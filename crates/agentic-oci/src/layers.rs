@@ -47,6 +47,15 @@ pub(crate) struct Located {
     pub skill_dir_count: usize,
 }
 
+/// The skills an image holds, as [`SkillLocator::listing`] found them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listing {
+    /// A `SKILL.md` at the image root: the image is one skill.
+    pub root: bool,
+    /// Otherwise, the top-level directories holding a `SKILL.md`, sorted.
+    pub directories: Vec<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Directory,
@@ -460,10 +469,9 @@ impl SkillLocator {
         }
     }
 
-    /// The skill after all layers: its `SKILL.md` bytes and the skill directories present.
-    pub(crate) fn finish(mut self) -> Result<Located, OciError> {
-        let mut skill_dirs: Vec<String> = self
-            .tree
+    /// Top-level directories holding a `SKILL.md` after all layers, sorted, all of them.
+    fn skill_directories(&self) -> Vec<String> {
+        self.tree
             .iter()
             .filter_map(|(path, node)| {
                 let dir = path.strip_suffix(SKILL_FILE)?.strip_suffix('/')?;
@@ -475,7 +483,31 @@ impl SkillLocator {
                 (!dir.contains('/') && node.kind != Kind::Directory && is_dir(dir))
                     .then(|| dir.to_string())
             })
-            .collect();
+            .collect()
+    }
+
+    /// Where the skills of the image are after all layers, for a locator made without a
+    /// `subPath`: a `SKILL.md` at the root makes the image one skill; otherwise every
+    /// top-level directory holding a `SKILL.md` is one. Whether each is valid is for the
+    /// reader of that skill to say.
+    pub(crate) fn listing(&self) -> Listing {
+        let root = self
+            .tree
+            .get(SKILL_FILE)
+            .is_some_and(|node| node.kind != Kind::Directory);
+        Listing {
+            root,
+            directories: if root {
+                Vec::new()
+            } else {
+                self.skill_directories()
+            },
+        }
+    }
+
+    /// The skill after all layers: its `SKILL.md` bytes and the skill directories present.
+    pub(crate) fn finish(mut self) -> Result<Located, OciError> {
+        let mut skill_dirs = self.skill_directories();
 
         if let Some(sub_path) = &self.sub_path {
             let mut ancestor = String::new();

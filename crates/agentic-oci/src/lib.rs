@@ -4,6 +4,7 @@
 //! - [`pack_skills`] and [`push_image`] are behind `agentic-operator skill push`.
 //! - [`resolve_digest`] pins a reference; [`fetch_skill`] (or [`SkillCache::fetch_skill`])
 //!   streams the image's layers within [`Limits`] and returns the validated `SKILL.md`.
+//! - [`list_skills`] lists the skill directories of a multi-skill image, for SkillCollections.
 //! - [`RegistryAuth`] comes from pull secrets ([`DockerConfig`]) or the user's docker config.
 //!
 //! Every failure is an [`OciError`] with a stable [`OciError::reason`].
@@ -45,6 +46,6 @@ pub use pack::{
     pack_skills,
 };
 pub use registry::{
-    RegistryOptions, RegistryStats, ResolvedImage, SkillContent, fetch_skill, image_registry,
-    push_image, registry_stats, resolve_digest,
+    RegistryOptions, RegistryStats, ResolvedImage, SkillContent, SkillListing, fetch_skill,
+    image_registry, list_skills, push_image, registry_stats, resolve_digest,
 };

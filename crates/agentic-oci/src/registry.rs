@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::error::bounded;
-use crate::layers::{LayerBlob, Located, SkillLocator, validate_sub_path};
+use crate::layers::{LayerBlob, Listing, Located, SkillLocator, validate_sub_path};
 use crate::limits::MAX_MANIFEST_BYTES;
 use crate::pack::{MANIFEST_MEDIA_TYPE, PackedImage, sha256_digest};
 use crate::{Limits, OciError, RegistryAuth};
@@ -234,6 +234,36 @@ pub async fn fetch_skill(
         session.read_skill(resolved, sub_path).await
     };
     within(opts.fetch_timeout, &resolved.repository_with_digest, read).await?
+}
+
+/// The skills an image holds, as [`list_skills`] found them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillListing {
+    /// The image they were read from.
+    pub image: ResolvedImage,
+    /// A `SKILL.md` at the image root: the image is one skill, read without a `subPath`.
+    pub root: bool,
+    /// Otherwise, every top-level directory holding a `SKILL.md`, sorted: one skill each,
+    /// read with the directory as `subPath`. Empty (and `root` false): no skill at all.
+    pub directories: Vec<String>,
+}
+
+/// Lists the skills of an image through the registry API, within the same limits, digest
+/// checks and deadline as [`fetch_skill`], without validating any of them: that is for the
+/// reader of each skill (with its directory as `subPath`). An image index must carry the
+/// same skills on every platform it lists.
+pub async fn list_skills(
+    resolved: &ResolvedImage,
+    auth: &RegistryAuth,
+    opts: &RegistryOptions,
+) -> Result<SkillListing, OciError> {
+    let deadline = Instant::now() + opts.fetch_timeout;
+    let image = &resolved.repository_with_digest;
+    let read = async {
+        let session = Session::open(resolved.reference(), image, auth, opts, deadline).await?;
+        session.list_skills(resolved).await
+    };
+    within(opts.fetch_timeout, image, read).await?
 }
 
 /// Runs `work` for at most `timeout`.
@@ -468,6 +498,74 @@ impl Session {
         sub_path: Option<&str>,
         image: &str,
     ) -> Result<(Located, agentic_skill::Report), OciError> {
+        let locator = self.read_layers(manifest, sub_path, image).await?;
+        let located = locator.finish()?;
+        tracing::debug!(%image, path = %located.path, layers = manifest.layers.len(), "read SKILL.md from image");
+        let expected_name = sub_path.and_then(|sub_path| sub_path.rsplit('/').next());
+        let report = agentic_skill::validate_skill_md(&located.skill_md, expected_name);
+        if !report.is_valid() {
+            return Err(OciError::InvalidSkill {
+                path: located.path,
+                summary: report.summary(),
+            });
+        }
+        Ok((located, report))
+    }
+
+    /// Where the skills of the image are: every platform manifest of an index is read and
+    /// must list the same skills.
+    async fn list_skills(&self, resolved: &ResolvedImage) -> Result<SkillListing, OciError> {
+        let image = &resolved.repository_with_digest;
+        let document = self.pull_manifest(&resolved.digest, image).await?;
+        let listing = if document.is_index() {
+            let mut first: Option<(String, Listing)> = None;
+            for entry in platform_manifests(&document.manifests, &self.limits, image)? {
+                let platform = entry.platform_name();
+                let label = format!(
+                    "{}/{}@{} ({platform} in {image})",
+                    resolved.registry, resolved.repository, entry.digest
+                );
+                let manifest = self.pull_manifest(&entry.digest, &label).await?;
+                if manifest.is_index() {
+                    return Err(OciError::invalid_image(format!(
+                        "{label}: an index inside an index is not supported"
+                    )));
+                }
+                let listing = self
+                    .read_layers(&manifest, None, &label)
+                    .await
+                    .map_err(|error| on_platform(error, &platform))?
+                    .listing();
+                match &first {
+                    None => first = Some((platform, listing)),
+                    Some((first_platform, kept)) if *kept != listing => {
+                        return Err(OciError::invalid_image(format!(
+                            "{image}: the {platform} manifest holds other skills than the {first_platform} one; every platform must carry the same skills"
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
+            first.map(|(_, listing)| listing).ok_or_else(|| {
+                OciError::invalid_image(format!("{image}: the image index lists no manifest"))
+            })?
+        } else {
+            self.read_layers(&document, None, image).await?.listing()
+        };
+        Ok(SkillListing {
+            image: resolved.clone(),
+            root: listing.root,
+            directories: listing.directories,
+        })
+    }
+
+    /// Streams the manifest's layers, bottom to top, through a [`SkillLocator`].
+    async fn read_layers(
+        &self,
+        manifest: &ManifestDocument,
+        sub_path: Option<&str>,
+        image: &str,
+    ) -> Result<SkillLocator, OciError> {
         check_layers(&manifest.layers, &self.limits, image)?;
         let reference = &self.reference;
         let mut locator = SkillLocator::new(sub_path, self.limits);
@@ -515,18 +613,7 @@ impl Session {
                 message: format!("layer reader task failed: {error}"),
             })??;
         }
-
-        let located = locator.finish()?;
-        tracing::debug!(%image, path = %located.path, layers = manifest.layers.len(), "read SKILL.md from image");
-        let expected_name = sub_path.and_then(|sub_path| sub_path.rsplit('/').next());
-        let report = agentic_skill::validate_skill_md(&located.skill_md, expected_name);
-        if !report.is_valid() {
-            return Err(OciError::InvalidSkill {
-                path: located.path,
-                summary: report.summary(),
-            });
-        }
-        Ok((located, report))
+        Ok(locator)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentic_api::ConditionStatus;
 use agentic_core::conditions::{find_condition, truncate};
 use agentic_core::sandbox::TtlDefaults;
-use agentic_oci::{RegistryOptions, SkillCache};
+use agentic_oci::{RegistryOptions, SkillCache, SkillListing};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
 use kube::runtime::controller::Action;
@@ -73,6 +73,9 @@ pub struct Context {
     recorder: Recorder,
     backoff: Backoff,
     admissions: std::sync::Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// The skills of the images SkillCollections point at, by `repository@digest`: what a
+    /// digest holds never changes, so each is listed through the registry once.
+    listings: std::sync::Mutex<HashMap<String, SkillListing>>,
 }
 
 /// An Agent's namespace and name.
@@ -82,6 +85,8 @@ type AgentKey = (String, String);
 const MAX_EVENT_NOTE_BYTES: usize = 1000;
 /// Skills (digest and subPath) kept validated in memory; each entry holds one SKILL.md.
 const SKILL_CACHE_ENTRIES: usize = 4096;
+/// Image listings kept for SkillCollections; past this many, the cache starts over.
+const LISTING_CACHE_ENTRIES: usize = 1024;
 
 impl Context {
     pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>) -> Self {
@@ -97,7 +102,29 @@ impl Context {
             metrics,
             backoff: Backoff::default(),
             admissions: std::sync::Mutex::default(),
+            listings: std::sync::Mutex::default(),
         }
+    }
+
+    /// The skills listed earlier from the image `pinned` (`repository@sha256:...`).
+    pub fn listing(&self, pinned: &str) -> Option<SkillListing> {
+        self.listings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(pinned)
+            .cloned()
+    }
+
+    /// Keeps the skills listed from an image for [`Context::listing`].
+    pub fn remember_listing(&self, listing: SkillListing) {
+        let mut listings = self
+            .listings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if listings.len() >= LISTING_CACHE_ENTRIES {
+            listings.clear();
+        }
+        listings.insert(listing.image.repository_with_digest.clone(), listing);
     }
 
     /// Held while a run of the Agent `agent` in `namespace` decides whether it may start and

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::Instant;
 
-use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
+use agentic_api::{Agent, AgentRun, Gateway, SkillCard, SkillCollection};
 use agentic_oci::RegistryOptions;
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -114,6 +114,7 @@ const CRD_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 fn required_crds() -> Vec<String> {
     [
         SkillCard::plural(&()),
+        SkillCollection::plural(&()),
         Gateway::plural(&()),
         Agent::plural(&()),
         AgentRun::plural(&()),

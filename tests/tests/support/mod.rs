@@ -234,11 +234,18 @@ pub fn expected_permissions(rows: &[(&str, &[&str], &[&str], &str)]) -> BTreeSet
 
 const READ: &[&str] = &["get", "list", "watch"];
 const READ_APPLY: &[&str] = &["create", "get", "list", "patch", "watch"];
-const KINDS: &[&str] = &["agentruns", "agents", "gateways", "skillcards"];
+const KINDS: &[&str] = &[
+    "agentruns",
+    "agents",
+    "gateways",
+    "skillcards",
+    "skillcollections",
+];
 const STATUSES: &[&str] = &[
     "agentruns/status",
     "agents/status",
     "gateways/status",
+    "skillcollections/status",
     "skillcards/status",
 ];
 
@@ -250,6 +257,12 @@ pub fn namespaced_permissions() -> BTreeSet<Permission> {
     expected_permissions(&[
         ("konveyor.io", KINDS, READ, "*"),
         ("konveyor.io", &["agentruns"], &["delete"], "*"),
+        (
+            "konveyor.io",
+            &["skillcards"],
+            &["create", "delete", "patch"],
+            "*",
+        ),
         ("konveyor.io", STATUSES, &["get", "patch"], "*"),
         ("", &["secrets", "configmaps", "pods"], READ_APPLY, "*"),
         ("", &["pods"], &["delete"], "*"),

@@ -655,7 +655,9 @@ fn two_skills_of_one_name_are_refused_naming_both_cards() {
         Error::DuplicateSkillName {
             skill: "java".into(),
             first_card: "java-card".into(),
-            second_card: "notes-card".into()
+            first_collection: None,
+            second_card: "notes-card".into(),
+            second_collection: None,
         }
     );
 }

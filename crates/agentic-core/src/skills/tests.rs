@@ -60,10 +60,19 @@ fn inline_card(card: &str, skill: &str) -> SkillCard {
     c
 }
 
+/// A card of the Agent's own `spec.skillCards`.
+fn own<'a>(name: &'a str, card: Lookup<'a, SkillCard>) -> CardRef<'a> {
+    CardRef {
+        name,
+        collection: None,
+        card,
+    }
+}
+
 fn resolve(cards: &[(&str, Option<&SkillCard>)]) -> Result<ResolvedSkills, Error> {
-    let cards: Vec<(&str, Lookup<SkillCard>)> = cards
+    let cards: Vec<CardRef> = cards
         .iter()
-        .map(|(name, card)| (*name, Lookup::from(*card)))
+        .map(|(name, card)| own(name, Lookup::from(*card)))
         .collect();
     resolve_skills(&cards)
 }
@@ -87,18 +96,21 @@ fn skills_are_sorted_by_name_and_rules_listed() {
             AgentSkill {
                 name: "always-test".into(),
                 skill_card: "rules-card".into(),
+                collection: None,
                 image: None,
                 skill_type: SkillType::Rule,
             },
             AgentSkill {
                 name: "java".into(),
                 skill_card: "java-card".into(),
+                collection: None,
                 image: Some(format!("ghcr.io/acme/java-card@{DIGEST}")),
                 skill_type: SkillType::Skill,
             },
             AgentSkill {
                 name: "style".into(),
                 skill_card: "style-card".into(),
+                collection: None,
                 image: Some(format!("ghcr.io/acme/style-card@{DIGEST}")),
                 skill_type: SkillType::Rule,
             },
@@ -141,8 +153,8 @@ const BAD_TIME: &str = "invalid value: string \"2026-01-01T00:00:00\", expected 
 fn a_malformed_card_is_not_ready_with_its_error() {
     let java = image_card("java-card", "java");
     let error = resolve_skills(&[
-        ("java-card", Lookup::Found(&java)),
-        ("odd", Lookup::Malformed(BAD_TIME)),
+        own("java-card", Lookup::Found(&java)),
+        own("odd", Lookup::Malformed(BAD_TIME)),
     ])
     .expect_err("malformed");
     assert_eq!(error.reason(), "SkillCardNotReady");
@@ -155,8 +167,8 @@ fn a_malformed_card_is_not_ready_with_its_error() {
 
     // Missing cards still come first.
     let error = resolve_skills(&[
-        ("odd", Lookup::Malformed(BAD_TIME)),
-        ("gone", Lookup::Missing),
+        own("odd", Lookup::Malformed(BAD_TIME)),
+        own("gone", Lookup::Missing),
     ])
     .expect_err("missing");
     assert_eq!(error, Error::MissingSkillCards(vec!["gone".into()]));
@@ -263,7 +275,9 @@ fn duplicate_names_name_both_cards() {
         Error::DuplicateSkillName {
             skill: "java".into(),
             first_card: "java-a".into(),
+            first_collection: None,
             second_card: "java-b".into(),
+            second_collection: None,
         }
     );
     assert_eq!(error.reason(), "DuplicateSkillName");
@@ -532,5 +546,102 @@ fn gateway_selection() {
     assert_eq!(
         error.to_string(),
         r#"gateway "c" is not one of the Agent's gateways ("a", "b")"#
+    );
+}
+
+fn ready_collection(name: &str, cards: &[&str]) -> SkillCollection {
+    let mut c = SkillCollection::new(name, agentic_api::SkillCollectionSpec::default());
+    c.metadata.generation = Some(2);
+    c.status = Some(agentic_api::SkillCollectionStatus {
+        resolved_skills: cards.iter().map(|c| c.to_string()).collect(),
+        observed_generation: Some(2),
+        conditions: vec![ready_condition("True", "AllSkillsResolved", "")],
+        ..Default::default()
+    });
+    c
+}
+
+#[test]
+fn collections_give_their_cards_and_missing_or_unready_ones_are_named() {
+    let bundle = ready_collection("bundle", &["bundle-a", "bundle-b"]);
+    let collections = [("bundle", Lookup::Found(&bundle))];
+    assert_eq!(
+        collection_cards(&collections).expect("ready"),
+        vec![(
+            "bundle",
+            &["bundle-a".to_string(), "bundle-b".to_string()][..]
+        )]
+    );
+
+    let mut stale = ready_collection("stale", &["x"]);
+    stale.metadata.generation = Some(3);
+    let mut failing = ready_collection("failing", &[]);
+    if let Some(status) = failing.status.as_mut() {
+        status.conditions = vec![ready_condition("False", "SkillsNotReady", "1 of 1")];
+    }
+    let error = collection_cards(&[
+        ("stale", Lookup::Found(&stale)),
+        ("failing", Lookup::Found(&failing)),
+    ])
+    .expect_err("not ready");
+    assert_eq!(error.reason(), "SkillCollectionNotReady");
+    let text = error.to_string();
+    assert!(
+        text.contains(r#"SkillCollection "stale" is not ready: its status describes generation 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"SkillCollection "failing" is not ready: Ready is False (SkillsNotReady: 1 of 1)"#
+        ),
+        "{text}"
+    );
+
+    let error = collection_cards(&[
+        ("failing", Lookup::Found(&failing)),
+        ("gone", Lookup::<SkillCollection>::Missing),
+    ])
+    .expect_err("missing");
+    assert_eq!(error, Error::MissingSkillCollections(vec!["gone".into()]));
+    assert_eq!(error.reason(), "SkillCollectionNotFound");
+}
+
+#[test]
+fn collection_skills_join_the_agents_and_duplicates_name_both_sources() {
+    let own_card = image_card("java-card", "java");
+    let from_bundle = image_card("bundle-maven", "maven");
+    let clash = image_card("bundle-java", "java");
+    let resolved = resolve_skills(&[
+        own("java-card", Lookup::Found(&own_card)),
+        CardRef {
+            name: "bundle-maven",
+            collection: Some("bundle"),
+            card: Lookup::Found(&from_bundle),
+        },
+        // The same card listed by a second collection counts once.
+        CardRef {
+            name: "bundle-maven",
+            collection: Some("other"),
+            card: Lookup::Found(&from_bundle),
+        },
+    ])
+    .expect("usable");
+    assert_eq!(resolved.skills.len(), 2);
+    assert_eq!(resolved.skills[1].collection.as_deref(), Some("bundle"));
+    assert_eq!(resolved.skills[0].collection, None);
+
+    let error = resolve_skills(&[
+        own("java-card", Lookup::Found(&own_card)),
+        CardRef {
+            name: "bundle-java",
+            collection: Some("bundle"),
+            card: Lookup::Found(&clash),
+        },
+    ])
+    .expect_err("duplicate");
+    assert_eq!(error.reason(), "DuplicateSkillName");
+    assert_eq!(
+        error.to_string(),
+        r#"skill "java" is provided by both SkillCard "java-card" and SkillCard "bundle-java" of SkillCollection "bundle"; skill names must be unique within an Agent"#
     );
 }

@@ -698,3 +698,48 @@ fn sub_paths_must_be_plain_relative_paths() {
         assert_eq!(error.reason(), "InvalidSubPath", "{bad}");
     }
 }
+
+fn listing(layers: &[Vec<u8>]) -> Listing {
+    let mut locator = SkillLocator::new(None, Limits::default());
+    for layer in layers {
+        locator
+            .apply_layer(layer.as_slice(), &blob(layer))
+            .expect("layer reads");
+    }
+    locator.listing()
+}
+
+#[test]
+fn listing_names_every_skill_directory_past_the_listed_bound() {
+    let names: Vec<String> = (0..MAX_LISTED_DIRECTORIES + 3)
+        .map(|i| format!("skill-{i:03}"))
+        .collect();
+    let paths: Vec<String> = names.iter().map(|n| format!("{n}/SKILL.md")).collect();
+    let mut items: Vec<Item<'_>> = paths.iter().map(|p| Item::File(p, SKILL)).collect();
+    items.push(Item::File("docs/README.md", b"not a skill"));
+    items.push(Item::File("deep/er/SKILL.md", SKILL));
+    let found = listing(&[tar(&items)]);
+    assert!(!found.root);
+    assert_eq!(found.directories, names);
+}
+
+#[test]
+fn listing_of_an_image_with_a_root_skill_is_that_one_skill() {
+    let found = listing(&[tar(&[
+        Item::File("SKILL.md", SKILL),
+        Item::File("nested/SKILL.md", SKILL),
+    ])]);
+    assert!(found.root);
+    assert!(found.directories.is_empty());
+}
+
+#[test]
+fn listing_follows_whiteouts_of_upper_layers() {
+    let lower = tar(&[
+        Item::File("a/SKILL.md", SKILL),
+        Item::File("b/SKILL.md", SKILL),
+    ]);
+    let upper = tar(&[Item::File(".wh.a", b""), Item::File("c/SKILL.md", SKILL)]);
+    let found = listing(&[lower, upper]);
+    assert_eq!(found.directories, vec!["b".to_string(), "c".to_string()]);
+}

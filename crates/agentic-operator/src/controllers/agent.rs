@@ -1,11 +1,15 @@
-//! Agent: Ready when every referenced SkillCard and Gateway is Ready and skill names are unique.
+//! Agent: Ready when every referenced SkillCard, SkillCollection and Gateway is Ready and
+//! skill names are unique.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentic_api::{Agent, CONDITION_READY, ConditionStatus, Gateway, SkillCard};
+use agentic_api::{Agent, CONDITION_READY, ConditionStatus, Gateway, SkillCard, SkillCollection};
 use agentic_core::conditions::set_condition;
-use agentic_core::skills::{Lookup, resolve_gateways, resolve_skill_delivery, resolve_skills};
+use agentic_core::skills::{
+    CardRef, Lookup, ResolvedSkills, collection_cards, resolve_gateways, resolve_skill_delivery,
+    resolve_skills,
+};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
@@ -24,45 +28,37 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
     let namespace = namespace_of(agent.as_ref(), KIND)?;
 
     // Dereference.
-    let mut cards = Vec::new();
-    for r in &agent.spec.skill_cards {
-        let card = read_reference::<SkillCard>(&ctx.client, &namespace, &r.name).await?;
-        cards.push((r.name.clone(), card));
-    }
     let mut gateways = Vec::new();
     for r in &agent.spec.gateways {
         let gateway = read_reference::<Gateway>(&ctx.client, &namespace, &r.name).await?;
         gateways.push((r.name.clone(), gateway));
     }
-
-    // Validate and build the status.
-    let card_refs: Vec<(&str, Lookup<SkillCard>)> =
-        cards.iter().map(|(n, c)| (n.as_str(), lookup(c))).collect();
     let gateway_refs: Vec<(&str, Lookup<Gateway>)> = gateways
         .iter()
         .map(|(n, g)| (n.as_str(), lookup(g)))
         .collect();
     let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
 
+    // Validate and build the status.
     let generation = agent.metadata.generation;
     let old = agent.status.clone().unwrap_or_default();
     let mut new = old.clone();
     new.observed_generation = generation;
     new.delivery_mode = Some(delivery.mode.as_str().to_string());
     let now = crate::now();
-    let ready = match (resolve_skills(&card_refs), resolve_gateways(&gateway_refs)) {
+    let ready = match (
+        skill_set(&agent, &namespace, &ctx).await?,
+        resolve_gateways(&gateway_refs),
+    ) {
         (Ok(resolved), Ok(())) => {
+            let message = format!(
+                "{} skill(s) and {} gateway(s) are ready",
+                resolved.skills.len(),
+                agent.spec.gateways.len()
+            );
             new.skills = resolved.skills;
             new.rules = resolved.rules;
-            (
-                ConditionStatus::True,
-                "AgentReady",
-                format!(
-                    "{} skill(s) and {} gateway(s) are ready",
-                    agent.spec.skill_cards.len(),
-                    agent.spec.gateways.len()
-                ),
-            )
+            (ConditionStatus::True, "AgentReady", message)
         }
         (Err(e), _) => {
             new.skills.clear();
@@ -129,6 +125,52 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
     Ok(Action::await_change())
 }
 
+/// Reads and resolves the Agent's skill set: its `spec.skillCards`, then the SkillCards of
+/// each of its `spec.skillCollections` (once those are Ready).
+async fn skill_set(
+    agent: &Agent,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<std::result::Result<ResolvedSkills, agentic_core::Error>> {
+    let mut collections = Vec::new();
+    for r in &agent.spec.skill_collections {
+        let collection = read_reference::<SkillCollection>(&ctx.client, namespace, &r.name).await?;
+        collections.push((r.name.clone(), collection));
+    }
+    let collection_refs: Vec<(&str, Lookup<SkillCollection>)> = collections
+        .iter()
+        .map(|(n, c)| (n.as_str(), lookup(c)))
+        .collect();
+    let from_collections = match collection_cards(&collection_refs) {
+        Ok(cards) => cards,
+        Err(e) => return Ok(Err(e)),
+    };
+
+    let mut cards = Vec::new();
+    for r in &agent.spec.skill_cards {
+        cards.push((None, r.name.clone()));
+    }
+    for (collection, names) in from_collections {
+        for name in names {
+            cards.push((Some(collection), name.clone()));
+        }
+    }
+    let mut read = Vec::new();
+    for (collection, name) in cards {
+        let card = read_reference::<SkillCard>(&ctx.client, namespace, &name).await?;
+        read.push((collection, name, card));
+    }
+    let card_refs: Vec<CardRef> = read
+        .iter()
+        .map(|(collection, name, card)| CardRef {
+            name,
+            collection: *collection,
+            card: lookup(card),
+        })
+        .collect();
+    Ok(resolve_skills(&card_refs))
+}
+
 pub fn error_policy(agent: Arc<Agent>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.backoff(KIND, agent.as_ref(), error)
 }
@@ -137,10 +179,12 @@ pub fn error_policy(agent: Arc<Agent>, error: &Error, ctx: Arc<Context>) -> Acti
 #[derive(Clone, Copy, Debug)]
 pub enum Reference {
     SkillCard,
+    SkillCollection,
     Gateway,
 }
 
-/// The Agents in `namespace` that reference the SkillCard or Gateway `name`.
+/// The Agents in `namespace` that reference the SkillCard, SkillCollection or Gateway
+/// `name`. For a SkillCard, also those whose skills come from it through a collection.
 pub fn agents_referencing<'a>(
     agents: impl IntoIterator<Item = &'a Agent>,
     namespace: &str,
@@ -153,9 +197,15 @@ pub fn agents_referencing<'a>(
         .filter(|a| {
             let refs = match reference {
                 Reference::SkillCard => &a.spec.skill_cards,
+                Reference::SkillCollection => &a.spec.skill_collections,
                 Reference::Gateway => &a.spec.gateways,
             };
             refs.iter().any(|r| r.name == name)
+                || matches!(reference, Reference::SkillCard)
+                    && a.status
+                        .iter()
+                        .flat_map(|s| &s.skills)
+                        .any(|s| s.skill_card == name)
         })
         .map(ObjectRef::from_obj)
         .collect()

@@ -1,9 +1,10 @@
-//! The four controllers and how they are wired to watches.
+//! The five controllers and how they are wired to watches.
 
 pub mod agent;
 pub mod agentrun;
 pub mod gateway;
 pub mod skillcard;
+pub mod skillcollection;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -11,7 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use agentic_api::{Agent, AgentRun, CONDITION_READY, ConditionStatus, Gateway, SkillCard};
+use agentic_api::{
+    Agent, AgentRun, CONDITION_READY, ConditionStatus, Gateway, SkillCard, SkillCollection,
+};
 use agentic_core::conditions::find_condition;
 use agentic_core::sandbox::REASON_QUEUED;
 use agentic_core::skills::Lookup;
@@ -295,14 +298,15 @@ pub struct Controllers {
     pub runs: Vec<BoxFuture<'static, ()>>,
     /// Finish when each watch has listed once (true), or stopped before it did (false).
     pub listed: Vec<BoxFuture<'static, bool>>,
-    /// The watch caches of the four kinds, for counting objects.
+    /// The watch caches of the five kinds, for counting objects.
     pub caches: Caches,
 }
 
-/// The watch caches of the four kinds in one namespace (or in all).
+/// The watch caches of the five kinds in one namespace (or in all).
 #[derive(Clone)]
 pub struct Caches {
     skill_cards: Store<Guarded<SkillCard>>,
+    skill_collections: Store<Guarded<SkillCollection>>,
     gateways: Store<Guarded<Gateway>>,
     agents: Store<Guarded<Agent>>,
     agent_runs: Store<Guarded<AgentRun>>,
@@ -358,6 +362,41 @@ pub fn controllers(
         .for_each(|r| async move { log_result(skillcard::KIND, r) });
     runs.push(Box::pin(drive(cards, card_cache.clone(), stop())));
 
+    // SkillCollection: follows the SkillCards it generated or references.
+    let collections = Controller::new(
+        api_for::<Guarded<SkillCollection>>(&client, namespace),
+        config.clone(),
+    );
+    let store = collections.store();
+    let collection_cache = store.clone();
+    ready.push(Box::pin(wait_ready(store.clone())));
+    let collections = collections
+        .watches(
+            api_for::<Guarded<SkillCard>>(&client, namespace),
+            config.clone(),
+            move |card| {
+                let Ok(card) = &card.0 else {
+                    return Vec::new();
+                };
+                related(&store, card, |collections, ns, _| {
+                    skillcollection::collections_of_card(collections, ns, card)
+                })
+            },
+        )
+        .trigger_backoff(WatchBackoff::new())
+        .graceful_shutdown_on(stop())
+        .run(
+            |obj, ctx| guarded(obj, ctx, skillcollection::KIND, skillcollection::reconcile),
+            |obj, e, ctx| guarded_error_policy(obj, e, ctx, skillcollection::error_policy),
+            ctx.clone(),
+        )
+        .for_each(|r| async move { log_result(skillcollection::KIND, r) });
+    runs.push(Box::pin(drive(
+        collections,
+        collection_cache.clone(),
+        stop(),
+    )));
+
     // Gateway: re-checked when its Secret appears or changes.
     let gateways = Controller::new(
         api_for::<Guarded<Gateway>>(&client, namespace),
@@ -395,7 +434,22 @@ pub fn controllers(
     let agent_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let card_store = store.clone();
+    let collection_store = store.clone();
     let agents = agents
+        .watches(
+            api_for::<Guarded<SkillCollection>>(&client, namespace),
+            config.clone(),
+            move |collection| {
+                related(&collection_store, &collection, |agents, ns, collection| {
+                    agent::agents_referencing(
+                        agents,
+                        ns,
+                        agent::Reference::SkillCollection,
+                        collection,
+                    )
+                })
+            },
+        )
         .watches(
             api_for::<Guarded<SkillCard>>(&client, namespace),
             config.clone(),
@@ -487,6 +541,7 @@ pub fn controllers(
         listed: ready,
         caches: Caches {
             skill_cards: card_cache,
+            skill_collections: collection_cache,
             gateways: gateway_cache,
             agents: agent_cache,
             agent_runs: run_cache,
@@ -596,6 +651,9 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
     let skill_cards = tally(caches.iter().map(|c| c.skill_cards.state()), |o| {
         ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
     });
+    let skill_collections = tally(caches.iter().map(|c| c.skill_collections.state()), |o| {
+        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
+    });
     let gateways = tally(caches.iter().map(|c| c.gateways.state()), |o| {
         ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
     });
@@ -610,6 +668,7 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
             .as_str()
     });
     metrics.set_objects(skillcard::KIND, &skill_cards);
+    metrics.set_objects(skillcollection::KIND, &skill_collections);
     metrics.set_objects(gateway::KIND, &gateways);
     metrics.set_objects(agent::KIND, &agents);
     metrics.set_objects(agentrun::KIND, &agent_runs);

@@ -1,0 +1,359 @@
+//! SkillCollection: list the skills of its image through the registry API (or take its
+//! `skills` entries), own one SkillCard per skill, delete the generated cards it no longer
+//! lists, and report Ready when every one of its SkillCards is Ready.
+//!
+//! Pipeline: validate (resolve the image to a digest, list its skills, read the root skill's
+//! name) → build (the generated SkillCards, pinned by digest) → apply (create or update the
+//! cards it controls, leave any other card of the name alone) → prune → status.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentic_api::{
+    CONDITION_READY, ConditionStatus, SKILL_COLLECTION_LABEL, SkillCard, SkillCollection,
+    SkillCollectionStatus,
+};
+use agentic_core::collections::{ImageSkills, Plan, plan_entries, plan_image, readiness};
+use agentic_core::conditions::{find_condition, set_condition};
+use agentic_core::names::label_value;
+use agentic_core::owners::{controlling_collection, is_controlled_by};
+use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
+use agentic_oci::{RegistryAuth, SkillListing};
+use kube::api::{DeleteParams, ListParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+
+use super::{lookup, namespace_of, read_reference};
+use crate::apply::{NAME_TAKEN_RETRY, apply_owned, apply_status};
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+pub const KIND: &str = "SkillCollection";
+
+/// What the collection's spec comes to, before any card is written.
+enum Verdict {
+    /// Its SkillCards, and the image they were listed from.
+    Planned {
+        plan: Plan,
+        resolved_image: Option<String>,
+    },
+    /// It cannot be used as it is.
+    Refused {
+        reason: &'static str,
+        message: String,
+    },
+    /// The registry did not answer: nothing is known about the image now.
+    Unreachable { message: String },
+}
+
+fn refused(reason: &'static str, message: impl Into<String>) -> Verdict {
+    Verdict::Refused {
+        reason,
+        message: message.into(),
+    }
+}
+
+pub async fn reconcile(collection: Arc<SkillCollection>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let namespace = namespace_of(collection.as_ref(), KIND)?;
+    let name = collection.name_any();
+    let owner = collection
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::MissingMetadata {
+            kind: KIND,
+            name: name.clone(),
+            field: "metadata.uid",
+        })?;
+    let uid = owner.uid.clone();
+    let cards: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
+
+    // Validate and build.
+    let verdict = match &collection.spec.image {
+        Some(image) => match list_image(image, &namespace, &name, &ctx).await {
+            Ok((pinned, skills)) => match plan_image(&collection, &owner, &pinned, &skills) {
+                Ok(plan) => Verdict::Planned {
+                    plan,
+                    resolved_image: Some(pinned),
+                },
+                Err(e) => refused(e.reason(), e.to_string()),
+            },
+            Err(verdict) => verdict,
+        },
+        None => match plan_entries(&collection, &owner) {
+            Ok(plan) => Verdict::Planned {
+                plan,
+                resolved_image: None,
+            },
+            Err(e) => refused(e.reason(), e.to_string()),
+        },
+    };
+
+    let generation = collection.metadata.generation;
+    let old = collection.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    status.observed_generation = generation;
+    let now = crate::now();
+    let mut name_taken = false;
+    let mut unreachable = false;
+    match verdict {
+        Verdict::Planned {
+            plan,
+            resolved_image,
+        } => {
+            // Apply: every generated card, unless another object holds its name.
+            let mut taken = Vec::new();
+            for card in &plan.generated {
+                if let Err(t) = apply_owned(&cards, card.clone(), "SkillCard", &uid).await? {
+                    taken.push(t.name);
+                }
+            }
+            let wanted = plan.card_names();
+            prune(&cards, &name, &uid, &wanted).await?;
+
+            let usable: Vec<String> = wanted.into_iter().filter(|n| !taken.contains(n)).collect();
+            let mut read = Vec::new();
+            for card in &usable {
+                read.push((
+                    card.clone(),
+                    read_reference::<SkillCard>(&ctx.client, &namespace, card).await?,
+                ));
+            }
+            let looked_up: Vec<(&str, _)> =
+                read.iter().map(|(n, c)| (n.as_str(), lookup(c))).collect();
+            let (ready, reason, message) = if taken.is_empty() {
+                readiness(&looked_up)
+            } else {
+                name_taken = true;
+                (
+                    false,
+                    REASON_OBJECT_NAME_TAKEN,
+                    format!(
+                        "SkillCard(s) {} exist and are not controlled by this SkillCollection: they are left alone; delete or rename them to use these skills",
+                        taken.join(", ")
+                    ),
+                )
+            };
+            status.resolved_skills = usable;
+            status.resolved_image = resolved_image;
+            set_condition(
+                &mut status.conditions,
+                CONDITION_READY,
+                if ready {
+                    ConditionStatus::True
+                } else {
+                    ConditionStatus::False
+                },
+                reason,
+                &message,
+                generation,
+                now,
+            );
+        }
+        Verdict::Refused { reason, message } => {
+            status.resolved_skills.clear();
+            status.resolved_image = None;
+            set_condition(
+                &mut status.conditions,
+                CONDITION_READY,
+                ConditionStatus::False,
+                reason,
+                &message,
+                generation,
+                now,
+            );
+        }
+        Verdict::Unreachable { message } => {
+            unreachable = true;
+            // A registry outage says nothing about skills already listed and validated at
+            // this generation: the collection stays Ready on its pinned cards, none pruned.
+            if !validated_at(&old, generation) {
+                set_condition(
+                    &mut status.conditions,
+                    CONDITION_READY,
+                    ConditionStatus::False,
+                    "RegistryUnavailable",
+                    &message,
+                    generation,
+                    now,
+                );
+            }
+        }
+    }
+
+    if status != old {
+        let api: Api<SkillCollection> = Api::namespaced(ctx.client.clone(), &namespace);
+        apply_status(&api, &name, &status).await?;
+        ctx.announce(
+            collection.as_ref(),
+            &old.conditions,
+            &status.conditions,
+            CONDITION_READY,
+        )
+        .await;
+    }
+    ctx.metrics.reconciled(KIND, started.elapsed());
+    if unreachable {
+        return Err(Error::RegistryUnavailable(format!(
+            "SkillCollection {namespace}/{name}"
+        )));
+    }
+    ctx.succeeded(KIND, collection.as_ref());
+    Ok(if name_taken {
+        Action::requeue(NAME_TAKEN_RETRY)
+    } else if collection
+        .spec
+        .image
+        .as_deref()
+        .is_some_and(|image| !image.contains("@sha256:"))
+    {
+        // A tag may move: list it again, like a SkillCard's tag.
+        Action::requeue(ctx.settings.tag_refresh_interval)
+    } else {
+        Action::await_change()
+    })
+}
+
+/// A collection whose registry is down is asked again at least once per tag refresh.
+pub fn error_policy(collection: Arc<SkillCollection>, error: &Error, ctx: Arc<Context>) -> Action {
+    let cap = ctx.settings.tag_refresh_interval;
+    ctx.backoff_at_most(KIND, collection.as_ref(), error, cap)
+}
+
+/// Whether the status already describes a Ready collection at this generation.
+fn validated_at(status: &SkillCollectionStatus, generation: Option<i64>) -> bool {
+    status.observed_generation == generation
+        && find_condition(&status.conditions, CONDITION_READY)
+            .is_some_and(|c| c.status == ConditionStatus::True.as_str())
+}
+
+/// Resolves the collection's image to a digest and lists its skills through the registry
+/// API (once per digest), reading the name of a skill at the image root from its SKILL.md.
+/// Collections have no pull secrets: the image is read anonymously.
+async fn list_image(
+    image: &str,
+    namespace: &str,
+    name: &str,
+    ctx: &Context,
+) -> std::result::Result<(String, ImageSkills), Verdict> {
+    let auth = RegistryAuth::Anonymous;
+    let options = &ctx.settings.registry;
+    let registry = agentic_oci::image_registry(image)
+        .map_err(|e| refused(e.reason(), format!("spec.image: {e}")))?;
+    let answer = async {
+        let resolved = agentic_oci::resolve_digest(image, &auth, options).await?;
+        let listing = match ctx.listing(&resolved.repository_with_digest) {
+            Some(listing) => listing,
+            None => {
+                let listing = agentic_oci::list_skills(&resolved, &auth, options).await?;
+                ctx.remember_listing(listing.clone());
+                listing
+            }
+        };
+        let skills = skills_of(&listing, ctx, &auth).await?;
+        Ok::<_, agentic_oci::OciError>((resolved.repository_with_digest, skills))
+    };
+    answer.await.map_err(|e| {
+        if e.is_transient() {
+            // As for SkillCards: how the connection failed stays in the operator's log.
+            tracing::warn!(
+                namespace,
+                name,
+                %registry,
+                error = %crate::error::Chain(&e),
+                "registry unreachable"
+            );
+            Verdict::Unreachable {
+                message: format!(
+                    "registry {registry} did not answer; the operator's log has the cause"
+                ),
+            }
+        } else {
+            refused(e.reason(), format!("spec.image: {e}"))
+        }
+    })
+}
+
+/// The skills of a listing; a skill at the image root is named by its frontmatter, read (and
+/// validated) through the skill cache the SkillCards use too.
+async fn skills_of(
+    listing: &SkillListing,
+    ctx: &Context,
+    auth: &RegistryAuth,
+) -> std::result::Result<ImageSkills, agentic_oci::OciError> {
+    if !listing.root {
+        return Ok(ImageSkills::Directories(listing.directories.clone()));
+    }
+    let content = ctx
+        .skills
+        .fetch_skill(&listing.image, None, auth, &ctx.settings.registry)
+        .await?;
+    let name = content
+        .report
+        .frontmatter
+        .as_ref()
+        .map(|f| f.name.clone())
+        .ok_or_else(|| agentic_oci::OciError::InvalidSkill {
+            path: content.path.clone(),
+            summary: content.report.summary(),
+        })?;
+    Ok(ImageSkills::Root { name })
+}
+
+/// Deletes the SkillCards this collection (`uid`) controls that it no longer lists. Cards
+/// it does not control are never touched, whatever their labels say.
+async fn prune(
+    cards: &Api<SkillCard>,
+    collection: &str,
+    uid: &str,
+    wanted: &[String],
+) -> Result<()> {
+    let selector = format!("{SKILL_COLLECTION_LABEL}={}", label_value(collection));
+    let listed = cards.list(&ListParams::default().labels(&selector)).await?;
+    for card in listed {
+        let card_name = card.name_any();
+        if !is_controlled_by(card.meta(), uid) || wanted.contains(&card_name) {
+            continue;
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: card.meta().uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match cards.delete(&card_name, &params).await {
+            Ok(_) => {
+                tracing::info!(collection, card = %card_name, "deleted a SkillCard the collection no longer lists")
+            }
+            // Gone already, or replaced by another object of the name: nothing of ours to delete.
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// The collections in `namespace` that a change to the SkillCard `card` concerns: the one
+/// controlling it, and those whose `skillCardRef` entries name it.
+pub fn collections_of_card<'a>(
+    collections: impl IntoIterator<Item = &'a SkillCollection>,
+    namespace: &str,
+    card: &SkillCard,
+) -> Vec<ObjectRef<SkillCollection>> {
+    let name = card.name_any();
+    let controller = controlling_collection(card.meta());
+    collections
+        .into_iter()
+        .filter(|c| c.namespace().as_deref() == Some(namespace))
+        .filter(|c| {
+            controller == Some(c.name_any().as_str())
+                || c.spec
+                    .skills
+                    .iter()
+                    .flatten()
+                    .any(|s| s.skill_card_ref.as_deref() == Some(name.as_str()))
+        })
+        .map(ObjectRef::from_obj)
+        .collect()
+}
