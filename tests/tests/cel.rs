@@ -186,6 +186,8 @@ const PULL_SECRETS_NEED_IMAGE: &str = "spec.pullSecrets is only allowed with spe
 const DEFAULT_NOT_REQUIRED: &str = "a param with a default cannot be required";
 const RUN_IMMUTABLE: &str =
     "spec is immutable, except that spec.cancel may be set to true; create a new AgentRun instead";
+const GIT_BOTH_OR_NEITHER: &str = "set both userName and userEmail, or neither";
+const FILE_MOUNT_ONE_SOURCE: &str = "set exactly one of secretName and configMapName";
 
 const COLLECTION_ONE: &str = "set exactly one of spec.image or spec.skills";
 const ENTRY_ONE: &str = "exactly one of skillCardRef, image or source must be set";
@@ -193,7 +195,9 @@ const ENTRY_SUB_PATH_RELATIVE: &str = "subPath must be relative: it must not sta
 const ENTRY_SUB_PATH_NO_DOTDOT: &str = "subPath must not contain '..' segments";
 
 /// Every CEL rule message of the CRDs, each exercised by the tests below.
-const EXERCISED_RULES: [&str; 12] = [
+const EXERCISED_RULES: [&str; 14] = [
+    GIT_BOTH_OR_NEITHER,
+    FILE_MOUNT_ONE_SOURCE,
     EXACTLY_ONE,
     SUB_PATH_NEEDS_CONTENT,
     SUB_PATH_RELATIVE,
@@ -1180,6 +1184,64 @@ spec:
     - secretRef:
         name: git-credentials
       prefix: GIT_
+---
+apiVersion: konveyor.io/v1alpha1
+kind: Agent
+metadata:
+  name: budgeted
+spec:
+  image: ghcr.io/konveyor/goose-harness:1.0
+  prompt: Migrate to Java $(agent.targetJdk) for $(workflow.ticket).
+  params:
+    - name: targetJdk
+      type: number
+      default: "21"
+  execution:
+    maxTurns: 40
+    maxCost: "10.00"
+  gitConfig:
+    userName: Konveyor Bot
+    userEmail: bot@konveyor.io
+  skillDelivery: native
+---
+apiVersion: konveyor.io/v1alpha1
+kind: AgentRun
+metadata:
+  name: stage-2-of-3
+spec:
+  agentRef: budgeted
+  gateway: default
+  instructions: Keep $$(agent.targetJdk) literal.
+  execution:
+    mode: approve
+    askUser: true
+    maxTurns: 5
+    maxCost: "2.5"
+  workflowParams:
+    ticket: MIG-7
+    attempts: 2
+    strict: true
+    labels: [java, jdk21]
+  gitConfig:
+    userName: Run Bot
+    userEmail: run-bot@example.com
+  fileMounts:
+    - mountPath: /etc/app
+      secretName: app-credentials
+      items:
+        - key: token
+          path: token.txt
+          mode: 256
+    - mountPath: /home/agent/.config/tool.yaml
+      configMapName: tool-config
+      subPath: tool.yaml
+  env:
+    - name: KONVEYOR_WORKFLOW_GUIDE
+      value: Work in small, reviewed steps.
+    - name: KONVEYOR_WORKFLOW_STAGE
+      value: "2"
+    - name: KONVEYOR_WORKFLOW_STAGE_COUNT
+      value: "3"
 "#;
 
 #[tokio::test]
@@ -1308,4 +1370,148 @@ async fn references_are_object_names() {
             )
             .await;
     }
+}
+
+#[tokio::test]
+async fn run_contract_fields_are_checked() {
+    let runs = kind::<AgentRun>("cel-run-contract").await;
+    let agents = kind::<Agent>("cel-agent-contract").await;
+    for how in [Via::Apply, Via::Create] {
+        runs.accepts(
+            how,
+            "full",
+            json!({"agentRef": "a",
+                   "execution": {"mode": "auto", "maxTurns": 1, "maxCost": "0"},
+                   "workflowParams": {"nested": {"deep": [1, {"x": null}]}, "n": 1.5},
+                   "gitConfig": {"userName": "Zoë Bot", "userEmail": "zoe@example.com"},
+                   "fileMounts": [{"mountPath": "/etc/a", "configMapName": "c"}]}),
+        )
+        .await;
+        runs.accepts(how, "empty-git", json!({"agentRef": "a", "gitConfig": {}}))
+            .await;
+        agents
+            .accepts(
+                how,
+                "limits",
+                json!({"image": "h:1", "execution": {"maxTurns": 3, "maxCost": "12.34"},
+                       "gitConfig": {"userName": "A", "userEmail": "a@b"}}),
+            )
+            .await;
+        runs.rejects(
+            how,
+            "half-git",
+            json!({"agentRef": "a", "gitConfig": {"userName": "Bot"}}),
+            "spec.gitConfig",
+            GIT_BOTH_OR_NEITHER,
+        )
+        .await;
+        agents
+            .rejects(
+                how,
+                "half-git",
+                json!({"image": "h:1", "gitConfig": {"userEmail": "a@b"}}),
+                "spec.gitConfig",
+                GIT_BOTH_OR_NEITHER,
+            )
+            .await;
+        runs.rejects(
+            how,
+            "no-source",
+            json!({"agentRef": "a", "fileMounts": [{"mountPath": "/etc/a"}]}),
+            "spec.fileMounts[0]",
+            FILE_MOUNT_ONE_SOURCE,
+        )
+        .await;
+        runs.rejects(
+            how,
+            "two-sources",
+            json!({"agentRef": "a", "fileMounts": [
+                {"mountPath": "/etc/a", "secretName": "s", "configMapName": "c"}]}),
+            "spec.fileMounts[0]",
+            FILE_MOUNT_ONE_SOURCE,
+        )
+        .await;
+    }
+    for (name, spec, field, message) in [
+        (
+            "bad-mode",
+            json!({"agentRef": "a", "execution": {"mode": "manual"}}),
+            "spec.execution.mode",
+            "Unsupported value",
+        ),
+        (
+            "zero-turns",
+            json!({"agentRef": "a", "execution": {"maxTurns": 0}}),
+            "spec.execution.maxTurns",
+            "greater than or equal to 1",
+        ),
+        (
+            "cost-cents",
+            json!({"agentRef": "a", "execution": {"maxCost": "1.234"}}),
+            "spec.execution.maxCost",
+            "should match",
+        ),
+        (
+            "cost-currency",
+            json!({"agentRef": "a", "execution": {"maxCost": "$5"}}),
+            "spec.execution.maxCost",
+            "should match",
+        ),
+        (
+            "name-brackets",
+            json!({"agentRef": "a", "gitConfig": {"userName": "Bot <x>", "userEmail": "a@b"}}),
+            "spec.gitConfig.userName",
+            "should match",
+        ),
+        (
+            "name-newline",
+            json!({"agentRef": "a", "gitConfig": {"userName": "Bot\nX", "userEmail": "a@b"}}),
+            "spec.gitConfig.userName",
+            "should match",
+        ),
+        (
+            "name-long",
+            json!({"agentRef": "a", "gitConfig": {"userName": "n".repeat(129), "userEmail": "a@b"}}),
+            "spec.gitConfig.userName",
+            "Too long",
+        ),
+        (
+            "email-no-at",
+            json!({"agentRef": "a", "gitConfig": {"userName": "Bot", "userEmail": "bot.example.com"}}),
+            "spec.gitConfig.userEmail",
+            "should match",
+        ),
+        (
+            "email-long",
+            json!({"agentRef": "a", "gitConfig": {"userName": "Bot",
+                   "userEmail": format!("{}@example.com", "b".repeat(243))}}),
+            "spec.gitConfig.userEmail",
+            "Too long",
+        ),
+        (
+            "params-not-object",
+            json!({"agentRef": "a", "workflowParams": [1, 2]}),
+            "spec.workflowParams",
+            "must be of type object",
+        ),
+        (
+            "mount-twice",
+            json!({"agentRef": "a", "fileMounts": [
+                {"mountPath": "/etc/a", "secretName": "s"},
+                {"mountPath": "/etc/a", "configMapName": "c"}]}),
+            "spec.fileMounts[1]",
+            "Duplicate value",
+        ),
+    ] {
+        runs.rejects(Via::Create, name, spec, field, message).await;
+    }
+    agents
+        .rejects(
+            Via::Create,
+            "zero-turns",
+            json!({"image": "h:1", "execution": {"maxTurns": 0}}),
+            "spec.execution.maxTurns",
+            "greater than or equal to 1",
+        )
+        .await;
 }

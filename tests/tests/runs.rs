@@ -606,3 +606,64 @@ async fn a_run_never_adopts_a_sandbox_it_does_not_own() {
     assert_eq!(pod.spec.expect("spec").containers[0].name, "agent");
     operator.stop().await;
 }
+
+/// An Agent that lists no gateways is Ready with `GatewayConfigured` False; its runs must
+/// name a Gateway, and get a sandbox once that Gateway exists and is Ready.
+#[tokio::test]
+async fn a_gateway_less_agent_runs_on_the_gateway_its_run_names() {
+    let (ns, client, operator) = scenario("run-gwless", SandboxBackend::Pod).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: meta("bare"),
+            spec: AgentSpec {
+                image: "ghcr.io/acme/harness:1.0".into(),
+                skill_delivery: "native".into(),
+                ..AgentSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    let agent = wait_agent_ready(&agents, "bare").await;
+    let conditions = &agent.status.as_ref().expect("status").conditions;
+    assert!(
+        has_condition(conditions, "GatewayConfigured", "False", "NoGatewaysListed"),
+        "{conditions:#?}"
+    );
+
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let run = |name: &str, gateway: Option<&str>| AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: "bare".into(),
+            gateway: gateway.map(Into::into),
+            ..AgentRunSpec::default()
+        },
+        status: None,
+    };
+    apply(&runs, &run("unnamed", None)).await;
+    apply(&runs, &run("named", Some("llm"))).await;
+    let failed = wait_phase(&runs, "unnamed", AgentRunPhase::Failed).await;
+    let conditions = &failed.status.as_ref().expect("status").conditions;
+    assert!(
+        has_condition(conditions, "Ready", "False", "NoGateway"),
+        "{conditions:#?}"
+    );
+    wait_for(&runs, "named", "waiting for its Gateway", |r: &AgentRun| {
+        r.status.as_ref().is_some_and(|s| {
+            has_condition(&s.conditions, "Ready", "False", "GatewayNotFound")
+                && has_condition(&s.conditions, "Succeeded", "Unknown", "GatewayNotFound")
+        })
+    })
+    .await;
+    llm_gateway(&client, &ns).await;
+    let started = wait_for_sandbox(&runs, "named").await;
+    assert_eq!(
+        started.status.as_ref().and_then(|s| s.phase),
+        Some(AgentRunPhase::Pending),
+        "{started:#?}"
+    );
+    operator.stop().await;
+}

@@ -28,6 +28,11 @@ use crate::{ExecutionLimits, GitConfig, SkillType};
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
     printcolumn(
+        name = "Gateway",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"GatewayConfigured\")].status"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -44,7 +49,9 @@ pub struct AgentSpec {
     pub prompt: Option<String>,
 
     /// Gateways (LLM endpoints) runs of this agent may use. A run with no `gateway` uses the
-    /// only one listed here.
+    /// only one listed here. May be empty: then every run must name a Gateway of its
+    /// namespace in its `spec.gateway` (which must exist and be Ready), and the Agent's
+    /// `GatewayConfigured` condition is False.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["ref".into()]))]
     pub gateways: Vec<ObjectRef>,
@@ -175,7 +182,8 @@ pub struct AgentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `Ready`, and `SkillDeliveryResolved` when `spec.skillDelivery` is not a known value.
+    /// `Ready`, `SkillDeliveryResolved` (False when `spec.skillDelivery` is not a known value)
+    /// and `GatewayConfigured` (False when `spec.gateways` is empty).
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

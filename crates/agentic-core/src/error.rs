@@ -172,7 +172,9 @@ pub enum Error {
     GatewayNotReady(Vec<(String, String)>),
 
     /// The Agent lists no gateway, so a run has no LLM endpoint.
-    #[error("the Agent lists no gateways; add one to spec.gateways")]
+    #[error(
+        "the Agent lists no gateways; set spec.gateway to a Gateway, or add one to the Agent's spec.gateways"
+    )]
     NoGateway,
 
     /// The Agent lists several gateways and the run does not pick one.

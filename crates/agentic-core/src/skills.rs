@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use agentic_api::{
-    Agent, AgentSkill, Gateway, ObjectRef, SkillCard, SkillCollection, SkillFrontmatter, SkillType,
+    Agent, AgentSkill, ConditionStatus, Gateway, ObjectRef, SkillCard, SkillCollection,
+    SkillFrontmatter, SkillType,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 
@@ -456,8 +457,33 @@ pub fn resolve_skill_delivery(spec: &str) -> SkillDelivery {
     }
 }
 
-/// The gateway a run uses: the one it requests, which must be one of the Agent's, or the
-/// Agent's only gateway. Errors: [`Error::NoGateway`] when the Agent lists none,
+/// The condition telling whether an Agent lists gateways (an agentic-operator condition).
+pub const CONDITION_GATEWAY_CONFIGURED: &str = "GatewayConfigured";
+/// [`CONDITION_GATEWAY_CONFIGURED`] True: `spec.gateways` lists at least one.
+pub const REASON_GATEWAYS_LISTED: &str = "GatewaysListed";
+/// [`CONDITION_GATEWAY_CONFIGURED`] False: `spec.gateways` is empty; runs must name one.
+pub const REASON_NO_GATEWAYS_LISTED: &str = "NoGatewaysListed";
+
+/// The status, reason and message of an Agent's [`CONDITION_GATEWAY_CONFIGURED`].
+pub fn gateway_configured(gateways: &[ObjectRef]) -> (ConditionStatus, &'static str, String) {
+    if gateways.is_empty() {
+        return (
+            ConditionStatus::False,
+            REASON_NO_GATEWAYS_LISTED,
+            "spec.gateways is empty: every run must name a Gateway in spec.gateway".to_string(),
+        );
+    }
+    let names: Vec<String> = gateways.iter().map(|g| format!("{:?}", g.name)).collect();
+    (
+        ConditionStatus::True,
+        REASON_GATEWAYS_LISTED,
+        format!("runs may use gateway(s) {}", names.join(", ")),
+    )
+}
+
+/// The gateway a run uses: the one it requests, which must be one of the Agent's (any
+/// Gateway when the Agent lists none), or the Agent's only gateway. Errors:
+/// [`Error::NoGateway`] when neither the Agent nor the run names one,
 /// [`Error::GatewayNotAllowed`] for a gateway the Agent does not list, and
 /// [`Error::GatewayRequired`] when the Agent lists several and the run picks none.
 pub fn select_gateway(
@@ -466,7 +492,8 @@ pub fn select_gateway(
 ) -> Result<String, Error> {
     let names = || agent_gateways.iter().map(|g| g.name.clone()).collect();
     match (agent_gateways, requested) {
-        ([], _) => Err(Error::NoGateway),
+        ([], Some(requested)) => Ok(requested.to_string()),
+        ([], None) => Err(Error::NoGateway),
         (_, Some(requested)) if agent_gateways.iter().any(|g| g.name == requested) => {
             Ok(requested.to_string())
         }

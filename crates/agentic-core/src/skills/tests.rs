@@ -529,10 +529,30 @@ fn gateway_selection() {
         (error.reason(), error.to_string().as_str()),
         (
             "NoGateway",
-            "the Agent lists no gateways; add one to spec.gateways"
+            "the Agent lists no gateways; set spec.gateway to a Gateway, or add one to the Agent's spec.gateways"
         )
     );
-    assert_eq!(select_gateway(&refs(&[]), Some("x")), Err(Error::NoGateway));
+    assert_eq!(
+        select_gateway(&refs(&[]), Some("x")),
+        Ok("x".into()),
+        "a gateway-less Agent runs on the run's Gateway"
+    );
+    assert_eq!(
+        gateway_configured(&refs(&[])),
+        (
+            ConditionStatus::False,
+            "NoGatewaysListed",
+            "spec.gateways is empty: every run must name a Gateway in spec.gateway".to_string()
+        )
+    );
+    assert_eq!(
+        gateway_configured(&refs(&["a", "b"])),
+        (
+            ConditionStatus::True,
+            "GatewaysListed",
+            "runs may use gateway(s) \"a\", \"b\"".to_string()
+        )
+    );
 
     let error = select_gateway(&refs(&["a", "b"]), None).expect_err("ambiguous");
     assert_eq!(error.reason(), "GatewayRequired");

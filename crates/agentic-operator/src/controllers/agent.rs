@@ -7,8 +7,8 @@ use std::time::Instant;
 use agentic_api::{Agent, CONDITION_READY, ConditionStatus, Gateway, SkillCard, SkillCollection};
 use agentic_core::conditions::set_condition;
 use agentic_core::skills::{
-    CardRef, Lookup, ResolvedSkills, collection_cards, resolve_gateways, resolve_skill_delivery,
-    resolve_skills,
+    CONDITION_GATEWAY_CONFIGURED, CardRef, Lookup, ResolvedSkills, collection_cards,
+    gateway_configured, resolve_gateways, resolve_skill_delivery, resolve_skills,
 };
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -88,7 +88,7 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
             agentic_core::skills::REASON_UNKNOWN_SKILL_DELIVERY,
             &delivery.fallback_message().unwrap_or_else(|| value.clone()),
             generation,
-            now,
+            now.clone(),
         ),
         None => set_condition(
             &mut new.conditions,
@@ -97,9 +97,19 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
             "KnownSkillDelivery",
             &format!("runs use skill delivery {}", delivery.mode.as_str()),
             generation,
-            now,
+            now.clone(),
         ),
     };
+    let (status, reason, message) = gateway_configured(&agent.spec.gateways);
+    set_condition(
+        &mut new.conditions,
+        CONDITION_GATEWAY_CONFIGURED,
+        status,
+        reason,
+        &message,
+        generation,
+        now,
+    );
 
     // Apply.
     if new != old {
@@ -117,6 +127,13 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
             &old.conditions,
             &new.conditions,
             CONDITION_SKILL_DELIVERY,
+        )
+        .await;
+        ctx.announce(
+            agent.as_ref(),
+            &old.conditions,
+            &new.conditions,
+            CONDITION_GATEWAY_CONFIGURED,
         )
         .await;
     }

@@ -13,7 +13,7 @@ use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentRunStatus, CONDITION_READY, Gateway, PinnedSkill,
     SkillCard,
 };
-use agentic_core::conditions::find_condition;
+use agentic_core::conditions::{find_condition, is_ready};
 use agentic_core::names::sandbox_name;
 use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
 use agentic_core::params::resolve_run;
@@ -50,6 +50,8 @@ pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
 /// How often a queued run checks for a free slot, besides the watch on the Agent's runs that
 /// brings it back when one finishes or is deleted.
 const QUEUED_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+/// How often a run waiting for its Gateway to exist or be Ready checks again.
+const GATEWAY_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The agent-sandbox `Sandbox` kind.
 pub fn sandbox_resource() -> ApiResource {
@@ -132,6 +134,9 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     ctx.succeeded(KIND, run.as_ref());
     Ok(if outcome.reason == REASON_OBJECT_NAME_TAKEN {
         Action::requeue(NAME_TAKEN_RETRY)
+    } else if ["GatewayNotFound", "GatewayNotReady"].contains(&outcome.reason) {
+        // No watch brings back a run waiting on a Gateway its Agent does not list.
+        Action::requeue(GATEWAY_RETRY)
     } else if outcome.reason == REASON_QUEUED {
         Action::requeue(QUEUED_RETRY)
     } else if let Some(after) = recheck_after {
@@ -279,6 +284,16 @@ async fn start(
     };
     let found = read_reference::<Gateway>(&ctx.client, namespace, &gateway_name).await?;
     let gateway = match lookup(&found) {
+        // The Agent's Ready covers the gateways it lists, not one a run names itself.
+        Lookup::Found(gateway)
+            if agent.spec.gateways.is_empty()
+                && !is_ready(&gateway.status.clone().unwrap_or_default().conditions) =>
+        {
+            return Ok(RunOutcome::pending(
+                "GatewayNotReady",
+                format!("Gateway {gateway_name:?} is not Ready"),
+            ));
+        }
         Lookup::Found(gateway) => gateway,
         Lookup::Missing => {
             return Ok(RunOutcome::pending(
