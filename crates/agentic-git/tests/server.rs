@@ -170,6 +170,19 @@ async fn refuses_unsafe_and_invalid_content_and_unknown_commits() {
         .await
         .expect("an unknown commit is not fetched");
     assert_eq!(error.reason(), "RefNotFound", "{error}");
+
+    // Dropping the server ends its daemon and watchdog and removes the repositories.
+    let pids = server.pids();
+    assert!(pids.len() >= 2, "{pids:?}");
+    drop(server);
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Gone, or a zombie waiting for this process to reap it.
+        assert!(
+            stat.is_empty() || stat.contains(") Z "),
+            "pid {pid} still runs: {stat}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
