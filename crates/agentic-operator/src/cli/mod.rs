@@ -103,7 +103,8 @@ pub struct RunArgs {
     #[arg(long, env = "AGENTIC_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
-    /// Seconds between re-resolving image tags, to notice a pushed new digest.
+    /// Seconds between re-resolving image tags and git branches and tags, to notice a pushed
+    /// new digest or commit.
     #[arg(long, env = "AGENTIC_TAG_REFRESH_SECONDS", default_value_t = 300)]
     pub tag_refresh_seconds: u64,
 
