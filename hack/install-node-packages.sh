@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test node takes from Debian when it is missing: runc (the OCI
-# runtime containerd's shim runs), the CNI plugins (bridge, host-local, loopback) and a
-# static busybox (the test images' userland). Quiet and quick when all are there.
+# runtime containerd's shim runs), the CNI plugins (bridge, host-local, loopback), a
+# static busybox (the test images' userland) and git (the test git server: `git daemon`
+# and `git http-backend`). Quiet and quick when all are there.
 set -euo pipefail
 
 # package -> a file it installs
@@ -9,6 +10,7 @@ declare -A packages=(
     [runc]=/usr/sbin/runc
     [containernetworking-plugins]=/usr/lib/cni/bridge
     [busybox-static]=/bin/busybox
+    [git]=/usr/bin/git
 )
 
 log() { printf 'install-node-packages: %s\n' "$*" >&2; }

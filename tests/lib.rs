@@ -78,7 +78,8 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Starts the controllers for `namespace` with the given sandbox backend.
+    /// Starts the controllers for `namespace` with the given sandbox backend; `insecure`
+    /// lists the registries and git hosts reached over plain HTTP.
     pub fn start(
         client: Client,
         namespace: &str,
@@ -89,8 +90,12 @@ impl Operator {
         let readiness = Arc::new(Readiness::default());
         let settings = Settings {
             registry: RegistryOptions {
-                insecure_registries: insecure,
+                insecure_registries: insecure.clone(),
                 ..RegistryOptions::default()
+            },
+            git: agentic_git::GitOptions {
+                insecure_hosts: insecure,
+                ..agentic_git::GitOptions::default()
             },
             sandbox_backend: backend,
             tag_refresh_interval: Duration::from_secs(2),

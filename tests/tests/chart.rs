@@ -377,6 +377,8 @@ fn values_reach_the_command_line_and_pod() {
     let objects = render(&[
         "--set-json",
         r#"insecureRegistries=["registry.local:5000","10.0.0.7:5000"]"#,
+        "--set-json",
+        r#"insecureGitHosts=["git.local","10.0.0.8:3000"]"#,
         "--set",
         &format!("image.tag={digest},logFormat=json,logLevel=debug,tagRefreshSeconds=60"),
         "--set",
@@ -388,6 +390,8 @@ fn values_reach_the_command_line_and_pod() {
     for expected in [
         "--insecure-registry=registry.local:5000",
         "--insecure-registry=10.0.0.7:5000",
+        "--insecure-git-host=git.local",
+        "--insecure-git-host=10.0.0.8:3000",
         "--log-format=json",
         "--tag-refresh-seconds=60",
     ] {

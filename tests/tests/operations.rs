@@ -94,6 +94,7 @@ fn run_options(ns: &str) -> RunOptions {
     RunOptions {
         scope: Scope::Namespaces(vec![ns.to_owned()]),
         insecure_registries: Vec::new(),
+        insecure_git_hosts: Vec::new(),
         sandbox_backend: BackendChoice::Pod,
         health_addr: LOOPBACK_ANY_PORT.into(),
         metrics_addr: LOOPBACK_ANY_PORT.into(),
@@ -152,6 +153,7 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
 
     let settings = Settings {
         registry: RegistryOptions::default(),
+        git: agentic_git::GitOptions::default(),
         sandbox_backend: SandboxBackend::Pod,
         tag_refresh_interval: Duration::from_secs(60),
         run_defaults: RunDefaults::default(),

@@ -236,6 +236,7 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
         RunOptions {
             scope: Scope::Namespaces(vec![watched.clone()]),
             insecure_registries: vec![registry().await],
+            insecure_git_hosts: Vec::new(),
             sandbox_backend: backend,
             health_addr: ([127, 0, 0, 1], 0).into(),
             metrics_addr: ([127, 0, 0, 1], 0).into(),

@@ -233,13 +233,15 @@ async fn inline_skills_get_a_config_map_and_invalid_ones_say_why() {
         &card(
             "from-git",
             SkillCardSpec {
-                source: Some("https://example.invalid/skills.git".into()),
+                // Plain http:// to a host not listed with --insecure-git-host: refused
+                // before anything is sent (tests/tests/git_skills.rs has the git verdicts).
+                source: Some("http://example.invalid/skills.git".into()),
                 ..SkillCardSpec::default()
             },
         ),
     )
     .await;
-    ready_reason(&api, "from-git", "False", "SourceNotSupported").await;
+    ready_reason(&api, "from-git", "False", "InvalidSource").await;
 
     operator.stop().await;
 }

@@ -282,6 +282,15 @@ async fn tenancy_policies_refuse_images_and_secrets_outside_the_allowlists() {
         .await,
         &["SkillCard", "\"regcred\""],
     );
+    assert_refused(
+        dry_create::<SkillCard>(
+            &client,
+            &tenant,
+            json!({"source": "https://git.example/skills.git", "type": "skill", "sourceSecret": {"name": "git-creds"}}),
+        )
+        .await,
+        &["SkillCard", "\"git-creds\""],
+    );
 
     // Namespaces the binding does not select are left alone.
     assert_allowed(

@@ -38,7 +38,8 @@ use serde::{Deserialize, Serialize};
     validation = Rule::new("[has(self.image), has(self.inline), has(self.source)].filter(x, x).size() == 1").message("exactly one of spec.image, spec.inline or spec.source must be set"),
     validation = Rule::new("!has(self.subPath) || has(self.image) || has(self.source)").message("spec.subPath is only allowed with spec.image or spec.source"),
     validation = Rule::new("!has(self.ref) || has(self.source)").message("spec.ref is only allowed with spec.source"),
-    validation = Rule::new("!has(self.pullSecrets) || size(self.pullSecrets) == 0 || has(self.image)").message("spec.pullSecrets is only allowed with spec.image")
+    validation = Rule::new("!has(self.pullSecrets) || size(self.pullSecrets) == 0 || has(self.image)").message("spec.pullSecrets is only allowed with spec.image"),
+    validation = Rule::new("!has(self.sourceSecret) || has(self.source)").message("spec.sourceSecret is only allowed with spec.source")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SkillCardSpec {
@@ -65,13 +66,18 @@ pub struct SkillCardSpec {
     #[schemars(length(min = 1, max = 1048576))]
     pub inline: Option<String>,
 
-    /// Git repository URL that holds the skill. Not supported yet: such a SkillCard reports
-    /// Ready=False with reason SourceNotSupported.
+    /// Git repository URL that holds the skill: `https://`, `git://`, or `http://` for hosts
+    /// the operator lists with `--insecure-git-host`. No credentials in the URL: use
+    /// `sourceSecret`. The operator resolves `ref` to a commit, reads SKILL.md from that
+    /// commit (at the root or at `subPath`), validates it, and pins the commit in
+    /// `status.resolvedSource`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 2048))]
     pub source: Option<String>,
 
-    /// Git branch, tag or commit to check out from `source`.
+    /// Git branch, tag or full 40-character commit id to take from `source`; a branch wins
+    /// over a tag of the same name. Empty: the repository's default branch (the `MovingRef`
+    /// condition says so). Branches and tags are resolved again every tag refresh interval.
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub git_ref: Option<String>,
@@ -97,6 +103,13 @@ pub struct SkillCardSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub tags: Option<Vec<String>>,
+
+    /// Our extension: a Secret in this namespace with HTTP basic credentials for `source`,
+    /// like a Secret of type `kubernetes.io/basic-auth`: keys `username` and `password` (for
+    /// a token, the token as `password` and any `username`). Never shown in status, events or
+    /// logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_secret: Option<SecretRef>,
 
     /// Secrets of type `kubernetes.io/dockerconfigjson` in this namespace with credentials for
     /// the image's registry, like a pod's `imagePullSecrets`. They are used to read the image;
@@ -142,7 +155,7 @@ pub enum DeliveryMode {
     Image,
     /// Mounted from a ConfigMap the operator writes from `spec.inline`.
     Inline,
-    /// Checked out from git.
+    /// Taken from git at the commit pinned in `status.resolvedSource`.
     Source,
 }
 
@@ -153,6 +166,11 @@ pub struct SkillCardStatus {
     /// The validated image as `repository@sha256:...`. Sandboxes mount exactly this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_image: Option<String>,
+
+    /// The validated git source as `<url>@<commit>`, the commit in full. Sandboxes get exactly
+    /// this commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_source: Option<String>,
 
     /// The validated SKILL.md frontmatter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,8 +184,9 @@ pub struct SkillCardStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `Ready` tells whether the skill is valid and usable; `RegistryReachable` tells whether
-    /// the last digest check reached the registry.
+    /// `Ready` tells whether the skill is valid and usable; `RegistryReachable` (images) and
+    /// `SourceReachable` (git) tell whether the last check reached the registry or git
+    /// server; `MovingRef` (git) whether the card follows the default branch.
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

@@ -590,36 +590,19 @@ impl SkillLocator {
     }
 }
 
-/// Checks a SkillCard `subPath`: plain relative segments, no `.`/`..`, no empty segments.
+/// Checks a SkillCard `subPath`: the rules every source shares
+/// ([`agentic_skill::check_sub_path`]), and no OCI whiteout names.
 pub(crate) fn validate_sub_path(sub_path: &str) -> Result<(), OciError> {
-    let invalid = |message: &str| OciError::InvalidSubPath {
+    let invalid = |message: String| OciError::InvalidSubPath {
         sub_path: sub_path.to_string(),
-        message: message.to_string(),
+        message,
     };
-    if sub_path.is_empty() {
-        return Err(invalid(
-            "it is empty; leave it unset for a skill at the image root",
-        ));
-    }
-    if sub_path.starts_with('/') {
-        return Err(invalid("it must be relative to the image root"));
-    }
-    if sub_path.len() > MAX_PATH_BYTES {
-        return Err(invalid("it is longer than 4096 bytes"));
-    }
-    for segment in sub_path.split('/') {
-        match segment {
-            "" => {
-                return Err(invalid(
-                    "it has an empty segment (a doubled or trailing '/')",
-                ));
-            }
-            "." | ".." => return Err(invalid("'.' and '..' segments are not allowed")),
-            _ if segment.starts_with(".wh.") => {
-                return Err(invalid("'.wh.' names are OCI whiteouts"));
-            }
-            _ => {}
-        }
+    agentic_skill::check_sub_path(sub_path).map_err(invalid)?;
+    if sub_path
+        .split('/')
+        .any(|segment| segment.starts_with(".wh."))
+    {
+        return Err(invalid("'.wh.' names are OCI whiteouts".to_string()));
     }
     Ok(())
 }

@@ -35,6 +35,8 @@ pub enum SandboxBackend {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub registry: RegistryOptions,
+    /// How git servers are reached (insecure hosts, timeouts, limits).
+    pub git: agentic_git::GitOptions,
     pub sandbox_backend: SandboxBackend,
     /// How often image tags are resolved again to notice a new digest.
     pub tag_refresh_interval: Duration,
@@ -69,6 +71,8 @@ pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub skills: SkillCache,
+    /// Verdicts on git skills by repository, commit and subPath.
+    pub git_skills: agentic_git::SkillCache,
     pub metrics: Arc<Metrics>,
     recorder: Recorder,
     backoff: Backoff,
@@ -97,6 +101,7 @@ impl Context {
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             skills: SkillCache::new(SKILL_CACHE_ENTRIES),
+            git_skills: agentic_git::SkillCache::new(SKILL_CACHE_ENTRIES),
             client,
             settings,
             metrics,

@@ -13,6 +13,10 @@ pub enum Error {
     #[error("registry unavailable: {0}")]
     RegistryUnavailable(String),
 
+    /// The git server could not be reached; already reported in the object's conditions.
+    #[error("git server unavailable: {0}")]
+    SourceUnavailable(String),
+
     /// An object could not be turned into JSON for the API server.
     #[error("serializing {what}: {source}")]
     Serialize {
@@ -41,6 +45,7 @@ impl Error {
             Self::Kube(kube::Error::Api(_)) => "ApiError",
             Self::Kube(_) => "ApiUnavailable",
             Self::RegistryUnavailable(_) => "RegistryUnavailable",
+            Self::SourceUnavailable(_) => "SourceUnavailable",
             Self::Serialize { .. } => "SerializationFailed",
             Self::MissingMetadata { .. } => "MissingMetadata",
             Self::Build(e) => e.reason(),

@@ -45,6 +45,8 @@ pub enum BackendChoice {
 pub struct RunOptions {
     pub scope: Scope,
     pub insecure_registries: Vec<String>,
+    /// Git hosts (HOST or HOST:PORT) that may be reached over plain `http://`.
+    pub insecure_git_hosts: Vec<String>,
     pub sandbox_backend: BackendChoice,
     pub health_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
@@ -285,6 +287,10 @@ async fn lead(
         registry: RegistryOptions {
             insecure_registries: options.insecure_registries.clone(),
             ..RegistryOptions::default()
+        },
+        git: agentic_git::GitOptions {
+            insecure_hosts: options.insecure_git_hosts.clone(),
+            ..agentic_git::GitOptions::default()
         },
         sandbox_backend: backend,
         tag_refresh_interval: options.tag_refresh_interval,

@@ -41,6 +41,31 @@ pub const MAX_SKILL_MD_BYTES: u64 = 1024 * 1024;
 /// The file that makes a directory a skill.
 pub const SKILL_FILE: &str = "SKILL.md";
 
+/// Longest `subPath` accepted, in bytes (Linux `PATH_MAX`).
+pub const MAX_SUB_PATH_BYTES: usize = 4096;
+
+/// Checks a SkillCard `subPath`, wherever the skill comes from: plain relative segments, no
+/// `.` or `..`, no empty segments, at most [`MAX_SUB_PATH_BYTES`]. The error says why.
+pub fn check_sub_path(sub_path: &str) -> Result<(), String> {
+    if sub_path.is_empty() {
+        return Err("it is empty; leave it unset for a skill at the root".to_string());
+    }
+    if sub_path.starts_with('/') {
+        return Err("it must be relative to the root".to_string());
+    }
+    if sub_path.len() > MAX_SUB_PATH_BYTES {
+        return Err(format!("it is longer than {MAX_SUB_PATH_BYTES} bytes"));
+    }
+    for segment in sub_path.split('/') {
+        match segment {
+            "" => return Err("it has an empty segment (a doubled or trailing '/')".to_string()),
+            "." | ".." => return Err("'.' and '..' segments are not allowed".to_string()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// The frontmatter fields of a valid SKILL.md, as written (no trimming).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frontmatter {

@@ -17,6 +17,7 @@
 
 mod env;
 mod error;
+mod git;
 mod images;
 mod net;
 mod node;
@@ -29,6 +30,7 @@ use std::time::{Duration, Instant};
 
 pub use env::{BIN_DIR_ENV, TestEnv, TestEnvOptions};
 pub use error::{Error, Result};
+pub use git::{DEFAULT_GIT_BIN, GIT_BIN_ENV, GitFile, GitServer};
 pub use images::{BUSYBOX_ENV, DEFAULT_BUSYBOX, TestImages};
 pub use node::NODE_NAME;
 pub use registry::{DEFAULT_REGISTRY_BIN, REGISTRY_BIN_ENV, Registry};

@@ -55,6 +55,15 @@ pub struct RunArgs {
     )]
     pub insecure_registries: Vec<String>,
 
+    /// Git host (HOST or HOST:PORT) to reach over plain http:// for SkillCard sources;
+    /// repeat for several. git:// is always allowed, https:// always verified.
+    #[arg(
+        long = "insecure-git-host",
+        env = "AGENTIC_INSECURE_GIT_HOSTS",
+        value_delimiter = ','
+    )]
+    pub insecure_git_hosts: Vec<String>,
+
     /// What runs a sandbox: an agent-sandbox Sandbox, a Pod, or auto (Sandbox when its CRD
     /// exists).
     #[arg(
@@ -104,7 +113,8 @@ pub struct RunArgs {
     #[arg(long, env = "AGENTIC_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
-    /// Seconds between re-resolving image tags, to notice a pushed new digest.
+    /// Seconds between re-resolving image tags and git branches and tags, to notice a pushed
+    /// new digest or commit.
     #[arg(long, env = "AGENTIC_TAG_REFRESH_SECONDS", default_value_t = 300)]
     pub tag_refresh_seconds: u64,
 
@@ -161,6 +171,7 @@ fn run_operator(args: RunArgs) -> ExitCode {
             Scope::Namespaces(args.namespaces)
         },
         insecure_registries: args.insecure_registries,
+        insecure_git_hosts: args.insecure_git_hosts,
         sandbox_backend: args.sandbox_backend,
         health_addr: args.health_addr,
         metrics_addr: args.metrics_addr,

@@ -1,7 +1,8 @@
 //! SkillCard: resolve, read and validate the skill, then report it.
 //!
-//! Pipeline: dereference (pull secrets) → validate (registry read through the digest cache, or
-//! the inline text) → build (inline ConfigMap) → apply → status.
+//! Pipeline: dereference (pull secrets, the source Secret) → validate (registry read through
+//! the digest cache, git fetch of the pinned commit through the commit cache, or the inline
+//! text) → build (inline ConfigMap) → apply → status.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,23 +26,35 @@ use crate::error::{Error, Result};
 pub const KIND: &str = "SkillCard";
 /// Condition telling whether the last digest check reached the registry.
 pub const CONDITION_REGISTRY_REACHABLE: &str = "RegistryReachable";
+/// Condition telling whether the last ref check reached the git server (git cards).
+pub const CONDITION_SOURCE_REACHABLE: &str = "SourceReachable";
+/// Condition telling whether a git card follows the repository's default branch.
+pub const CONDITION_MOVING_REF: &str = "MovingRef";
 
 /// What a pass concluded about the card's content.
 enum Verdict {
     Valid {
         skill: SkillFrontmatter,
         resolved_image: Option<String>,
+        /// `<url>@<commit>` for git cards.
+        resolved_source: Option<String>,
         delivery: DeliveryMode,
     },
     Invalid {
         reason: &'static str,
         message: String,
-        /// The registry answered (the verdict is about the image, not about the card's
-        /// references), so `RegistryReachable` is True.
+        /// The registry or git server answered (the verdict is about the content, not about
+        /// the card's references), so `RegistryReachable` or `SourceReachable` is True.
         registry_answered: bool,
     },
-    /// The registry could not be reached: nothing is known about the content now.
-    Unreachable { message: String },
+    /// The registry or git server could not be reached (`transient`), or no longer has the
+    /// ref: nothing new is known about the content, and a card validated at this generation
+    /// keeps what it pinned.
+    Unreachable {
+        reason: &'static str,
+        message: String,
+        transient: bool,
+    },
 }
 
 /// A verdict on the card itself (its spec or references); the registry was not asked.
@@ -73,7 +86,14 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
     let mut status = old.clone();
     status.observed_generation = generation;
     let now = crate::now();
-    let unreachable = matches!(verdict, Verdict::Unreachable { .. });
+    let unreachable = matches!(
+        verdict,
+        Verdict::Unreachable {
+            transient: true,
+            ..
+        }
+    );
+    let reachability = reachability_of(&card);
     let name_taken = matches!(
         verdict,
         Verdict::Invalid { reason, .. } if reason == REASON_OBJECT_NAME_TAKEN
@@ -82,11 +102,16 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
         Verdict::Valid {
             skill,
             resolved_image,
+            resolved_source,
             delivery,
         } => {
-            let message = format!("skill {} is valid", skill.name);
+            let message = match &resolved_source {
+                Some(source) => format!("skill {} is valid at {source}", skill.name),
+                None => format!("skill {} is valid", skill.name),
+            };
             status.skill = Some(skill);
             status.resolved_image = resolved_image;
+            status.resolved_source = resolved_source;
             status.delivery_mode = Some(delivery);
             set_condition(
                 &mut status.conditions,
@@ -97,8 +122,8 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
                 generation,
                 now.clone(),
             );
-            if delivery == DeliveryMode::Image {
-                registry_reachable(&mut status.conditions, generation, now);
+            if let Some(reachability) = reachability {
+                reachable(&mut status.conditions, reachability, generation, now);
             }
         }
         Verdict::Invalid {
@@ -106,11 +131,17 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
             message,
             registry_answered,
         } => {
-            if registry_answered {
-                registry_reachable(&mut status.conditions, generation, now.clone());
+            if registry_answered && let Some(reachability) = reachability {
+                reachable(
+                    &mut status.conditions,
+                    reachability,
+                    generation,
+                    now.clone(),
+                );
             }
             status.skill = None;
             status.resolved_image = None;
+            status.resolved_source = None;
             status.delivery_mode = delivery_of(&card);
             set_condition(
                 &mut status.conditions,
@@ -122,31 +153,37 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
                 now,
             );
         }
-        Verdict::Unreachable { message } => {
+        Verdict::Unreachable {
+            reason, message, ..
+        } => {
+            let condition = reachability.map_or(CONDITION_REGISTRY_REACHABLE, |r| r.condition);
             set_condition(
                 &mut status.conditions,
-                CONDITION_REGISTRY_REACHABLE,
+                condition,
                 ConditionStatus::False,
-                "RegistryUnavailable",
+                reason,
                 &message,
                 generation,
                 now.clone(),
             );
-            // A registry outage says nothing about content already validated at this
-            // generation: such a card stays Ready and keeps its pinned digest.
+            // An outage (or, for git, a ref deleted since) says nothing about content already
+            // validated at this generation: such a card stays Ready and keeps what it pinned.
             if !validated_at(&old, generation) {
                 status.delivery_mode = delivery_of(&card);
                 set_condition(
                     &mut status.conditions,
                     CONDITION_READY,
                     ConditionStatus::False,
-                    "RegistryUnavailable",
+                    reason,
                     &message,
                     generation,
                     crate::now(),
                 );
             }
         }
+    }
+    if card.spec.source.is_some() {
+        moving_ref(&card, &mut status.conditions, generation);
     }
 
     if status != old {
@@ -161,15 +198,17 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     if unreachable {
-        return Err(Error::RegistryUnavailable(format!(
-            "SkillCard {namespace}/{}",
-            card.name_any()
-        )));
+        let what = format!("SkillCard {namespace}/{}", card.name_any());
+        return Err(if card.spec.source.is_some() {
+            Error::SourceUnavailable(what)
+        } else {
+            Error::RegistryUnavailable(what)
+        });
     }
     ctx.succeeded(KIND, card.as_ref());
     Ok(if name_taken {
         Action::requeue(NAME_TAKEN_RETRY)
-    } else if card.spec.image.is_some() {
+    } else if card.spec.image.is_some() || card.spec.source.is_some() {
         Action::requeue(ctx.settings.tag_refresh_interval)
     } else {
         Action::await_change()
@@ -183,17 +222,75 @@ pub fn error_policy(card: Arc<SkillCard>, error: &Error, ctx: Arc<Context>) -> A
     ctx.backoff_at_most(KIND, card.as_ref(), error, cap)
 }
 
-/// Sets `RegistryReachable` True: the registry answered the last digest check, whatever
-/// the verdict on the content.
-fn registry_reachable(conditions: &mut Vec<Condition>, generation: Option<i64>, now: Time) {
+/// The condition telling whether the card's registry or git server answered, with what it
+/// says when it did.
+#[derive(Clone, Copy)]
+struct Reachability {
+    condition: &'static str,
+    reason: &'static str,
+    message: &'static str,
+}
+
+fn reachability_of(card: &SkillCard) -> Option<Reachability> {
+    if card.spec.image.is_some() {
+        Some(Reachability {
+            condition: CONDITION_REGISTRY_REACHABLE,
+            reason: "DigestResolved",
+            message: "the registry answered the last digest check",
+        })
+    } else if card.spec.source.is_some() {
+        Some(Reachability {
+            condition: CONDITION_SOURCE_REACHABLE,
+            reason: "RefResolved",
+            message: "the git server answered the last ref check",
+        })
+    } else {
+        None
+    }
+}
+
+/// Sets the reachability condition True: the server answered the last check, whatever the
+/// verdict on the content.
+fn reachable(
+    conditions: &mut Vec<Condition>,
+    reachability: Reachability,
+    generation: Option<i64>,
+    now: Time,
+) {
     set_condition(
         conditions,
-        CONDITION_REGISTRY_REACHABLE,
+        reachability.condition,
         ConditionStatus::True,
-        "DigestResolved",
-        "the registry answered the last digest check",
+        reachability.reason,
+        reachability.message,
         generation,
         now,
+    );
+}
+
+/// `MovingRef` True when a git card has no `spec.ref`: it follows the default branch, so
+/// what it pins changes whenever someone pushes there.
+fn moving_ref(card: &SkillCard, conditions: &mut Vec<Condition>, generation: Option<i64>) {
+    let (status, reason, message) = match card.spec.git_ref.as_deref() {
+        None | Some("") => (
+            ConditionStatus::True,
+            "DefaultBranch",
+            "spec.ref is empty: the card follows the repository's default branch, resolved again every tag refresh; set spec.ref to a tag or commit to pin it".to_string(),
+        ),
+        Some(git_ref) => (
+            ConditionStatus::False,
+            "RefSet",
+            format!("the card follows spec.ref {git_ref}"),
+        ),
+    };
+    set_condition(
+        conditions,
+        CONDITION_MOVING_REF,
+        status,
+        reason,
+        &message,
+        generation,
+        crate::now(),
     );
 }
 
@@ -212,7 +309,7 @@ fn delivery_of(card: &SkillCard) -> Option<DeliveryMode> {
 /// Whether the status already carries content validated for this generation.
 fn validated_at(status: &SkillCardStatus, generation: Option<i64>) -> bool {
     status.observed_generation == generation
-        && status.resolved_image.is_some()
+        && (status.resolved_image.is_some() || status.resolved_source.is_some())
         && status.skill.is_some()
         && find_condition(&status.conditions, CONDITION_READY)
             .is_some_and(|c| c.status == ConditionStatus::True.as_str())
@@ -222,12 +319,8 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
     if let Some(text) = &card.spec.inline {
         return evaluate_inline(card, text, namespace, ctx).await;
     }
-    if card.spec.source.is_some() {
-        return Ok(invalid(
-            "SourceNotSupported",
-            "skills from git (spec.source) are not supported yet; use spec.image or spec.inline"
-                .to_string(),
-        ));
+    if let Some(url) = &card.spec.source {
+        return evaluate_source(card, url, namespace, ctx).await;
     }
     let Some(image) = &card.spec.image else {
         return Ok(invalid(
@@ -246,6 +339,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
         return Ok(Verdict::Valid {
             skill,
             resolved_image: Some(resolved),
+            resolved_source: None,
             delivery: DeliveryMode::Image,
         });
     }
@@ -275,6 +369,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
             Some(frontmatter) => Verdict::Valid {
                 skill: frontmatter_of(frontmatter),
                 resolved_image: Some(content.image.repository_with_digest.clone()),
+                resolved_source: None,
                 delivery: DeliveryMode::Image,
             },
             None => rejected("InvalidSkill", content.report.summary()),
@@ -291,9 +386,11 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
                 "registry unreachable"
             );
             Verdict::Unreachable {
+                reason: "RegistryUnavailable",
                 message: format!(
                     "registry {registry} did not answer; the operator's log has the cause"
                 ),
+                transient: true,
             }
         }
         Err(e) => rejected(e.reason(), e.to_string()),
@@ -371,6 +468,187 @@ async fn pull_auth(
     Ok(Ok(RegistryAuth::from_docker_configs(&configs, registry)))
 }
 
+/// A git card: resolve the ref to a commit (skipped for a commit id this generation already
+/// validated), then validate the skill at that commit, answered from the commit cache when
+/// another card did it before.
+async fn evaluate_source(
+    card: &SkillCard,
+    url: &str,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<Verdict> {
+    let options = ctx.settings.git.clone();
+    let source = match agentic_git::SourceUrl::parse(url, &options.insecure_hosts) {
+        Ok(source) => source,
+        Err(e) => return Ok(invalid(e.reason(), format!("spec.source: {e}"))),
+    };
+    let auth = match source_auth(card, namespace, ctx).await? {
+        Ok(auth) => auth,
+        Err(verdict) => return Ok(verdict),
+    };
+    let old = card.status.clone().unwrap_or_default();
+    let git_ref = card.spec.git_ref.clone();
+    let sub_path = card.spec.sub_path.clone();
+    let pinned = |commit: &str| format!("{url}@{commit}");
+
+    let is_commit = git_ref
+        .as_deref()
+        .is_some_and(|r| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()));
+    if is_commit
+        && validated_at(&old, card.metadata.generation)
+        && let (Some(skill), Some(resolved)) = (old.skill.clone(), old.resolved_source.clone())
+    {
+        return Ok(Verdict::Valid {
+            skill,
+            resolved_image: None,
+            resolved_source: Some(resolved),
+            delivery: DeliveryMode::Source,
+        });
+    }
+
+    let resolved = {
+        let (source, auth, options) = (source.clone(), auth.clone(), options.clone());
+        tokio::task::spawn_blocking(move || {
+            agentic_git::resolve(&source, git_ref.as_deref(), &auth, &options)
+        })
+        .await
+    };
+    let resolved = match resolved {
+        Ok(Ok(resolved)) => resolved,
+        Ok(Err(e)) => return Ok(source_failure(card, namespace, &source, e)),
+        Err(e) => {
+            return Ok(source_failure(
+                card,
+                namespace,
+                &source,
+                join_failure(&source, e),
+            ));
+        }
+    };
+    let commit = resolved.commit;
+    let verdict = match ctx.git_skills.get(url, &commit, sub_path.as_deref()) {
+        Some(verdict) => verdict,
+        None => {
+            let task = (
+                source.clone(),
+                auth.clone(),
+                options.clone(),
+                commit.clone(),
+                sub_path.clone(),
+            );
+            let checked = tokio::task::spawn_blocking(move || {
+                let (source, auth, options, commit, sub_path) = task;
+                agentic_git::validate_commit(&source, &commit, sub_path.as_deref(), &auth, &options)
+            })
+            .await;
+            let verdict = match checked {
+                Ok(verdict) => verdict,
+                Err(e) => Err(join_failure(&source, e)),
+            };
+            ctx.git_skills
+                .insert(url, &commit, card.spec.sub_path.as_deref(), &verdict);
+            verdict
+        }
+    };
+    Ok(match verdict {
+        Ok(skill) => Verdict::Valid {
+            skill: frontmatter_of(&skill.frontmatter),
+            resolved_image: None,
+            resolved_source: Some(pinned(&skill.commit)),
+            delivery: DeliveryMode::Source,
+        },
+        Err(e) => source_failure(card, namespace, &source, e),
+    })
+}
+
+fn join_failure(
+    source: &agentic_git::SourceUrl,
+    error: tokio::task::JoinError,
+) -> agentic_git::GitError {
+    agentic_git::GitError::Io {
+        path: source.to_string(),
+        message: format!("the git task failed: {error}"),
+    }
+}
+
+/// What a failed git step means for the card. An unavailable server is retried and hides its
+/// cause (in the operator's log only, as for registries); a ref that no longer exists keeps a
+/// card validated at this generation Ready on its pinned commit.
+fn source_failure(
+    card: &SkillCard,
+    namespace: &str,
+    source: &agentic_git::SourceUrl,
+    error: agentic_git::GitError,
+) -> Verdict {
+    if error.is_transient() {
+        tracing::warn!(
+            namespace,
+            name = %card.name_any(),
+            source = %source,
+            error = %error,
+            "git server unreachable"
+        );
+        return Verdict::Unreachable {
+            reason: "SourceUnavailable",
+            message: format!(
+                "the git server of {source} did not answer; the operator's log has the cause"
+            ),
+            transient: true,
+        };
+    }
+    if let agentic_git::GitError::RefNotFound { .. } = &error
+        && validated_at(
+            card.status.as_ref().unwrap_or(&SkillCardStatus::default()),
+            card.metadata.generation,
+        )
+    {
+        return Verdict::Unreachable {
+            reason: error.reason(),
+            message: format!("{error}; sandboxes keep the pinned commit"),
+            transient: false,
+        };
+    }
+    rejected(error.reason(), error.to_string())
+}
+
+/// Reads `spec.sourceSecret` into HTTP credentials. A missing Secret or key is a verdict on
+/// the card, not an error of the pass.
+async fn source_auth(
+    card: &SkillCard,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<Result<agentic_git::GitAuth, Verdict>> {
+    let Some(reference) = &card.spec.source_secret else {
+        return Ok(Ok(agentic_git::GitAuth::Anonymous));
+    };
+    let name = &reference.name;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let Some(secret) = secrets.get_opt(name).await? else {
+        return Ok(Err(invalid(
+            "SourceSecretNotFound",
+            format!("spec.sourceSecret: Secret {name} not found in namespace {namespace}"),
+        )));
+    };
+    let value = |key: &str| {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .and_then(|b| String::from_utf8(b.0.clone()).ok())
+    };
+    match (value("username"), value("password")) {
+        (Some(username), Some(password)) => {
+            Ok(Ok(agentic_git::GitAuth::Basic { username, password }))
+        }
+        _ => Ok(Err(invalid(
+            "InvalidSourceSecret",
+            format!(
+                "spec.sourceSecret: Secret {name} needs the keys username and password (UTF-8), as a Secret of type kubernetes.io/basic-auth has"
+            ),
+        ))),
+    }
+}
+
 async fn evaluate_inline(
     card: &SkillCard,
     text: &str,
@@ -409,6 +687,7 @@ async fn evaluate_inline(
             Ok(Verdict::Valid {
                 skill: frontmatter_of(frontmatter),
                 resolved_image: None,
+                resolved_source: None,
                 delivery: DeliveryMode::Inline,
             })
         }
