@@ -79,6 +79,7 @@ async fn readyz_names_a_missing_crd_until_it_is_installed() {
         RunOptions {
             scope: Scope::Namespaces(vec![ns]),
             insecure_registries: Vec::new(),
+            insecure_git_hosts: Vec::new(),
             sandbox_backend: BackendChoice::Pod,
             health_addr: ([127, 0, 0, 1], 0).into(),
             metrics_addr: ([127, 0, 0, 1], 0).into(),
