@@ -16,6 +16,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::backoff::{Backoff, ObjectKey};
+use crate::controllers::gateway::LastCheck;
 use crate::error::{Chain, Error};
 use crate::metrics::Metrics;
 
@@ -73,7 +74,11 @@ pub struct Context {
     recorder: Recorder,
     backoff: Backoff,
     admissions: std::sync::Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
+    gateway_checks: std::sync::Mutex<HashMap<GatewayKey, LastCheck>>,
 }
+
+/// A Gateway's namespace and name.
+type GatewayKey = (String, String);
 
 /// An Agent's namespace and name.
 type AgentKey = (String, String);
@@ -97,7 +102,29 @@ impl Context {
             metrics,
             backoff: Backoff::default(),
             admissions: std::sync::Mutex::default(),
+            gateway_checks: std::sync::Mutex::default(),
         }
+    }
+
+    /// The last check of a Gateway's endpoint made by this process.
+    pub fn gateway_check(&self, key: &GatewayKey) -> Option<LastCheck> {
+        self.gateway_checks().get(key).cloned()
+    }
+
+    /// Remembers the check of a Gateway's endpoint just made.
+    pub fn record_gateway_check(&self, key: GatewayKey, check: LastCheck) {
+        self.gateway_checks().insert(key, check);
+    }
+
+    /// Forgets a Gateway's checks: it is no longer checked (or is gone).
+    pub fn forget_gateway_check(&self, key: &GatewayKey) {
+        self.gateway_checks().remove(key);
+    }
+
+    fn gateway_checks(&self) -> std::sync::MutexGuard<'_, HashMap<GatewayKey, LastCheck>> {
+        self.gateway_checks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Held while a run of the Agent `agent` in `namespace` decides whether it may start and
