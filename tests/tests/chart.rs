@@ -142,6 +142,7 @@ fn default_values_create_the_cluster_wide_operator() {
             "--metrics-addr=0.0.0.0:8080",
             "--sandbox-backend=auto",
             "--tag-refresh-seconds=300",
+            "--startup-deadline-seconds=600",
             "--log-format=text",
         ]
     );
@@ -365,6 +366,8 @@ fn values_reach_the_command_line_and_pod() {
         "--set",
         &format!("image.tag={digest},logFormat=json,logLevel=debug,tagRefreshSeconds=60"),
         "--set",
+        "startupDeadlineSeconds=90,ttlAfterSucceeded=0,ttlAfterFailed=86400",
+        "--set",
         "podAnnotations.team=migrations,nodeSelector.pool=operators",
         "--set-json",
         r#"imagePullSecrets=[{"name":"ghcr"}]"#,
@@ -375,6 +378,10 @@ fn values_reach_the_command_line_and_pod() {
         "--insecure-registry=10.0.0.7:5000",
         "--log-format=json",
         "--tag-refresh-seconds=60",
+        "--startup-deadline-seconds=90",
+        // 0 is a time to live (delete at once), not "unset".
+        "--ttl-after-succeeded=0",
+        "--ttl-after-failed=86400",
     ] {
         assert!(
             args.contains(&expected.to_owned()),
@@ -416,6 +423,11 @@ fn the_schema_rejects_unknown_and_invalid_values() {
         (["--set", "logFormat=yaml"], "logFormat"),
         (["--set", "image.tagg=1"], "tagg"),
         (["--set", "metrics.port=0"], "metrics/port"),
+        (
+            ["--set", "startupDeadlineSeconds=-1"],
+            "startupDeadlineSeconds",
+        ),
+        (["--set", "ttlAfterFailed=soon"], "ttlAfterFailed"),
     ] {
         let stderr = run_err(&mut template_command(&args));
         assert!(stderr.contains(complaint), "{args:?}: {stderr}");
