@@ -121,6 +121,46 @@ async fn a_missing_image_fails_the_run_with_the_kubelets_reason() {
 }
 
 #[tokio::test]
+async fn an_agent_that_does_not_start_in_time_fails_at_the_startup_deadline() {
+    let (ns, client, operator) = node_scenario("life-startup", SandboxBackend::Pod).await;
+    // A registry on loopback that accepts connections and never answers: the kubelet's pull
+    // hangs, which is no fatal state, so only the deadline ends the wait.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let silent_addr = silent.local_addr().expect("address");
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    agent(
+        &client,
+        &ns,
+        "hangs",
+        &format!("{silent_addr}/agentic-testenv/hangs:1"),
+    )
+    .await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let mut slow = run("slow", "hangs", vec![]);
+    slow.spec.startup_deadline_seconds = Some(5);
+    apply(&runs, &slow).await;
+    let failed = wait_phase(&runs, "slow", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed);
+    assert_eq!(reason, "StartupDeadlineExceeded", "{failed:#?}");
+    assert!(message.contains("5s"), "names the deadline: {message}");
+    assert!(
+        message.contains("pod slow"),
+        "says what the pod waits for: {message}"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_gone(&pods, "slow").await;
+    holder.abort();
+    operator.stop().await;
+}
+
+#[tokio::test]
 async fn a_missing_secret_key_fails_the_run_with_create_container_config_error() {
     let (ns, client, operator) = node_scenario("life-nokey", SandboxBackend::AgentSandbox).await;
     agent(&client, &ns, "stub", &stub_agent().await).await;
