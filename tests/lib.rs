@@ -85,6 +85,17 @@ impl Operator {
         backend: SandboxBackend,
         insecure: Vec<String>,
     ) -> Self {
+        Self::start_with(client, namespace, backend, insecure, RunDefaults::default())
+    }
+
+    /// Like [`Operator::start`], with the operator's run defaults (its `run` flags).
+    pub fn start_with(
+        client: Client,
+        namespace: &str,
+        backend: SandboxBackend,
+        insecure: Vec<String>,
+        run_defaults: RunDefaults,
+    ) -> Self {
         let metrics = Arc::new(Metrics::default());
         let readiness = Arc::new(Readiness::default());
         let settings = Settings {
@@ -94,7 +105,7 @@ impl Operator {
             },
             sandbox_backend: backend,
             tag_refresh_interval: Duration::from_secs(2),
-            run_defaults: RunDefaults::default(),
+            run_defaults,
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);

@@ -366,7 +366,7 @@ fn values_reach_the_command_line_and_pod() {
         "--set",
         &format!("image.tag={digest},logFormat=json,logLevel=debug,tagRefreshSeconds=60"),
         "--set",
-        "startupDeadlineSeconds=90,ttlAfterSucceeded=0,ttlAfterFailed=86400",
+        "startupDeadlineSeconds=90,ttlAfterSucceeded=0,ttlAfterFailed=86400,maxConcurrentRunsPerNamespace=20",
         "--set",
         "podAnnotations.team=migrations,nodeSelector.pool=operators",
         "--set-json",
@@ -382,6 +382,7 @@ fn values_reach_the_command_line_and_pod() {
         // 0 is a time to live (delete at once), not "unset".
         "--ttl-after-succeeded=0",
         "--ttl-after-failed=86400",
+        "--max-concurrent-runs-per-namespace=20",
     ] {
         assert!(
             args.contains(&expected.to_owned()),
@@ -428,6 +429,10 @@ fn the_schema_rejects_unknown_and_invalid_values() {
             "startupDeadlineSeconds",
         ),
         (["--set", "ttlAfterFailed=soon"], "ttlAfterFailed"),
+        (
+            ["--set", "maxConcurrentRunsPerNamespace=-2"],
+            "maxConcurrentRunsPerNamespace",
+        ),
     ] {
         let stderr = run_err(&mut template_command(&args));
         assert!(stderr.contains(complaint), "{args:?}: {stderr}");

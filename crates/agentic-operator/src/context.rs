@@ -50,6 +50,9 @@ pub struct RunDefaults {
     pub startup_deadline_seconds: u64,
     /// How long finished runs without `spec.ttlSecondsAfterFinished` are kept.
     pub ttl: TtlDefaults,
+    /// The most runs active at once in one namespace, whatever their Agent; `None` for no
+    /// limit.
+    pub max_concurrent_runs_per_namespace: Option<u32>,
 }
 
 impl Default for RunDefaults {
@@ -57,6 +60,7 @@ impl Default for RunDefaults {
         Self {
             startup_deadline_seconds: DEFAULT_STARTUP_DEADLINE_SECONDS,
             ttl: TtlDefaults::default(),
+            max_concurrent_runs_per_namespace: None,
         }
     }
 }
@@ -80,8 +84,8 @@ pub struct Context {
 /// A Gateway's namespace and name.
 type GatewayKey = (String, String);
 
-/// An Agent's namespace and name.
-type AgentKey = (String, String);
+/// An Agent's namespace and name; no name for the lock of the whole namespace.
+type AgentKey = (String, Option<String>);
 
 /// The Events API rejects notes over 1 kB.
 const MAX_EVENT_NOTE_BYTES: usize = 1000;
@@ -127,13 +131,15 @@ impl Context {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Held while a run of the Agent `agent` in `namespace` decides whether it may start and
-    /// records its sandbox, so that two runs reconciled at once cannot both take the last slot
-    /// of the Agent's `spec.maxConcurrentRuns`. The count itself is always read from the API.
+    /// Held while a run of the Agent `agent` in `namespace` (`None`: of any Agent, under the
+    /// namespace cap) decides whether it may start and records its sandbox, so that two runs
+    /// reconciled at once cannot both take the last slot of the Agent's
+    /// `spec.maxConcurrentRuns` or of the namespace. The count itself is always read from the
+    /// API.
     pub async fn admission(
         &self,
         namespace: &str,
-        agent: &str,
+        agent: Option<&str>,
     ) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = {
             let mut locks = self
@@ -141,7 +147,7 @@ impl Context {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             locks
-                .entry((namespace.to_string(), agent.to_string()))
+                .entry((namespace.to_string(), agent.map(str::to_string)))
                 .or_default()
                 .clone()
         };
