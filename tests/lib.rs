@@ -86,6 +86,17 @@ impl Operator {
         backend: SandboxBackend,
         insecure: Vec<String>,
     ) -> Self {
+        Self::start_with(client, namespace, backend, insecure, RunDefaults::default())
+    }
+
+    /// Like [`Operator::start`], with the operator's run defaults (its `run` flags).
+    pub fn start_with(
+        client: Client,
+        namespace: &str,
+        backend: SandboxBackend,
+        insecure: Vec<String>,
+        run_defaults: RunDefaults,
+    ) -> Self {
         let metrics = Arc::new(Metrics::default());
         let readiness = Arc::new(Readiness::default());
         let settings = Settings {
@@ -99,7 +110,7 @@ impl Operator {
             },
             sandbox_backend: backend,
             tag_refresh_interval: Duration::from_secs(2),
-            run_defaults: RunDefaults::default(),
+            run_defaults,
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);
@@ -162,8 +173,100 @@ where
     .unwrap_or_else(|e| panic!("applying {name}: {e}"))
 }
 
-/// The Gateway `llm` (provider `openai`, model `gpt-test`, an endpoint nothing serves) and
-/// its Secret `llm-key`, which most run tests need and none looks into.
+/// The API key [`llm_server`] accepts.
+pub const LLM_KEY: &str = "sk-test";
+
+/// A fake LLM endpoint on 127.0.0.1, `http://127.0.0.1:<port>`, one per test binary, on a
+/// thread of its own so that it outlives each test's runtime. It checks what the operator's
+/// Gateway check sends:
+/// - `/openai/v1/models`: 200 with `Authorization: Bearer` [`LLM_KEY`], else 401;
+/// - `/anthropic/v1/models`: 200 with `x-api-key` [`LLM_KEY`], an `anthropic-version` and no
+///   `Authorization`, else 401;
+/// - `/status/<code>/v1/models`: answers `<code>`;
+/// - `/same/v1/models` redirects to `/openai/v1/models` on the same origin, `/elsewhere/v1/models`
+///   to it on `localhost` (another origin).
+///
+/// A refused answer echoes the key it got, as some servers do, so that tests can see the
+/// operator never passes it on.
+pub fn llm_server() -> &'static str {
+    static SERVER: OnceLock<String> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the LLM server");
+        let port = listener.local_addr().expect("its address").port();
+        listener.set_nonblocking(true).expect("non-blocking");
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the LLM server's runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                let app = axum::Router::new()
+                    .fallback(move |uri, headers| llm_answer(port, uri, headers));
+                axum::serve(listener, app)
+                    .await
+                    .expect("the LLM server runs");
+            });
+        });
+        format!("http://127.0.0.1:{port}")
+    })
+}
+
+async fn llm_answer(
+    port: u16,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let answer = |ok: bool, got: Option<&str>| {
+        if ok {
+            (
+                StatusCode::OK,
+                r#"{"data": [{"id": "gpt-test"}]}"#.to_string(),
+            )
+                .into_response()
+        } else {
+            let body = format!(r#"{{"error": "invalid key {}"}}"#, got.unwrap_or("(none)"));
+            (StatusCode::UNAUTHORIZED, body).into_response()
+        }
+    };
+    let redirect = |host: &str| {
+        let to = format!("http://{host}:{port}/openai/v1/models");
+        (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response()
+    };
+    let path = uri.path();
+    match path.strip_suffix("/v1/models").unwrap_or_default() {
+        "/openai" => {
+            let bearer = format!("Bearer {LLM_KEY}");
+            answer(
+                get("authorization") == Some(bearer.as_str()),
+                get("authorization"),
+            )
+        }
+        "/anthropic" => answer(
+            get("x-api-key") == Some(LLM_KEY)
+                && get("anthropic-version").is_some()
+                && get("authorization").is_none(),
+            get("x-api-key"),
+        ),
+        "/same" => redirect("127.0.0.1"),
+        "/elsewhere" => redirect("localhost"),
+        other => match other
+            .strip_prefix("/status/")
+            .and_then(|c| c.parse::<u16>().ok())
+        {
+            Some(code) => StatusCode::from_u16(code)
+                .unwrap_or(StatusCode::IM_A_TEAPOT)
+                .into_response(),
+            None => StatusCode::NOT_FOUND.into_response(),
+        },
+    }
+}
+
+/// The Gateway `llm` (provider `openai`, model `gpt-test`, endpoint [`llm_server`]) and its
+/// Secret `llm-key` with [`LLM_KEY`], which most run tests need and none looks into.
 pub async fn llm_gateway(client: &Client, ns: &str) {
     use agentic_api::{CredentialRef, Gateway, GatewayModel, GatewaySpec};
     use k8s_openapi::api::core::v1::Secret;
@@ -178,7 +281,7 @@ pub async fn llm_gateway(client: &Client, ns: &str) {
             metadata: named("llm-key"),
             string_data: Some(std::collections::BTreeMap::from([(
                 "apiKey".into(),
-                "sk-test".into(),
+                LLM_KEY.into(),
             )])),
             ..Secret::default()
         },
@@ -191,7 +294,7 @@ pub async fn llm_gateway(client: &Client, ns: &str) {
             metadata: named("llm"),
             spec: GatewaySpec {
                 provider: "openai".into(),
-                endpoint: Some("http://llm.invalid/v1".into()),
+                endpoint: Some(format!("{}/openai", llm_server())),
                 credential_ref: Some(CredentialRef {
                     secret_name: "llm-key".into(),
                     key: Some("apiKey".into()),

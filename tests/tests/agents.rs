@@ -7,7 +7,9 @@ use agentic_api::{
     Agent, AgentSpec, CredentialRef, Gateway, GatewayModel, GatewaySpec, ObjectRef, SkillCard,
     SkillCardSpec, SkillType,
 };
-use agentic_integration_tests::{apply, condition, has_condition, scenario, wait_for};
+use agentic_integration_tests::{
+    LLM_KEY, apply, condition, has_condition, llm_server, scenario, wait_for,
+};
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
@@ -40,7 +42,7 @@ fn gateway(name: &str, secret: &str, key: Option<&str>) -> Gateway {
         metadata: meta(name),
         spec: GatewaySpec {
             provider: "openai".into(),
-            endpoint: Some("http://llm.invalid/v1".into()),
+            endpoint: Some(format!("{}/openai", llm_server())),
             credential_ref: Some(CredentialRef {
                 secret_name: secret.into(),
                 key: key.map(str::to_string),
@@ -84,7 +86,7 @@ fn agent(name: &str, cards: &[&str], gateways: &[&str], delivery: &str) -> Agent
 fn secret(name: &str, key: &str) -> Secret {
     Secret {
         metadata: meta(name),
-        string_data: Some(BTreeMap::from([(key.to_string(), "sk-test".to_string())])),
+        string_data: Some(BTreeMap::from([(key.to_string(), LLM_KEY.to_string())])),
         ..Secret::default()
     }
 }
@@ -119,7 +121,8 @@ async fn gateway_turns_ready_when_its_secret_appears() {
     })
     .await;
 
-    // Fixing the Secret alone, without touching the Gateway, makes it Ready.
+    // Fixing the Secret alone, without touching the Gateway, makes it Ready once the endpoint
+    // answers with the key.
     secrets
         .delete("llm-key", &Default::default())
         .await
@@ -128,7 +131,7 @@ async fn gateway_turns_ready_when_its_secret_appears() {
     wait_for(&gateways, "llm", "Ready", |g: &Gateway| {
         g.status
             .as_ref()
-            .is_some_and(|s| ready(&s.conditions, "True", "CredentialsFound"))
+            .is_some_and(|s| ready(&s.conditions, "True", "ConnectionVerified"))
     })
     .await;
     operator.stop().await;

@@ -146,6 +146,7 @@ fn default_values_create_the_cluster_wide_operator() {
             "--metrics-addr=0.0.0.0:8080",
             "--sandbox-backend=auto",
             "--tag-refresh-seconds=300",
+            "--startup-deadline-seconds=600",
             "--log-format=text",
         ]
     );
@@ -382,6 +383,8 @@ fn values_reach_the_command_line_and_pod() {
         "--set",
         &format!("image.tag={digest},logFormat=json,logLevel=debug,tagRefreshSeconds=60"),
         "--set",
+        "startupDeadlineSeconds=90,ttlAfterSucceeded=0,ttlAfterFailed=86400,maxConcurrentRunsPerNamespace=20",
+        "--set",
         "podAnnotations.team=migrations,nodeSelector.pool=operators",
         "--set-json",
         r#"imagePullSecrets=[{"name":"ghcr"}]"#,
@@ -394,6 +397,11 @@ fn values_reach_the_command_line_and_pod() {
         "--insecure-git-host=10.0.0.8:3000",
         "--log-format=json",
         "--tag-refresh-seconds=60",
+        "--startup-deadline-seconds=90",
+        // 0 is a time to live (delete at once), not "unset".
+        "--ttl-after-succeeded=0",
+        "--ttl-after-failed=86400",
+        "--max-concurrent-runs-per-namespace=20",
     ] {
         assert!(
             args.contains(&expected.to_owned()),
@@ -435,6 +443,15 @@ fn the_schema_rejects_unknown_and_invalid_values() {
         (["--set", "logFormat=yaml"], "logFormat"),
         (["--set", "image.tagg=1"], "tagg"),
         (["--set", "metrics.port=0"], "metrics/port"),
+        (
+            ["--set", "startupDeadlineSeconds=-1"],
+            "startupDeadlineSeconds",
+        ),
+        (["--set", "ttlAfterFailed=soon"], "ttlAfterFailed"),
+        (
+            ["--set", "maxConcurrentRunsPerNamespace=-2"],
+            "maxConcurrentRunsPerNamespace",
+        ),
     ] {
         let stderr = run_err(&mut template_command(&args));
         assert!(stderr.contains(complaint), "{args:?}: {stderr}");

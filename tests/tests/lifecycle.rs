@@ -8,7 +8,7 @@ use agentic_integration_tests::{
     Operator, apply, condition, llm_gateway, node_scenario, registry, stub_agent, wait_agent_ready,
     wait_for, wait_phase,
 };
-use agentic_operator::context::SandboxBackend;
+use agentic_operator::context::{RunDefaults, SandboxBackend};
 use agentic_operator::controllers::agentrun::sandbox_resource;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, SecretKeySelector};
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams};
@@ -117,6 +117,46 @@ async fn a_missing_image_fails_the_run_with_the_kubelets_reason() {
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     wait_gone(&pods, "nope").await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn an_agent_that_does_not_start_in_time_fails_at_the_startup_deadline() {
+    let (ns, client, operator) = node_scenario("life-startup", SandboxBackend::Pod).await;
+    // A registry on loopback that accepts connections and never answers: the kubelet's pull
+    // hangs, which is no fatal state, so only the deadline ends the wait.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let silent_addr = silent.local_addr().expect("address");
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    agent(
+        &client,
+        &ns,
+        "hangs",
+        &format!("{silent_addr}/agentic-testenv/hangs:1"),
+    )
+    .await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let mut slow = run("slow", "hangs", vec![]);
+    slow.spec.startup_deadline_seconds = Some(5);
+    apply(&runs, &slow).await;
+    let failed = wait_phase(&runs, "slow", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed);
+    assert_eq!(reason, "StartupDeadlineExceeded", "{failed:#?}");
+    assert!(message.contains("5s"), "names the deadline: {message}");
+    assert!(
+        message.contains("pod slow"),
+        "says what the pod waits for: {message}"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_gone(&pods, "slow").await;
+    holder.abort();
     operator.stop().await;
 }
 
@@ -371,5 +411,98 @@ async fn an_agent_with_a_cap_of_two_never_runs_more_than_two_across_a_restart() 
         assert!(tokio::time::Instant::now() < deadline, "metrics:\n{text}");
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn the_namespace_cap_holds_across_agents_and_starts_runs_in_creation_order() {
+    // The operator of this test caps the namespace at 2; its Agents have no cap of their own.
+    let testenv = agentic_integration_tests::node_env().await;
+    let ns = testenv.namespace("life-nscap").await.expect("namespace");
+    let client = testenv.client();
+    let operator = Operator::start_with(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        vec![registry().await],
+        RunDefaults {
+            max_concurrent_runs_per_namespace: Some(2),
+            ..RunDefaults::default()
+        },
+    );
+    let image = stub_agent().await;
+    agent(&client, &ns, "left", &image).await;
+    agent(&client, &ns, "right", &image).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let names: Vec<String> = (1..=6).map(|i| format!("n{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let agent = if i % 2 == 0 { "left" } else { "right" };
+        apply(
+            &runs,
+            &run(name, agent, vec![env("STUB_SLEEP_SECONDS", "2")]),
+        )
+        .await;
+    }
+
+    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
+    let mut most_active = 0;
+    let mut saw_queue_place = false;
+    loop {
+        let listed = runs
+            .list(&Default::default())
+            .await
+            .expect("list runs")
+            .items;
+        let status = |r: &AgentRun| r.status.clone().unwrap_or_default();
+        let active = listed
+            .iter()
+            .filter(|r| {
+                let s = status(r);
+                s.sandbox_name.is_some() && !s.phase.is_some_and(AgentRunPhase::is_finished)
+            })
+            .count();
+        most_active = most_active.max(active);
+        let started: Vec<bool> = names
+            .iter()
+            .map(|name| {
+                listed
+                    .iter()
+                    .find(|r| r.metadata.name.as_ref() == Some(name))
+                    .is_some_and(|r| status(r).sandbox_name.is_some())
+            })
+            .collect();
+        let overtaken = started.windows(2).any(|pair| !pair[0] && pair[1]);
+        assert!(
+            !overtaken || active < 2,
+            "a later run took the slot of an earlier one: started {started:?}"
+        );
+        saw_queue_place |= listed.iter().any(|r| {
+            condition(&status(r).conditions, "Ready").is_some_and(|c| {
+                c.reason == "Queued"
+                    && c.message.contains("number 1 in the queue of namespace")
+                    && c.message.contains("--max-concurrent-runs-per-namespace")
+            })
+        });
+        let finished = listed
+            .iter()
+            .filter(|r| status(r).phase == Some(AgentRunPhase::Succeeded))
+            .count();
+        if finished == names.len() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not all runs finished: {listed:#?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        most_active, 2,
+        "at most 2 active at once, and the cap is used"
+    );
+    assert!(
+        saw_queue_place,
+        "queued runs show their place in the namespace"
+    );
     operator.stop().await;
 }

@@ -9,13 +9,19 @@ use serde::{Deserialize, Serialize};
     group = "konveyor.io",
     version = "v1alpha1",
     kind = "Gateway",
-    doc = "A Gateway is an LLM endpoint and the credentials to reach it. It is Ready when its credential Secret (and key, when given) exists.",
+    doc = "A Gateway is an LLM endpoint and the credentials to reach it. The operator checks the endpoint with the credential (GET <endpoint>/v1/models) at each generation and each change of the Secret; the Gateway is Ready once that check succeeds, or when the provider signs requests with cloud credentials the operator does not check.",
     namespaced,
     status = "GatewayStatus",
     shortname = "gw",
     category = "konveyor",
     printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider"),
+    printcolumn(name = "Endpoint", type_ = "string", json_path = ".spec.endpoint"),
     printcolumn(name = "Model", type_ = "string", json_path = ".spec.model.name"),
+    printcolumn(
+        name = "Verified",
+        type_ = "boolean",
+        json_path = ".status.connectionVerified"
+    ),
     printcolumn(
         name = "Ready",
         type_ = "string",
@@ -30,11 +36,17 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct GatewaySpec {
     /// LLM provider, for example `openai`, `anthropic` or `ollama`; given to sandboxes as
-    /// `KONVEYOR_LLM_PROVIDER`.
+    /// `KONVEYOR_LLM_PROVIDER`. It also decides how the endpoint is checked: `anthropic` with
+    /// the `x-api-key` and `anthropic-version` headers, `gcp-vertex-ai` and `aws-bedrock`
+    /// (also spelled with `_`) not at all, since they sign requests with cloud credentials,
+    /// any other with `Authorization: Bearer <key>`.
     #[schemars(length(min = 1, max = 63))]
     pub provider: String,
 
-    /// URL of the endpoint, given to sandboxes as `KONVEYOR_LLM_ENDPOINT`.
+    /// URL of the endpoint (`http` or `https`, without query, fragment or user name), given to
+    /// sandboxes as `KONVEYOR_LLM_ENDPOINT`. The operator checks it with `GET
+    /// <endpoint>/v1/models` (a trailing `/v1` is not doubled). Without an endpoint nothing is
+    /// checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 2048))]
     pub endpoint: Option<String>,
@@ -84,7 +96,15 @@ pub struct GatewayStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `Ready` tells whether the credential Secret and key exist.
+    /// Whether the last check of the endpoint with the credential succeeded at this generation
+    /// and this version of the Secret. A later outage leaves it true (see the
+    /// `EndpointReachable` condition); a refused credential turns it false.
+    #[serde(default)]
+    pub connection_verified: bool,
+
+    /// `Ready` tells whether runs may use the Gateway: the endpoint answered the check, or the
+    /// check is skipped. `EndpointReachable` (our extension) is the result of the latest
+    /// check, repeated every 10 minutes (every minute while it fails).
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

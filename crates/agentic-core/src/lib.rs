@@ -10,6 +10,7 @@
 //! - [`git`]: the author of a run's commits.
 //! - [`substitution`]: `$(agent.<name>)` and `$(workflow.<name>)` in prompts and instructions.
 //! - [`skills`]: an Agent's skills, gateways and skill delivery; a run's gateway.
+//! - [`gateway`]: the check of a Gateway's endpoint and what its answer means.
 //! - [`names`]: names and label values of the objects created for runs and SkillCards.
 //! - [`owners`]: who controls an object, from its controller ownerReference.
 //! - [`sandbox`]: a run's sandbox (pod spec, Pod or agent-sandbox `Sandbox`, ConfigMaps,
@@ -72,11 +73,22 @@
 //! | `Queued` | [`sandbox::REASON_QUEUED`] | run Pending: its Agent's `spec.maxConcurrentRuns` runs are active |
 //! | `DeadlineExceeded` | [`sandbox::REASON_DEADLINE_EXCEEDED`] | run Failed: the agent ran past `spec.activeDeadlineSeconds` |
 //! | `Cancelled` | [`sandbox::REASON_CANCELLED`] | run Failed: `spec.cancel` is true |
+//! | `ConnectionVerified` | [`gateway::REASON_CONNECTION_VERIFIED`] | Gateway Ready: its endpoint answered the check with its credential |
+//! | `VerificationSkipped` | [`gateway::REASON_VERIFICATION_SKIPPED`] | Gateway Ready unchecked: cloud-signed provider, no endpoint, or a keyless credential |
+//! | `Unauthorized` | [`gateway::REASON_UNAUTHORIZED`] | Gateway not Ready: the endpoint answered 401 or 403 |
+//! | `EndpointUnreachable` | [`gateway::REASON_ENDPOINT_UNREACHABLE`] | Gateway check: no connection, or no answer in time |
+//! | `UnexpectedStatus` | [`gateway::REASON_UNEXPECTED_STATUS`] | Gateway check: an answer other than 2xx, 401, 403 |
+//! | `TLSFailure` | [`gateway::REASON_TLS_FAILURE`] | Gateway check: the TLS handshake failed |
+//! | `InvalidEndpoint` | [`gateway::REASON_INVALID_ENDPOINT`] | Gateway not Ready: `spec.endpoint` cannot be checked |
+//! | `InvalidCredential` | [`gateway::REASON_INVALID_CREDENTIAL`] | Gateway not Ready: the key cannot go in a header |
+//! | `SecretNotFound` | [`gateway::REASON_SECRET_NOT_FOUND`] | Gateway not Ready: its credential Secret does not exist |
+//! | `SecretKeyNotFound` | [`gateway::REASON_SECRET_KEY_NOT_FOUND`] | Gateway not Ready: the Secret lacks `spec.credentialRef.key` |
 //! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending, or inline SkillCard not Ready: an object it does not control holds the name of one of its objects |
 
 pub mod collections;
 pub mod conditions;
 mod error;
+pub mod gateway;
 pub mod git;
 pub mod names;
 pub mod owners;

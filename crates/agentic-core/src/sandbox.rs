@@ -36,7 +36,7 @@ pub use files::RESERVED_DIRS;
 pub use lifecycle::{
     Enforced, FATAL_WAITING_REASONS, Limits, REASON_CANCELLED, REASON_DEADLINE_EXCEEDED,
     REASON_QUEUED, REASON_STARTUP_DEADLINE_EXCEEDED, REASON_STARTUP_FAILED, TtlDefaults, admit,
-    cancelled, enforce, startup_deadline, stops_sandbox, time_to_live,
+    admit_in_namespace, cancelled, enforce, startup_deadline, stops_sandbox, time_to_live,
 };
 pub use objects::{
     SANDBOX_API_VERSION, SANDBOX_KIND, build_acp_secret, build_inline_skill_config_map, build_pod,

@@ -16,6 +16,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::backoff::{Backoff, ObjectKey};
+use crate::controllers::gateway::LastCheck;
 use crate::error::{Chain, Error};
 use crate::metrics::Metrics;
 
@@ -51,6 +52,9 @@ pub struct RunDefaults {
     pub startup_deadline_seconds: u64,
     /// How long finished runs without `spec.ttlSecondsAfterFinished` are kept.
     pub ttl: TtlDefaults,
+    /// The most runs active at once in one namespace, whatever their Agent; `None` for no
+    /// limit.
+    pub max_concurrent_runs_per_namespace: Option<u32>,
 }
 
 impl Default for RunDefaults {
@@ -58,6 +62,7 @@ impl Default for RunDefaults {
         Self {
             startup_deadline_seconds: DEFAULT_STARTUP_DEADLINE_SECONDS,
             ttl: TtlDefaults::default(),
+            max_concurrent_runs_per_namespace: None,
         }
     }
 }
@@ -80,10 +85,14 @@ pub struct Context {
     /// The skills of the images SkillCollections point at, by `repository@digest`: what a
     /// digest holds never changes, so each is listed through the registry once.
     listings: std::sync::Mutex<HashMap<String, SkillListing>>,
+    gateway_checks: std::sync::Mutex<HashMap<GatewayKey, LastCheck>>,
 }
 
-/// An Agent's namespace and name.
-type AgentKey = (String, String);
+/// A Gateway's namespace and name.
+type GatewayKey = (String, String);
+
+/// An Agent's namespace and name; no name for the lock of the whole namespace.
+type AgentKey = (String, Option<String>);
 
 /// The Events API rejects notes over 1 kB.
 const MAX_EVENT_NOTE_BYTES: usize = 1000;
@@ -108,6 +117,7 @@ impl Context {
             backoff: Backoff::default(),
             admissions: std::sync::Mutex::default(),
             listings: std::sync::Mutex::default(),
+            gateway_checks: std::sync::Mutex::default(),
         }
     }
 
@@ -132,13 +142,36 @@ impl Context {
         listings.insert(listing.image.repository_with_digest.clone(), listing);
     }
 
-    /// Held while a run of the Agent `agent` in `namespace` decides whether it may start and
-    /// records its sandbox, so that two runs reconciled at once cannot both take the last slot
-    /// of the Agent's `spec.maxConcurrentRuns`. The count itself is always read from the API.
+    /// The last check of a Gateway's endpoint made by this process.
+    pub fn gateway_check(&self, key: &GatewayKey) -> Option<LastCheck> {
+        self.gateway_checks().get(key).cloned()
+    }
+
+    /// Remembers the check of a Gateway's endpoint just made.
+    pub fn record_gateway_check(&self, key: GatewayKey, check: LastCheck) {
+        self.gateway_checks().insert(key, check);
+    }
+
+    /// Forgets a Gateway's checks: it is no longer checked (or is gone).
+    pub fn forget_gateway_check(&self, key: &GatewayKey) {
+        self.gateway_checks().remove(key);
+    }
+
+    fn gateway_checks(&self) -> std::sync::MutexGuard<'_, HashMap<GatewayKey, LastCheck>> {
+        self.gateway_checks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Held while a run of the Agent `agent` in `namespace` (`None`: of any Agent, under the
+    /// namespace cap) decides whether it may start and records its sandbox, so that two runs
+    /// reconciled at once cannot both take the last slot of the Agent's
+    /// `spec.maxConcurrentRuns` or of the namespace. The count itself is always read from the
+    /// API.
     pub async fn admission(
         &self,
         namespace: &str,
-        agent: &str,
+        agent: Option<&str>,
     ) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = {
             let mut locks = self
@@ -146,7 +179,7 @@ impl Context {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             locks
-                .entry((namespace.to_string(), agent.to_string()))
+                .entry((namespace.to_string(), agent.map(str::to_string)))
                 .or_default()
                 .clone()
         };

@@ -29,6 +29,10 @@ pub enum Error {
     #[error(transparent)]
     Build(#[from] agentic_core::Error),
 
+    /// The HTTP client that checks Gateway endpoints could not be built.
+    #[error("building the HTTP client: {0}")]
+    HttpClient(String),
+
     /// An object arrived without metadata every stored object has (namespace, uid).
     #[error("{kind} {name} has no {field}")]
     MissingMetadata {
@@ -48,6 +52,7 @@ impl Error {
             Self::SourceUnavailable(_) => "SourceUnavailable",
             Self::Serialize { .. } => "SerializationFailed",
             Self::MissingMetadata { .. } => "MissingMetadata",
+            Self::HttpClient(_) => "HttpClientFailed",
             Self::Build(e) => e.reason(),
         }
     }

@@ -190,38 +190,80 @@ pub fn admit(
         return Ok(());
     };
     let agent = &me.spec.agent_ref;
+    queue(me, cap, runs, |r| &r.spec.agent_ref == agent, |_| true).map_err(|(place, active)| {
+        RunOutcome::pending(
+            REASON_QUEUED,
+            format!(
+                "number {place} in the queue of Agent {agent}: it runs at most {cap} at once (spec.maxConcurrentRuns) and {active} are active"
+            ),
+        )
+    })
+}
+
+/// Like [`admit`], under the operator's cap on the active runs of one namespace, whatever
+/// their Agent (`--max-concurrent-runs-per-namespace`). A waiting run that its own Agent's
+/// cap holds back (`agent_caps` maps the namespace's Agents to their
+/// `spec.maxConcurrentRuns`) keeps no place in the namespace's queue, so that it cannot
+/// leave a slot idle that a run of another Agent could use.
+pub fn admit_in_namespace(
+    me: &AgentRun,
+    cap: u32,
+    runs: &[AgentRun],
+    agent_caps: &std::collections::BTreeMap<String, Option<i32>>,
+) -> Result<(), RunOutcome> {
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    let startable = |r: &AgentRun| {
+        let agent_cap = agent_caps.get(&r.spec.agent_ref).copied().flatten();
+        admit(r, agent_cap, runs).is_ok()
+    };
+    queue(me, cap, runs, |_| true, startable).map_err(|(place, active)| {
+        let namespace = me.metadata.namespace.as_deref().unwrap_or_default();
+        RunOutcome::pending(
+            REASON_QUEUED,
+            format!(
+                "number {place} in the queue of namespace {namespace}: the operator runs at most {cap} at once in a namespace (--max-concurrent-runs-per-namespace) and {active} are active"
+            ),
+        )
+    })
+}
+
+/// Admits `me` when the active runs among `runs` that are `in_scope`, and the waiting ones
+/// before it that are `in_scope` and `startable`, leave it one of `cap` slots; else its place
+/// in the queue and the number of active runs.
+fn queue(
+    me: &AgentRun,
+    cap: usize,
+    runs: &[AgentRun],
+    in_scope: impl Fn(&AgentRun) -> bool,
+    startable: impl Fn(&AgentRun) -> bool,
+) -> Result<(), (usize, usize)> {
     let key = |run: &AgentRun| {
         (
             run.metadata.creation_timestamp.clone().map(|t| t.0),
             run.metadata.name.clone(),
         )
     };
-    let of_agent = runs
+    let others = runs
         .iter()
-        .filter(|r| &r.spec.agent_ref == agent && r.metadata.uid != me.metadata.uid);
+        .filter(|r| in_scope(r) && r.metadata.uid != me.metadata.uid);
     let status = |r: &AgentRun| r.status.clone().unwrap_or_default();
     let unfinished = |r: &&AgentRun| !status(r).phase.is_some_and(AgentRunPhase::is_finished);
-    let active = of_agent
+    let active = others
         .clone()
         .filter(unfinished)
         .filter(|r| status(r).sandbox_name.is_some())
         .count();
-    let ahead = of_agent
+    let ahead = others
         .filter(unfinished)
         .filter(|r| status(r).sandbox_name.is_none() && r.spec.cancel != Some(true))
         .filter(|r| key(r) < key(me))
+        .filter(|r| startable(r))
         .count();
     let free = cap.saturating_sub(active);
     if ahead < free {
         return Ok(());
     }
-    Err(RunOutcome::pending(
-        REASON_QUEUED,
-        format!(
-            "number {} in the queue of Agent {agent}: it runs at most {cap} at once (spec.maxConcurrentRuns) and {active} are active",
-            ahead - free + 1
-        ),
-    ))
+    Err((ahead - free + 1, active))
 }
 
 /// The outcome of a cancelled run; `pod` names its pod when it has one.

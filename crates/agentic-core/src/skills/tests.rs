@@ -402,6 +402,7 @@ fn gateway(name: &str, ready: &str, observed: Option<i64>) -> Gateway {
             "SecretMissing",
             "secret llm not found",
         )],
+        ..GatewayStatus::default()
     });
     g
 }

@@ -136,6 +136,15 @@ pub struct RunArgs {
     /// it, from its completion time. Default: keep it.
     #[arg(long, env = "AGENTIC_TTL_AFTER_FAILED", value_name = "SECONDS")]
     pub ttl_after_failed: Option<u64>,
+
+    /// The most runs active at once in one namespace, whatever their Agent; more wait
+    /// `Pending`/`Queued` and start in creation order. 0 for no limit.
+    #[arg(
+        long,
+        env = "AGENTIC_MAX_CONCURRENT_RUNS_PER_NAMESPACE",
+        default_value_t = 0
+    )]
+    pub max_concurrent_runs_per_namespace: u32,
 }
 
 /// Exit status of a usage mistake, the same clap uses for the mistakes it catches. Every
@@ -183,6 +192,8 @@ fn run_operator(args: RunArgs) -> ExitCode {
                 after_succeeded: args.ttl_after_succeeded,
                 after_failed: args.ttl_after_failed,
             },
+            max_concurrent_runs_per_namespace: Some(args.max_concurrent_runs_per_namespace)
+                .filter(|cap| *cap > 0),
         },
     };
     let runtime = match tokio::runtime::Runtime::new() {

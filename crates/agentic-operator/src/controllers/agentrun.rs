@@ -19,8 +19,9 @@ use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_b
 use agentic_core::params::resolve_run;
 use agentic_core::sandbox::{
     Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome,
-    SANDBOX_KIND, SandboxInputs, admit, build_acp_secret, build_pod, build_run_config_map,
-    build_sandbox, cancelled, enforce, run_outcome, startup_deadline, stops_sandbox, time_to_live,
+    SANDBOX_KIND, SandboxInputs, admit, admit_in_namespace, build_acp_secret, build_pod,
+    build_run_config_map, build_sandbox, cancelled, enforce, run_outcome, startup_deadline,
+    stops_sandbox, time_to_live,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -90,8 +91,13 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     }
 
     // A run that has not started yet decides and records its start under its Agent's lock.
+    // Under a namespace cap every run of the namespace counts, so they share one lock.
     let _admission = if old.sandbox_name.is_none() {
-        Some(ctx.admission(&namespace, &run.spec.agent_ref).await)
+        let scope = match ctx.settings.run_defaults.max_concurrent_runs_per_namespace {
+            Some(_) => None,
+            None => Some(run.spec.agent_ref.as_str()),
+        };
+        Some(ctx.admission(&namespace, scope).await)
     } else {
         None
     };
@@ -326,18 +332,22 @@ async fn start(
         Ok(inputs) => inputs,
         Err(e) => return Ok(RunOutcome::failed(e.reason(), e.to_string())),
     };
-    if let Some(cap) = agent.spec.max_concurrent_runs {
+    let namespace_cap = ctx.settings.run_defaults.max_concurrent_runs_per_namespace;
+    if agent.spec.max_concurrent_runs.is_some() || namespace_cap.is_some() {
         // Read from the API server, not the watch cache: a run admitted a moment ago counts.
-        let api: Api<DeserializeGuard<AgentRun>> = Api::namespaced(ctx.client.clone(), namespace);
-        let runs: Vec<AgentRun> = api
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|guarded| guarded.0.ok())
-            .collect();
-        if let Err(queued) = admit(run, Some(cap), &runs) {
+        let runs: Vec<AgentRun> = list_readable(ctx, namespace).await?;
+        if let Err(queued) = admit(run, agent.spec.max_concurrent_runs, &runs) {
             return Ok(queued);
+        }
+        if let Some(cap) = namespace_cap {
+            let agents: Vec<Agent> = list_readable(ctx, namespace).await?;
+            let caps = agents
+                .into_iter()
+                .map(|a| (a.name_any(), a.spec.max_concurrent_runs))
+                .collect();
+            if let Err(queued) = admit_in_namespace(run, cap, &runs, &caps) {
+                return Ok(queued);
+            }
         }
     }
     if let Err(taken) = create_sandbox_objects(ctx, namespace, &inputs, owner).await? {
@@ -350,6 +360,24 @@ async fn start(
         agentic_core::sandbox::REASON_SANDBOX_CREATING,
         format!("sandbox {name} created; waiting for its pod"),
     ))
+}
+
+/// Every object of kind `K` in `namespace` that the operator can read, from the API server.
+async fn list_readable<K>(ctx: &Context, namespace: &str) -> Result<Vec<K>>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<DeserializeGuard<K>> = Api::namespaced(ctx.client.clone(), namespace);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|guarded| guarded.0.ok())
+        .collect())
 }
 
 fn owner_of(run: &AgentRun) -> Result<OwnerReference> {
@@ -530,9 +558,18 @@ pub fn runs_waiting_on_agent<'a>(
     namespace: &str,
     name: &str,
 ) -> Vec<ObjectRef<AgentRun>> {
+    runs_waiting(runs, namespace, Some(name))
+}
+
+/// The runs in `namespace` without a sandbox yet, of the Agent `agent` or (`None`) of any.
+pub fn runs_waiting<'a>(
+    runs: impl IntoIterator<Item = &'a AgentRun>,
+    namespace: &str,
+    agent: Option<&str>,
+) -> Vec<ObjectRef<AgentRun>> {
     runs.into_iter()
         .filter(|r| r.namespace().as_deref() == Some(namespace))
-        .filter(|r| r.spec.agent_ref == name)
+        .filter(|r| agent.is_none_or(|name| r.spec.agent_ref == name))
         .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
         .map(ObjectRef::from_obj)
         .collect()

@@ -1,97 +1,318 @@
-//! Gateway: Ready when its credential Secret (and key, when given) exists.
+//! Gateway: reads the credential and checks the endpoint with it (`GET <endpoint>/v1/models`)
+//! at each generation and each version of the Secret, again every ten minutes (every minute
+//! while it fails). What to send and what the answer means is decided in
+//! [`agentic_core::gateway`]; where the request runs and why is ADR 0009.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use agentic_api::{CONDITION_READY, ConditionStatus, Gateway};
-use agentic_core::conditions::set_condition;
+use agentic_core::conditions::{find_condition, remove_condition, set_condition};
+use agentic_core::gateway::{
+    self as check, CONDITION_ENDPOINT_REACHABLE, Credential, Observation, Plan, Probe,
+};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::namespace_of;
 use crate::apply::apply_status;
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{Chain, Error, Result};
 
 pub const KIND: &str = "Gateway";
+
+const USER_AGENT: &str = concat!("agentic-operator/", env!("CARGO_PKG_VERSION"));
+
+/// What a check was about: a Gateway (by uid, so a recreated one starts afresh), its
+/// generation and the version of its Secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subject {
+    uid: Option<String>,
+    generation: Option<i64>,
+    secret_version: Option<String>,
+}
+
+/// The last check of one Gateway, kept in memory: it decides when to check again without a
+/// status write per check, so an idle cluster sees no writes. A restarted operator checks
+/// every Gateway once.
+#[derive(Clone, Debug)]
+pub struct LastCheck {
+    subject: Subject,
+    at: Instant,
+    recheck_after: Duration,
+    /// A check succeeded for this subject.
+    verified: bool,
+}
 
 pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let namespace = namespace_of(gateway.as_ref(), KIND)?;
-    let (status, reason, message) = match &gateway.spec.credential_ref {
-        None => (
-            ConditionStatus::True,
-            "NoCredentialsRequired",
-            "the gateway has no credentialRef".to_string(),
-        ),
+    let name = gateway.name_any();
+    let spec = &gateway.spec;
+    let secret = match &spec.credential_ref {
+        None => None,
         Some(cred) => {
             let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-            match (secrets.get_opt(&cred.secret_name).await?, &cred.key) {
-                (None, _) => (
-                    ConditionStatus::False,
-                    "SecretNotFound",
-                    format!(
-                        "spec.credentialRef.secretName: Secret {} not found in namespace {namespace}",
-                        cred.secret_name
-                    ),
-                ),
-                (Some(secret), Some(key)) if !secret_has_key(&secret, key) => (
-                    ConditionStatus::False,
-                    "SecretKeyNotFound",
-                    format!(
-                        "spec.credentialRef.key: Secret {} has no key {key}",
-                        cred.secret_name
-                    ),
-                ),
-                (Some(_), _) => (
-                    ConditionStatus::True,
-                    "CredentialsFound",
-                    format!("credentials found in Secret {}", cred.secret_name),
-                ),
-            }
+            secrets.get_opt(&cred.secret_name).await?
         }
+    };
+    let secret_version = secret
+        .as_ref()
+        .and_then(|s| s.metadata.resource_version.clone());
+    let key = match (&spec.credential_ref, &secret) {
+        (Some(cred), Some(secret)) => cred.key.as_deref().and_then(|k| secret_value(secret, k)),
+        _ => None,
+    };
+    let endpoint = spec.endpoint.as_deref();
+    let plan = match &spec.credential_ref {
+        None => check::plan(&spec.provider, endpoint, Credential::None),
+        Some(cred) => match (&secret, &cred.key, key) {
+            (None, _, _) => Plan::Refuse(
+                check::REASON_SECRET_NOT_FOUND,
+                format!(
+                    "spec.credentialRef.secretName: Secret {} not found in namespace {namespace}",
+                    cred.secret_name
+                ),
+            ),
+            (Some(_), None, _) => check::plan(&spec.provider, endpoint, Credential::WholeSecret),
+            (Some(_), Some(k), None) => Plan::Refuse(
+                check::REASON_SECRET_KEY_NOT_FOUND,
+                format!(
+                    "spec.credentialRef.key: Secret {} has no key {k}",
+                    cred.secret_name
+                ),
+            ),
+            (Some(_), Some(_), Some(value)) => {
+                check::plan(&spec.provider, endpoint, Credential::Key(value))
+            }
+        },
     };
 
     let generation = gateway.metadata.generation;
     let old = gateway.status.clone().unwrap_or_default();
     let mut new = old.clone();
     new.observed_generation = generation;
-    set_condition(
-        &mut new.conditions,
-        CONDITION_READY,
-        status,
-        reason,
-        &message,
-        generation,
-        crate::now(),
-    );
+    let now = crate::now();
+    let ready = |status, reason: &str, message: &str, conditions: &mut Vec<_>| {
+        set_condition(
+            conditions,
+            CONDITION_READY,
+            status,
+            reason,
+            message,
+            generation,
+            now.clone(),
+        )
+    };
+    let checks_key = (namespace.clone(), name.clone());
+    let recheck = match plan {
+        Plan::Skip(message) => {
+            ready(
+                ConditionStatus::True,
+                check::REASON_VERIFICATION_SKIPPED,
+                &message,
+                &mut new.conditions,
+            );
+            remove_condition(&mut new.conditions, CONDITION_ENDPOINT_REACHABLE);
+            new.connection_verified = false;
+            ctx.forget_gateway_check(&checks_key);
+            None
+        }
+        Plan::Refuse(reason, message) => {
+            ready(
+                ConditionStatus::False,
+                reason,
+                &message,
+                &mut new.conditions,
+            );
+            remove_condition(&mut new.conditions, CONDITION_ENDPOINT_REACHABLE);
+            new.connection_verified = false;
+            ctx.forget_gateway_check(&checks_key);
+            None
+        }
+        Plan::Check(probe) => {
+            let subject = Subject {
+                uid: gateway.metadata.uid.clone(),
+                generation,
+                secret_version,
+            };
+            let last = ctx.gateway_check(&checks_key);
+            let same = last.as_ref().filter(|l| l.subject == subject);
+            match same {
+                Some(l) if l.at.elapsed() < l.recheck_after => {
+                    Some(l.recheck_after - l.at.elapsed())
+                }
+                _ => {
+                    // Without a record (a restarted operator) the status tells whether this
+                    // generation was verified; a record for another subject means a new
+                    // generation or credential, which must prove itself.
+                    let verified_before = match (&last, same) {
+                        (_, Some(l)) => l.verified,
+                        (Some(_), None) => false,
+                        (None, None) => {
+                            old.connection_verified
+                                && find_condition(&old.conditions, CONDITION_READY)
+                                    .is_some_and(|c| c.observed_generation == generation)
+                        }
+                    };
+                    let key_text = key.and_then(|k| std::str::from_utf8(k).ok());
+                    let observation = send(&probe, key_text, &namespace, &name).await?;
+                    let checked = check::checked(&probe.url, observation, verified_before);
+                    let reachable = &checked.reachable;
+                    set_condition(
+                        &mut new.conditions,
+                        CONDITION_ENDPOINT_REACHABLE,
+                        reachable.status,
+                        reachable.reason,
+                        &reachable.message,
+                        generation,
+                        now.clone(),
+                    );
+                    let r = &checked.ready;
+                    ready(r.status, r.reason, &r.message, &mut new.conditions);
+                    new.connection_verified = checked.connection_verified;
+                    ctx.record_gateway_check(
+                        checks_key,
+                        LastCheck {
+                            subject,
+                            at: Instant::now(),
+                            recheck_after: checked.recheck_after,
+                            verified: checked.connection_verified,
+                        },
+                    );
+                    Some(checked.recheck_after)
+                }
+            }
+        }
+    };
+
     if new != old {
         let api: Api<Gateway> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply_status(&api, &gateway.name_any(), &new).await?;
-        ctx.announce(
-            gateway.as_ref(),
-            &old.conditions,
-            &new.conditions,
-            CONDITION_READY,
-        )
-        .await;
+        apply_status(&api, &name, &new).await?;
+        for type_ in [CONDITION_READY, CONDITION_ENDPOINT_REACHABLE] {
+            ctx.announce(gateway.as_ref(), &old.conditions, &new.conditions, type_)
+                .await;
+        }
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, gateway.as_ref());
-    Ok(Action::await_change())
+    Ok(recheck.map_or_else(Action::await_change, Action::requeue))
 }
 
 pub fn error_policy(gateway: Arc<Gateway>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.backoff(KIND, gateway.as_ref(), error)
 }
 
-fn secret_has_key(secret: &Secret, key: &str) -> bool {
-    secret.data.as_ref().is_some_and(|d| d.contains_key(key))
-        || secret
-            .string_data
-            .as_ref()
-            .is_some_and(|d| d.contains_key(key))
+/// The value of `key` in `secret`.
+fn secret_value<'a>(secret: &'a Secret, key: &str) -> Option<&'a [u8]> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|v| v.0.as_slice())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|v| v.as_bytes())
+        })
+}
+
+/// Sends the check and says what came back. Bounded: [`check::CONNECT_TIMEOUT`] to connect,
+/// [`check::CHECK_TIMEOUT`] in all; redirects only within the endpoint's origin; of an error
+/// answer at most [`check::MAX_LOGGED_BODY_BYTES`] are read, for the log, with the key
+/// scrubbed. The key itself is never logged.
+async fn send(
+    probe: &Probe,
+    key: Option<&str>,
+    namespace: &str,
+    name: &str,
+) -> Result<Observation> {
+    // The workspace builds rustls with ring only; make it the process default unless the
+    // program chose one already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut headers = HeaderMap::new();
+    for (header, value) in &probe.headers {
+        let mut value = HeaderValue::from_bytes(value.as_bytes())
+            .map_err(|e| Error::HttpClient(format!("header {header}: {e}")))?;
+        value.set_sensitive(true);
+        headers.insert(HeaderName::from_static(header), value);
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(check::CONNECT_TIMEOUT)
+        .timeout(check::CHECK_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let url = attempt.url();
+            let within = attempt.previous().first().is_some_and(|first| {
+                first.scheme() == url.scheme()
+                    && first.host_str() == url.host_str()
+                    && first.port_or_known_default() == url.port_or_known_default()
+            });
+            if within && attempt.previous().len() <= check::MAX_REDIRECTS {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        }))
+        .user_agent(USER_AGENT)
+        .build()
+        .map_err(|e| Error::HttpClient(Chain(&e).to_string()))?;
+    let response = match client.get(&probe.url).headers(headers).send().await {
+        Ok(response) => response,
+        Err(error) => {
+            let observation = if error.is_timeout() {
+                Observation::TimedOut
+            } else if is_tls(&error) {
+                Observation::Tls
+            } else {
+                Observation::Unreachable
+            };
+            tracing::info!(namespace, gateway = name, url = %probe.url, ?observation, error = %Chain(&error), "gateway check failed");
+            return Ok(observation);
+        }
+    };
+    let code = response.status().as_u16();
+    if !response.status().is_success() {
+        let body = read_at_most(response, check::MAX_LOGGED_BODY_BYTES).await;
+        tracing::info!(
+            namespace,
+            gateway = name,
+            url = %probe.url,
+            status = code,
+            body = %check::scrubbed(&body, key),
+            "gateway check answered"
+        );
+    }
+    Ok(Observation::Status(code))
+}
+
+/// The first `limit` bytes of the body (a little more when a chunk ends past it); a body that
+/// fails halfway gives what arrived.
+async fn read_at_most(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body.truncate(limit);
+    body
+}
+
+/// Whether the request failed in the TLS handshake: rustls's error somewhere among the
+/// causes. `io::Error` hides its inner error from `source()` (and hyper-util wraps one
+/// `io::Error` in another), so inner errors are looked into too.
+fn is_tls(error: &(dyn std::error::Error + 'static)) -> bool {
+    error.is::<rustls::Error>()
+        || error
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .is_some_and(|inner| is_tls(inner))
+        || error.source().is_some_and(is_tls)
 }
 
 /// The Gateways that name `secret` as their credential.
@@ -111,4 +332,71 @@ pub fn gateways_using_secret<'a>(
         })
         .map(kube::runtime::reflector::ObjectRef::from_obj)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server on 127.0.0.1 that answers every connection with `reply` and closes it.
+    async fn answering(reply: &'static [u8]) -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut buf = [0u8; 1024];
+                let _ = stream.read(&mut buf).await;
+                let _ = stream.write_all(reply).await;
+            }
+        });
+        addr
+    }
+
+    fn probe(url: String) -> Probe {
+        Probe {
+            url,
+            headers: vec![("authorization", "Bearer sk-unit".to_string())],
+        }
+    }
+
+    #[tokio::test]
+    async fn https_to_a_plain_http_server_is_a_tls_failure() {
+        let addr = answering(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
+        let observed = send(
+            &probe(format!("https://{addr}/v1/models")),
+            None,
+            "ns",
+            "gw",
+        )
+        .await
+        .expect("a client");
+        assert_eq!(observed, Observation::Tls);
+    }
+
+    #[tokio::test]
+    async fn answers_and_closed_ports_are_told_apart() {
+        let addr =
+            answering(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n").await;
+        let observed = send(&probe(format!("http://{addr}/v1/models")), None, "ns", "gw")
+            .await
+            .expect("a client");
+        assert_eq!(observed, Observation::Status(503));
+
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("address");
+        let observed = send(
+            &probe(format!("http://{closed}/v1/models")),
+            None,
+            "ns",
+            "gw",
+        )
+        .await
+        .expect("a client");
+        assert_eq!(observed, Observation::Unreachable);
+    }
 }

@@ -489,6 +489,11 @@ pub fn controllers(
     let pod_config = watcher::Config::default().labels(RUN_LABEL);
     let agent_store = store.clone();
     let queue_store = store.clone();
+    let namespace_cap = ctx
+        .settings
+        .run_defaults
+        .max_concurrent_runs_per_namespace
+        .is_some();
     let mut agent_runs = agent_runs
         .watches(
             api_for::<Guarded<Agent>>(&client, namespace),
@@ -499,7 +504,8 @@ pub fn controllers(
                 })
             },
         )
-        // A run that changes (finishes) or goes frees a slot for the runs queued on its Agent.
+        // A run that changes (finishes) or goes frees a slot for the runs queued on its Agent,
+        // or on its namespace under the namespace cap.
         .watches(
             api_for::<Guarded<AgentRun>>(&client, namespace),
             config.clone(),
@@ -507,8 +513,9 @@ pub fn controllers(
                 let Ok(changed) = &changed.0 else {
                     return Vec::new();
                 };
+                let agent = (!namespace_cap).then_some(changed.spec.agent_ref.as_str());
                 related(&queue_store, changed, |runs, ns, _| {
-                    agentrun::runs_waiting_on_agent(runs, ns, &changed.spec.agent_ref)
+                    agentrun::runs_waiting(runs, ns, agent)
                 })
             },
         )

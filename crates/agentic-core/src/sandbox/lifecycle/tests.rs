@@ -340,6 +340,48 @@ fn runs_over_the_cap_wait_in_creation_order() {
 }
 
 #[test]
+fn the_namespace_cap_counts_every_agent_and_skips_runs_their_agent_holds_back() {
+    let pending = Some(AgentRunPhase::Pending);
+    let runs = vec![
+        queued_run("a-1", "a", 10, true, Some(AgentRunPhase::Running)),
+        queued_run("a-2", "a", 11, false, pending),
+        queued_run("b-1", "b", 12, true, Some(AgentRunPhase::Running)),
+        queued_run("b-2", "b", 13, false, pending),
+        queued_run("c-1", "c", 14, false, pending),
+        queued_run("c-2", "c", 15, false, None),
+    ];
+    let by_name = |name: &str| {
+        runs.iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+            .expect("run")
+    };
+    // Agent a runs one at a time: a-2 waits for it and keeps no place in the namespace queue.
+    let caps =
+        std::collections::BTreeMap::from([("a".to_string(), Some(1)), ("b".to_string(), None)]);
+    assert!(admit(by_name("a-2"), Some(1), &runs).is_err());
+    assert_eq!(admit_in_namespace(by_name("b-2"), 3, &runs, &caps), Ok(()));
+    let second = admit_in_namespace(by_name("c-1"), 3, &runs, &caps).expect_err("queued");
+    assert_eq!(second.reason, "Queued");
+    assert!(
+        second
+            .message
+            .starts_with("number 1 in the queue of namespace"),
+        "b-2 was first: {}",
+        second.message
+    );
+    assert!(second.message.contains("at most 3") && second.message.contains("2 are active"));
+    let third = admit_in_namespace(by_name("c-2"), 3, &runs, &caps).expect_err("queued");
+    assert!(
+        third.message.starts_with("number 2 in the queue"),
+        "{}",
+        third.message
+    );
+    // A cap the active runs already fill admits nobody, not even the first in line.
+    assert!(admit_in_namespace(by_name("b-2"), 2, &runs, &caps).is_err());
+    assert_eq!(admit_in_namespace(by_name("c-2"), 6, &runs, &caps), Ok(()));
+}
+
+#[test]
 fn cancelled_and_finished_runs_hold_no_place() {
     let mut cancelled = queued_run("first", "a", 1, false, Some(AgentRunPhase::Pending));
     cancelled.spec.cancel = Some(true);
