@@ -1515,3 +1515,50 @@ async fn run_contract_fields_are_checked() {
         )
         .await;
 }
+
+/// Kubernetes 1.36's env shapes, which Konveyor's schema takes: references without `name`
+/// and `fileKeyRef`. The server stores them as written and the operator's types keep
+/// `fileKeyRef` (an absent `name` reads as empty).
+#[tokio::test]
+async fn env_takes_the_kubernetes_1_36_shapes() {
+    let runs = kind::<AgentRun>("cel-run-env").await;
+    let spec = json!({"agentRef": "a",
+        "env": [
+            {"name": "FROM_CM", "valueFrom": {"configMapKeyRef": {"key": "k"}}},
+            {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"key": "k", "optional": true}}},
+            {"name": "FROM_FILE", "valueFrom": {"fileKeyRef": {
+                "volumeName": "config", "path": "app.env", "key": "TOKEN", "optional": false}}},
+        ],
+        "envFrom": [{"configMapRef": {}}, {"secretRef": {"optional": true}, "prefix": "S_"}],
+    });
+    for how in [Via::Apply, Via::Create] {
+        runs.accepts(how, "k8s-136", spec.clone()).await;
+    }
+    let typed: AgentRun = serde_json::from_value(json!({
+        "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
+        "metadata": {"name": "k8s-136"}, "spec": spec,
+    }))
+    .expect("the operator reads it");
+    let file = typed.spec.env[2]
+        .value_from
+        .as_ref()
+        .and_then(|source| source.file_key_ref.as_ref())
+        .expect("fileKeyRef is kept");
+    assert_eq!(
+        (
+            file.volume_name.as_str(),
+            file.path.as_str(),
+            file.key.as_str()
+        ),
+        ("config", "app.env", "TOKEN")
+    );
+    runs.rejects(
+        Via::Create,
+        "file-no-path",
+        json!({"agentRef": "a", "env": [{"name": "F", "valueFrom": {"fileKeyRef": {
+            "volumeName": "config", "key": "TOKEN"}}}]}),
+        "spec.env[0].valueFrom.fileKeyRef.path",
+        "Required value",
+    )
+    .await;
+}

@@ -10,39 +10,83 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 
 /// Unwraps the descriptions of every schema in every version of `crd`.
 pub(crate) fn unwrap_crd(crd: &mut CustomResourceDefinition) {
+    visit_crd(crd, &mut |schema| {
+        if let Some(description) = &mut schema.description {
+            *description = unwrap_lines(description);
+        }
+    });
+}
+
+/// The properties holding a reference to a ConfigMap or Secret by `name`, in `env` and
+/// `envFrom`: Kubernetes 1.36 (and Konveyor's schema) leaves `name` optional there.
+const NAMED_REFERENCES: [&str; 4] = [
+    "configMapKeyRef",
+    "secretKeyRef",
+    "configMapRef",
+    "secretRef",
+];
+
+/// Makes `name` optional in every reference of [`NAMED_REFERENCES`] under an `env` or
+/// `envFrom` property, where k8s-openapi's schema, older than that rule, still requires it.
+pub(crate) fn optional_reference_names(crd: &mut CustomResourceDefinition) {
+    visit_crd(crd, &mut |schema| {
+        for (property, env) in schema.properties.iter_mut().flatten() {
+            if property == "env" || property == "envFrom" {
+                visit_schema(env, &mut drop_required_names);
+            }
+        }
+    });
+}
+
+fn drop_required_names(schema: &mut JSONSchemaProps) {
+    for (property, reference) in schema.properties.iter_mut().flatten() {
+        if !NAMED_REFERENCES.contains(&property.as_str()) {
+            continue;
+        }
+        if let Some(required) = &mut reference.required {
+            required.retain(|field| field != "name");
+            if required.is_empty() {
+                reference.required = None;
+            }
+        }
+    }
+}
+
+/// Calls `f` on every schema in every version of `crd`, parents before children.
+fn visit_crd(crd: &mut CustomResourceDefinition, f: &mut impl FnMut(&mut JSONSchemaProps)) {
     for version in &mut crd.spec.versions {
         if let Some(schema) = version
             .schema
             .as_mut()
             .and_then(|s| s.open_api_v3_schema.as_mut())
         {
-            unwrap_schema(schema);
+            visit_schema(schema, f);
         }
     }
 }
 
-fn unwrap_schema(schema: &mut JSONSchemaProps) {
-    if let Some(description) = &mut schema.description {
-        *description = unwrap_lines(description);
-    }
+fn visit_schema(schema: &mut JSONSchemaProps, f: &mut impl FnMut(&mut JSONSchemaProps)) {
+    f(schema);
     let maps = [
         &mut schema.properties,
         &mut schema.pattern_properties,
         &mut schema.definitions,
     ];
     for sub in maps.into_iter().flatten().flat_map(|m| m.values_mut()) {
-        unwrap_schema(sub);
+        visit_schema(sub, f);
     }
     let lists = [&mut schema.all_of, &mut schema.any_of, &mut schema.one_of];
     for sub in lists.into_iter().flatten().flatten() {
-        unwrap_schema(sub);
+        visit_schema(sub, f);
     }
     if let Some(not) = &mut schema.not {
-        unwrap_schema(not);
+        visit_schema(not, f);
     }
     match &mut schema.items {
-        Some(JSONSchemaPropsOrArray::Schema(sub)) => unwrap_schema(sub),
-        Some(JSONSchemaPropsOrArray::Schemas(subs)) => subs.iter_mut().for_each(unwrap_schema),
+        Some(JSONSchemaPropsOrArray::Schema(sub)) => visit_schema(sub, f),
+        Some(JSONSchemaPropsOrArray::Schemas(subs)) => {
+            subs.iter_mut().for_each(|sub| visit_schema(sub, f))
+        }
         None => {}
     }
     for or_bool in [
@@ -53,12 +97,12 @@ fn unwrap_schema(schema: &mut JSONSchemaProps) {
     .flatten()
     {
         if let JSONSchemaPropsOrBool::Schema(sub) = or_bool {
-            unwrap_schema(sub);
+            visit_schema(sub, f);
         }
     }
     for dependency in schema.dependencies.iter_mut().flat_map(|m| m.values_mut()) {
         if let JSONSchemaPropsOrStringArray::Schema(sub) = dependency {
-            unwrap_schema(sub);
+            visit_schema(sub, f);
         }
     }
 }

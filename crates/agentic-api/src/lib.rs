@@ -50,7 +50,7 @@ pub const OBJECT_NAME_PATTERN: &str =
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// Every CustomResourceDefinition of this API, in a stable order, with descriptions unwrapped
-/// for `kubectl explain`.
+/// for `kubectl explain` and `name` optional in env's ConfigMap and Secret references.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![
         SkillCard::crd(),
@@ -60,6 +60,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         SkillCollection::crd(),
     ];
     crds.iter_mut().for_each(descriptions::unwrap_crd);
+    crds.iter_mut()
+        .for_each(descriptions::optional_reference_names);
     crds
 }
 

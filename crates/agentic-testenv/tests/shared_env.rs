@@ -268,7 +268,10 @@ async fn service_account_tokens_are_issued() {
         .create_subresource("token", "runner", &PostParams::default(), &request)
         .await
         .expect("request a token");
-    let token = issued.status.map(|status| status.token).unwrap_or_default();
+    let token = issued
+        .status
+        .and_then(|status| status.token)
+        .unwrap_or_default();
     // A signed JWT: header.payload.signature.
     assert_eq!(token.split('.').count(), 3, "not a JWT: {token:?}");
 }
