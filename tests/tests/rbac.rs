@@ -438,15 +438,16 @@ async fn watching_some_namespaces_grants_nothing_beyond_them() {
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await,
     );
+    // SkillCards may be created (a SkillCollection's), Agents never.
     assert_forbidden(
-        "creating a SkillCard",
-        Api::<SkillCard>::namespaced(sa.clone(), &watched)
+        "creating an Agent",
+        Api::<Agent>::namespaced(sa.clone(), &watched)
             .create(
                 &PostParams::default(),
                 &object(json!({
-                    "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
+                    "apiVersion": "konveyor.io/v1alpha1", "kind": "Agent",
                     "metadata": {"name": "planted"},
-                    "spec": {"inline": "---\nname: planted\ndescription: x\n---\nx\n"},
+                    "spec": {"image": "registry.invalid/agent:1"},
                 })),
             )
             .await,
@@ -495,9 +496,16 @@ async fn watching_every_namespace_reads_everywhere_and_deletes_only_what_runs_en
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await,
     );
+    // Single SkillCards, yes (those a SkillCollection no longer lists); all at once, never.
     assert_forbidden(
-        "deleting a SkillCard",
+        "deleting every SkillCard at once",
         Api::<SkillCard>::namespaced(sa.clone(), &elsewhere)
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "deleting an Agent",
+        Api::<Agent>::namespaced(sa.clone(), &elsewhere)
             .delete("any", &DeleteParams::default())
             .await,
     );
@@ -508,14 +516,14 @@ async fn watching_every_namespace_reads_everywhere_and_deletes_only_what_runs_en
             .await,
     );
     assert_forbidden(
-        "updating a SkillCard's spec",
-        Api::<SkillCard>::namespaced(sa.clone(), &elsewhere)
+        "updating an Agent's spec",
+        Api::<Agent>::namespaced(sa.clone(), &elsewhere)
             .patch(
                 "any",
                 &PatchParams::apply("intruder"),
                 &Patch::Apply(json!({
-                    "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
-                    "spec": {"inline": "x"},
+                    "apiVersion": "konveyor.io/v1alpha1", "kind": "Agent",
+                    "spec": {"image": "x"},
                 })),
             )
             .await,
