@@ -85,6 +85,18 @@ impl Operator {
         backend: SandboxBackend,
         insecure: Vec<String>,
     ) -> Self {
+        Self::start_watching(client, vec![namespace.to_string()], backend, insecure, None)
+    }
+
+    /// Starts the controllers for several namespaces, with cluster-wide default skills from
+    /// `default_skills_namespace`.
+    pub fn start_watching(
+        client: Client,
+        namespaces: Vec<String>,
+        backend: SandboxBackend,
+        insecure: Vec<String>,
+        default_skills_namespace: Option<String>,
+    ) -> Self {
         let metrics = Arc::new(Metrics::default());
         let readiness = Arc::new(Readiness::default());
         let settings = Settings {
@@ -95,12 +107,13 @@ impl Operator {
             sandbox_backend: backend,
             tag_refresh_interval: Duration::from_secs(2),
             run_defaults: RunDefaults::default(),
+            default_skills_namespace,
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(controllers::run(
             ctx,
-            Scope::Namespaces(vec![namespace.to_string()]),
+            Scope::Namespaces(namespaces),
             readiness.clone(),
             rx,
         ));

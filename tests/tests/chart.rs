@@ -142,6 +142,7 @@ fn default_values_create_the_cluster_wide_operator() {
             "--metrics-addr=0.0.0.0:8080",
             "--sandbox-backend=auto",
             "--tag-refresh-seconds=300",
+            "--default-skills-namespace=agentic-operator-system",
             "--log-format=text",
         ]
     );

@@ -49,6 +49,8 @@ pub struct RunOptions {
     pub leader_election: Option<LeaderElection>,
     pub tag_refresh_interval: Duration,
     pub run_defaults: RunDefaults,
+    /// Where the cluster-wide default skills are; None: only namespace defaults.
+    pub default_skills_namespace: Option<String>,
 }
 
 /// Which Lease replicas compete for, and how long a holder keeps it without renewing.
@@ -211,6 +213,7 @@ async fn lead(
         sandbox_backend: backend,
         tag_refresh_interval: options.tag_refresh_interval,
         run_defaults: options.run_defaults,
+        default_skills_namespace: options.default_skills_namespace.clone(),
     };
     let ctx = Arc::new(Context::new(client, settings, metrics));
     let controllers = controllers::run(ctx, options.scope, readiness, stop.subscribe());
