@@ -699,3 +699,57 @@ async fn default_skills_of_the_namespace_and_the_cluster() {
 
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn rules_larger_than_a_quarter_of_the_context_window_are_reported() {
+    let (ns, client, operator) = node_scenario("scol-rules", SandboxBackend::Pod).await;
+    // The gateway `llm` declares a context window of 128 000 tokens: a quarter is 32 000
+    // tokens, 96 000 bytes at 3 bytes a token.
+    llm_gateway(&client, &ns).await;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let rule = |body: &str| SkillCard {
+        metadata: meta("house-rules"),
+        spec: SkillCardSpec {
+            inline: Some(format!(
+                "---\nname: house-rules\ndescription: Always follow these.\n---\n{body}"
+            )),
+            skill_type: SkillType::Rule,
+            ..SkillCardSpec::default()
+        },
+        status: None,
+    };
+    let big = "Never commit secrets.\n".repeat(5000);
+    apply(&cards, &rule(&big)).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(&agents, &agent("ruled", &["house-rules"], &[])).await;
+    let exceeded = wait_for(&agents, "ruled", "rules reported too large", |a: &Agent| {
+        has_condition(a.conditions(), "Ready", "True", "AgentReady")
+            && has_condition(
+                a.conditions(),
+                "RulesFitContext",
+                "False",
+                "RulesExceedContext",
+            )
+    })
+    .await;
+    let message = &condition(exceeded.conditions(), "RulesFitContext")
+        .expect("condition")
+        .message;
+    assert!(
+        message.contains(&format!("are {} bytes", big.len())) && message.contains("is 32000"),
+        "{message}"
+    );
+    let card = cards.get("house-rules").await.expect("card");
+    assert_eq!(
+        card.status.and_then(|s| s.body_bytes),
+        Some(i64::try_from(big.len()).expect("fits"))
+    );
+
+    apply(&cards, &rule("Never commit secrets.\n")).await;
+    wait_for(&agents, "ruled", "rules fit", |a: &Agent| {
+        has_condition(a.conditions(), "RulesFitContext", "True", "RulesFit")
+    })
+    .await;
+
+    operator.stop().await;
+}

@@ -53,6 +53,59 @@ pub struct ResolvedSkills {
     pub skills: Vec<AgentSkill>,
     /// Names of the `type: rule` skills, sorted.
     pub rules: Vec<String>,
+    /// The SKILL.md bodies of the rules together, in bytes (`status.bodyBytes` of their
+    /// cards): what every prompt carries.
+    pub rule_body_bytes: u64,
+}
+
+/// The bytes one token is counted for: a conservative estimate (English prose averages about
+/// four bytes a token, code and other languages fewer), so the estimate errs high.
+pub const BYTES_PER_TOKEN: u64 = 3;
+/// The share of the smallest gateway context window, in percent, an Agent's rules may take
+/// before `RulesFitContext` turns False: the rest is for the prompt, the task and the work.
+pub const RULES_CONTEXT_SHARE_PERCENT: u64 = 25;
+/// The condition an Agent with rules and gateways reports about their size.
+pub const CONDITION_RULES_FIT_CONTEXT: &str = "RulesFitContext";
+/// `RulesFitContext` = True: the rules take at most their share of the context window.
+pub const REASON_RULES_FIT: &str = "RulesFit";
+/// `RulesFitContext` = False: the rules take more than their share of the context window.
+pub const REASON_RULES_EXCEED_CONTEXT: &str = "RulesExceedContext";
+
+/// Whether an Agent's rules (`rule_body_bytes` of SKILL.md bodies, estimated at one token per
+/// [`BYTES_PER_TOKEN`] bytes, rounded up) fit [`RULES_CONTEXT_SHARE_PERCENT`] of the smallest
+/// positive `contextWindow` of its gateways: `(fits, reason, message)`, or `None` without
+/// rules or without a context window to compare with.
+pub fn rules_fit(
+    rules: &[String],
+    rule_body_bytes: u64,
+    context_windows: &[i64],
+) -> Option<(bool, &'static str, String)> {
+    if rules.is_empty() {
+        return None;
+    }
+    let smallest = context_windows
+        .iter()
+        .filter_map(|w| u64::try_from(*w).ok())
+        .filter(|w| *w > 0)
+        .min()?;
+    let tokens = rule_body_bytes.div_ceil(BYTES_PER_TOKEN);
+    let budget = smallest.saturating_mul(RULES_CONTEXT_SHARE_PERCENT) / 100;
+    let summary = format!(
+        "the {} rule(s) ({}) are {rule_body_bytes} bytes, about {tokens} tokens at {BYTES_PER_TOKEN} bytes a token; {RULES_CONTEXT_SHARE_PERCENT}% of the smallest gateway context window ({smallest} tokens) is {budget}",
+        rules.len(),
+        rules.join(", ")
+    );
+    Some(if tokens <= budget {
+        (true, REASON_RULES_FIT, summary)
+    } else {
+        (
+            false,
+            REASON_RULES_EXCEED_CONTEXT,
+            format!(
+                "{summary}: every prompt starts with the rules, leaving little room for the work"
+            ),
+        )
+    })
 }
 
 /// One SkillCard of an Agent's skill set, as read.
@@ -112,7 +165,11 @@ pub fn resolve_skills(cards: &[CardRef]) -> Result<ResolvedSkills, Error> {
     }
 
     let mut by_name: BTreeMap<&str, AgentSkill> = BTreeMap::new();
+    let mut rule_body_bytes = 0;
     for (entry, card, skill, source) in usable {
+        if card.spec.skill_type == SkillType::Rule {
+            rule_body_bytes += body_bytes_of(card);
+        }
         if let Some(first) = by_name.get(skill.name.as_str()) {
             return Err(Error::DuplicateSkillName {
                 skill: skill.name.clone(),
@@ -149,7 +206,11 @@ pub fn resolve_skills(cards: &[CardRef]) -> Result<ResolvedSkills, Error> {
         .filter(|s| s.skill_type == SkillType::Rule)
         .map(|s| s.name.clone())
         .collect();
-    Ok(ResolvedSkills { skills, rules })
+    Ok(ResolvedSkills {
+        skills,
+        rules,
+        rule_body_bytes,
+    })
 }
 
 /// The SkillCards of an Agent's `spec.skillCollections`: `collections` holds, in spec order,
@@ -288,7 +349,7 @@ pub fn apply_defaults(
     defaults: &[DefaultCollection],
 ) -> (ResolvedSkills, DefaultsReport) {
     let mut report = DefaultsReport::default();
-    let mut candidates: BTreeMap<String, Vec<AgentSkill>> = BTreeMap::new();
+    let mut candidates: BTreeMap<String, Vec<(AgentSkill, u64)>> = BTreeMap::new();
     for default in defaults {
         let label = format!("SkillCollection {}/{}", default.namespace, default.name);
         let collection = match default.collection {
@@ -345,25 +406,28 @@ pub fn apply_defaults(
             };
             let found = candidates.entry(skill.name.clone()).or_default();
             let cluster = default.scope == DefaultScope::Cluster;
-            if found.iter().any(|s| {
+            if found.iter().any(|(s, _)| {
                 s.skill_card == *card_name
                     && s.namespace.as_deref() == cluster.then_some(default.namespace)
             }) {
                 continue;
             }
-            found.push(AgentSkill {
-                name: skill.name.clone(),
-                skill_card: card_name.to_string(),
-                collection: Some(default.name.to_string()),
-                namespace: cluster.then(|| default.namespace.to_string()),
-                origin: if cluster {
-                    SkillOrigin::ClusterDefault
-                } else {
-                    SkillOrigin::NamespaceDefault
+            found.push((
+                AgentSkill {
+                    name: skill.name.clone(),
+                    skill_card: card_name.to_string(),
+                    collection: Some(default.name.to_string()),
+                    namespace: cluster.then(|| default.namespace.to_string()),
+                    origin: if cluster {
+                        SkillOrigin::ClusterDefault
+                    } else {
+                        SkillOrigin::NamespaceDefault
+                    },
+                    image,
+                    skill_type: card.spec.skill_type,
                 },
-                image,
-                skill_type: card.spec.skill_type,
-            });
+                body_bytes_of(card),
+            ));
         }
     }
 
@@ -372,6 +436,7 @@ pub fn apply_defaults(
         None => format!("SkillCard {}", s.skill_card),
     };
     let mut skills = resolved.skills;
+    let mut rule_body_bytes = resolved.rule_body_bytes;
     let own: BTreeMap<String, String> = skills
         .iter()
         .map(|s| (s.name.clone(), s.skill_card.clone()))
@@ -380,23 +445,26 @@ pub fn apply_defaults(
         if let Some(card) = own.get(&name) {
             report.shadowed.push(format!(
                 "{name} ({} replaced by SkillCard {card})",
-                describe(&found[0])
+                describe(&found[0].0)
             ));
             continue;
         }
         if found.len() > 1 {
-            let sources: Vec<String> = found.iter().map(describe).collect();
+            let sources: Vec<String> = found.iter().map(|(s, _)| describe(s)).collect();
             report
                 .conflicts
                 .push(format!("{name} ({})", sources.join(" and ")));
             continue;
         }
-        let Some(skill) = found.into_iter().next() else {
+        let Some((skill, bytes)) = found.into_iter().next() else {
             continue;
         };
         report
             .applied
             .push(format!("{name} ({})", describe(&skill)));
+        if skill.skill_type == SkillType::Rule {
+            rule_body_bytes += bytes;
+        }
         skills.push(skill);
     }
     skills.sort_by(|a, b| a.name.cmp(&b.name));
@@ -405,7 +473,23 @@ pub fn apply_defaults(
         .filter(|s| s.skill_type == SkillType::Rule)
         .map(|s| s.name.clone())
         .collect();
-    (ResolvedSkills { skills, rules }, report)
+    (
+        ResolvedSkills {
+            skills,
+            rules,
+            rule_body_bytes,
+        },
+        report,
+    )
+}
+
+/// The SKILL.md body size a card's status reports; 0 when it reports none.
+fn body_bytes_of(card: &SkillCard) -> u64 {
+    card.status
+        .as_ref()
+        .and_then(|s| s.body_bytes)
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0)
 }
 
 /// Why a SkillCard cannot be mounted now, or `None` when it can.

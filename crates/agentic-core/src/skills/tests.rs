@@ -768,3 +768,33 @@ fn defaults_are_best_effort_own_skills_win_and_duplicates_are_left_out() {
     assert_eq!(same, explicit);
     assert_eq!(report.condition(), None);
 }
+
+#[test]
+fn rule_bodies_are_summed_and_compared_with_a_quarter_of_the_smallest_window() {
+    let mut rule = image_card("rule-card", "house-rules");
+    rule.spec.skill_type = SkillType::Rule;
+    if let Some(status) = rule.status.as_mut() {
+        status.body_bytes = Some(3000);
+    }
+    let mut plain = image_card("plain-card", "java");
+    if let Some(status) = plain.status.as_mut() {
+        status.body_bytes = Some(90_000);
+    }
+    let resolved =
+        resolve(&[("rule-card", Some(&rule)), ("plain-card", Some(&plain))]).expect("usable");
+    assert_eq!(resolved.rule_body_bytes, 3000, "only rules count");
+
+    // 3000 bytes are 1000 tokens; a quarter of 4000 is 1000: fits, one more byte does not.
+    let (fits, reason, message) =
+        rules_fit(&resolved.rules, 3000, &[128_000, 4000, 0, -1]).expect("a verdict");
+    assert!(fits);
+    assert_eq!(reason, REASON_RULES_FIT);
+    assert!(message.contains("about 1000 tokens"), "{message}");
+    assert!(message.contains("(4000 tokens) is 1000"), "{message}");
+    let (fits, reason, _) = rules_fit(&resolved.rules, 3001, &[4000]).expect("a verdict");
+    assert!(!fits);
+    assert_eq!(reason, REASON_RULES_EXCEED_CONTEXT);
+
+    assert_eq!(rules_fit(&[], 99_999, &[4000]), None, "no rules");
+    assert_eq!(rules_fit(&resolved.rules, 3000, &[0]), None, "no window");
+}

@@ -10,8 +10,9 @@ use agentic_api::{
 };
 use agentic_core::conditions::{find_condition, remove_condition, set_condition};
 use agentic_core::skills::{
-    CONDITION_DEFAULT_SKILLS, CardRef, DefaultCollection, DefaultScope, Lookup, ResolvedSkills,
-    apply_defaults, collection_cards, resolve_gateways, resolve_skill_delivery, resolve_skills,
+    CONDITION_DEFAULT_SKILLS, CONDITION_RULES_FIT_CONTEXT, CardRef, DefaultCollection,
+    DefaultScope, Lookup, ResolvedSkills, apply_defaults, collection_cards, resolve_gateways,
+    resolve_skill_delivery, resolve_skills, rules_fit,
 };
 use kube::api::ListParams;
 use kube::core::DeserializeGuard;
@@ -73,8 +74,17 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
         }
         other => (other, None),
     };
+    let mut rules = None;
     let ready = match (skills, resolve_gateways(&gateway_refs)) {
         (Ok(resolved), Ok(())) => {
+            let windows: Vec<i64> = gateway_refs
+                .iter()
+                .filter_map(|(_, g)| match g {
+                    Lookup::Found(g) => Some(g.spec.model.context_window),
+                    _ => None,
+                })
+                .collect();
+            rules = rules_fit(&resolved.rules, resolved.rule_body_bytes, &windows);
             let message = format!(
                 "{} skill(s) and {} gateway(s) are ready",
                 resolved.skills.len(),
@@ -146,6 +156,27 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
         }
     }
 
+    match rules {
+        Some((fits, reason, message)) => {
+            set_condition(
+                &mut new.conditions,
+                CONDITION_RULES_FIT_CONTEXT,
+                if fits {
+                    ConditionStatus::True
+                } else {
+                    ConditionStatus::False
+                },
+                reason,
+                &message,
+                generation,
+                crate::now(),
+            );
+        }
+        None => {
+            remove_condition(&mut new.conditions, CONDITION_RULES_FIT_CONTEXT);
+        }
+    }
+
     // Apply.
     if new != old {
         let api: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -169,6 +200,13 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
             &old.conditions,
             &new.conditions,
             CONDITION_DEFAULT_SKILLS,
+        )
+        .await;
+        ctx.announce(
+            agent.as_ref(),
+            &old.conditions,
+            &new.conditions,
+            CONDITION_RULES_FIT_CONTEXT,
         )
         .await;
     }

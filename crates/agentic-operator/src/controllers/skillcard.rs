@@ -32,6 +32,7 @@ enum Verdict {
         skill: SkillFrontmatter,
         resolved_image: Option<String>,
         delivery: DeliveryMode,
+        body_bytes: Option<i64>,
     },
     Invalid {
         reason: &'static str,
@@ -83,10 +84,12 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
             skill,
             resolved_image,
             delivery,
+            body_bytes,
         } => {
             let message = format!("skill {} is valid", skill.name);
             status.skill = Some(skill);
             status.resolved_image = resolved_image;
+            status.body_bytes = body_bytes;
             status.delivery_mode = Some(delivery);
             set_condition(
                 &mut status.conditions,
@@ -111,6 +114,7 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
             }
             status.skill = None;
             status.resolved_image = None;
+            status.body_bytes = None;
             status.delivery_mode = delivery_of(&card);
             set_condition(
                 &mut status.conditions,
@@ -247,6 +251,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
             skill,
             resolved_image: Some(resolved),
             delivery: DeliveryMode::Image,
+            body_bytes: old.body_bytes,
         });
     }
 
@@ -276,6 +281,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
                 skill: frontmatter_of(frontmatter),
                 resolved_image: Some(content.image.repository_with_digest.clone()),
                 delivery: DeliveryMode::Image,
+                body_bytes: body_bytes_of(&content.skill_md),
             },
             None => rejected("InvalidSkill", content.report.summary()),
         },
@@ -410,6 +416,7 @@ async fn evaluate_inline(
                 skill: frontmatter_of(frontmatter),
                 resolved_image: None,
                 delivery: DeliveryMode::Inline,
+                body_bytes: body_bytes_of(text.as_bytes()),
             })
         }
         _ => Ok(invalid(
@@ -417,6 +424,10 @@ async fn evaluate_inline(
             format!("spec.inline: {}", report.summary()),
         )),
     }
+}
+
+fn body_bytes_of(skill_md: &[u8]) -> Option<i64> {
+    agentic_skill::body_bytes(skill_md).and_then(|n| i64::try_from(n).ok())
 }
 
 fn frontmatter_of(f: &agentic_skill::Frontmatter) -> SkillFrontmatter {
