@@ -97,6 +97,38 @@ impl Operator {
         insecure: Vec<String>,
         run_defaults: RunDefaults,
     ) -> Self {
+        let namespaces = vec![namespace.to_string()];
+        Self::launch(client, namespaces, backend, insecure, None, run_defaults)
+    }
+
+    /// Starts the controllers for several namespaces, with cluster-wide default skills from
+    /// `default_skills_namespace`.
+    pub fn start_watching(
+        client: Client,
+        namespaces: Vec<String>,
+        backend: SandboxBackend,
+        insecure: Vec<String>,
+        default_skills_namespace: Option<String>,
+    ) -> Self {
+        let run_defaults = RunDefaults::default();
+        Self::launch(
+            client,
+            namespaces,
+            backend,
+            insecure,
+            default_skills_namespace,
+            run_defaults,
+        )
+    }
+
+    fn launch(
+        client: Client,
+        namespaces: Vec<String>,
+        backend: SandboxBackend,
+        insecure: Vec<String>,
+        default_skills_namespace: Option<String>,
+        run_defaults: RunDefaults,
+    ) -> Self {
         let metrics = Arc::new(Metrics::default());
         let readiness = Arc::new(Readiness::default());
         let settings = Settings {
@@ -111,12 +143,13 @@ impl Operator {
             sandbox_backend: backend,
             tag_refresh_interval: Duration::from_secs(2),
             run_defaults,
+            default_skills_namespace,
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(controllers::run(
             ctx,
-            Scope::Namespaces(vec![namespace.to_string()]),
+            Scope::Namespaces(namespaces),
             readiness.clone(),
             rx,
         ));

@@ -147,6 +147,7 @@ fn default_values_create_the_cluster_wide_operator() {
             "--sandbox-backend=auto",
             "--tag-refresh-seconds=300",
             "--startup-deadline-seconds=600",
+            "--default-skills-namespace=agentic-operator-system",
             "--log-format=text",
         ]
     );

@@ -1,7 +1,8 @@
 //! SkillCollections against a real API server, registry and node: an image's skills listed
 //! through the registry into owned, pinned SkillCards, pruned when they leave the image, a
 //! foreign card of a generated name never touched; explicit lists; Agents getting a
-//! collection's skills, and a run's pod seeing them.
+//! collection's skills, and a run's pod seeing them; default skills of a namespace and of
+//! the cluster.
 //!
 //! Every test here runs on the control plane with a node (one test binary uses one), so
 //! each starts with `node_scenario`.
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, SKILL_COLLECTION_LABEL,
     SkillCard, SkillCardSpec, SkillCollection, SkillCollectionSkill, SkillCollectionSpec,
-    SkillType,
+    SkillOrigin, SkillType,
 };
 use agentic_integration_tests::{
     apply, condition, has_condition, llm_gateway, node_scenario, push, stub_agent, wait_for,
@@ -505,4 +506,250 @@ where
         "{name} still exists after {:?}",
         agentic_integration_tests::CONVERGE
     );
+}
+
+#[tokio::test]
+async fn default_skills_of_the_namespace_and_the_cluster() {
+    let env = agentic_integration_tests::node_env().await;
+    let client = env.client();
+    let ns = env.namespace("scol-defaults").await.expect("namespace");
+    let platform = env.namespace("scol-platform").await.expect("namespace");
+    let operator = agentic_integration_tests::Operator::start_watching(
+        client.clone(),
+        vec![ns.clone(), platform.clone()],
+        SandboxBackend::Pod,
+        vec![agentic_integration_tests::registry().await],
+        Some(platform.clone()),
+    );
+    llm_gateway(&client, &ns).await;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let java = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let audit = write_skill(tmp.path(), "audit", "Audit a migration.");
+    let style = write_skill(tmp.path(), "style", "House style.");
+    let own = push(std::slice::from_ref(&java), &format!("{ns}/java:1")).await;
+    let house = push(&[style, audit.clone()], &format!("{ns}/house:1")).await;
+    let rules = push(&[java, audit], &format!("{platform}/rules:1")).await;
+
+    let labelled = |name: &str, spec: SkillCollectionSpec| SkillCollection {
+        metadata: ObjectMeta {
+            labels: Some(BTreeMap::from([(
+                agentic_api::DEFAULT_SKILLS_LABEL.to_string(),
+                "true".to_string(),
+            )])),
+            ..meta(name)
+        },
+        spec,
+        status: None,
+    };
+    let in_ns: Api<SkillCollection> = Api::namespaced(client.clone(), &ns);
+    let in_platform: Api<SkillCollection> = Api::namespaced(client.clone(), &platform);
+    // Cluster-wide: java-upgrade (which the Agent has itself) and audit.
+    apply(&in_platform, &labelled("rules", of_image(&tag_of(&rules)))).await;
+    // The namespace's: style, and audit again (from another card: a conflict), and one that
+    // never gets Ready (a git source).
+    apply(&in_ns, &labelled("house", of_image(&tag_of(&house)))).await;
+    apply(
+        &in_ns,
+        &labelled(
+            "broken",
+            SkillCollectionSpec {
+                skills: Some(vec![SkillCollectionSkill {
+                    name: "git".into(),
+                    source: Some("https://git.invalid/skills.git".into()),
+                    ..SkillCollectionSkill::default()
+                }]),
+                ..SkillCollectionSpec::default()
+            },
+        ),
+    )
+    .await;
+    ready_reason(&in_platform, "rules", "True", "AllSkillsResolved").await;
+    ready_reason(&in_ns, "house", "True", "AllSkillsResolved").await;
+
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &cards,
+        &SkillCard {
+            metadata: meta("java"),
+            spec: SkillCardSpec {
+                image: Some(tag_of(&own)),
+                ..SkillCardSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    let mut migrator = agent("migrator", &["java"], &[]);
+    migrator.spec.image = stub_agent().await;
+    apply(&agents, &migrator).await;
+
+    // Best effort: Ready, with the defaults that could be used; the condition names the
+    // skipped collection, the shadowed default and the conflicting one.
+    let skipped = |a: &Agent| {
+        has_condition(a.conditions(), "Ready", "True", "AgentReady")
+            && has_condition(
+                a.conditions(),
+                "DefaultSkills",
+                "False",
+                "DefaultSkillsSkipped",
+            )
+    };
+    let ready = wait_for(&agents, "migrator", "Ready, defaults skipped", skipped).await;
+    let status = ready.status.clone().expect("status");
+    let skills: Vec<(&str, &str, Option<&str>, SkillOrigin)> = status
+        .skills
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.skill_card.as_str(),
+                s.namespace.as_deref(),
+                s.origin,
+            )
+        })
+        .collect();
+    assert_eq!(
+        skills,
+        [
+            ("java-upgrade", "java", None, SkillOrigin::Agent),
+            ("style", "house-style", None, SkillOrigin::NamespaceDefault),
+        ]
+    );
+    let message = &condition(ready.conditions(), "DefaultSkills")
+        .expect("condition")
+        .message;
+    assert!(
+        message.contains(&format!("SkillCollection {ns}/broken")),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "java-upgrade (SkillCard {platform}/rules-java-upgrade replaced by SkillCard java)"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "audit (SkillCard house-audit and SkillCard {platform}/rules-audit)"
+        )),
+        "{message}"
+    );
+
+    // Without the namespace's audit and the broken collection, the cluster's audit applies.
+    in_ns
+        .delete("broken", &DeleteParams::default())
+        .await
+        .expect("delete broken");
+    apply(&in_ns, &collection("house", of_image(&tag_of(&house)))).await;
+    let applied = wait_for(
+        &agents,
+        "migrator",
+        "the cluster default applied",
+        |a: &Agent| {
+            has_condition(
+                a.conditions(),
+                "DefaultSkills",
+                "True",
+                "DefaultSkillsShadowed",
+            ) && a.status.as_ref().is_some_and(|s| s.skills.len() == 2)
+        },
+    )
+    .await;
+    let audit_skill = applied
+        .status
+        .as_ref()
+        .and_then(|s| s.skills.iter().find(|s| s.name == "audit"))
+        .expect("audit from the cluster default")
+        .clone();
+    assert_eq!(audit_skill.origin, SkillOrigin::ClusterDefault);
+    assert_eq!(audit_skill.namespace.as_deref(), Some(platform.as_str()));
+    assert_eq!(audit_skill.collection.as_deref(), Some("rules"));
+
+    // The run's pod mounts the cluster default, read from the other namespace's card.
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &runs,
+        &AgentRun {
+            metadata: meta("audit-it"),
+            spec: AgentRunSpec {
+                agent_ref: "migrator".into(),
+                ..AgentRunSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    let done = wait_phase(&runs, "audit-it", AgentRunPhase::Succeeded).await;
+    let pinned: Vec<&str> = done
+        .status
+        .as_ref()
+        .map(|s| s.skills.iter().map(|p| p.name.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(pinned, ["audit", "java-upgrade"]);
+
+    // Opting out: only the Agent's own skill, and no DefaultSkills condition.
+    let mut alone = agent("alone", &["java"], &[]);
+    alone.spec.default_skills = Some(false);
+    apply(&agents, &alone).await;
+    let alone = ready_reason(&agents, "alone", "True", "AgentReady").await;
+    let status = alone.status.as_ref().expect("status");
+    assert_eq!(status.skills.len(), 1, "{status:#?}");
+    assert!(condition(&status.conditions, "DefaultSkills").is_none());
+
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn rules_larger_than_a_quarter_of_the_context_window_are_reported() {
+    let (ns, client, operator) = node_scenario("scol-rules", SandboxBackend::Pod).await;
+    // The gateway `llm` declares a context window of 128 000 tokens: a quarter is 32 000
+    // tokens, 96 000 bytes at 3 bytes a token.
+    llm_gateway(&client, &ns).await;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let rule = |body: &str| SkillCard {
+        metadata: meta("house-rules"),
+        spec: SkillCardSpec {
+            inline: Some(format!(
+                "---\nname: house-rules\ndescription: Always follow these.\n---\n{body}"
+            )),
+            skill_type: SkillType::Rule,
+            ..SkillCardSpec::default()
+        },
+        status: None,
+    };
+    let big = "Never commit secrets.\n".repeat(5000);
+    apply(&cards, &rule(&big)).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(&agents, &agent("ruled", &["house-rules"], &[])).await;
+    let exceeded = wait_for(&agents, "ruled", "rules reported too large", |a: &Agent| {
+        has_condition(a.conditions(), "Ready", "True", "AgentReady")
+            && has_condition(
+                a.conditions(),
+                "RulesFitContext",
+                "False",
+                "RulesExceedContext",
+            )
+    })
+    .await;
+    let message = &condition(exceeded.conditions(), "RulesFitContext")
+        .expect("condition")
+        .message;
+    assert!(
+        message.contains(&format!("are {} bytes", big.len())) && message.contains("is 32000"),
+        "{message}"
+    );
+    let card = cards.get("house-rules").await.expect("card");
+    assert_eq!(
+        card.status.and_then(|s| s.body_bytes),
+        Some(i64::try_from(big.len()).expect("fits"))
+    );
+
+    apply(&cards, &rule("Never commit secrets.\n")).await;
+    wait_for(&agents, "ruled", "rules fit", |a: &Agent| {
+        has_condition(a.conditions(), "RulesFitContext", "True", "RulesFit")
+    })
+    .await;
+
+    operator.stop().await;
 }

@@ -101,6 +101,7 @@ fn run_options(ns: &str) -> RunOptions {
         leader_election: None,
         tag_refresh_interval: Duration::from_secs(60),
         run_defaults: RunDefaults::default(),
+        default_skills_namespace: None,
     }
 }
 
@@ -157,6 +158,7 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
         sandbox_backend: SandboxBackend::Pod,
         tag_refresh_interval: Duration::from_secs(60),
         run_defaults: RunDefaults::default(),
+        default_skills_namespace: None,
     };
     let ctx = Arc::new(Context::new(
         env.client(),

@@ -246,6 +246,7 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
             )),
             tag_refresh_interval: Duration::from_secs(2),
             run_defaults: RunDefaults::default(),
+            default_skills_namespace: None,
         },
         shutdown,
     )
@@ -439,15 +440,16 @@ async fn watching_some_namespaces_grants_nothing_beyond_them() {
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await,
     );
+    // SkillCards may be created (a SkillCollection's), Agents never.
     assert_forbidden(
-        "creating a SkillCard",
-        Api::<SkillCard>::namespaced(sa.clone(), &watched)
+        "creating an Agent",
+        Api::<Agent>::namespaced(sa.clone(), &watched)
             .create(
                 &PostParams::default(),
                 &object(json!({
-                    "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
+                    "apiVersion": "konveyor.io/v1alpha1", "kind": "Agent",
                     "metadata": {"name": "planted"},
-                    "spec": {"inline": "---\nname: planted\ndescription: x\n---\nx\n"},
+                    "spec": {"image": "registry.invalid/agent:1"},
                 })),
             )
             .await,
@@ -496,9 +498,16 @@ async fn watching_every_namespace_reads_everywhere_and_deletes_only_what_runs_en
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await,
     );
+    // Single SkillCards, yes (those a SkillCollection no longer lists); all at once, never.
     assert_forbidden(
-        "deleting a SkillCard",
+        "deleting every SkillCard at once",
         Api::<SkillCard>::namespaced(sa.clone(), &elsewhere)
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "deleting an Agent",
+        Api::<Agent>::namespaced(sa.clone(), &elsewhere)
             .delete("any", &DeleteParams::default())
             .await,
     );
@@ -509,14 +518,14 @@ async fn watching_every_namespace_reads_everywhere_and_deletes_only_what_runs_en
             .await,
     );
     assert_forbidden(
-        "updating a SkillCard's spec",
-        Api::<SkillCard>::namespaced(sa.clone(), &elsewhere)
+        "updating an Agent's spec",
+        Api::<Agent>::namespaced(sa.clone(), &elsewhere)
             .patch(
                 "any",
                 &PatchParams::apply("intruder"),
                 &Patch::Apply(json!({
-                    "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCard",
-                    "spec": {"inline": "x"},
+                    "apiVersion": "konveyor.io/v1alpha1", "kind": "Agent",
+                    "spec": {"image": "x"},
                 })),
             )
             .await,

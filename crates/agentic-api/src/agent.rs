@@ -66,6 +66,15 @@ pub struct AgentSpec {
     #[x_kube(merge_strategy = ListMerge::Map(vec!["ref".into()]))]
     pub skill_collections: Vec<ObjectRef>,
 
+    /// Whether the default skills apply to this Agent: the SkillCollections labelled
+    /// `konveyor.io/default-skills: "true"` in its namespace, and in the operator's
+    /// `--default-skills-namespace` for the whole cluster. Default true; `false` opts out.
+    /// Defaults are best effort (one that is not Ready is left out, and the `DefaultSkills`
+    /// condition says so) and an Agent's own skill of the same name wins. (An
+    /// agentic-operator extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_skills: Option<bool>,
+
     /// Parameters a run may set; the sandbox reads them, typed and with defaults applied,
     /// from `/run/konveyor/params.json`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -200,10 +209,33 @@ pub struct AgentSkill {
     /// The SkillCollection that brought the SkillCard; absent for `spec.skillCards`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collection: Option<String>,
+    /// The namespace of the SkillCard and its collection, when it is not the Agent's: a
+    /// cluster-wide default skill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Where the skill came from: `Agent` (`spec.skillCards`), `Collection`
+    /// (`spec.skillCollections`), `NamespaceDefault` or `ClusterDefault` (a default-skills
+    /// collection of the Agent's namespace, or of the operator's default-skills namespace).
+    #[serde(default)]
+    pub origin: SkillOrigin,
     /// The validated image pinned by digest; absent for inline skills.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// `skill` or `rule`.
     #[serde(rename = "type")]
     pub skill_type: SkillType,
+}
+
+/// Where a skill of an Agent came from.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SkillOrigin {
+    /// The Agent's `spec.skillCards`.
+    #[default]
+    Agent,
+    /// One of the Agent's `spec.skillCollections`.
+    Collection,
+    /// A default-skills SkillCollection of the Agent's namespace.
+    NamespaceDefault,
+    /// A default-skills SkillCollection of the operator's `--default-skills-namespace`.
+    ClusterDefault,
 }

@@ -18,7 +18,9 @@ mod gitconfig;
 mod skillcard;
 mod skillcollection;
 
-pub use agent::{Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType};
+pub use agent::{
+    Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType, SkillOrigin,
+};
 pub use agentrun::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam};
 pub use condition::{CONDITION_READY, ConditionStatus};
 pub use execution::{ExecutionLimits, ExecutionMode, MAX_COST_PATTERN, RunExecution};
@@ -31,8 +33,8 @@ pub use skillcard::{
     DeliveryMode, SecretRef, SkillCard, SkillCardSpec, SkillCardStatus, SkillFrontmatter, SkillType,
 };
 pub use skillcollection::{
-    SKILL_COLLECTION_LABEL, SkillCollection, SkillCollectionSkill, SkillCollectionSpec,
-    SkillCollectionStatus,
+    DEFAULT_SKILLS_LABEL, SKILL_COLLECTION_LABEL, SkillCollection, SkillCollectionSkill,
+    SkillCollectionSpec, SkillCollectionStatus,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -176,6 +176,12 @@ pub struct SkillCardStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skill: Option<SkillFrontmatter>,
 
+    /// Size in bytes of the validated SKILL.md's body (after the frontmatter): what a
+    /// `type: rule` skill adds to every prompt. (An agentic-operator extension of the Konveyor
+    /// API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_bytes: Option<i64>,
+
     /// How sandboxes receive this skill: `image`, `inline` or `source`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_mode: Option<DeliveryMode>,

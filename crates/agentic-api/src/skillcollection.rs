@@ -8,6 +8,11 @@ use crate::SkillType;
 /// with a hash when the collection's name is not a valid label value).
 pub const SKILL_COLLECTION_LABEL: &str = "konveyor.io/skillcollection";
 
+/// Label that makes a SkillCollection a default for Agents: with the value `"true"`, its
+/// skills go to every Agent of its namespace, and to every Agent of the cluster when it is in
+/// the operator's `--default-skills-namespace`.
+pub const DEFAULT_SKILLS_LABEL: &str = "konveyor.io/default-skills";
+
 /// The desired state of the SkillCollection.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(

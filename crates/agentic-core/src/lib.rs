@@ -43,6 +43,12 @@
 //! | `DuplicateSkillCardName` | [`Error::DuplicateSkillCardName`] | two skills of a SkillCollection would get one SkillCard name |
 //! | `AllSkillsResolved` | [`collections::REASON_ALL_SKILLS_RESOLVED`] | every SkillCard of a SkillCollection is Ready |
 //! | `SkillsNotReady` | [`collections::REASON_SKILLS_NOT_READY`] | SkillCards of a SkillCollection are missing or not Ready |
+//! | `DefaultSkillsApplied` | [`skills::REASON_DEFAULT_SKILLS_APPLIED`] | every default skill is in the Agent's skill set |
+//! | `DefaultSkillsShadowed` | [`skills::REASON_DEFAULT_SKILLS_SHADOWED`] | some default skills are replaced by the Agent's own of that name |
+//! | `DefaultSkillsSkipped` | [`skills::REASON_DEFAULT_SKILLS_SKIPPED`] | some default skills are left out: not Ready or not mountable |
+//! | `DuplicateDefaultSkill` | [`skills::REASON_DUPLICATE_DEFAULT_SKILL`] | two default skills share a name; both are left out |
+//! | `RulesFit` | [`skills::REASON_RULES_FIT`] | an Agent's rules fit their share of the smallest context window |
+//! | `RulesExceedContext` | [`skills::REASON_RULES_EXCEED_CONTEXT`] | an Agent's rules take more than their share of the smallest context window |
 //! | `InvalidSkillName` | [`Error::InvalidSkillName`] | a skill name is not a safe directory name |
 //! | `MissingInlineSkill` | [`Error::MissingInlineSkill`] | a SkillCard has no `spec.inline` |
 //! | `GatewayNotFound` | [`Error::GatewayNotFound`] | referenced Gateways do not exist |

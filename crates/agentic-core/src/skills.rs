@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use agentic_api::{
     Agent, AgentSkill, ConditionStatus, Gateway, ObjectRef, SkillCard, SkillCollection,
-    SkillFrontmatter, SkillType,
+    SkillFrontmatter, SkillOrigin, SkillType,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 
@@ -53,6 +53,59 @@ pub struct ResolvedSkills {
     pub skills: Vec<AgentSkill>,
     /// Names of the `type: rule` skills, sorted.
     pub rules: Vec<String>,
+    /// The SKILL.md bodies of the rules together, in bytes (`status.bodyBytes` of their
+    /// cards): what every prompt carries.
+    pub rule_body_bytes: u64,
+}
+
+/// The bytes one token is counted for: a conservative estimate (English prose averages about
+/// four bytes a token, code and other languages fewer), so the estimate errs high.
+pub const BYTES_PER_TOKEN: u64 = 3;
+/// The share of the smallest gateway context window, in percent, an Agent's rules may take
+/// before `RulesFitContext` turns False: the rest is for the prompt, the task and the work.
+pub const RULES_CONTEXT_SHARE_PERCENT: u64 = 25;
+/// The condition an Agent with rules and gateways reports about their size.
+pub const CONDITION_RULES_FIT_CONTEXT: &str = "RulesFitContext";
+/// `RulesFitContext` = True: the rules take at most their share of the context window.
+pub const REASON_RULES_FIT: &str = "RulesFit";
+/// `RulesFitContext` = False: the rules take more than their share of the context window.
+pub const REASON_RULES_EXCEED_CONTEXT: &str = "RulesExceedContext";
+
+/// Whether an Agent's rules (`rule_body_bytes` of SKILL.md bodies, estimated at one token per
+/// [`BYTES_PER_TOKEN`] bytes, rounded up) fit [`RULES_CONTEXT_SHARE_PERCENT`] of the smallest
+/// positive `contextWindow` of its gateways: `(fits, reason, message)`, or `None` without
+/// rules or without a context window to compare with.
+pub fn rules_fit(
+    rules: &[String],
+    rule_body_bytes: u64,
+    context_windows: &[i64],
+) -> Option<(bool, &'static str, String)> {
+    if rules.is_empty() {
+        return None;
+    }
+    let smallest = context_windows
+        .iter()
+        .filter_map(|w| u64::try_from(*w).ok())
+        .filter(|w| *w > 0)
+        .min()?;
+    let tokens = rule_body_bytes.div_ceil(BYTES_PER_TOKEN);
+    let budget = smallest.saturating_mul(RULES_CONTEXT_SHARE_PERCENT) / 100;
+    let summary = format!(
+        "the {} rule(s) ({}) are {rule_body_bytes} bytes, about {tokens} tokens at {BYTES_PER_TOKEN} bytes a token; {RULES_CONTEXT_SHARE_PERCENT}% of the smallest gateway context window ({smallest} tokens) is {budget}",
+        rules.len(),
+        rules.join(", ")
+    );
+    Some(if tokens <= budget {
+        (true, REASON_RULES_FIT, summary)
+    } else {
+        (
+            false,
+            REASON_RULES_EXCEED_CONTEXT,
+            format!(
+                "{summary}: every prompt starts with the rules, leaving little room for the work"
+            ),
+        )
+    })
 }
 
 /// One SkillCard of an Agent's skill set, as read.
@@ -112,7 +165,11 @@ pub fn resolve_skills(cards: &[CardRef]) -> Result<ResolvedSkills, Error> {
     }
 
     let mut by_name: BTreeMap<&str, AgentSkill> = BTreeMap::new();
+    let mut rule_body_bytes = 0;
     for (entry, card, skill, source) in usable {
+        if card.spec.skill_type == SkillType::Rule {
+            rule_body_bytes += body_bytes_of(card);
+        }
         if let Some(first) = by_name.get(skill.name.as_str()) {
             return Err(Error::DuplicateSkillName {
                 skill: skill.name.clone(),
@@ -132,6 +189,12 @@ pub fn resolve_skills(cards: &[CardRef]) -> Result<ResolvedSkills, Error> {
                 name: skill.name.clone(),
                 skill_card: entry.name.to_string(),
                 collection: entry.collection.map(str::to_string),
+                namespace: None,
+                origin: if entry.collection.is_some() {
+                    SkillOrigin::Collection
+                } else {
+                    SkillOrigin::Agent
+                },
                 image,
                 skill_type: card.spec.skill_type,
             },
@@ -143,7 +206,11 @@ pub fn resolve_skills(cards: &[CardRef]) -> Result<ResolvedSkills, Error> {
         .filter(|s| s.skill_type == SkillType::Rule)
         .map(|s| s.name.clone())
         .collect();
-    Ok(ResolvedSkills { skills, rules })
+    Ok(ResolvedSkills {
+        skills,
+        rules,
+        rule_body_bytes,
+    })
 }
 
 /// The SkillCards of an Agent's `spec.skillCollections`: `collections` holds, in spec order,
@@ -194,6 +261,237 @@ pub fn collection_cards<'a, N: AsRef<str>>(
     }
 }
 
+/// The condition an Agent reports about its default skills, when any apply.
+pub const CONDITION_DEFAULT_SKILLS: &str = "DefaultSkills";
+/// `DefaultSkills` = True: every default skill is in the Agent's skill set.
+pub const REASON_DEFAULT_SKILLS_APPLIED: &str = "DefaultSkillsApplied";
+/// `DefaultSkills` = True: some default skills are replaced by the Agent's own of that name.
+pub const REASON_DEFAULT_SKILLS_SHADOWED: &str = "DefaultSkillsShadowed";
+/// `DefaultSkills` = False: some default skills are left out because they are not usable.
+pub const REASON_DEFAULT_SKILLS_SKIPPED: &str = "DefaultSkillsSkipped";
+/// `DefaultSkills` = False: two default skills share a name, and both are left out.
+pub const REASON_DUPLICATE_DEFAULT_SKILL: &str = "DuplicateDefaultSkill";
+
+/// Whose default a default-skills SkillCollection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultScope {
+    /// Of the Agent's own namespace.
+    Namespace,
+    /// Of the operator's default-skills namespace, for every Agent of the cluster.
+    Cluster,
+}
+
+/// A default-skills SkillCollection as read, with the SkillCards of its `resolvedSkills`.
+#[derive(Clone, Debug)]
+pub struct DefaultCollection<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub scope: DefaultScope,
+    pub collection: Lookup<'a, SkillCollection>,
+    pub cards: Vec<(&'a str, Lookup<'a, SkillCard>)>,
+}
+
+/// What the default skills did to an Agent's skill set; each entry is a sentence part.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DefaultsReport {
+    pub applied: Vec<String>,
+    pub shadowed: Vec<String>,
+    pub skipped: Vec<String>,
+    pub conflicts: Vec<String>,
+}
+
+impl DefaultsReport {
+    /// The `DefaultSkills` condition (status, reason, message), or `None` when no default
+    /// skill concerned the Agent. Skipped and conflicting defaults make it False, never the
+    /// Agent's `Ready`.
+    pub fn condition(&self) -> Option<(bool, &'static str, String)> {
+        if self.applied.is_empty()
+            && self.shadowed.is_empty()
+            && self.skipped.is_empty()
+            && self.conflicts.is_empty()
+        {
+            return None;
+        }
+        let mut parts = Vec::new();
+        for (title, items) in [
+            ("applied", &self.applied),
+            ("replaced by the Agent's own skill", &self.shadowed),
+            ("left out, not usable", &self.skipped),
+            (
+                "left out, provided by more than one default",
+                &self.conflicts,
+            ),
+        ] {
+            if !items.is_empty() {
+                parts.push(format!("{title}: {}", items.join(", ")));
+            }
+        }
+        let message = parts.join("; ");
+        Some(if !self.skipped.is_empty() {
+            (false, REASON_DEFAULT_SKILLS_SKIPPED, message)
+        } else if !self.conflicts.is_empty() {
+            (false, REASON_DUPLICATE_DEFAULT_SKILL, message)
+        } else if !self.shadowed.is_empty() {
+            (true, REASON_DEFAULT_SKILLS_SHADOWED, message)
+        } else {
+            (true, REASON_DEFAULT_SKILLS_APPLIED, message)
+        })
+    }
+}
+
+/// Adds the default skills to an Agent's resolved skill set, best effort: a collection that
+/// is not Ready, or a card of it that is not usable, is left out and reported; so is an inline
+/// card of a cluster-wide default (its ConfigMap cannot be mounted in another namespace). An
+/// Agent's own skill (its cards and collections) replaces a default of the same frontmatter
+/// name; two defaults of one name (different cards) are both left out rather than one picked.
+pub fn apply_defaults(
+    resolved: ResolvedSkills,
+    defaults: &[DefaultCollection],
+) -> (ResolvedSkills, DefaultsReport) {
+    let mut report = DefaultsReport::default();
+    let mut candidates: BTreeMap<String, Vec<(AgentSkill, u64)>> = BTreeMap::new();
+    for default in defaults {
+        let label = format!("SkillCollection {}/{}", default.namespace, default.name);
+        let collection = match default.collection {
+            Lookup::Missing => continue,
+            Lookup::Malformed(error) => {
+                report
+                    .skipped
+                    .push(format!("{label} ({})", malformed_detail(error)));
+                continue;
+            }
+            Lookup::Found(collection) => collection,
+        };
+        let status = collection.status.as_ref();
+        let conditions = status.map_or(&[][..], |s| &s.conditions[..]);
+        if let Some(why) = not_ready_reason(
+            &collection.metadata,
+            status.and_then(|s| s.observed_generation),
+            conditions,
+        ) {
+            report.skipped.push(format!("{label} ({why})"));
+            continue;
+        }
+        for (card_name, card) in &default.cards {
+            let card_label = format!("SkillCard {}/{card_name} of {label}", default.namespace);
+            let card = match card {
+                Lookup::Missing => {
+                    report.skipped.push(format!("{card_label} (not found)"));
+                    continue;
+                }
+                Lookup::Malformed(error) => {
+                    report
+                        .skipped
+                        .push(format!("{card_label} ({})", malformed_detail(error)));
+                    continue;
+                }
+                Lookup::Found(card) => *card,
+            };
+            let (skill, source) = match usable_skill(card) {
+                Ok(usable) => usable,
+                Err(why) => {
+                    report.skipped.push(format!("{card_label} ({why})"));
+                    continue;
+                }
+            };
+            let image = match source {
+                SkillSource::Image { reference } => Some(reference),
+                SkillSource::Inline { .. } if default.scope == DefaultScope::Cluster => {
+                    report.skipped.push(format!(
+                        "{card_label} (an inline skill cannot be mounted in another namespace; use an image)"
+                    ));
+                    continue;
+                }
+                SkillSource::Inline { .. } => None,
+            };
+            let found = candidates.entry(skill.name.clone()).or_default();
+            let cluster = default.scope == DefaultScope::Cluster;
+            if found.iter().any(|(s, _)| {
+                s.skill_card == *card_name
+                    && s.namespace.as_deref() == cluster.then_some(default.namespace)
+            }) {
+                continue;
+            }
+            found.push((
+                AgentSkill {
+                    name: skill.name.clone(),
+                    skill_card: card_name.to_string(),
+                    collection: Some(default.name.to_string()),
+                    namespace: cluster.then(|| default.namespace.to_string()),
+                    origin: if cluster {
+                        SkillOrigin::ClusterDefault
+                    } else {
+                        SkillOrigin::NamespaceDefault
+                    },
+                    image,
+                    skill_type: card.spec.skill_type,
+                },
+                body_bytes_of(card),
+            ));
+        }
+    }
+
+    let describe = |s: &AgentSkill| match &s.namespace {
+        Some(ns) => format!("SkillCard {ns}/{}", s.skill_card),
+        None => format!("SkillCard {}", s.skill_card),
+    };
+    let mut skills = resolved.skills;
+    let mut rule_body_bytes = resolved.rule_body_bytes;
+    let own: BTreeMap<String, String> = skills
+        .iter()
+        .map(|s| (s.name.clone(), s.skill_card.clone()))
+        .collect();
+    for (name, found) in candidates {
+        if let Some(card) = own.get(&name) {
+            report.shadowed.push(format!(
+                "{name} ({} replaced by SkillCard {card})",
+                describe(&found[0].0)
+            ));
+            continue;
+        }
+        if found.len() > 1 {
+            let sources: Vec<String> = found.iter().map(|(s, _)| describe(s)).collect();
+            report
+                .conflicts
+                .push(format!("{name} ({})", sources.join(" and ")));
+            continue;
+        }
+        let Some((skill, bytes)) = found.into_iter().next() else {
+            continue;
+        };
+        report
+            .applied
+            .push(format!("{name} ({})", describe(&skill)));
+        if skill.skill_type == SkillType::Rule {
+            rule_body_bytes += bytes;
+        }
+        skills.push(skill);
+    }
+    skills.sort_by(|a, b| a.name.cmp(&b.name));
+    let rules = skills
+        .iter()
+        .filter(|s| s.skill_type == SkillType::Rule)
+        .map(|s| s.name.clone())
+        .collect();
+    (
+        ResolvedSkills {
+            skills,
+            rules,
+            rule_body_bytes,
+        },
+        report,
+    )
+}
+
+/// The SKILL.md body size a card's status reports; 0 when it reports none.
+fn body_bytes_of(card: &SkillCard) -> u64 {
+    card.status
+        .as_ref()
+        .and_then(|s| s.body_bytes)
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0)
+}
+
 /// Why a SkillCard cannot be mounted now, or `None` when it can.
 pub(crate) fn card_not_usable(card: &SkillCard) -> Option<String> {
     usable_skill(card).err()
@@ -205,7 +503,8 @@ impl MountedSkill {
     /// description and the pull secrets. A card that is gone is
     /// [`Error::MissingSkillCards`]; one that is malformed, no longer usable, or changed since
     /// the Agent pinned it (another name, image or delivery), is
-    /// [`Error::SkillCardsNotReady`]: the run waits for the Agent to catch up.
+    /// [`Error::SkillCardsNotReady`]: the run waits for the Agent to catch up. A card of
+    /// another namespace (a cluster-wide default) is mounted without its pull secrets.
     pub fn from_agent_skill(skill: &AgentSkill, card: Lookup<SkillCard>) -> Result<Self, Error> {
         let not_ready =
             |why: String| Error::SkillCardsNotReady(vec![(skill.skill_card.clone(), why)]);
@@ -226,13 +525,19 @@ impl MountedSkill {
                 "it changed since the Agent resolved it; waiting for the Agent".to_string(),
             ));
         }
-        let pull_secrets = card
-            .spec
-            .pull_secrets
-            .iter()
-            .flatten()
-            .map(|s| s.name.clone())
-            .collect();
+        // A cluster-wide default lives in another namespace: its pull Secrets are not the
+        // pod's to use, and the operator never copies Secrets. Its image must be one the
+        // node can pull with the run namespace's own means.
+        let pull_secrets = match &skill.namespace {
+            Some(_) => Vec::new(),
+            None => card
+                .spec
+                .pull_secrets
+                .iter()
+                .flatten()
+                .map(|s| s.name.clone())
+                .collect(),
+        };
         Ok(MountedSkill {
             name: skill.name.clone(),
             description: frontmatter.description.clone(),

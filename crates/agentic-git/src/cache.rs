@@ -14,6 +14,8 @@ pub struct ValidatedSkill {
     /// The skill's directory in the repository, empty for the root.
     pub dir: String,
     pub frontmatter: agentic_skill::Frontmatter,
+    /// Bytes of the SKILL.md body after the frontmatter.
+    pub body_bytes: Option<usize>,
 }
 
 /// Fetches `commit` and validates the skill at the root or at `sub_path`.
@@ -37,6 +39,7 @@ pub fn validate_commit(
         commit: skill.commit,
         dir: skill.dir,
         frontmatter,
+        body_bytes: skill.body_bytes,
     })
 }
 
@@ -119,6 +122,7 @@ mod tests {
         Ok(ValidatedSkill {
             commit: commit.into(),
             dir: String::new(),
+            body_bytes: Some(0),
             frontmatter: agentic_skill::Frontmatter {
                 name: "demo".into(),
                 description: "d".into(),

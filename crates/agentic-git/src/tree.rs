@@ -47,6 +47,8 @@ pub struct SkillTree {
     pub dir: String,
     /// The validation report of its `SKILL.md`; valid, with frontmatter.
     pub report: agentic_skill::Report,
+    /// Bytes of the SKILL.md body after the frontmatter: what a rule adds to the prompt.
+    pub body_bytes: Option<usize>,
     /// Every entry below the skill directory, parents before children. Submodules (commit
     /// entries) are left out: they are not part of the commit's content.
     pub entries: Vec<SkillEntry>,
@@ -211,6 +213,7 @@ impl Fetched {
             commit: self.commit.to_string(),
             dir,
             report,
+            body_bytes: agentic_skill::body_bytes(&content),
             entries,
         })
     }

@@ -43,6 +43,9 @@ pub struct Settings {
     pub tag_refresh_interval: Duration,
     /// What runs get when they do not set their own limits.
     pub run_defaults: RunDefaults,
+    /// The namespace whose SkillCollections labelled `konveyor.io/default-skills: "true"`
+    /// apply to every Agent of the cluster.
+    pub default_skills_namespace: Option<String>,
 }
 
 /// The operator's defaults for the lifecycle of runs, from the command line.

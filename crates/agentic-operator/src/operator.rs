@@ -54,6 +54,8 @@ pub struct RunOptions {
     pub leader_election: Option<LeaderElection>,
     pub tag_refresh_interval: Duration,
     pub run_defaults: RunDefaults,
+    /// Where the cluster-wide default skills are; None: only namespace defaults.
+    pub default_skills_namespace: Option<String>,
 }
 
 /// Which Lease replicas compete for, and how long a holder keeps it without renewing.
@@ -295,6 +297,7 @@ async fn lead(
         sandbox_backend: backend,
         tag_refresh_interval: options.tag_refresh_interval,
         run_defaults: options.run_defaults,
+        default_skills_namespace: default_skills_namespace(&options),
     };
     let ctx = Arc::new(Context::new(client, settings, metrics));
     let controllers = controllers::run(ctx, options.scope, readiness, stop.subscribe());
@@ -483,5 +486,62 @@ async fn wait_for_signal() {
         _ => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+/// The namespace of the cluster-wide default skills, when the operator watches it: watching
+/// some namespaces only, it has no permission elsewhere, so a default-skills namespace outside
+/// them is left out (with a warning) rather than read and refused on every pass.
+fn default_skills_namespace(options: &RunOptions) -> Option<String> {
+    let namespace = options.default_skills_namespace.clone()?;
+    match &options.scope {
+        Scope::Namespaces(watched) if !watched.contains(&namespace) => {
+            tracing::warn!(
+                %namespace,
+                "the default-skills namespace is not watched (--namespace); there are no cluster-wide default skills"
+            );
+            None
+        }
+        _ => Some(namespace),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(scope: Scope, defaults: Option<&str>) -> RunOptions {
+        RunOptions {
+            scope,
+            insecure_registries: Vec::new(),
+            insecure_git_hosts: Vec::new(),
+            sandbox_backend: BackendChoice::Pod,
+            health_addr: ([127, 0, 0, 1], 0).into(),
+            metrics_addr: ([127, 0, 0, 1], 0).into(),
+            leader_election: None,
+            tag_refresh_interval: Duration::from_secs(300),
+            run_defaults: RunDefaults::default(),
+            default_skills_namespace: defaults.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn cluster_defaults_come_only_from_a_watched_namespace() {
+        let watched =
+            |list: &[&str]| Scope::Namespaces(list.iter().map(|n| n.to_string()).collect());
+        assert_eq!(
+            default_skills_namespace(&options(Scope::All, Some("platform"))).as_deref(),
+            Some("platform")
+        );
+        assert_eq!(
+            default_skills_namespace(&options(watched(&["team", "platform"]), Some("platform")))
+                .as_deref(),
+            Some("platform")
+        );
+        assert_eq!(
+            default_skills_namespace(&options(watched(&["team"]), Some("platform"))),
+            None
+        );
+        assert_eq!(default_skills_namespace(&options(Scope::All, None)), None);
     }
 }

@@ -120,6 +120,16 @@ mod tests {
     }
 
     #[test]
+    fn body_bytes_count_the_markdown_after_the_frontmatter() {
+        assert_eq!(
+            crate::body_bytes(b"---\r\nname: a\r\n---\r\n# Title\r\ntext\r\n"),
+            Some("# Title\ntext\n".len())
+        );
+        assert_eq!(crate::body_bytes(b"---\nname: a\n---"), Some(0));
+        assert_eq!(crate::body_bytes(b"no frontmatter"), None);
+    }
+
+    #[test]
     fn splits_frontmatter_and_body() {
         let doc = split("---\nname: a\n---\n# Title\ntext\n").unwrap();
         assert_eq!(doc.yaml(), "name: a\n");

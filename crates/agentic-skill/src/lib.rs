@@ -35,6 +35,15 @@ pub use validate::{
     validate_path, validate_skill_md,
 };
 
+/// The size in bytes of a SKILL.md's Markdown body (after the frontmatter, line endings
+/// normalized), or `None` when the frontmatter cannot be found. A `type: rule` skill puts
+/// this much into every prompt.
+pub fn body_bytes(content: &[u8]) -> Option<usize> {
+    document::Document::split(content)
+        .ok()
+        .map(|document| document.body().len())
+}
+
 /// Largest SKILL.md accepted, in bytes. Larger files are rejected without being read whole.
 pub const MAX_SKILL_MD_BYTES: u64 = 1024 * 1024;
 

@@ -97,6 +97,8 @@ fn skills_are_sorted_by_name_and_rules_listed() {
                 name: "always-test".into(),
                 skill_card: "rules-card".into(),
                 collection: None,
+                namespace: None,
+                origin: SkillOrigin::Agent,
                 image: None,
                 skill_type: SkillType::Rule,
             },
@@ -104,6 +106,8 @@ fn skills_are_sorted_by_name_and_rules_listed() {
                 name: "java".into(),
                 skill_card: "java-card".into(),
                 collection: None,
+                namespace: None,
+                origin: SkillOrigin::Agent,
                 image: Some(format!("ghcr.io/acme/java-card@{DIGEST}")),
                 skill_type: SkillType::Skill,
             },
@@ -111,6 +115,8 @@ fn skills_are_sorted_by_name_and_rules_listed() {
                 name: "style".into(),
                 skill_card: "style-card".into(),
                 collection: None,
+                namespace: None,
+                origin: SkillOrigin::Agent,
                 image: Some(format!("ghcr.io/acme/style-card@{DIGEST}")),
                 skill_type: SkillType::Rule,
             },
@@ -665,4 +671,151 @@ fn collection_skills_join_the_agents_and_duplicates_name_both_sources() {
         error.to_string(),
         r#"skill "java" is provided by both SkillCard "java-card" and SkillCard "bundle-java" of SkillCollection "bundle"; skill names must be unique within an Agent"#
     );
+}
+
+#[test]
+fn defaults_are_best_effort_own_skills_win_and_duplicates_are_left_out() {
+    let own_card = image_card("java-card", "java");
+    let explicit = resolve_skills(&[own("java-card", Lookup::Found(&own_card))]).expect("own");
+
+    let house = ready_collection("house", &["house-java", "house-style", "house-broken"]);
+    let shadowed = image_card("house-java", "java");
+    let style = image_card("house-style", "style");
+    let mut broken = image_card("house-broken", "broken");
+    broken.status = None;
+    let mut failing = ready_collection("failing", &["f-x"]);
+    if let Some(status) = failing.status.as_mut() {
+        status.conditions = vec![ready_condition("False", "SkillsNotReady", "1 of 1")];
+    }
+    let cluster = ready_collection("platform", &["p-style", "p-audit", "p-inline"]);
+    let other_style = image_card("p-style", "style");
+    let audit = image_card("p-audit", "audit");
+    let inline = inline_card("p-inline", "inline-rule");
+    let defaults = [
+        DefaultCollection {
+            namespace: "ns",
+            name: "house",
+            scope: DefaultScope::Namespace,
+            collection: Lookup::Found(&house),
+            cards: vec![
+                ("house-java", Lookup::Found(&shadowed)),
+                ("house-style", Lookup::Found(&style)),
+                ("house-broken", Lookup::Found(&broken)),
+            ],
+        },
+        DefaultCollection {
+            namespace: "ns",
+            name: "failing",
+            scope: DefaultScope::Namespace,
+            collection: Lookup::Found(&failing),
+            cards: vec![],
+        },
+        DefaultCollection {
+            namespace: "platform-skills",
+            name: "platform",
+            scope: DefaultScope::Cluster,
+            collection: Lookup::Found(&cluster),
+            cards: vec![
+                ("p-style", Lookup::Found(&other_style)),
+                ("p-audit", Lookup::Found(&audit)),
+                ("p-inline", Lookup::Found(&inline)),
+            ],
+        },
+    ];
+    let (merged, report) = apply_defaults(explicit, &defaults);
+    let skills: Vec<(&str, &str, Option<&str>, SkillOrigin)> = merged
+        .skills
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.skill_card.as_str(),
+                s.namespace.as_deref(),
+                s.origin,
+            )
+        })
+        .collect();
+    assert_eq!(
+        skills,
+        [
+            (
+                "audit",
+                "p-audit",
+                Some("platform-skills"),
+                SkillOrigin::ClusterDefault
+            ),
+            ("java", "java-card", None, SkillOrigin::Agent),
+        ],
+        "own java wins, both styles are left out, audit is added"
+    );
+    assert_eq!(
+        report.applied,
+        ["audit (SkillCard platform-skills/p-audit)"]
+    );
+    assert_eq!(
+        report.shadowed,
+        ["java (SkillCard house-java replaced by SkillCard java-card)"]
+    );
+    assert_eq!(
+        report.conflicts,
+        ["style (SkillCard house-style and SkillCard platform-skills/p-style)"]
+    );
+    assert_eq!(report.skipped.len(), 3, "{:?}", report.skipped);
+    assert!(report.skipped[0].starts_with(
+        "SkillCard ns/house-broken of SkillCollection ns/house (it has no Ready condition yet"
+    ));
+    assert!(
+        report.skipped[1].starts_with("SkillCollection ns/failing (Ready is False (SkillsNotReady")
+    );
+    assert!(report.skipped[2].contains("an inline skill cannot be mounted in another namespace"));
+    let (ready, reason, message) = report.condition().expect("a condition");
+    assert!(!ready);
+    assert_eq!(reason, REASON_DEFAULT_SKILLS_SKIPPED);
+    assert!(message.starts_with("applied: audit"), "{message}");
+
+    // Only a shadowed default: True, and says so.
+    let only = [DefaultCollection {
+        cards: vec![("house-java", Lookup::Found(&shadowed))],
+        ..defaults[0].clone()
+    }];
+    let explicit = resolve_skills(&[own("java-card", Lookup::Found(&own_card))]).expect("own");
+    let (_, report) = apply_defaults(explicit.clone(), &only);
+    assert_eq!(
+        report.condition().map(|(ready, reason, _)| (ready, reason)),
+        Some((true, REASON_DEFAULT_SKILLS_SHADOWED))
+    );
+    // No defaults: no condition, the skill set unchanged.
+    let (same, report) = apply_defaults(explicit.clone(), &[]);
+    assert_eq!(same, explicit);
+    assert_eq!(report.condition(), None);
+}
+
+#[test]
+fn rule_bodies_are_summed_and_compared_with_a_quarter_of_the_smallest_window() {
+    let mut rule = image_card("rule-card", "house-rules");
+    rule.spec.skill_type = SkillType::Rule;
+    if let Some(status) = rule.status.as_mut() {
+        status.body_bytes = Some(3000);
+    }
+    let mut plain = image_card("plain-card", "java");
+    if let Some(status) = plain.status.as_mut() {
+        status.body_bytes = Some(90_000);
+    }
+    let resolved =
+        resolve(&[("rule-card", Some(&rule)), ("plain-card", Some(&plain))]).expect("usable");
+    assert_eq!(resolved.rule_body_bytes, 3000, "only rules count");
+
+    // 3000 bytes are 1000 tokens; a quarter of 4000 is 1000: fits, one more byte does not.
+    let (fits, reason, message) =
+        rules_fit(&resolved.rules, 3000, &[128_000, 4000, 0, -1]).expect("a verdict");
+    assert!(fits);
+    assert_eq!(reason, REASON_RULES_FIT);
+    assert!(message.contains("about 1000 tokens"), "{message}");
+    assert!(message.contains("(4000 tokens) is 1000"), "{message}");
+    let (fits, reason, _) = rules_fit(&resolved.rules, 3001, &[4000]).expect("a verdict");
+    assert!(!fits);
+    assert_eq!(reason, REASON_RULES_EXCEED_CONTEXT);
+
+    assert_eq!(rules_fit(&[], 99_999, &[4000]), None, "no rules");
+    assert_eq!(rules_fit(&resolved.rules, 3000, &[0]), None, "no window");
 }

@@ -113,6 +113,12 @@ pub struct RunArgs {
     #[arg(long, env = "AGENTIC_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
+    /// Namespace whose SkillCollections labelled `konveyor.io/default-skills: "true"` apply
+    /// to every Agent of the cluster (collections with the label in an Agent's own namespace
+    /// always apply to it). Unset: no cluster-wide defaults.
+    #[arg(long, env = "AGENTIC_DEFAULT_SKILLS_NAMESPACE")]
+    pub default_skills_namespace: Option<String>,
+
     /// Seconds between re-resolving image tags and git branches and tags, to notice a pushed
     /// new digest or commit.
     #[arg(long, env = "AGENTIC_TAG_REFRESH_SECONDS", default_value_t = 300)]
@@ -186,6 +192,7 @@ fn run_operator(args: RunArgs) -> ExitCode {
         metrics_addr: args.metrics_addr,
         leader_election,
         tag_refresh_interval: Duration::from_secs(args.tag_refresh_seconds.max(10)),
+        default_skills_namespace: args.default_skills_namespace,
         run_defaults: RunDefaults {
             startup_deadline_seconds: args.startup_deadline_seconds,
             ttl: TtlDefaults {

@@ -4,17 +4,23 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentic_api::{Agent, CONDITION_READY, ConditionStatus, Gateway, SkillCard, SkillCollection};
-use agentic_core::conditions::set_condition;
-use agentic_core::skills::{
-    CONDITION_GATEWAY_CONFIGURED, CardRef, Lookup, ResolvedSkills, collection_cards,
-    gateway_configured, resolve_gateways, resolve_skill_delivery, resolve_skills,
+use agentic_api::{
+    Agent, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
+    SkillCollection,
 };
+use agentic_core::conditions::{find_condition, remove_condition, set_condition};
+use agentic_core::skills::{
+    CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT, CardRef,
+    DefaultCollection, DefaultScope, Lookup, ResolvedSkills, apply_defaults, collection_cards,
+    gateway_configured, resolve_gateways, resolve_skill_delivery, resolve_skills, rules_fit,
+};
+use kube::api::ListParams;
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::{lookup, namespace_of, read_reference};
+use super::{Read, lookup, namespace_of, read_reference};
 use crate::apply::apply_status;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -46,11 +52,39 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
     new.observed_generation = generation;
     new.delivery_mode = Some(delivery.mode.as_str().to_string());
     let now = crate::now();
-    let ready = match (
-        skill_set(&agent, &namespace, &ctx).await?,
-        resolve_gateways(&gateway_refs),
-    ) {
+    let (skills, defaults) = match skill_set(&agent, &namespace, &ctx).await? {
+        Ok(resolved) if agent.spec.default_skills != Some(false) => {
+            let read = read_defaults(&agent, &namespace, &ctx).await?;
+            let defaults: Vec<DefaultCollection> = read
+                .iter()
+                .map(|d| DefaultCollection {
+                    namespace: &d.namespace,
+                    name: &d.name,
+                    scope: d.scope,
+                    collection: lookup(&d.collection),
+                    cards: d
+                        .cards
+                        .iter()
+                        .map(|(n, c)| (n.as_str(), lookup(c)))
+                        .collect(),
+                })
+                .collect();
+            let (merged, report) = apply_defaults(resolved, &defaults);
+            (Ok(merged), report.condition())
+        }
+        other => (other, None),
+    };
+    let mut rules = None;
+    let ready = match (skills, resolve_gateways(&gateway_refs)) {
         (Ok(resolved), Ok(())) => {
+            let windows: Vec<i64> = gateway_refs
+                .iter()
+                .filter_map(|(_, g)| match g {
+                    Lookup::Found(g) => Some(g.spec.model.context_window),
+                    _ => None,
+                })
+                .collect();
+            rules = rules_fit(&resolved.rules, resolved.rule_body_bytes, &windows);
             let message = format!(
                 "{} skill(s) and {} gateway(s) are ready",
                 resolved.skills.len(),
@@ -111,6 +145,48 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
         now,
     );
 
+    match defaults {
+        Some((applied, reason, message)) => {
+            set_condition(
+                &mut new.conditions,
+                CONDITION_DEFAULT_SKILLS,
+                if applied {
+                    ConditionStatus::True
+                } else {
+                    ConditionStatus::False
+                },
+                reason,
+                &message,
+                generation,
+                crate::now(),
+            );
+        }
+        None => {
+            remove_condition(&mut new.conditions, CONDITION_DEFAULT_SKILLS);
+        }
+    }
+
+    match rules {
+        Some((fits, reason, message)) => {
+            set_condition(
+                &mut new.conditions,
+                CONDITION_RULES_FIT_CONTEXT,
+                if fits {
+                    ConditionStatus::True
+                } else {
+                    ConditionStatus::False
+                },
+                reason,
+                &message,
+                generation,
+                crate::now(),
+            );
+        }
+        None => {
+            remove_condition(&mut new.conditions, CONDITION_RULES_FIT_CONTEXT);
+        }
+    }
+
     // Apply.
     if new != old {
         let api: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -134,6 +210,20 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
             &old.conditions,
             &new.conditions,
             CONDITION_GATEWAY_CONFIGURED,
+        )
+        .await;
+        ctx.announce(
+            agent.as_ref(),
+            &old.conditions,
+            &new.conditions,
+            CONDITION_DEFAULT_SKILLS,
+        )
+        .await;
+        ctx.announce(
+            agent.as_ref(),
+            &old.conditions,
+            &new.conditions,
+            CONDITION_RULES_FIT_CONTEXT,
         )
         .await;
     }
@@ -188,6 +278,70 @@ async fn skill_set(
     Ok(resolve_skills(&card_refs))
 }
 
+/// A default-skills SkillCollection as read, with the SkillCards it names.
+struct ReadDefault {
+    namespace: String,
+    name: String,
+    scope: DefaultScope,
+    collection: Read<SkillCollection>,
+    cards: Vec<(String, Read<SkillCard>)>,
+}
+
+/// Reads the default-skills collections that apply to the Agent: those labelled
+/// `konveyor.io/default-skills=true` in its namespace (but the ones it lists itself), and in
+/// the operator's default-skills namespace. A default-skills namespace the operator may not
+/// read gives no defaults, with a warning in the log.
+async fn read_defaults(agent: &Agent, namespace: &str, ctx: &Context) -> Result<Vec<ReadDefault>> {
+    let mut scopes = vec![(namespace.to_string(), DefaultScope::Namespace)];
+    if let Some(cluster) = &ctx.settings.default_skills_namespace
+        && cluster != namespace
+    {
+        scopes.push((cluster.clone(), DefaultScope::Cluster));
+    }
+    let selector = format!("{DEFAULT_SKILLS_LABEL}=true");
+    let mut found = Vec::new();
+    for (ns, scope) in scopes {
+        let api: Api<DeserializeGuard<SkillCollection>> = Api::namespaced(ctx.client.clone(), &ns);
+        let listed = match api.list(&ListParams::default().labels(&selector)).await {
+            Ok(listed) => listed,
+            Err(kube::Error::Api(e)) if e.code == 403 && scope == DefaultScope::Cluster => {
+                tracing::warn!(namespace = %ns, "cannot list the cluster-wide default skills: {}", e.message);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for guarded in listed {
+            let (name, collection) = match guarded.0 {
+                Ok(collection) => (collection.name_any(), Ok(collection)),
+                Err(invalid) => (
+                    invalid.metadata.name.clone().unwrap_or_default(),
+                    Err(invalid.error),
+                ),
+            };
+            if scope == DefaultScope::Namespace
+                && agent.spec.skill_collections.iter().any(|r| r.name == name)
+            {
+                continue;
+            }
+            let mut cards = Vec::new();
+            if let Ok(collection) = &collection {
+                for card in collection.status.iter().flat_map(|s| &s.resolved_skills) {
+                    let read = read_reference::<SkillCard>(&ctx.client, &ns, card).await?;
+                    cards.push((card.clone(), read));
+                }
+            }
+            found.push(ReadDefault {
+                namespace: ns.clone(),
+                name,
+                scope,
+                collection: Some(collection),
+                cards,
+            });
+        }
+    }
+    Ok(found)
+}
+
 pub fn error_policy(agent: Arc<Agent>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.backoff(KIND, agent.as_ref(), error)
 }
@@ -196,12 +350,11 @@ pub fn error_policy(agent: Arc<Agent>, error: &Error, ctx: Arc<Context>) -> Acti
 #[derive(Clone, Copy, Debug)]
 pub enum Reference {
     SkillCard,
-    SkillCollection,
     Gateway,
 }
 
-/// The Agents in `namespace` that reference the SkillCard, SkillCollection or Gateway
-/// `name`. For a SkillCard, also those whose skills come from it through a collection.
+/// The Agents in `namespace` that reference the SkillCard or Gateway `name`. For a
+/// SkillCard, also those whose skills come from it through a collection.
 pub fn agents_referencing<'a>(
     agents: impl IntoIterator<Item = &'a Agent>,
     namespace: &str,
@@ -214,7 +367,6 @@ pub fn agents_referencing<'a>(
         .filter(|a| {
             let refs = match reference {
                 Reference::SkillCard => &a.spec.skill_cards,
-                Reference::SkillCollection => &a.spec.skill_collections,
                 Reference::Gateway => &a.spec.gateways,
             };
             refs.iter().any(|r| r.name == name)
@@ -223,6 +375,40 @@ pub fn agents_referencing<'a>(
                         .iter()
                         .flat_map(|s| &s.skills)
                         .any(|s| s.skill_card == name)
+        })
+        .map(ObjectRef::from_obj)
+        .collect()
+}
+
+/// The Agents a change to the SkillCollection `collection` concerns: those of its namespace
+/// listing it, and, for a default-skills collection, every Agent of its namespace or (in the
+/// default-skills namespace `cluster_defaults`) of the cluster that has not opted out. A
+/// collection that lost the label concerns the Agents that report on default skills.
+pub fn agents_of_collection<'a>(
+    agents: impl IntoIterator<Item = &'a Agent>,
+    collection: &SkillCollection,
+    cluster_defaults: Option<&str>,
+) -> Vec<ObjectRef<Agent>> {
+    let namespace = collection.namespace().unwrap_or_default();
+    let name = collection.name_any();
+    let is_default = collection
+        .labels()
+        .get(DEFAULT_SKILLS_LABEL)
+        .is_some_and(|v| v == "true");
+    let in_defaults = cluster_defaults == Some(namespace.as_str());
+    agents
+        .into_iter()
+        .filter(|a| {
+            let here = a.namespace().as_deref() == Some(namespace.as_str());
+            let listed = here && a.spec.skill_collections.iter().any(|r| r.name == name);
+            let reports = a
+                .status
+                .iter()
+                .any(|s| find_condition(&s.conditions, CONDITION_DEFAULT_SKILLS).is_some());
+            let defaulted = a.spec.default_skills != Some(false)
+                && (here || in_defaults)
+                && (is_default || reports);
+            listed || defaulted
         })
         .map(ObjectRef::from_obj)
         .collect()

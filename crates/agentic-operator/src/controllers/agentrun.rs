@@ -318,7 +318,10 @@ async fn start(
 
     let mut skills = Vec::new();
     for pinned in &agent_status.skills {
-        let card = read_reference::<SkillCard>(&ctx.client, namespace, &pinned.skill_card).await?;
+        // A cluster-wide default skill's card lives in the default-skills namespace.
+        let card_namespace = pinned.namespace.as_deref().unwrap_or(namespace);
+        let card =
+            read_reference::<SkillCard>(&ctx.client, card_namespace, &pinned.skill_card).await?;
         match MountedSkill::from_agent_skill(pinned, lookup(&card)) {
             Ok(skill) => skills.push(skill),
             // The Agent's status is behind its SkillCards; its next pass will catch up and

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentic_api::{
-    Agent, AgentRun, CONDITION_READY, ConditionStatus, Gateway, SkillCard, SkillCollection,
+    Agent, AgentRun, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
+    SkillCollection,
 };
 use agentic_core::conditions::find_condition;
 use agentic_core::sandbox::REASON_QUEUED;
@@ -434,22 +435,39 @@ pub fn controllers(
     let agent_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let card_store = store.clone();
-    let collection_store = store.clone();
+    let agents_of_collection = {
+        let store = store.clone();
+        let cluster_defaults = ctx.settings.default_skills_namespace.clone();
+        move |collection: Guarded<SkillCollection>| {
+            let Ok(collection) = &collection.0 else {
+                return Vec::new();
+            };
+            agent::agents_of_collection(
+                &valid(&store.state()),
+                collection,
+                cluster_defaults.as_deref(),
+            )
+            .into_iter()
+            .map(guard_ref)
+            .collect::<Vec<_>>()
+        }
+    };
+    let mut agents = agents.watches(
+        api_for::<Guarded<SkillCollection>>(&client, namespace),
+        config.clone(),
+        agents_of_collection.clone(),
+    );
+    // Watching some namespaces only: the cluster-wide defaults live in another one.
+    if let (Some(watched), Some(defaults)) = (namespace, &ctx.settings.default_skills_namespace)
+        && watched != defaults
+    {
+        agents = agents.watches(
+            Api::<Guarded<SkillCollection>>::namespaced(client.clone(), defaults),
+            watcher::Config::default().labels(&format!("{DEFAULT_SKILLS_LABEL}=true")),
+            agents_of_collection,
+        );
+    }
     let agents = agents
-        .watches(
-            api_for::<Guarded<SkillCollection>>(&client, namespace),
-            config.clone(),
-            move |collection| {
-                related(&collection_store, &collection, |agents, ns, collection| {
-                    agent::agents_referencing(
-                        agents,
-                        ns,
-                        agent::Reference::SkillCollection,
-                        collection,
-                    )
-                })
-            },
-        )
         .watches(
             api_for::<Guarded<SkillCard>>(&client, namespace),
             config.clone(),

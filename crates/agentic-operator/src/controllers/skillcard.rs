@@ -39,6 +39,7 @@ enum Verdict {
         /// `<url>@<commit>` for git cards.
         resolved_source: Option<String>,
         delivery: DeliveryMode,
+        body_bytes: Option<i64>,
     },
     Invalid {
         reason: &'static str,
@@ -104,6 +105,7 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
             resolved_image,
             resolved_source,
             delivery,
+            body_bytes,
         } => {
             let message = match &resolved_source {
                 Some(source) => format!("skill {} is valid at {source}", skill.name),
@@ -112,6 +114,7 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
             status.skill = Some(skill);
             status.resolved_image = resolved_image;
             status.resolved_source = resolved_source;
+            status.body_bytes = body_bytes;
             status.delivery_mode = Some(delivery);
             set_condition(
                 &mut status.conditions,
@@ -142,6 +145,7 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
             status.skill = None;
             status.resolved_image = None;
             status.resolved_source = None;
+            status.body_bytes = None;
             status.delivery_mode = delivery_of(&card);
             set_condition(
                 &mut status.conditions,
@@ -341,6 +345,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
             resolved_image: Some(resolved),
             resolved_source: None,
             delivery: DeliveryMode::Image,
+            body_bytes: old.body_bytes,
         });
     }
 
@@ -371,6 +376,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
                 resolved_image: Some(content.image.repository_with_digest.clone()),
                 resolved_source: None,
                 delivery: DeliveryMode::Image,
+                body_bytes: body_bytes_of(&content.skill_md),
             },
             None => rejected("InvalidSkill", content.report.summary()),
         },
@@ -503,6 +509,7 @@ async fn evaluate_source(
             resolved_image: None,
             resolved_source: Some(resolved),
             delivery: DeliveryMode::Source,
+            body_bytes: old.body_bytes,
         });
     }
 
@@ -556,6 +563,7 @@ async fn evaluate_source(
             resolved_image: None,
             resolved_source: Some(pinned(&skill.commit)),
             delivery: DeliveryMode::Source,
+            body_bytes: skill.body_bytes.and_then(|n| i64::try_from(n).ok()),
         },
         Err(e) => source_failure(card, namespace, &source, e),
     })
@@ -689,6 +697,7 @@ async fn evaluate_inline(
                 resolved_image: None,
                 resolved_source: None,
                 delivery: DeliveryMode::Inline,
+                body_bytes: body_bytes_of(text.as_bytes()),
             })
         }
         _ => Ok(invalid(
@@ -696,6 +705,10 @@ async fn evaluate_inline(
             format!("spec.inline: {}", report.summary()),
         )),
     }
+}
+
+fn body_bytes_of(skill_md: &[u8]) -> Option<i64> {
+    agentic_skill::body_bytes(skill_md).and_then(|n| i64::try_from(n).ok())
 }
 
 fn frontmatter_of(f: &agentic_skill::Frontmatter) -> SkillFrontmatter {
