@@ -183,6 +183,7 @@ const SUB_PATH_RELATIVE: &str = "spec.subPath must be relative: it must not star
 const SUB_PATH_NO_DOTDOT: &str = "spec.subPath must not contain '..' segments";
 const REF_NEEDS_SOURCE: &str = "spec.ref is only allowed with spec.source";
 const PULL_SECRETS_NEED_IMAGE: &str = "spec.pullSecrets is only allowed with spec.image";
+const SOURCE_SECRET_NEEDS_SOURCE: &str = "spec.sourceSecret is only allowed with spec.source";
 const DEFAULT_NOT_REQUIRED: &str = "a param with a default cannot be required";
 const RUN_IMMUTABLE: &str =
     "spec is immutable, except that spec.cancel may be set to true; create a new AgentRun instead";
@@ -195,7 +196,7 @@ const ENTRY_SUB_PATH_RELATIVE: &str = "subPath must be relative: it must not sta
 const ENTRY_SUB_PATH_NO_DOTDOT: &str = "subPath must not contain '..' segments";
 
 /// Every CEL rule message of the CRDs, each exercised by the tests below.
-const EXERCISED_RULES: [&str; 14] = [
+const EXERCISED_RULES: [&str; 15] = [
     GIT_BOTH_OR_NEITHER,
     FILE_MOUNT_ONE_SOURCE,
     EXACTLY_ONE,
@@ -204,6 +205,7 @@ const EXERCISED_RULES: [&str; 14] = [
     SUB_PATH_NO_DOTDOT,
     REF_NEEDS_SOURCE,
     PULL_SECRETS_NEED_IMAGE,
+    SOURCE_SECRET_NEEDS_SOURCE,
     DEFAULT_NOT_REQUIRED,
     RUN_IMMUTABLE,
     COLLECTION_ONE,
@@ -494,6 +496,29 @@ async fn skill_card_ref_needs_source_and_pull_secrets_need_image() {
             REF_NEEDS_SOURCE,
         )
         .await;
+
+    let git_secret = json!({"name": "git-credentials"});
+    cards
+        .accepts(
+            how,
+            "source-secret",
+            json!({"source": SOURCE, "sourceSecret": git_secret}),
+        )
+        .await;
+    for (name, spec) in [
+        (
+            "image-source-secret",
+            json!({"image": IMAGE, "sourceSecret": git_secret}),
+        ),
+        (
+            "inline-source-secret",
+            json!({"inline": INLINE, "sourceSecret": git_secret}),
+        ),
+    ] {
+        cards
+            .rejects(how, name, spec, "spec", SOURCE_SECRET_NEEDS_SOURCE)
+            .await;
+    }
 
     let secrets = json!([{"name": "ghcr"}, {"name": "quay"}]);
     cards
@@ -1253,7 +1278,7 @@ async fn konveyor_manifests_apply_unchanged() {
         .expect("a namespace for the test");
     let client = env.client();
     let documents = parse_yaml_stream(KONVEYOR_MANIFESTS, "the Konveyor manifests");
-    assert_eq!(documents.len(), 8);
+    assert_eq!(documents.len(), 10);
     for document in documents {
         let kind_name = document["kind"]
             .as_str()
