@@ -321,8 +321,8 @@ async fn explicit_lists_and_agents_using_collections() {
     apply(&collections, &collection("java", spec(true))).await;
     apply(&agents, &agent("migrator", &[], &["java"])).await;
 
-    // The git entry's card is not Ready (git is another part of the work): the collection
-    // names it with its reason, and the Agent waits on the collection.
+    // The git entry's card is not Ready (its server does not exist): the collection names it
+    // with its reason, and the Agent waits on the collection.
     let waiting = wait_for(
         &collections,
         "java",
@@ -330,12 +330,12 @@ async fn explicit_lists_and_agents_using_collections() {
         |c: &SkillCollection| {
             has_condition(c.conditions(), "Ready", "False", "SkillsNotReady")
                 && ready_message(c).contains(r#"SkillCard "java-from-git""#)
-                && ready_message(c).contains("SourceNotSupported")
+                && ready_message(c).contains("SourceUnavailable")
         },
     )
     .await;
     assert!(
-        ready_message(&waiting).contains("spec.source"),
+        ready_message(&waiting).contains("https://git.invalid/skills.git"),
         "the card's own message: {waiting:#?}"
     );
     let generated_git = cards.get("java-from-git").await.expect("git card");

@@ -36,6 +36,8 @@ struct Release {
     user: String,
     /// The API server as the operator's ServiceAccount sees it.
     client: Client,
+    /// The Lease the chart's Deployment tells the operator to hold, when it elects a leader.
+    lease: Option<String>,
 }
 
 /// Renders the chart as release `<namespace>` (unique, so are its cluster-scoped names) with
@@ -48,6 +50,7 @@ async fn install_rbac(admin: &Client, namespace: &str, set: &[&str]) -> Release 
     let objects = parse_yaml_stream(&run_ok(&mut helm), "helm template");
 
     let mut service_account = None;
+    let mut lease = None;
     for rendered in &objects {
         let ns = meta(rendered, "namespace").to_owned();
         match kind(rendered) {
@@ -67,6 +70,15 @@ async fn install_rbac(admin: &Client, namespace: &str, set: &[&str]) -> Release 
             "ClusterRoleBinding" => {
                 apply_rendered(Api::<ClusterRoleBinding>::all(admin.clone()), rendered).await;
             }
+            "Deployment" => {
+                lease = rendered["spec"]["template"]["spec"]["containers"][0]["args"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|arg| arg.as_str()?.strip_prefix("--leader-election-lease="))
+                    .map(str::to_owned)
+                    .next();
+            }
             _ => {}
         }
     }
@@ -84,6 +96,7 @@ async fn install_rbac(admin: &Client, namespace: &str, set: &[&str]) -> Release 
         namespace: namespace.to_owned(),
         user,
         client,
+        lease,
     }
 }
 
@@ -229,6 +242,11 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
     .await;
     let cards: Api<SkillCard> = Api::namespaced(release.client.clone(), &watched);
     until_listable("listing SkillCards as the operator", &cards).await;
+    // The Lease the chart's Role lets this release hold, and its Deployment names.
+    let lease_name = release
+        .lease
+        .clone()
+        .expect("with leader election the chart names the Lease");
 
     let (stop, shutdown) = watch::channel(false);
     let started = operator::start(
@@ -240,10 +258,10 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
             sandbox_backend: backend,
             health_addr: ([127, 0, 0, 1], 0).into(),
             metrics_addr: ([127, 0, 0, 1], 0).into(),
-            leader_election: Some(LeaderElection::new(
-                release.namespace.clone(),
-                Some("rbac-test".into()),
-            )),
+            leader_election: Some(LeaderElection {
+                lease_name: lease_name.clone(),
+                ..LeaderElection::new(release.namespace.clone(), Some("rbac-test".into()))
+            }),
             tag_refresh_interval: Duration::from_secs(2),
             run_defaults: RunDefaults::default(),
             default_skills_namespace: None,
@@ -271,7 +289,7 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
 
     // The operator held the Lease in the release namespace.
     let lease = Api::<Lease>::namespaced(admin.clone(), &release.namespace)
-        .get(LEASE_NAME)
+        .get(&lease_name)
         .await
         .expect("the Lease exists");
     assert_eq!(
@@ -314,7 +332,7 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
 
     stop_cleanly(stop, started).await;
     let lease = Api::<Lease>::namespaced(admin.clone(), &release.namespace)
-        .get(LEASE_NAME)
+        .get(&lease_name)
         .await
         .expect("the Lease exists");
     assert_eq!(
