@@ -144,6 +144,7 @@ impl Operator {
             tag_refresh_interval: Duration::from_secs(2),
             run_defaults,
             default_skills_namespace,
+            skill_fetcher: None,
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);
