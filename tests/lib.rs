@@ -98,7 +98,41 @@ impl Operator {
         run_defaults: RunDefaults,
     ) -> Self {
         let namespaces = vec![namespace.to_string()];
-        Self::launch(client, namespaces, backend, insecure, None, run_defaults)
+        Self::launch(
+            client,
+            namespaces,
+            backend,
+            insecure,
+            None,
+            run_defaults,
+            None,
+        )
+    }
+
+    /// Like [`Operator::start`], told its own image (`--operator-image`), which the init
+    /// containers of git skills run.
+    pub fn start_with_operator_image(
+        client: Client,
+        namespace: &str,
+        backend: SandboxBackend,
+        insecure: Vec<String>,
+        operator_image: &str,
+    ) -> Self {
+        let fetcher = agentic_core::sandbox::SkillFetcher {
+            image: operator_image.to_string(),
+            insecure_git_hosts: insecure.clone(),
+        };
+        let namespaces = vec![namespace.to_string()];
+        let run_defaults = RunDefaults::default();
+        Self::launch(
+            client,
+            namespaces,
+            backend,
+            insecure,
+            None,
+            run_defaults,
+            Some(fetcher),
+        )
     }
 
     /// Starts the controllers for several namespaces, with cluster-wide default skills from
@@ -118,6 +152,7 @@ impl Operator {
             insecure,
             default_skills_namespace,
             run_defaults,
+            None,
         )
     }
 
@@ -128,6 +163,7 @@ impl Operator {
         insecure: Vec<String>,
         default_skills_namespace: Option<String>,
         run_defaults: RunDefaults,
+        skill_fetcher: Option<agentic_core::sandbox::SkillFetcher>,
     ) -> Self {
         let metrics = Arc::new(Metrics::default());
         let readiness = Arc::new(Readiness::default());
@@ -144,6 +180,7 @@ impl Operator {
             tag_refresh_interval: Duration::from_secs(2),
             run_defaults,
             default_skills_namespace,
+            skill_fetcher,
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);

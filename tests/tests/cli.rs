@@ -1,6 +1,6 @@
 //! The `agentic-operator` command line, run as a user would: `skill validate` (exit codes,
 //! text and JSON), `skill push` to a real registry, `crd`, usage errors, and the logs of a
-//! `run` that cannot start.
+//! `run` that cannot start, and the hidden `skill fetch` against a real git server.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use agentic_integration_tests::{operator_binary, write_skill};
 use agentic_oci::{RegistryAuth, RegistryOptions};
-use agentic_testenv::Registry;
+use agentic_testenv::{GitFile, GitServer, Registry};
 use serde_json::Value;
 
 /// Runs `agentic-operator args…` with no docker credentials of the user's in reach.
@@ -328,4 +328,128 @@ fn crd_prints_the_committed_manifests() {
         stdout(&out) == committed,
         "`agentic-operator crd` differs from config/crd/bases/konveyor.io.yaml; run `make crds`"
     );
+}
+
+/// `skill fetch …` off the runtime's thread: the test git server's HTTP side is a task of
+/// this runtime and must keep answering while the command waits for it.
+async fn fetch_cli(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        cli(&args)
+    })
+    .await
+    .expect("skill fetch ran")
+}
+
+fn files_below(dir: &Path) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).expect("read dir") {
+            let path = entry.expect("entry").path();
+            let relative = path.strip_prefix(dir).expect("below").display().to_string();
+            if path.is_dir() {
+                pending.push(path);
+            }
+            found.insert(relative);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn skill_fetch_writes_exactly_the_asked_commit_and_refuses_others() {
+    let server = GitServer::start_with_basic_auth("reader", "s3cret")
+        .await
+        .expect("git server");
+    server.create_repo("skills.git").unwrap();
+    let skill = |description: &str| {
+        GitFile::File(
+            format!("---\nname: demo\ndescription: {description}\n---\n# demo\n").into_bytes(),
+        )
+    };
+    let pinned = server
+        .commit(
+            "skills.git",
+            "main",
+            &[
+                ("skills/demo/SKILL.md", skill("Pinned.")),
+                (
+                    "skills/demo/scripts/run.sh",
+                    GitFile::Executable(b"#!/bin/sh\necho pinned\n".to_vec()),
+                ),
+                ("README.md", GitFile::File(b"not the skill\n".to_vec())),
+            ],
+        )
+        .unwrap();
+    // The branch moves on: the pinned commit is what must be written, not the tip.
+    let tip = server
+        .commit(
+            "skills.git",
+            "main",
+            &[
+                ("skills/demo/SKILL.md", skill("Moved.")),
+                ("skills/demo/extra.md", GitFile::File(b"new\n".to_vec())),
+            ],
+        )
+        .unwrap();
+    assert_ne!(pinned, tip);
+
+    let credentials = tempfile::tempdir().expect("tempdir");
+    std::fs::write(credentials.path().join("username"), "reader").unwrap();
+    std::fs::write(credentials.path().join("password"), "s3cret").unwrap();
+    let args = |commit: &str, dest: &Path| {
+        vec![
+            "skill".to_string(),
+            "fetch".to_string(),
+            format!("--url={}", server.http_url("skills.git")),
+            format!("--commit={commit}"),
+            "--sub-path=skills/demo".to_string(),
+            format!("--insecure-git-host={}", server.http_host()),
+            format!("--credentials-dir={}", credentials.path().display()),
+            dest.display().to_string(),
+        ]
+    };
+
+    let dest = tempfile::tempdir().expect("tempdir");
+    let out = fetch_cli(args(&pinned, dest.path())).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        files_below(dest.path()),
+        BTreeSet::from(["SKILL.md", "scripts", "scripts/run.sh"].map(String::from)),
+    );
+    let skill_md = std::fs::read_to_string(dest.path().join("SKILL.md")).unwrap();
+    assert!(skill_md.contains("Pinned."), "{skill_md}");
+    assert!(stdout(&out).contains(&pinned), "{}", stdout(&out));
+
+    // A commit the repository does not have: refused, nothing written.
+    let missing = "0123456789abcdef0123456789abcdef01234567";
+    let dest = tempfile::tempdir().expect("tempdir");
+    let out = fetch_cli(args(missing, dest.path())).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains(missing), "{}", stderr(&out));
+    assert!(files_below(dest.path()).is_empty());
+
+    // An abbreviated id or a branch name is not a pin.
+    let dest = tempfile::tempdir().expect("tempdir");
+    for not_a_pin in [&pinned[..12], "main"] {
+        let out = fetch_cli(args(not_a_pin, dest.path())).await;
+        assert_eq!(out.status.code(), Some(1), "{not_a_pin}: {}", stdout(&out));
+        assert!(files_below(dest.path()).is_empty());
+    }
+
+    // A destination that is not empty is not overwritten.
+    let dest = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dest.path().join("SKILL.md"), "old").unwrap();
+    let out = fetch_cli(args(&pinned, dest.path())).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("not empty"), "{}", stderr(&out));
+
+    // Without the credentials the server refuses, and so does the command.
+    let dest = tempfile::tempdir().expect("tempdir");
+    let mut anonymous = args(&pinned, dest.path());
+    anonymous.retain(|a| !a.starts_with("--credentials-dir"));
+    let out = fetch_cli(anonymous).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(files_below(dest.path()).is_empty());
 }

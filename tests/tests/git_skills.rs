@@ -3,12 +3,18 @@
 
 use std::collections::BTreeMap;
 
-use agentic_api::{DeliveryMode, SecretRef, SkillCard, SkillCardSpec};
-use agentic_integration_tests::{Operator, apply, condition, env, has_condition, wait_for};
+use agentic_api::{
+    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, DeliveryMode, ObjectRef, SecretRef,
+    SkillCard, SkillCardSpec,
+};
+use agentic_integration_tests::{
+    Operator, apply, condition, env, has_condition, llm_gateway, wait_agent_ready, wait_for,
+    wait_for_sandbox, wait_phase,
+};
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{GitFile, GitServer};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
@@ -291,5 +297,183 @@ async fn http_sources_need_an_insecure_host_and_the_right_credentials() {
     });
     apply(&api, &missing).await;
     ready_reason(&api, "no-secret", "False", "SourceSecretNotFound").await;
+    operator.stop().await;
+}
+
+fn named(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
+fn git_agent(card: &str) -> Agent {
+    Agent {
+        metadata: named("migrator"),
+        spec: AgentSpec {
+            image: "harness.invalid/agent:1".into(),
+            gateways: vec![ObjectRef { name: "llm".into() }],
+            skill_cards: vec![ObjectRef {
+                name: card.to_string(),
+            }],
+            skill_delivery: "native".into(),
+            ..AgentSpec::default()
+        },
+        status: None,
+    }
+}
+
+fn agent_run(name: &str) -> AgentRun {
+    AgentRun {
+        metadata: named(name),
+        spec: AgentRunSpec {
+            agent_ref: "migrator".into(),
+            ..AgentRunSpec::default()
+        },
+        status: None,
+    }
+}
+
+#[tokio::test]
+async fn a_run_fetches_its_git_skill_at_the_pinned_commit_with_the_secret_in_the_init_container_only()
+ {
+    let server = GitServer::start_with_basic_auth("reader", "s3cret")
+        .await
+        .expect("git server");
+    server.create_repo("private.git").unwrap();
+    let pinned = server
+        .commit(
+            "private.git",
+            "release",
+            &[("skills/upgrade/SKILL.md", skill_md("upgrade", "Pinned."))],
+        )
+        .unwrap();
+    let env = env().await;
+    let ns = env.namespace("git-run").await.expect("namespace");
+    let client = env.client();
+    let insecure = vec![server.http_host()];
+    let operator_image = "registry.invalid/agentic-operator:test";
+    let operator = Operator::start_with_operator_image(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        insecure,
+        operator_image,
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    secrets
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: named("git-creds"),
+                data: Some(BTreeMap::from([
+                    ("username".into(), ByteString(b"reader".to_vec())),
+                    ("password".into(), ByteString(b"s3cret".to_vec())),
+                ])),
+                ..Secret::default()
+            },
+        )
+        .await
+        .expect("secret");
+    let url = server.http_url("private.git");
+    let mut private = card(
+        "upgrade-card",
+        &url,
+        Some("release"),
+        Some("skills/upgrade"),
+    );
+    private.spec.source_secret = Some(SecretRef {
+        name: "git-creds".into(),
+    });
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    apply(&cards, &private).await;
+    ready_reason(&cards, "upgrade-card", "True", "SkillValid").await;
+    llm_gateway(&client, &ns).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(&agents, &git_agent("upgrade-card")).await;
+    let agent = wait_agent_ready(&agents, "migrator").await;
+    let pin = format!("{url}@{pinned}");
+    assert_eq!(
+        agent.status.unwrap().skills[0].image.as_deref(),
+        Some(pin.as_str())
+    );
+
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &agent_run("first")).await;
+    let run = wait_for_sandbox(&runs, "first").await;
+    let status = run.status.expect("status");
+    assert_eq!(status.skills[0].image, pin);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = pods
+        .get(status.sandbox_name.as_deref().expect("sandbox"))
+        .await
+        .expect("pod");
+    let spec = pod.spec.expect("spec");
+    let init = spec.init_containers.expect("init containers");
+    assert_eq!(init.len(), 1);
+    assert_eq!(init[0].image.as_deref(), Some(operator_image));
+    let args = init[0].args.clone().expect("args");
+    assert!(args.contains(&format!("--commit={pinned}")), "{args:?}");
+    assert!(args.contains(&format!("--url={url}")), "{args:?}");
+    assert!(
+        args.contains(&format!("--insecure-git-host={}", server.http_host())),
+        "{args:?}"
+    );
+    let agent_container = serde_json::to_string(&spec.containers[0]).unwrap();
+    assert!(!agent_container.contains("git-creds"), "{agent_container}");
+    assert!(
+        agent_container
+            .contains(r#""mountPath":"/opt/skills/upgrade","name":"skill-0","readOnly":true"#),
+        "{agent_container}"
+    );
+    let volumes = serde_json::to_string(&spec.volumes).unwrap();
+    assert!(volumes.contains(r#""secretName":"git-creds""#), "{volumes}");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn without_the_operator_image_a_run_with_a_git_skill_waits_naming_the_flag() {
+    let server = GitServer::start().await.expect("git server");
+    server.create_repo("skills.git").unwrap();
+    server
+        .commit(
+            "skills.git",
+            "main",
+            &[("SKILL.md", skill_md("upgrade", "Public."))],
+        )
+        .unwrap();
+    let (ns, client, operator) = git_scenario("git-no-image", Vec::new()).await;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &cards,
+        &card(
+            "upgrade-card",
+            &server.git_url("skills.git"),
+            Some("main"),
+            None,
+        ),
+    )
+    .await;
+    ready_reason(&cards, "upgrade-card", "True", "SkillValid").await;
+    llm_gateway(&client, &ns).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(&agents, &git_agent("upgrade-card")).await;
+    wait_agent_ready(&agents, "migrator").await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &agent_run("waiting")).await;
+    let run = wait_for(&runs, "waiting", "OperatorImageNotSet", |r: &AgentRun| {
+        r.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "False", "OperatorImageNotSet"))
+    })
+    .await;
+    let status = run.status.expect("status");
+    assert_eq!(status.phase, Some(AgentRunPhase::Pending));
+    assert!(status.sandbox_name.is_none());
+    let message = &condition(&status.conditions, "Ready").unwrap().message;
+    assert!(message.contains("--operator-image"), "{message}");
+    // Still waiting, not failed, on the next look.
+    let run = wait_phase(&runs, "waiting", AgentRunPhase::Pending).await;
+    assert!(run.status.unwrap().sandbox_name.is_none());
     operator.stop().await;
 }

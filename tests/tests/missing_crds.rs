@@ -87,6 +87,7 @@ async fn readyz_names_a_missing_crd_until_it_is_installed() {
             tag_refresh_interval: Duration::from_secs(60),
             run_defaults: RunDefaults::default(),
             default_skills_namespace: None,
+            operator_image: None,
         },
         shutdown,
     )

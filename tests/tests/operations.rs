@@ -102,6 +102,7 @@ fn run_options(ns: &str) -> RunOptions {
         tag_refresh_interval: Duration::from_secs(60),
         run_defaults: RunDefaults::default(),
         default_skills_namespace: None,
+        operator_image: None,
     }
 }
 
@@ -159,6 +160,7 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
         tag_refresh_interval: Duration::from_secs(60),
         run_defaults: RunDefaults::default(),
         default_skills_namespace: None,
+        skill_fetcher: None,
     };
     let ctx = Arc::new(Context::new(
         env.client(),

@@ -265,6 +265,7 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
             tag_refresh_interval: Duration::from_secs(2),
             run_defaults: RunDefaults::default(),
             default_skills_namespace: None,
+            operator_image: None,
         },
         shutdown,
     )

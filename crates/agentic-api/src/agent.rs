@@ -218,7 +218,8 @@ pub struct AgentSkill {
     /// collection of the Agent's namespace, or of the operator's default-skills namespace).
     #[serde(default)]
     pub origin: SkillOrigin,
-    /// The validated image pinned by digest; absent for inline skills.
+    /// The validated image pinned by digest, or for a git skill `<url>@<commit>`; absent for
+    /// inline skills.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// `skill` or `rule`.

@@ -248,7 +248,8 @@ pub struct AgentRunStatus {
 pub struct PinnedSkill {
     /// Frontmatter name of the skill; mounted at `/opt/skills/<name>`.
     pub name: String,
-    /// The image pinned by digest, or `configmap:<name>` for inline skills.
+    /// The image pinned by digest, `configmap:<name>` for inline skills, or `<url>@<commit>`
+    /// for git skills: exactly the commit the pod's init container fetched.
     pub image: String,
     /// `skill` or `rule`.
     #[serde(default, rename = "type")]

@@ -163,6 +163,17 @@ pub enum Error {
         skill_card: String,
     },
 
+    /// A run has git skills, and the operator was not told its own image, which their init
+    /// containers run.
+    #[error(
+        "git skill(s) {} are fetched by an init container running the operator's own image; start the operator with --operator-image (env AGENTIC_OPERATOR_IMAGE)",
+        .skills.join(", ")
+    )]
+    OperatorImageNotSet {
+        /// Names of the git skills.
+        skills: Vec<String>,
+    },
+
     /// Gateways an Agent references do not exist.
     #[error("{} not found", name_list("Gateway", .0))]
     GatewayNotFound(Vec<String>),
@@ -274,6 +285,7 @@ impl Error {
             Error::DuplicateSkillCardName { .. } => "DuplicateSkillCardName",
             Error::InvalidSkillName { .. } => "InvalidSkillName",
             Error::MissingInlineSkill { .. } => "MissingInlineSkill",
+            Error::OperatorImageNotSet { .. } => "OperatorImageNotSet",
             Error::GatewayNotFound(_) => "GatewayNotFound",
             Error::GatewayNotReady(_) => "GatewayNotReady",
             Error::NoGateway => "NoGateway",

@@ -51,6 +51,7 @@
 //! | `RulesExceedContext` | [`skills::REASON_RULES_EXCEED_CONTEXT`] | an Agent's rules take more than their share of the smallest context window |
 //! | `InvalidSkillName` | [`Error::InvalidSkillName`] | a skill name is not a safe directory name |
 //! | `MissingInlineSkill` | [`Error::MissingInlineSkill`] | a SkillCard has no `spec.inline` |
+//! | `OperatorImageNotSet` | [`Error::OperatorImageNotSet`] | a run has git skills and the operator has no `--operator-image` for their init containers |
 //! | `GatewayNotFound` | [`Error::GatewayNotFound`] | referenced Gateways do not exist |
 //! | `GatewayNotReady` | [`Error::GatewayNotReady`] | referenced Gateways are not Ready |
 //! | `NoGateway` | [`Error::NoGateway`] | the Agent lists no gateway |
@@ -73,6 +74,7 @@
 //! | `Succeeded`, `Failed`, `Running` | [`sandbox::succeeded_reason`] | Konveyor's names on the `Succeeded` condition for `AgentSucceeded`, `AgentFailed`, `AgentRunning` |
 //! | `Listening`, `NotListening`, `Finished` | [`sandbox::REASON_LISTENING`], [`sandbox::REASON_NOT_LISTENING`], [`sandbox::REASON_FINISHED`] | the run's `ACPReady` condition |
 //! | `PodFailed` | [`sandbox::REASON_POD_FAILED`] | run Failed: the pod failed first (eviction) |
+//! | `SkillFetchFailed` | [`sandbox::REASON_SKILL_FETCH_FAILED`] | run Failed: an init container fetching a git skill failed |
 //! | `SandboxLost` | [`sandbox::REASON_SANDBOX_LOST`] | run Failed: sandbox or pod gone or replaced after the start |
 //! | `StartupFailed` | [`sandbox::REASON_STARTUP_FAILED`] | run Failed: the kubelet cannot start the agent container |
 //! | `StartupDeadlineExceeded` | [`sandbox::REASON_STARTUP_DEADLINE_EXCEEDED`] | run Failed: the agent did not start within the startup deadline |

@@ -48,7 +48,8 @@ pub use outcome::{
     REASON_AGENT_RUNNING, REASON_AGENT_SUCCEEDED, REASON_FAILED, REASON_FINISHED,
     REASON_LIMIT_REACHED, REASON_LISTENING, REASON_NOT_LISTENING, REASON_OBJECT_NAME_TAKEN,
     REASON_POD_FAILED, REASON_POD_PENDING, REASON_REFUSED, REASON_RUNNING, REASON_SANDBOX_CREATING,
-    REASON_SANDBOX_LOST, REASON_SUCCEEDED, RunOutcome, run_outcome, succeeded_reason,
+    REASON_SANDBOX_LOST, REASON_SKILL_FETCH_FAILED, REASON_SUCCEEDED, RunOutcome, run_outcome,
+    succeeded_reason,
 };
 pub use pod::build_pod_spec;
 
@@ -62,8 +63,11 @@ pub const PARAMS_PATH: &str = "/run/konveyor/params.json";
 pub const WORKSPACE_DIR: &str = "/workspace";
 /// Writable temporary files (an emptyDir).
 pub const TMP_DIR: &str = "/tmp";
-/// The one container of the sandbox.
+/// The container that runs the agent.
 pub const AGENT_CONTAINER: &str = "agent";
+/// Prefix of the init containers that fetch git skills, numbered like the skill volumes:
+/// `skill-fetch-<index>`.
+pub const SKILL_FETCH_CONTAINER_PREFIX: &str = "skill-fetch-";
 /// The port the harness serves the Agent Client Protocol on.
 pub const ACP_PORT: i32 = 4000;
 /// The name of [`ACP_PORT`].
@@ -142,7 +146,8 @@ pub struct MountedSkill {
     pub skill_card: String,
     /// Where the files come from.
     pub source: SkillSource,
-    /// Directory inside the image that holds the skill; image skills only.
+    /// Directory inside the image that holds the skill; image skills only (a git skill's
+    /// directory is in its [`SkillSource::Git`]).
     pub sub_path: Option<String>,
     /// Secrets with registry credentials for the image; the pod lists them as
     /// `imagePullSecrets` so the kubelet can pull the image volume.
@@ -162,6 +167,39 @@ pub enum SkillSource {
         /// The ConfigMap's name.
         config_map: String,
     },
+    /// A git repository at one commit, fetched by an init container into an emptyDir.
+    Git {
+        /// The repository URL the SkillCard controller validated.
+        url: String,
+        /// The full commit id it validated.
+        commit: String,
+        /// The skill's directory in the repository (`spec.subPath`).
+        sub_path: Option<String>,
+        /// The Secret with `username` and `password` (`spec.sourceSecret`), mounted into the
+        /// init container only.
+        secret: Option<String>,
+    },
+}
+
+impl SkillSource {
+    /// What a run pins: the image by digest, `configmap:<name>`, or `<url>@<commit>`.
+    pub fn pin(&self) -> String {
+        match self {
+            SkillSource::Image { reference } => reference.clone(),
+            SkillSource::Inline { config_map } => format!("configmap:{config_map}"),
+            SkillSource::Git { url, commit, .. } => format!("{url}@{commit}"),
+        }
+    }
+}
+
+/// What the init containers of git skills run: the operator's own image, whose binary has
+/// the hidden `skill fetch` subcommand, and the git hosts it may reach over plain http://.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkillFetcher {
+    /// The operator's image (`--operator-image`).
+    pub image: String,
+    /// The operator's `--insecure-git-host` entries.
+    pub insecure_git_hosts: Vec<String>,
 }
 
 impl MountedSkill {
@@ -171,14 +209,11 @@ impl MountedSkill {
     }
 
     /// The skill as the run's status records it: image skills by their pinned image, inline
-    /// skills as `configmap:<name>`.
+    /// skills as `configmap:<name>`, git skills as `<url>@<commit>`.
     pub fn pinned(&self) -> PinnedSkill {
         PinnedSkill {
             name: self.name.clone(),
-            image: match &self.source {
-                SkillSource::Image { reference } => reference.clone(),
-                SkillSource::Inline { config_map } => format!("configmap:{config_map}"),
-            },
+            image: self.source.pin(),
             skill_type: self.skill_type,
         }
     }
@@ -198,6 +233,7 @@ pub struct SandboxInputs<'a> {
     params: RunParams,
     git_author: Option<GitAuthor>,
     file_mounts: Vec<files::CheckedMount>,
+    fetcher: Option<&'a SkillFetcher>,
 }
 
 impl<'a> SandboxInputs<'a> {
@@ -206,7 +242,8 @@ impl<'a> SandboxInputs<'a> {
     /// Agent's) `spec.gitConfig` is a usable commit author, its `spec.fileMounts` stay clear of
     /// the contract's directories, every skill
     /// name is a safe directory name, and no two skills share a name. `skills` may come in any
-    /// order; `params` come from [`resolve_run`](crate::params::resolve_run).
+    /// order; `params` come from [`resolve_run`](crate::params::resolve_run). Git skills
+    /// need a `fetcher`: without one they are [`Error::OperatorImageNotSet`].
     pub fn new(
         run: &'a AgentRun,
         agent: &'a Agent,
@@ -214,6 +251,7 @@ impl<'a> SandboxInputs<'a> {
         mut skills: Vec<MountedSkill>,
         delivery_mode: SkillDeliveryMode,
         params: RunParams,
+        fetcher: Option<&'a SkillFetcher>,
     ) -> Result<Self, Error> {
         let (run_name, namespace) = name_and_namespace(&run.metadata, "AgentRun")?;
         check_run_env(run)?;
@@ -226,6 +264,14 @@ impl<'a> SandboxInputs<'a> {
                     skill_card: skill.skill_card.clone(),
                 });
             }
+        }
+        let git_skills: Vec<String> = skills
+            .iter()
+            .filter(|s| matches!(s.source, SkillSource::Git { .. }))
+            .map(|s| s.name.clone())
+            .collect();
+        if fetcher.is_none() && !git_skills.is_empty() {
+            return Err(Error::OperatorImageNotSet { skills: git_skills });
         }
         // Stable sort: of two skills with one name, the first given is the "first" card.
         skills.sort_by(|a, b| a.name.cmp(&b.name));
@@ -250,6 +296,7 @@ impl<'a> SandboxInputs<'a> {
             params,
             git_author,
             file_mounts,
+            fetcher,
         })
     }
 

@@ -124,7 +124,8 @@ pub struct CardRef<'a> {
 ///
 /// A SkillCard is usable when its `Ready` condition is True for its current generation
 /// (`status.observedGeneration == metadata.generation`), `status.skill` is set, and, for
-/// image cards, `status.resolvedImage` is pinned by digest. Errors, checked in this order:
+/// image cards, `status.resolvedImage` is pinned by digest, for git cards
+/// `status.resolvedSource` to a commit (`<url>@<commit>`). Errors, checked in this order:
 /// every missing card ([`Error::MissingSkillCards`]), every unusable card
 /// ([`Error::SkillCardsNotReady`], malformed cards among them), then the first frontmatter
 /// name two cards share ([`Error::DuplicateSkillName`], naming both cards and their
@@ -179,10 +180,7 @@ pub fn resolve_skills(cards: &[CardRef]) -> Result<ResolvedSkills, Error> {
                 second_collection: entry.collection.map(str::to_string),
             });
         }
-        let image = match source {
-            SkillSource::Image { reference } => Some(reference),
-            SkillSource::Inline { .. } => None,
-        };
+        let image = pin_of(&source);
         by_name.insert(
             &skill.name,
             AgentSkill {
@@ -394,18 +392,25 @@ pub fn apply_defaults(
                     continue;
                 }
             };
-            let image = match source {
-                SkillSource::Image { reference } => Some(reference),
-                SkillSource::Inline { .. } if default.scope == DefaultScope::Cluster => {
+            let cluster = default.scope == DefaultScope::Cluster;
+            let image = match &source {
+                SkillSource::Inline { .. } if cluster => {
                     report.skipped.push(format!(
                         "{card_label} (an inline skill cannot be mounted in another namespace; use an image)"
                     ));
                     continue;
                 }
-                SkillSource::Inline { .. } => None,
+                SkillSource::Git {
+                    secret: Some(_), ..
+                } if cluster => {
+                    report.skipped.push(format!(
+                        "{card_label} (its spec.sourceSecret cannot be used in another namespace; use a public repository or an image)"
+                    ));
+                    continue;
+                }
+                _ => pin_of(&source),
             };
             let found = candidates.entry(skill.name.clone()).or_default();
-            let cluster = default.scope == DefaultScope::Cluster;
             if found.iter().any(|(s, _)| {
                 s.skill_card == *card_name
                     && s.namespace.as_deref() == cluster.then_some(default.namespace)
@@ -515,12 +520,8 @@ impl MountedSkill {
             Lookup::Malformed(error) => return Err(not_ready(malformed_detail(error))),
             Lookup::Found(card) => card,
         };
-        let (frontmatter, source) = usable_skill(card).map_err(not_ready)?;
-        let pinned = match &source {
-            SkillSource::Image { reference } => Some(reference),
-            SkillSource::Inline { .. } => None,
-        };
-        if frontmatter.name != skill.name || pinned != skill.image.as_ref() {
+        let (frontmatter, mut source) = usable_skill(card).map_err(not_ready)?;
+        if frontmatter.name != skill.name || pin_of(&source) != skill.image {
             return Err(not_ready(
                 "it changed since the Agent resolved it; waiting for the Agent".to_string(),
             ));
@@ -528,6 +529,12 @@ impl MountedSkill {
         // A cluster-wide default lives in another namespace: its pull Secrets are not the
         // pod's to use, and the operator never copies Secrets. Its image must be one the
         // node can pull with the run namespace's own means.
+        if skill.namespace.is_some()
+            && let SkillSource::Git { secret, .. } = &mut source
+        {
+            // Not the pod's to mount either; a default with one is skipped by the Agent.
+            *secret = None;
+        }
         let pull_secrets = match &skill.namespace {
             Some(_) => Vec::new(),
             None => card
@@ -545,7 +552,7 @@ impl MountedSkill {
             skill_card: skill.skill_card.clone(),
             sub_path: match source {
                 SkillSource::Image { .. } => card.spec.sub_path.clone(),
-                SkillSource::Inline { .. } => None,
+                SkillSource::Inline { .. } | SkillSource::Git { .. } => None,
             },
             source,
             pull_secrets,
@@ -588,10 +595,42 @@ fn usable_skill(card: &SkillCard) -> Result<(&SkillFrontmatter, SkillSource), St
         SkillSource::Inline {
             config_map: inline_skill_config_map_name(name),
         }
+    } else if card.spec.source.is_some() {
+        let resolved = status
+            .and_then(|s| s.resolved_source.as_deref())
+            .ok_or("its status has no resolved source")?;
+        let pinned = resolved
+            .rsplit_once('@')
+            .filter(|(url, commit)| !url.is_empty() && is_commit_id(commit));
+        let Some((url, commit)) = pinned else {
+            return Err(format!(
+                "status.resolvedSource {resolved:?} is not pinned to a commit (<url>@<40 hex digits>)"
+            ));
+        };
+        SkillSource::Git {
+            url: url.to_string(),
+            commit: commit.to_string(),
+            sub_path: card.spec.sub_path.clone(),
+            secret: card.spec.source_secret.as_ref().map(|s| s.name.clone()),
+        }
     } else {
-        return Err("only image and inline skills can be mounted".to_string());
+        return Err("it has no image, inline skill or source".to_string());
     };
     Ok((skill, source))
+}
+
+/// A full commit id: 40 lowercase hex digits.
+fn is_commit_id(text: &str) -> bool {
+    text.len() == 40 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// What an Agent's `status.skills[].image` records: the image by digest, `<url>@<commit>`
+/// for a git skill, nothing for an inline skill (its ConfigMap follows its card).
+fn pin_of(source: &SkillSource) -> Option<String> {
+    match source {
+        SkillSource::Image { .. } | SkillSource::Git { .. } => Some(source.pin()),
+        SkillSource::Inline { .. } => None,
+    }
 }
 
 /// Why an object with these conditions is not Ready for its current generation, if it is not.

@@ -46,6 +46,9 @@ pub struct Settings {
     /// The namespace whose SkillCollections labelled `konveyor.io/default-skills: "true"`
     /// apply to every Agent of the cluster.
     pub default_skills_namespace: Option<String>,
+    /// What fetches git skills into sandboxes: the operator's own image; `None` without
+    /// `--operator-image`, and runs with git skills wait.
+    pub skill_fetcher: Option<agentic_core::sandbox::SkillFetcher>,
 }
 
 /// The operator's defaults for the lifecycle of runs, from the command line.

@@ -56,6 +56,8 @@ pub struct RunOptions {
     pub run_defaults: RunDefaults,
     /// Where the cluster-wide default skills are; None: only namespace defaults.
     pub default_skills_namespace: Option<String>,
+    /// The operator's own image, which the init containers of git skills run.
+    pub operator_image: Option<String>,
 }
 
 /// Which Lease replicas compete for, and how long a holder keeps it without renewing.
@@ -298,6 +300,12 @@ async fn lead(
         tag_refresh_interval: options.tag_refresh_interval,
         run_defaults: options.run_defaults,
         default_skills_namespace: default_skills_namespace(&options),
+        skill_fetcher: options.operator_image.clone().map(|image| {
+            agentic_core::sandbox::SkillFetcher {
+                image,
+                insecure_git_hosts: options.insecure_git_hosts.clone(),
+            }
+        }),
     };
     let ctx = Arc::new(Context::new(client, settings, metrics));
     let controllers = controllers::run(ctx, options.scope, readiness, stop.subscribe());
@@ -522,6 +530,7 @@ mod tests {
             tag_refresh_interval: Duration::from_secs(300),
             run_defaults: RunDefaults::default(),
             default_skills_namespace: defaults.map(str::to_string),
+            operator_image: None,
         }
     }
 

@@ -31,6 +31,7 @@ pub const SANDBOX_KIND: &str = "Sandbox";
 ///   - `type`: `skill` or `rule`,
 ///   - `source`: where it came from: the image pinned by digest (`repo@sha256:...`) for
 ///     image skills, `inline:<skillcard>` for skills written inline in a SkillCard,
+///     `<url>@<commit>` for git skills,
 ///   - `sourcePath`: the directory holding its `SKILL.md` inside the sandbox,
 ///     `/opt/skills/<name>`;
 ///
@@ -47,6 +48,7 @@ pub fn build_run_config_map(inputs: &SandboxInputs, owner: OwnerReference) -> Co
             let source = match &skill.source {
                 SkillSource::Image { reference } => reference.clone(),
                 SkillSource::Inline { .. } => format!("inline:{}", skill.skill_card),
+                SkillSource::Git { .. } => skill.source.pin(),
             };
             json!({
                 "name": skill.name,

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value};
 
-use super::{ACP_PORT, AGENT_CONTAINER};
+use super::{ACP_PORT, AGENT_CONTAINER, SKILL_FETCH_CONTAINER_PREFIX};
 use crate::conditions::{set_condition, truncate};
 use crate::names::acp_secret_name;
 
@@ -26,6 +26,8 @@ pub const REASON_AGENT_SUCCEEDED: &str = "AgentSucceeded";
 pub const REASON_AGENT_FAILED: &str = "AgentFailed";
 /// The pod failed without the agent container terminating (for example it was evicted).
 pub const REASON_POD_FAILED: &str = "PodFailed";
+/// An init container fetching a git skill failed, so the agent never started.
+pub const REASON_SKILL_FETCH_FAILED: &str = "SkillFetchFailed";
 /// The sandbox or its pod disappeared, or was replaced, after the agent started.
 pub const REASON_SANDBOX_LOST: &str = "SandboxLost";
 /// An object the run does not control holds the name of one of the run's objects.
@@ -253,6 +255,7 @@ impl RunOutcome {
 /// | agent container terminated with exit code 2 | Failed | `LimitReached` |
 /// | agent container terminated with exit code 3 | Failed | `Refused` |
 /// | agent container terminated with another non-zero code (code, reason and termination message in the message) | Failed | `AgentFailed` |
+/// | pod phase Failed, a `skill-fetch-<index>` init container exited non-zero (its exit code and termination message in the message) | Failed | `SkillFetchFailed` |
 /// | pod phase Failed, agent container not terminated (eviction, node loss; the pod's reason in the message) | Failed | `PodFailed` |
 /// | pod phase Succeeded without an agent container status | Succeeded | `AgentSucceeded` |
 /// | sandbox or pod gone after the agent started | Failed | `SandboxLost` |
@@ -319,6 +322,12 @@ pub fn run_outcome(pod: Option<&Pod>, sandbox_exists: bool, status: &AgentRunSta
     }
     match pod_status.and_then(|s| s.phase.as_deref()) {
         Some("Failed") => {
+            if let Some(message) = failed_skill_fetch(pod) {
+                return RunOutcome::failed(
+                    REASON_SKILL_FETCH_FAILED,
+                    format!("pod {pod_name}: {message}"),
+                );
+            }
             let reason = pod_status
                 .and_then(|s| s.reason.as_deref())
                 .unwrap_or("no reason given");
@@ -466,6 +475,32 @@ pub(crate) fn agent_status(pod: &Pod) -> Option<&ContainerStatus> {
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
         .and_then(|statuses| statuses.iter().find(|c| c.name == AGENT_CONTAINER))
+}
+
+/// What the first failed skill-fetch init container said: its exit code and termination
+/// message (the end of its log, the `error: ...` line of `skill fetch`).
+fn failed_skill_fetch(pod: &Pod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .init_container_statuses
+        .as_ref()?
+        .iter()
+        .filter(|c| c.name.starts_with(SKILL_FETCH_CONTAINER_PREFIX))
+        .find_map(|c| {
+            let terminated = c.state.as_ref()?.terminated.as_ref()?;
+            (terminated.exit_code != 0).then(|| {
+                let said = terminated
+                    .message
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|m| !m.is_empty())
+                    .map_or("no message", |m| truncate(m, MAX_TERMINATION_MESSAGE_BYTES));
+                format!(
+                    "init container {} fetching a git skill exited {}: {said}",
+                    c.name, terminated.exit_code
+                )
+            })
+        })
 }
 
 /// The kubelet's reason (and message) for a container that waits to start.

@@ -1,24 +1,32 @@
-//! The sandbox's pod spec: one `agent` container with the contract of `docs/pod-contract.md`.
+//! The sandbox's pod spec: one `agent` container with the contract of `docs/pod-contract.md`,
+//! after one `skill-fetch-<index>` init container per git skill.
 
 use agentic_api::CredentialRef;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
     EnvFromSource, EnvVar, EnvVarSource, ImageVolumeSource, KeyToPath, LocalObjectReference,
     PodSecurityContext, PodSpec, Probe, SeccompProfile, SecretEnvSource, SecretKeySelector,
-    SecurityContext, TCPSocketAction, Volume, VolumeMount,
+    SecretVolumeSource, SecurityContext, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{
-    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, AGENT_CONTAINER, PARAMS_KEY, PARAMS_PATH, SKILL_FILE,
-    SKILLS_DIR, SKILLS_MANIFEST_KEY, SKILLS_MANIFEST_PATH, SandboxInputs, SkillSource, TMP_DIR,
-    WORKSPACE_DIR, env,
+    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, AGENT_CONTAINER, PARAMS_KEY, PARAMS_PATH,
+    SKILL_FETCH_CONTAINER_PREFIX, SKILL_FILE, SKILLS_DIR, SKILLS_MANIFEST_KEY,
+    SKILLS_MANIFEST_PATH, SandboxInputs, SkillFetcher, SkillSource, TMP_DIR, WORKSPACE_DIR, env,
 };
 use crate::names::{acp_secret_name, run_config_map_name};
 
 const WORKSPACE_VOLUME: &str = "workspace";
 const TMP_VOLUME: &str = "tmp";
 const RUN_CONFIG_VOLUME: &str = "konveyor-run";
+/// Where a skill-fetch init container writes the skill (its emptyDir).
+const FETCH_DEST_DIR: &str = "/skill";
+/// Where a skill-fetch init container finds its credentials (the Secret's volume).
+const FETCH_CREDENTIALS_DIR: &str = "/run/konveyor/git-credentials";
+/// The skill-fetch init container's scratch repository (an emptyDir: the root fs is
+/// read-only).
+const FETCH_TMP_DIR: &str = "/tmp";
 
 /// The sandbox's pod spec.
 ///
@@ -32,6 +40,10 @@ const RUN_CONFIG_VOLUME: &str = "konveyor-run";
 ///   the agent's log when it writes no termination message.
 /// - `imagePullSecrets`: the skills' pull secrets, sorted, so the kubelet can pull the skill
 ///   images it mounts.
+/// - Per git skill, an init container `skill-fetch-<index>` from the operator's image runs
+///   `agentic-operator skill fetch` for the pinned commit into the skill's emptyDir, which
+///   the agent mounts read-only. Only that init container mounts the card's
+///   `spec.sourceSecret`; it runs as non-root with a read-only root filesystem.
 pub fn build_pod_spec(inputs: &SandboxInputs) -> PodSpec {
     let mut pull_secrets: Vec<&str> = inputs
         .skills()
@@ -40,7 +52,9 @@ pub fn build_pod_spec(inputs: &SandboxInputs) -> PodSpec {
         .collect();
     pull_secrets.sort_unstable();
     pull_secrets.dedup();
+    let init_containers = fetch_containers(inputs);
     PodSpec {
+        init_containers: (!init_containers.is_empty()).then_some(init_containers),
         containers: vec![agent_container(inputs)],
         volumes: Some(volumes(inputs)),
         restart_policy: Some("Never".to_string()),
@@ -91,6 +105,95 @@ fn agent_container(inputs: &SandboxInputs) -> Container {
             allow_privilege_escalation: Some(false),
             capabilities: Some(Capabilities {
                 drop: Some(vec!["ALL".to_string()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Default::default()
+    }
+}
+
+/// One init container per git skill, in skill order, each writing its skill into the
+/// skill's volume.
+fn fetch_containers(inputs: &SandboxInputs) -> Vec<Container> {
+    let Some(fetcher) = inputs.fetcher else {
+        // SandboxInputs::new refuses git skills without a fetcher.
+        return Vec::new();
+    };
+    inputs
+        .skills()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, skill)| match &skill.source {
+            SkillSource::Git {
+                url,
+                commit,
+                sub_path,
+                secret,
+            } => Some(fetch_container(
+                fetcher,
+                index,
+                url,
+                commit,
+                sub_path.as_deref(),
+                secret.is_some(),
+            )),
+            SkillSource::Image { .. } | SkillSource::Inline { .. } => None,
+        })
+        .collect()
+}
+
+fn fetch_container(
+    fetcher: &SkillFetcher,
+    index: usize,
+    url: &str,
+    commit: &str,
+    sub_path: Option<&str>,
+    with_secret: bool,
+) -> Container {
+    let mut args = vec![
+        "skill".to_string(),
+        "fetch".to_string(),
+        format!("--url={url}"),
+        format!("--commit={commit}"),
+    ];
+    if let Some(sub_path) = sub_path {
+        args.push(format!("--sub-path={sub_path}"));
+    }
+    for host in &fetcher.insecure_git_hosts {
+        args.push(format!("--insecure-git-host={host}"));
+    }
+    let mut mounts = vec![
+        mount(&skill_volume_name(index), FETCH_DEST_DIR, false, None),
+        mount(&fetch_tmp_volume_name(index), FETCH_TMP_DIR, false, None),
+    ];
+    if with_secret {
+        args.push(format!("--credentials-dir={FETCH_CREDENTIALS_DIR}"));
+        mounts.push(mount(
+            &fetch_secret_volume_name(index),
+            FETCH_CREDENTIALS_DIR,
+            true,
+            None,
+        ));
+    }
+    args.push(FETCH_DEST_DIR.to_string());
+    Container {
+        name: format!("{SKILL_FETCH_CONTAINER_PREFIX}{index}"),
+        image: Some(fetcher.image.clone()),
+        args: Some(args),
+        env: Some(vec![value("TMPDIR", FETCH_TMP_DIR)]),
+        volume_mounts: Some(mounts),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_string()]),
+                ..Default::default()
+            }),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_string(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -183,6 +286,16 @@ fn skill_volume_name(index: usize) -> String {
     format!("skill-{index}")
 }
 
+/// The scratch space of the init container fetching the git skill at `index`.
+fn fetch_tmp_volume_name(index: usize) -> String {
+    format!("skill-{index}-tmp")
+}
+
+/// The `spec.sourceSecret` of the git skill at `index`.
+fn fetch_secret_volume_name(index: usize) -> String {
+    format!("skill-{index}-credentials")
+}
+
 fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
     let mut volumes = vec![
         Volume {
@@ -212,6 +325,24 @@ fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
     ];
     for (index, skill) in inputs.skills().iter().enumerate() {
         let name = skill_volume_name(index);
+        if let SkillSource::Git { secret, .. } = &skill.source {
+            volumes.push(Volume {
+                name: fetch_tmp_volume_name(index),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            });
+            if let Some(secret) = secret {
+                volumes.push(Volume {
+                    name: fetch_secret_volume_name(index),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(secret.clone()),
+                        items: Some(vec![key_to_path("username"), key_to_path("password")]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+            }
+        }
         volumes.push(match &skill.source {
             SkillSource::Image { reference } => Volume {
                 name,
@@ -228,6 +359,11 @@ fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
                     items: Some(vec![key_to_path(SKILL_FILE)]),
                     ..Default::default()
                 }),
+                ..Default::default()
+            },
+            SkillSource::Git { .. } => Volume {
+                name,
+                empty_dir: Some(EmptyDirVolumeSource::default()),
                 ..Default::default()
             },
         });

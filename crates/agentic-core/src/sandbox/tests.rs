@@ -135,6 +135,7 @@ struct Fixture {
     agent: Agent,
     gateway: Gateway,
     skills: Vec<MountedSkill>,
+    fetcher: Option<SkillFetcher>,
 }
 
 impl Fixture {
@@ -145,6 +146,7 @@ impl Fixture {
             gateway: gateway(keyed_credential()),
             // Deliberately unsorted: the inputs sort them.
             skills: vec![style(), java(), notes()],
+            fetcher: None,
         }
     }
 
@@ -156,6 +158,7 @@ impl Fixture {
             self.skills.clone(),
             SkillDeliveryMode::Native,
             params(),
+            self.fetcher.as_ref(),
         )
         .expect("valid inputs")
     }
@@ -369,6 +372,7 @@ fn env_without_rules_prompt_instructions_or_endpoint_keeps_the_names() {
         fixture.skills.clone(),
         SkillDeliveryMode::Inject,
         RunParams::default(),
+        fixture.fetcher.as_ref(),
     )
     .expect("valid");
     let spec = serde_json::to_value(build_pod_spec(&inputs)).expect("serializes");
@@ -529,6 +533,7 @@ fn inputs_error(fixture: &Fixture) -> Error {
         fixture.skills.clone(),
         SkillDeliveryMode::Native,
         params(),
+        fixture.fetcher.as_ref(),
     )
     .expect_err("invalid inputs")
 }
@@ -638,7 +643,8 @@ fn skill_names_must_be_safe_directories() {
             &fixture.gateway,
             fixture.skills.clone(),
             SkillDeliveryMode::Native,
-            params()
+            params(),
+            fixture.fetcher.as_ref(),
         )
         .is_ok()
     );
@@ -740,6 +746,7 @@ fn empty_skills_and_params_are_still_files() {
         vec![],
         SkillDeliveryMode::Native,
         RunParams::default(),
+        fixture.fetcher.as_ref(),
     )
     .expect("valid");
     let data = build_run_config_map(&inputs, owner("fix-123"))
@@ -948,4 +955,186 @@ fn pinned_skills_record_images_and_config_maps() {
         ]
     );
     assert_eq!(fixture.inputs().rules(), ["always-test", "style"]);
+}
+
+const GIT_COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+fn git_skill(secret: Option<&str>) -> MountedSkill {
+    MountedSkill {
+        name: "upgrade".into(),
+        description: "Upgrade guide from git".into(),
+        skill_type: SkillType::Skill,
+        skill_card: "upgrade-card".into(),
+        source: SkillSource::Git {
+            url: "https://git.example.com/acme/skills.git".into(),
+            commit: GIT_COMMIT.into(),
+            sub_path: Some("skills/upgrade".into()),
+            secret: secret.map(str::to_string),
+        },
+        sub_path: None,
+        pull_secrets: vec![],
+    }
+}
+
+fn fetcher() -> SkillFetcher {
+    SkillFetcher {
+        image: "ghcr.io/acme/agentic-operator:0.9".into(),
+        insecure_git_hosts: vec!["git.internal:8080".into()],
+    }
+}
+
+#[test]
+fn a_git_skill_is_fetched_by_an_init_container_into_a_read_only_empty_dir() {
+    let mut fixture = Fixture::new();
+    fixture.skills = vec![notes(), git_skill(Some("git-creds"))];
+    fixture.fetcher = Some(fetcher());
+    let spec = fixture.pod_spec();
+
+    // Sorted: always-test is skill-0, upgrade skill-1.
+    let init = &spec["initContainers"];
+    assert_eq!(init.as_array().map(Vec::len), Some(1), "{init}");
+    let fetch = &init[0];
+    assert_eq!(fetch["name"], "skill-fetch-1");
+    assert_eq!(fetch["image"], "ghcr.io/acme/agentic-operator:0.9");
+    assert_eq!(
+        fetch["args"],
+        json!([
+            "skill",
+            "fetch",
+            "--url=https://git.example.com/acme/skills.git",
+            format!("--commit={GIT_COMMIT}"),
+            "--sub-path=skills/upgrade",
+            "--insecure-git-host=git.internal:8080",
+            "--credentials-dir=/run/konveyor/git-credentials",
+            "/skill"
+        ])
+    );
+    assert_eq!(
+        fetch["volumeMounts"],
+        json!([
+            {"name": "skill-1", "mountPath": "/skill"},
+            {"name": "skill-1-tmp", "mountPath": "/tmp"},
+            {"name": "skill-1-credentials", "mountPath": "/run/konveyor/git-credentials", "readOnly": true}
+        ])
+    );
+    assert_eq!(fetch["env"], json!([{"name": "TMPDIR", "value": "/tmp"}]));
+    assert_eq!(
+        fetch["securityContext"],
+        json!({
+            "allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": true,
+            "runAsNonRoot": true,
+            "seccompProfile": {"type": "RuntimeDefault"}
+        })
+    );
+
+    let volumes = spec["volumes"].as_array().expect("volumes");
+    let volume = |name: &str| {
+        volumes
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no volume {name}: {volumes:?}"))
+    };
+    assert_eq!(
+        volume("skill-1"),
+        &json!({"name": "skill-1", "emptyDir": {}})
+    );
+    assert_eq!(
+        volume("skill-1-tmp"),
+        &json!({"name": "skill-1-tmp", "emptyDir": {}})
+    );
+    assert_eq!(
+        volume("skill-1-credentials"),
+        &json!({"name": "skill-1-credentials", "secret": {
+            "secretName": "git-creds",
+            "items": [
+                {"key": "username", "path": "username"},
+                {"key": "password", "path": "password"}
+            ]
+        }})
+    );
+
+    // The agent sees the fetched directory read-only, and nothing of the Secret.
+    let agent = container(&spec);
+    let mounts = agent["volumeMounts"].as_array().expect("mounts");
+    assert!(
+        mounts.contains(
+            &json!({"name": "skill-1", "mountPath": "/opt/skills/upgrade", "readOnly": true})
+        ),
+        "{mounts:?}"
+    );
+    assert!(
+        mounts
+            .iter()
+            .all(|m| m["name"] != "skill-1-credentials" && m["name"] != "skill-1-tmp"),
+        "{mounts:?}"
+    );
+    let agent_text = agent.to_string();
+    assert!(!agent_text.contains("git-creds"), "{agent_text}");
+    assert!(!agent_text.contains("git-credentials"), "{agent_text}");
+}
+
+#[test]
+fn a_public_git_skill_mounts_no_secret_and_other_skills_no_init_container() {
+    let mut fixture = Fixture::new();
+    fixture.skills = vec![git_skill(None)];
+    fixture.fetcher = Some(SkillFetcher {
+        insecure_git_hosts: vec![],
+        ..fetcher()
+    });
+    let spec = fixture.pod_spec();
+    let fetch = &spec["initContainers"][0];
+    let args = fetch["args"].as_array().expect("args");
+    assert!(
+        args.iter().all(|a| !a
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("--credentials-dir")
+            && !a
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("--insecure-git-host")),
+        "{args:?}"
+    );
+    assert_eq!(fetch["volumeMounts"].as_array().map(Vec::len), Some(2));
+    assert!(!spec["volumes"].to_string().contains("secret"));
+
+    // Image and inline skills need no init container, even with a fetcher.
+    let mut fixture = Fixture::new();
+    fixture.fetcher = Some(fetcher());
+    assert!(fixture.pod_spec().get("initContainers").is_none());
+}
+
+#[test]
+fn a_git_skill_pins_its_commit_in_status_and_manifest() {
+    let mut fixture = Fixture::new();
+    fixture.skills = vec![git_skill(None)];
+    fixture.fetcher = Some(fetcher());
+    let pinned = fixture.inputs().pinned_skills();
+    assert_eq!(
+        pinned[0].image,
+        format!("https://git.example.com/acme/skills.git@{GIT_COMMIT}")
+    );
+    let config_map = build_run_config_map(&fixture.inputs(), owner("fix-123"));
+    let manifest = &config_map.data.expect("data")[SKILLS_MANIFEST_KEY];
+    assert!(
+        manifest.contains(&format!(
+            "\"source\": \"https://git.example.com/acme/skills.git@{GIT_COMMIT}\""
+        )),
+        "{manifest}"
+    );
+}
+
+#[test]
+fn git_skills_without_the_operator_image_are_refused_naming_the_flag() {
+    let mut fixture = Fixture::new();
+    fixture.skills = vec![java(), git_skill(None)];
+    let error = inputs_error(&fixture);
+    assert_eq!(error.reason(), "OperatorImageNotSet");
+    let message = error.to_string();
+    assert!(
+        message.contains("upgrade") && message.contains("--operator-image"),
+        "{message}"
+    );
 }

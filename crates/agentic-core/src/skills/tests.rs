@@ -60,6 +60,22 @@ fn inline_card(card: &str, skill: &str) -> SkillCard {
     c
 }
 
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// A Ready git SkillCard `card` providing skill `skill`, pinned to [`COMMIT`].
+fn git_card(card: &str, skill: &str) -> SkillCard {
+    let mut c = image_card(card, skill);
+    c.spec.image = None;
+    c.spec.source = Some("https://example.com/skills.git".into());
+    c.spec.git_ref = Some("main".into());
+    c.spec.sub_path = Some("skills/x".into());
+    if let Some(status) = c.status.as_mut() {
+        status.resolved_image = None;
+        status.resolved_source = Some(format!("https://example.com/skills.git@{COMMIT}"));
+    }
+    c
+}
+
 /// A card of the Agent's own `spec.skillCards`.
 fn own<'a>(name: &'a str, card: Lookup<'a, SkillCard>) -> CardRef<'a> {
     CardRef {
@@ -225,9 +241,15 @@ fn unusable_cards_say_why() {
         s.resolved_image = Some("ghcr.io/acme/f:1".into());
     }
 
-    let mut git = image_card("git", "g");
-    git.spec.image = None;
-    git.spec.source = Some("https://example.com/skills.git".into());
+    let mut git = git_card("git", "g");
+    if let Some(s) = git.status.as_mut() {
+        s.resolved_source = None;
+    }
+
+    let mut git_branch = git_card("git-branch", "i");
+    if let Some(s) = git_branch.status.as_mut() {
+        s.resolved_source = Some("https://example.com/skills.git@main".into());
+    }
 
     let good = image_card("good", "h");
     let error = resolve(&[
@@ -239,6 +261,7 @@ fn unusable_cards_say_why() {
         ("no-image", Some(&no_image)),
         ("tag-only", Some(&tag_only)),
         ("git", Some(&git)),
+        ("git-branch", Some(&git_branch)),
     ])
     .expect_err("not ready");
     assert_eq!(error.reason(), "SkillCardNotReady");
@@ -263,9 +286,10 @@ fn unusable_cards_say_why() {
                 "tag-only".into(),
                 "status.resolvedImage \"ghcr.io/acme/f:1\" is not pinned by digest".into()
             ),
+            ("git".into(), "its status has no resolved source".into()),
             (
-                "git".into(),
-                "only image and inline skills can be mounted".into()
+                "git-branch".into(),
+                "status.resolvedSource \"https://example.com/skills.git@main\" is not pinned to a commit (<url>@<40 hex digits>)".into()
             ),
         ])
     );
@@ -818,4 +842,78 @@ fn rule_bodies_are_summed_and_compared_with_a_quarter_of_the_smallest_window() {
 
     assert_eq!(rules_fit(&[], 99_999, &[4000]), None, "no rules");
     assert_eq!(rules_fit(&resolved.rules, 3000, &[0]), None, "no window");
+}
+
+#[test]
+fn a_git_card_is_pinned_to_its_commit_and_mounted_from_it() {
+    let mut card = git_card("upgrade-card", "upgrade");
+    card.spec.source_secret = Some(SecretRef {
+        name: "git-creds".into(),
+    });
+    let resolved = resolve(&[("upgrade-card", Some(&card))]).expect("usable");
+    let pin = format!("https://example.com/skills.git@{COMMIT}");
+    assert_eq!(resolved.skills[0].image.as_deref(), Some(pin.as_str()));
+    let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], Lookup::Found(&card))
+        .expect("mountable");
+    assert_eq!(
+        mounted.source,
+        SkillSource::Git {
+            url: "https://example.com/skills.git".into(),
+            commit: COMMIT.into(),
+            sub_path: Some("skills/x".into()),
+            secret: Some("git-creds".into()),
+        }
+    );
+    assert_eq!(
+        mounted.sub_path, None,
+        "the fetcher, not the mount, uses it"
+    );
+    assert_eq!(mounted.pinned().image, pin);
+
+    // The branch moved and the card followed: the run waits for the Agent, never mounts a
+    // commit its Agent did not pin.
+    let mut moved = card.clone();
+    if let Some(s) = moved.status.as_mut() {
+        s.resolved_source = Some(format!("https://example.com/skills.git@{}", "f".repeat(40)));
+    }
+    assert_eq!(
+        MountedSkill::from_agent_skill(&resolved.skills[0], Lookup::Found(&moved))
+            .map_err(|e| e.reason()),
+        Err("SkillCardNotReady")
+    );
+}
+
+#[test]
+fn a_cluster_default_git_skill_needs_no_secret_of_its_namespace() {
+    let explicit = resolve_skills(&[]).expect("no skills");
+    let cluster = ready_collection("platform", &["p-public", "p-private"]);
+    let public = git_card("p-public", "public");
+    let mut private = git_card("p-private", "private");
+    private.spec.source_secret = Some(SecretRef {
+        name: "git-creds".into(),
+    });
+    let defaults = [DefaultCollection {
+        namespace: "platform-skills",
+        name: "platform",
+        scope: DefaultScope::Cluster,
+        collection: Lookup::Found(&cluster),
+        cards: vec![
+            ("p-public", Lookup::Found(&public)),
+            ("p-private", Lookup::Found(&private)),
+        ],
+    }];
+    let (merged, report) = apply_defaults(explicit, &defaults);
+    let names: Vec<&str> = merged.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["public"]);
+    assert_eq!(
+        merged.skills[0].image,
+        Some(format!("https://example.com/skills.git@{COMMIT}"))
+    );
+    assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+    assert!(
+        report.skipped[0].contains("p-private")
+            && report.skipped[0].contains("spec.sourceSecret cannot be used in another namespace"),
+        "{:?}",
+        report.skipped
+    );
 }

@@ -119,6 +119,12 @@ pub struct RunArgs {
     #[arg(long, env = "AGENTIC_DEFAULT_SKILLS_NAMESPACE")]
     pub default_skills_namespace: Option<String>,
 
+    /// The operator's own image (REGISTRY/REPOSITORY:TAG or @DIGEST): runs with git skills
+    /// fetch them in an init container from it. Unset: such runs wait Pending with reason
+    /// OperatorImageNotSet.
+    #[arg(long, env = "AGENTIC_OPERATOR_IMAGE", value_name = "IMAGE")]
+    pub operator_image: Option<String>,
+
     /// Seconds between re-resolving image tags and git branches and tags, to notice a pushed
     /// new digest or commit.
     #[arg(long, env = "AGENTIC_TAG_REFRESH_SECONDS", default_value_t = 300)]
@@ -193,6 +199,7 @@ fn run_operator(args: RunArgs) -> ExitCode {
         leader_election,
         tag_refresh_interval: Duration::from_secs(args.tag_refresh_seconds.max(10)),
         default_skills_namespace: args.default_skills_namespace,
+        operator_image: args.operator_image.filter(|image| !image.is_empty()),
         run_defaults: RunDefaults {
             startup_deadline_seconds: args.startup_deadline_seconds,
             ttl: TtlDefaults {

@@ -1,6 +1,7 @@
-//! `skill validate` and `skill push`.
+//! `skill validate`, `skill push`, and the hidden `skill fetch` of a git skill's init
+//! container.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
@@ -32,7 +33,38 @@ pub enum SkillCommand {
         #[arg(value_name = "REFERENCE", value_parser = image_reference)]
         reference: String,
     },
+    /// Fetch a git skill at exactly one commit into DEST (an existing, empty directory): what
+    /// the init container of a run with a git skill runs. Credentials come from
+    /// --credentials-dir (the files `username` and `password`, a mounted Secret) or from
+    /// AGENTIC_GIT_USERNAME and AGENTIC_GIT_PASSWORD, never from the command line. Exit 0 when
+    /// written, 1 when fetching or checking fails, 2 on a usage error.
+    #[command(hide = true)]
+    Fetch {
+        /// The repository URL (`spec.source`).
+        #[arg(long)]
+        url: String,
+        /// The full commit id to deliver (`status.resolvedSource` after the `@`).
+        #[arg(long)]
+        commit: String,
+        /// The skill's directory in the repository (`spec.subPath`).
+        #[arg(long)]
+        sub_path: Option<String>,
+        /// Git host (HOST or HOST:PORT) to reach over plain http://; repeat for several.
+        #[arg(long = "insecure-git-host", value_delimiter = ',')]
+        insecure_git_hosts: Vec<String>,
+        /// A directory holding the files `username` and `password` for HTTP basic auth.
+        #[arg(long, env = "AGENTIC_GIT_CREDENTIALS_DIR", value_name = "DIR")]
+        credentials_dir: Option<PathBuf>,
+        /// Where the skill's files go: an existing, empty directory.
+        #[arg(value_name = "DEST", value_parser = skill_dir)]
+        dest: PathBuf,
+    },
 }
+
+/// Environment variables `skill fetch` reads credentials from when no --credentials-dir is
+/// given.
+const USERNAME_ENV: &str = "AGENTIC_GIT_USERNAME";
+const PASSWORD_ENV: &str = "AGENTIC_GIT_PASSWORD";
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Output {
@@ -48,10 +80,111 @@ pub fn run(command: SkillCommand) -> ExitCode {
             dirs,
             reference,
         } => push(&dirs, &reference, insecure),
+        SkillCommand::Fetch {
+            url,
+            commit,
+            sub_path,
+            insecure_git_hosts,
+            credentials_dir,
+            dest,
+        } => {
+            let request = FetchRequest {
+                url: &url,
+                commit: &commit,
+                sub_path: sub_path.as_deref(),
+                insecure_git_hosts,
+                credentials_dir: credentials_dir.as_deref(),
+            };
+            match fetch(&request, &dest) {
+                Ok(name) => {
+                    println!("{name} at {commit} written to {}", dest.display());
+                    ExitCode::SUCCESS
+                }
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 
-/// A `skill push` directory: one that exists, so a typo is a usage error like any other.
+struct FetchRequest<'a> {
+    url: &'a str,
+    commit: &'a str,
+    sub_path: Option<&'a str>,
+    insecure_git_hosts: Vec<String>,
+    credentials_dir: Option<&'a Path>,
+}
+
+/// Fetches the commit, checks that what was read is that commit and a valid skill, and writes
+/// it below `dest`. Returns the skill's frontmatter name.
+fn fetch(request: &FetchRequest<'_>, dest: &Path) -> Result<String, String> {
+    let not_empty = std::fs::read_dir(dest)
+        .map_err(|e| format!("{}: {e}", dest.display()))?
+        .next()
+        .is_some();
+    if not_empty {
+        return Err(format!("{} is not empty", dest.display()));
+    }
+    let auth = fetch_auth(request.credentials_dir)?;
+    let options = agentic_git::GitOptions {
+        insecure_hosts: request.insecure_git_hosts.clone(),
+        ..agentic_git::GitOptions::default()
+    };
+    let source = agentic_git::SourceUrl::parse(request.url, &options.insecure_hosts)
+        .map_err(|e| e.to_string())?;
+    let fetched = agentic_git::fetch_commit(&source, request.commit, &auth, &options)
+        .map_err(|e| e.to_string())?;
+    let skill = fetched
+        .skill(request.sub_path, &options.limits)
+        .map_err(|e| e.to_string())?;
+    // fetch_commit reads the object with the id asked for, and gix checks every object
+    // against its id; this says so once more, where the pod's promise is kept.
+    if fetched.commit() != request.commit || skill.commit != request.commit {
+        return Err(format!(
+            "asked for commit {} but read {}",
+            request.commit,
+            fetched.commit()
+        ));
+    }
+    fetched
+        .write_skill(&skill, dest)
+        .map_err(|e| e.to_string())?;
+    Ok(skill
+        .report
+        .frontmatter
+        .as_ref()
+        .map(|f| f.name.clone())
+        .unwrap_or_default())
+}
+
+/// HTTP credentials: the files `username` and `password` of `dir`, else the environment,
+/// else none. Half a pair is a mistake, not anonymous access.
+fn fetch_auth(dir: Option<&Path>) -> Result<agentic_git::GitAuth, String> {
+    let (username, password) = match dir {
+        Some(dir) => {
+            let read = |key: &str| {
+                let path = dir.join(key);
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+            };
+            (Some(read("username")?), Some(read("password")?))
+        }
+        None => (
+            std::env::var(USERNAME_ENV).ok(),
+            std::env::var(PASSWORD_ENV).ok(),
+        ),
+    };
+    match (username, password) {
+        (Some(username), Some(password)) => Ok(agentic_git::GitAuth::Basic { username, password }),
+        (None, None) => Ok(agentic_git::GitAuth::Anonymous),
+        _ => Err(format!(
+            "credentials need both {USERNAME_ENV} and {PASSWORD_ENV}"
+        )),
+    }
+}
+
+/// A `skill push` or `skill fetch` directory: one that exists, so a typo is a usage error like any other.
 fn skill_dir(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
     if path.is_dir() {

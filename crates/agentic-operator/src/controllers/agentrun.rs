@@ -331,8 +331,21 @@ async fn start(
     }
 
     let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
-    let inputs = match SandboxInputs::new(run, agent, gateway, skills, delivery.mode, params) {
+    let inputs = match SandboxInputs::new(
+        run,
+        agent,
+        gateway,
+        skills,
+        delivery.mode,
+        params,
+        ctx.settings.skill_fetcher.as_ref(),
+    ) {
         Ok(inputs) => inputs,
+        // The operator's configuration, not the run, is missing: restarted with the flag, it
+        // reconciles every run again and this one starts.
+        Err(e @ agentic_core::Error::OperatorImageNotSet { .. }) => {
+            return Ok(RunOutcome::pending(e.reason(), e.to_string()));
+        }
         Err(e) => return Ok(RunOutcome::failed(e.reason(), e.to_string())),
     };
     let namespace_cap = ctx.settings.run_defaults.max_concurrent_runs_per_namespace;

@@ -230,6 +230,37 @@ fn evicted_pod_fails_with_the_pods_reason() {
 }
 
 #[test]
+fn a_failed_skill_fetch_fails_the_run_with_what_it_said() {
+    let mut failed = pod("Failed", Some(waiting("PodInitializing", None)));
+    let fetch = |name: &str, state: ContainerState| ContainerStatus {
+        name: name.into(),
+        state: Some(state),
+        ..Default::default()
+    };
+    if let Some(s) = failed.status.as_mut() {
+        s.init_container_statuses = Some(vec![
+            fetch("skill-fetch-0", terminated(0, "Completed", None, 90)),
+            fetch(
+                "skill-fetch-1",
+                terminated(
+                    1,
+                    "Error",
+                    Some("error: the repository has no commit 0123\n"),
+                    95,
+                ),
+            ),
+        ]);
+    }
+    let outcome = run_outcome(Some(&failed), true, &created());
+    assert_eq!(outcome.phase, AgentRunPhase::Failed);
+    assert_eq!(outcome.reason, "SkillFetchFailed");
+    assert_eq!(
+        outcome.message,
+        "pod fix-123: init container skill-fetch-1 fetching a git skill exited 1: error: the repository has no commit 0123"
+    );
+}
+
+#[test]
 fn sandbox_gone_after_the_start_is_lost() {
     let outcome = run_outcome(None, false, &started_at(100));
     assert_eq!(
