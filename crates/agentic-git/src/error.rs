@@ -49,7 +49,7 @@ pub enum GitError {
     #[error(
         "the repository has no SKILL.md at its root; set subPath to one of its skill directories: {}{}",
         directories.join(", "),
-        more(directories.len(), *total)
+        agentic_skill::and_more(directories.len(), *total)
     )]
     SubPathRequired {
         /// The first skill directories in sorted order, at most [`MAX_LISTED_DIRECTORIES`].
@@ -146,26 +146,10 @@ impl GitError {
     }
 }
 
-fn more(listed: usize, total: usize) -> String {
-    if total > listed {
-        format!(" (and {} more)", total - listed)
-    } else {
-        String::new()
-    }
-}
-
 /// `message` cut to [`MAX_MESSAGE_BYTES`] on a character boundary: servers choose how long
 /// their error texts are, and errors end up in caches and statuses.
-pub(crate) fn bounded(mut message: String) -> String {
-    if message.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push('…');
-    }
-    message
+pub(crate) fn bounded(message: String) -> String {
+    agentic_skill::truncate_message(message, MAX_MESSAGE_BYTES)
 }
 
 #[cfg(test)]
