@@ -15,8 +15,8 @@ use agentic_integration_tests::{
     operator_binary, push, stub_agent, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase,
     write_skill,
 };
-use agentic_testenv::{GitFile, GitServer, push_operator_image};
 use agentic_operator::context::SandboxBackend;
+use agentic_testenv::{GitFile, GitServer, push_operator_image};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, KeyToPath, Pod, Secret};
 use kube::api::{LogParams, ObjectMeta};
@@ -814,7 +814,14 @@ async fn the_pod_sees_the_pinned_commit_of_a_git_skill_fetched_with_its_secret()
         })
     })
     .await;
-    agent(&client, &ns, "migrator", &stub_agent().await, &["upgrade-card"]).await;
+    agent(
+        &client,
+        &ns,
+        "migrator",
+        &stub_agent().await,
+        &["upgrade-card"],
+    )
+    .await;
 
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &run("git-run", "migrator", &[])).await;
@@ -892,7 +899,14 @@ async fn a_skill_fetch_whose_image_cannot_be_pulled_fails_the_run_naming_the_ini
         },
     )
     .await;
-    agent(&client, &ns, "migrator", &stub_agent().await, &["upgrade-card"]).await;
+    agent(
+        &client,
+        &ns,
+        "migrator",
+        &stub_agent().await,
+        &["upgrade-card"],
+    )
+    .await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &run("no-fetch", "migrator", &[])).await;
     let failed = wait_phase(&runs, "no-fetch", AgentRunPhase::Failed).await;

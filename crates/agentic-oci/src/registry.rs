@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, LazyLock, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _, future};

@@ -71,8 +71,8 @@ impl GitServer {
         basic_auth: Option<(&str, &str)>,
     ) -> Result<GitServer> {
         let authorization = basic_auth.map(|(username, password)| {
-            let token = base64::engine::general_purpose::STANDARD
-                .encode(format!("{username}:{password}"));
+            let token =
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
             format!("Basic {token}")
         });
         let git = git_binary()?;
@@ -106,7 +106,10 @@ impl GitServer {
 
         let listener = tokio::net::TcpListener::bind((address, 0))
             .await
-            .map_err(Error::io("binding the git HTTP server to", address.to_string()))?;
+            .map_err(Error::io(
+                "binding the git HTTP server to",
+                address.to_string(),
+            ))?;
         let http_addr = listener
             .local_addr()
             .map_err(Error::io("reading the address of", "the git HTTP server"))?;

@@ -126,8 +126,13 @@ fn an_init_container_that_cannot_start_fails_the_run_naming_it() {
     );
 
     // A first failed pull of the init container's image waits for the kubelet's retry.
-    pod.status.as_mut().unwrap().init_container_statuses.as_mut().unwrap()[0].state =
-        waiting("ErrImagePull", "connection reset");
+    pod.status
+        .as_mut()
+        .unwrap()
+        .init_container_statuses
+        .as_mut()
+        .unwrap()[0]
+        .state = waiting("ErrImagePull", "connection reset");
     let result = enforced(&pod, TEN_MINUTES, 1001);
     assert_eq!(result.outcome.phase, AgentRunPhase::Pending);
 }
