@@ -453,3 +453,64 @@ async fn skill_fetch_writes_exactly_the_asked_commit_and_refuses_others() {
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(files_below(dest.path()).is_empty());
 }
+
+#[tokio::test]
+async fn skill_inspect_lists_the_skills_of_an_image_with_their_digest() {
+    let registry = Registry::start().await.expect("the test registry starts");
+    let addr = registry.addr();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let java = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let quarkus = write_skill(tmp.path(), "quarkus-config", "Configure Quarkus.");
+    let reference = format!("{addr}/skills/bundle:1");
+    let pushed = cli(&[
+        "skill",
+        "push",
+        "--insecure",
+        &java.display().to_string(),
+        &quarkus.display().to_string(),
+        &reference,
+    ]);
+    assert_eq!(pushed.status.code(), Some(0), "{}", stderr(&pushed));
+    let pinned = stdout(&pushed)
+        .lines()
+        .last()
+        .expect("a reference")
+        .to_owned();
+    let digest = pinned.rsplit_once('@').expect("a digest").1.to_owned();
+
+    let out = cli(&["skill", "inspect", "--insecure", &reference]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(
+        text,
+        format!(
+            "{addr}/skills/bundle@{digest}\n  \
+             java-upgrade  subPath java-upgrade  valid\n    Upgrade Java projects.\n  \
+             quarkus-config  subPath quarkus-config  valid\n    Configure Quarkus.\n"
+        )
+    );
+
+    let out = cli(&[
+        "skill",
+        "inspect",
+        "--insecure",
+        "--output",
+        "json",
+        &pinned,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(json["image"], format!("{addr}/skills/bundle@{digest}"));
+    let names: Vec<&str> = json["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .map(|skill| skill["subPath"].as_str().expect("a subPath"))
+        .collect();
+    assert_eq!(names, ["java-upgrade", "quarkus-config"]);
+
+    let missing = format!("{addr}/skills/missing:1");
+    let out = cli(&["skill", "inspect", "--insecure", &missing]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("skills/missing"), "{}", stderr(&out));
+}
