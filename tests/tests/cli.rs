@@ -514,3 +514,118 @@ async fn skill_inspect_lists_the_skills_of_an_image_with_their_digest() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("skills/missing"), "{}", stderr(&out));
 }
+
+/// Runs `agentic-operator args…` against the shared control plane.
+fn cli_in_cluster(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(operator_binary())
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .expect("agentic-operator runs")
+}
+
+#[tokio::test]
+async fn agentrun_start_list_and_cancel_work_against_the_cluster() {
+    use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentSpec, ObjectRef};
+    use agentic_integration_tests::{
+        Operator, apply, condition, env, llm_gateway, wait_agent_ready, wait_phase,
+    };
+    use agentic_operator::context::SandboxBackend;
+    use kube::Api;
+
+    let env = env().await;
+    let ns = env.namespace("cli-runs").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, Vec::new());
+    llm_gateway(&client, &ns).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: kube::api::ObjectMeta {
+                name: Some("migrator".into()),
+                ..Default::default()
+            },
+            spec: AgentSpec {
+                image: "harness.invalid/agent:1".into(),
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                skill_delivery: "native".into(),
+                ..AgentSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_agent_ready(&agents, "migrator").await;
+    let kubeconfig = env.kubeconfig_path();
+
+    let out = cli_in_cluster(
+        kubeconfig,
+        &[
+            "agentrun",
+            "start",
+            "migrator",
+            "-n",
+            &ns,
+            "--instructions",
+            "Fix the build.",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let created = stdout(&out);
+    let name = created
+        .trim()
+        .strip_prefix("agentrun/")
+        .and_then(|rest| rest.strip_suffix(" created"))
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    assert!(name.starts_with("migrator-"), "{name}");
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let run = runs.get(&name).await.expect("the run exists");
+    assert_eq!(run.spec.agent_ref, "migrator");
+    assert_eq!(run.spec.instructions.as_deref(), Some("Fix the build."));
+
+    let out = cli_in_cluster(kubeconfig, &["agentrun", "list", "-n", &ns]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listing = stdout(&out);
+    let mut lines = listing.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGENT", "PHASE", "REASON", "AGE"]);
+    let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+    assert_eq!(
+        row[..3],
+        [name.as_str(), "migrator", "Pending"],
+        "{listing}"
+    );
+
+    let out = cli_in_cluster(kubeconfig, &["agentrun", "cancel", &name, "-n", &ns]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let cancelled = wait_phase(&runs, &name, AgentRunPhase::Failed).await;
+    let ready = condition(&cancelled.status.as_ref().unwrap().conditions, "Ready").unwrap();
+    assert_eq!(ready.reason, "Cancelled");
+    let out = cli_in_cluster(kubeconfig, &["agentrun", "list", "-A"]);
+    let listing = stdout(&out);
+    assert!(
+        listing.lines().any(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            cells.len() >= 5
+                && cells[..5]
+                    == [
+                        ns.as_str(),
+                        name.as_str(),
+                        "migrator",
+                        "Failed",
+                        "Cancelled",
+                    ]
+        }),
+        "{listing}"
+    );
+
+    let out = cli_in_cluster(
+        kubeconfig,
+        &["agentrun", "cancel", "no-such-run", "-n", &ns],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no-such-run"), "{}", stderr(&out));
+    operator.stop().await;
+}

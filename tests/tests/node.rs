@@ -919,3 +919,36 @@ async fn a_skill_fetch_whose_image_cannot_be_pulled_fails_the_run_naming_the_ini
     );
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn agentrun_start_follow_prints_the_agents_log_and_exits_with_the_outcome() {
+    use std::process::Command;
+    let (ns, client, operator) = node_scenario("node-cli", SandboxBackend::Pod).await;
+    agent(&client, &ns, "migrator", &stub_agent().await, &[]).await;
+    let kubeconfig = node_env().await.kubeconfig_path().to_path_buf();
+    let namespace = ns.clone();
+    let start = move |name: &str| {
+        let out = Command::new(operator_binary())
+            .args(["agentrun", "start", "migrator", "-n", &namespace, "--name", name])
+            .args(["--param", "target=21", "--follow"])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("agentic-operator runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = tokio::task::spawn_blocking(move || start("followed"))
+        .await
+        .expect("the command ran");
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.starts_with("agentrun/followed created\n"), "{out}");
+    assert!(out.contains("stub-agent: done\n"), "{out}");
+    assert!(err.contains("agentrun/followed Succeeded"), "{err}");
+    let runs: Api<AgentRun> = Api::namespaced(client, &ns);
+    let run = runs.get("followed").await.expect("the run");
+    assert_eq!(run.spec.params[0].value, "21");
+    operator.stop().await;
+}

@@ -1,5 +1,7 @@
-//! The command line: `run`, `crd`, `skill validate` and `skill push`.
+//! The command line: `run`, `crd`, `skill validate|push|inspect` and
+//! `agentrun list|start|logs|cancel`.
 
+mod agentrun;
 mod skill;
 
 use std::io::Write;
@@ -30,9 +32,11 @@ pub enum Command {
     Run(RunArgs),
     /// Print every CustomResourceDefinition as multi-document YAML.
     Crd,
-    /// Validate and publish skills.
+    /// Validate, publish and inspect skills.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
+    /// List, start, follow and cancel AgentRuns in the cluster of the current kubeconfig.
+    Agentrun(agentrun::AgentRunArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -168,6 +172,7 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Crd => print_crds(),
         Command::Skill(command) => skill::run(command),
+        Command::Agentrun(args) => agentrun::run(args),
         Command::Run(args) => run_operator(args),
     }
 }
