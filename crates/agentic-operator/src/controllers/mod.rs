@@ -5,6 +5,7 @@ pub mod agentrun;
 pub mod gateway;
 pub mod skillcard;
 pub mod skillcollection;
+mod sweep;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -623,10 +624,12 @@ pub async fn run(
     let mut runs = Vec::new();
     let mut listed = Vec::new();
     let mut caches = Vec::new();
+    let mut sweep_scopes = Vec::new();
     for ns in &namespaces {
         let started = controllers(ctx.clone(), ns.as_deref(), shutdown.clone());
         runs.extend(started.runs);
         listed.extend(started.listed);
+        sweep_scopes.push((ns.clone(), started.caches.agent_runs.clone()));
         caches.push(started.caches);
     }
     let mark_ready = async move {
@@ -637,7 +640,18 @@ pub async fn run(
         }
     };
     let run_all = futures::future::join_all(runs);
-    tokio::join!(mark_ready, run_all, census(&ctx.metrics, &caches, shutdown));
+    let sweep = sweep::sweep(
+        ctx.clone(),
+        sweep_scopes,
+        ctx.settings.run_defaults.orphan_sweep_interval,
+        shutdown.clone(),
+    );
+    tokio::join!(
+        mark_ready,
+        run_all,
+        sweep,
+        census(&ctx.metrics, &caches, shutdown)
+    );
 }
 
 /// How often `agentic_objects` is recounted from the watch caches. Reconciles do not see
