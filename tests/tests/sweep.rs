@@ -16,7 +16,12 @@ use serde_json::{Value, json};
 const GONE_UID: &str = "0b7e9a52-1111-4111-8111-111111111111";
 
 /// The operator watching `ns`, sweeping every `interval`.
-async fn operator(client: &Client, ns: &str, backend: SandboxBackend, interval: Duration) -> Operator {
+async fn operator(
+    client: &Client,
+    ns: &str,
+    backend: SandboxBackend,
+    interval: Duration,
+) -> Operator {
     Operator::start_with(
         client.clone(),
         ns,
@@ -58,7 +63,8 @@ fn core_api(client: &Client, ns: &str, kind: &str) -> Api<DynamicObject> {
 async fn create(client: &Client, ns: &str, mut object: Value) {
     let kind = object["kind"].as_str().expect("a kind").to_string();
     if kind == "Pod" {
-        object["spec"] = json!({"containers": [{"name": "agent", "image": "harness.invalid/agent:1"}]});
+        object["spec"] =
+            json!({"containers": [{"name": "agent", "image": "harness.invalid/agent:1"}]});
     }
     let object: DynamicObject = serde_json::from_value(object).expect("an object");
     core_api(client, ns, &kind)
@@ -135,8 +141,18 @@ async fn the_sweep_deletes_the_objects_of_runs_that_are_gone_and_nothing_else() 
         ("ConfigMap", "unlabelled"),
         ("ConfigMap", "ownerless"),
     ];
-    create(&client, &ns, run_object("ConfigMap", "live-config", "live", &live)).await;
-    create(&client, &ns, run_object("Secret", "live-acp-key", "live", &live)).await;
+    create(
+        &client,
+        &ns,
+        run_object("ConfigMap", "live-config", "live", &live),
+    )
+    .await;
+    create(
+        &client,
+        &ns,
+        run_object("Secret", "live-acp-key", "live", &live),
+    )
+    .await;
     // Labelled for the gone run, but another controller owns them.
     create(
         &client,
@@ -187,7 +203,10 @@ async fn the_sweep_deletes_the_objects_of_runs_that_are_gone_and_nothing_else() 
     // More passes change nothing.
     tokio::time::sleep(Duration::from_secs(3)).await;
     for (kind, name) in kept {
-        assert!(exists(&client, &ns, kind, name).await, "{kind} {name} is kept");
+        assert!(
+            exists(&client, &ns, kind, name).await,
+            "{kind} {name} is kept"
+        );
     }
     until_swept(&operator, &[("Pod", 1), ("ConfigMap", 2), ("Secret", 1)]).await;
     operator.stop().await;
@@ -200,7 +219,12 @@ async fn an_object_of_a_run_deleted_while_the_operator_was_down_goes_at_its_star
     let client = env.client();
     let first = operator(&client, &ns, SandboxBackend::Pod, Duration::from_secs(1)).await;
     let uid = run(&client, &ns, "brief").await;
-    create(&client, &ns, run_object("ConfigMap", "brief-config", "brief", &uid)).await;
+    create(
+        &client,
+        &ns,
+        run_object("ConfigMap", "brief-config", "brief", &uid),
+    )
+    .await;
     // Passes while the run exists keep its object.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(exists(&client, &ns, "ConfigMap", "brief-config").await);
@@ -218,7 +242,12 @@ async fn an_object_of_a_run_deleted_while_the_operator_was_down_goes_at_its_star
 
     // The next pass is an hour away: only the pass at start can delete it.
     let restarted = operator(&client, &ns, SandboxBackend::Pod, Duration::from_secs(3600)).await;
-    wait_gone(&core_api(&client, &ns, "ConfigMap"), "brief-config", "the orphan").await;
+    wait_gone(
+        &core_api(&client, &ns, "ConfigMap"),
+        "brief-config",
+        "the orphan",
+    )
+    .await;
     until_swept(&restarted, &[("ConfigMap", 1), ("Pod", 0), ("Secret", 0)]).await;
     restarted.stop().await;
 }

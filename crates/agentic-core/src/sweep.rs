@@ -227,7 +227,12 @@ mod tests {
         let sandbox_pod = object(
             "fix-sandbox",
             Some("fix"),
-            vec![reference("agents.x-k8s.io/v1beta1", "Sandbox", "fix-sandbox", "u-s")],
+            vec![reference(
+                "agents.x-k8s.io/v1beta1",
+                "Sandbox",
+                "fix-sandbox",
+                "u-s",
+            )],
         );
         assert_eq!(
             verdict(&sandbox_pod, &Runs::default()),

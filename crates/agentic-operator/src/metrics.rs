@@ -525,7 +525,10 @@ mod tests {
         metrics.run_transitioned(&run("u"), &status(None, None, None), &cancelled);
         let text = metrics.encode();
         assert!(text.contains("agentic_run_start_seconds_count 0"), "{text}");
-        assert!(!text.contains("agentic_run_duration_seconds_count"), "{text}");
+        assert!(
+            !text.contains("agentic_run_duration_seconds_count"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -533,7 +536,11 @@ mod tests {
         let metrics = Metrics::default();
         let mut early = run("u");
         early.metadata.creation_timestamp = Some(at(100));
-        metrics.run_transitioned(&early, &status(None, None, None), &status(Some(90), None, None));
+        metrics.run_transitioned(
+            &early,
+            &status(None, None, None),
+            &status(Some(90), None, None),
+        );
         assert_eq!(
             count_and_sum(&metrics.encode(), "agentic_run_start_seconds", ""),
             (1, 0.0)

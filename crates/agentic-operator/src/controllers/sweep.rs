@@ -193,7 +193,10 @@ async fn delete_orphan(
             return false;
         }
     };
-    let verdict = verdict(meta, &Runs::from_metadata(fresh.iter().map(|r| &r.metadata)));
+    let verdict = verdict(
+        meta,
+        &Runs::from_metadata(fresh.iter().map(|r| &r.metadata)),
+    );
     let agentic_core::sweep::Verdict::Orphan { replaced_by, .. } = verdict else {
         // The cache was behind: the run exists.
         return false;
@@ -213,8 +216,16 @@ async fn delete_orphan(
         Ok(_) => {
             ctx.metrics.swept(swept.kind, 1);
             match replaced_by {
-                None => tracing::info!(namespace, kind = swept.kind, name, run, "orphan sweep: deleted an object of a run that no longer exists"),
-                Some(uid) => tracing::info!(namespace, kind = swept.kind, name, run, new_uid = %uid, "orphan sweep: deleted an object of a run that was deleted and created again"),
+                None => tracing::info!(
+                    namespace,
+                    kind = swept.kind,
+                    name,
+                    run,
+                    "orphan sweep: deleted an object of a run that no longer exists"
+                ),
+                Some(uid) => {
+                    tracing::info!(namespace, kind = swept.kind, name, run, new_uid = %uid, "orphan sweep: deleted an object of a run that was deleted and created again")
+                }
             }
             true
         }
