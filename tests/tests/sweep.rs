@@ -298,3 +298,84 @@ async fn the_sweep_deletes_the_sandbox_of_a_run_that_is_gone() {
     );
     operator.stop().await;
 }
+
+/// Creates the ConfigMaps `{prefix}-000`… (`count` of them) for the run `run` with `uid`,
+/// a few at a time.
+async fn config_maps(client: &Client, ns: &str, prefix: &str, count: usize, run: &str, uid: &str) {
+    let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i:03}")).collect();
+    for chunk in names.chunks(20) {
+        futures::future::join_all(
+            chunk
+                .iter()
+                .map(|name| create(client, ns, run_object("ConfigMap", name, run, uid))),
+        )
+        .await;
+    }
+}
+
+/// The names of the ConfigMaps in `ns` starting with `prefix`.
+async fn config_maps_named(client: &Client, ns: &str, prefix: &str) -> Vec<String> {
+    core_api(client, ns, "ConfigMap")
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .filter(|name| name.starts_with(prefix))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pass_reads_every_page_and_deletes_at_most_its_budget() {
+    let env = env().await;
+    let client = env.client();
+
+    // More labelled objects of a live run than one page holds, listed (by name) before the
+    // orphans: the pass at start must read on to the second page to find them.
+    let paged = env.namespace("sweep-pages").await.expect("namespace");
+    let live = run(&client, &paged, "live").await;
+    config_maps(&client, &paged, "a-live", 260, "live", &live).await;
+    config_maps(&client, &paged, "z-gone", 3, "gone", GONE_UID).await;
+    // More orphans than a pass examines.
+    let crowded = env.namespace("sweep-budget").await.expect("namespace");
+    let budget = agentic_operator::controllers::MAX_CANDIDATES_PER_PASS;
+    config_maps(&client, &crowded, "gone", budget + 5, "gone", GONE_UID).await;
+
+    // An hour between passes: only the pass at start runs.
+    let paged_operator = operator(
+        &client,
+        &paged,
+        SandboxBackend::Pod,
+        Duration::from_secs(3600),
+    )
+    .await;
+    until_swept(&paged_operator, &[("ConfigMap", 3)]).await;
+    assert!(
+        config_maps_named(&client, &paged, "z-gone")
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        config_maps_named(&client, &paged, "a-live").await.len(),
+        260
+    );
+    paged_operator.stop().await;
+
+    let crowded_operator = operator(
+        &client,
+        &crowded,
+        SandboxBackend::Pod,
+        Duration::from_secs(3600),
+    )
+    .await;
+    until_swept(&crowded_operator, &[("ConfigMap", budget as u64)]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        config_maps_named(&client, &crowded, "gone").await.len(),
+        5,
+        "the rest wait for the next pass"
+    );
+    until_swept(&crowded_operator, &[("ConfigMap", budget as u64)]).await;
+    crowded_operator.stop().await;
+}

@@ -41,6 +41,8 @@ use crate::metrics::Metrics;
 
 /// Label every object the operator creates for a run carries, naming the run.
 pub use agentic_core::sandbox::RUN_LABEL;
+/// How many orphans one pass of the orphan sweep examines at most.
+pub use sweep::MAX_CANDIDATES_PER_PASS;
 
 /// Which namespaces the controllers watch.
 #[derive(Clone, Debug)]

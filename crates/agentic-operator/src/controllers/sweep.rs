@@ -7,8 +7,8 @@
 //! the AgentRun watch cache. The cache may lag behind the API server (a run created a moment
 //! ago may not be in it yet), so an object the cache calls an orphan is checked once more
 //! against a fresh GET of its run before it is deleted; the cache only picks candidates,
-//! the API server decides. A pass examines at most [`MAX_CANDIDATES_PER_PASS`] candidates;
-//! the rest wait for the next pass.
+//! the API server decides. A pass examines at most [`MAX_CANDIDATES_PER_PASS`] candidates
+//! over every scope; the rest wait for the next pass.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,26 +92,41 @@ pub(super) async fn sweep(
             _ = tick.tick() => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
-        let pass = async {
+        let every_scope = async {
+            let mut budget = MAX_CANDIDATES_PER_PASS;
             for (namespace, runs) in &scopes {
-                pass(&ctx, namespace.as_deref(), runs).await;
+                pass(&ctx, namespace.as_deref(), runs, &mut budget).await;
+                if budget == 0 {
+                    tracing::info!(
+                        "orphan sweep: {MAX_CANDIDATES_PER_PASS} candidates this pass; the rest wait for the next"
+                    );
+                    break;
+                }
             }
         };
         // Every deletion is idempotent: a pass cut short by shutdown loses nothing.
         tokio::select! {
-            () = pass => {}
+            () = every_scope => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
     }
 }
 
-/// One pass over one scope.
-async fn pass(ctx: &Context, namespace: Option<&str>, cache: &Store<Guarded<AgentRun>>) {
+/// One pass over one scope, examining at most `budget` candidates (what is left of the
+/// pass's).
+async fn pass(
+    ctx: &Context,
+    namespace: Option<&str>,
+    cache: &Store<Guarded<AgentRun>>,
+    budget: &mut usize,
+) {
     let cached = Runs::from_metadata(cache.state().iter().map(|run| run.meta()));
-    let mut budget = MAX_CANDIDATES_PER_PASS;
     let mut deleted = 0;
     for swept in swept_kinds(ctx.settings.sandbox_backend) {
-        match sweep_kind(ctx, namespace, &swept, &cached, &mut budget).await {
+        if *budget == 0 {
+            break;
+        }
+        match sweep_kind(ctx, namespace, &swept, &cached, budget).await {
             Ok(n) => deleted += n,
             Err(e) => tracing::warn!(
                 namespace = namespace.unwrap_or_default(),
@@ -119,13 +134,6 @@ async fn pass(ctx: &Context, namespace: Option<&str>, cache: &Store<Guarded<Agen
                 error = %Chain(&e),
                 "orphan sweep: listing failed; retrying next pass"
             ),
-        }
-        if budget == 0 {
-            tracing::info!(
-                namespace = namespace.unwrap_or_default(),
-                "orphan sweep: {MAX_CANDIDATES_PER_PASS} candidates this pass; the rest wait for the next"
-            );
-            break;
         }
     }
     tracing::debug!(
