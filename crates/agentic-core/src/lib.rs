@@ -104,5 +104,6 @@ pub mod params;
 pub mod sandbox;
 pub mod skills;
 pub mod substitution;
+pub mod sweep;
 
 pub use error::Error;

@@ -161,6 +161,17 @@ pub struct RunArgs {
         default_value_t = 0
     )]
     pub max_concurrent_runs_per_namespace: u32,
+
+    /// Seconds between sweeps for sandboxes, Pods, ConfigMaps and Secrets labelled for an
+    /// AgentRun that no longer exists, which are deleted (objects another controller owns
+    /// are never touched); the first sweep runs at start. 0 turns the sweep off.
+    #[arg(
+        long,
+        env = "AGENTIC_ORPHAN_SWEEP_SECONDS",
+        value_name = "SECONDS",
+        default_value_t = crate::context::DEFAULT_ORPHAN_SWEEP_INTERVAL.as_secs()
+    )]
+    pub orphan_sweep_seconds: u64,
 }
 
 /// Exit status of a usage mistake, the same clap uses for the mistakes it catches. Every
@@ -213,6 +224,8 @@ fn run_operator(args: RunArgs) -> ExitCode {
             },
             max_concurrent_runs_per_namespace: Some(args.max_concurrent_runs_per_namespace)
                 .filter(|cap| *cap > 0),
+            orphan_sweep_interval: Some(Duration::from_secs(args.orphan_sweep_seconds))
+                .filter(|interval| !interval.is_zero()),
         },
     };
     let runtime = match tokio::runtime::Runtime::new() {
