@@ -629,3 +629,66 @@ async fn agentrun_start_list_and_cancel_work_against_the_cluster() {
     assert!(stderr(&out).contains("no-such-run"), "{}", stderr(&out));
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn skill_push_gets_credentials_from_a_docker_credential_helper() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const USER: &str = "pusher";
+    const PASSWORD: &str = "helper-secret";
+    let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
+    let registry = Registry::start_with_htpasswd(&format!("{USER}:{hash}\n"))
+        .await
+        .expect("the registry starts");
+    let addr = registry.addr();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let skill = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let skill = skill.display().to_string();
+    let reference = format!("{addr}/private/java:1");
+
+    // docker-credential-agentictest: the credential-helper protocol, `get` with the registry
+    // on stdin and the credentials as JSON on stdout; it records what it was asked.
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let asked = tmp.path().join("asked");
+    let helper = bin.join("docker-credential-agentictest");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 3\ncat > '{}'\n\
+             printf '{{\"ServerURL\":\"%s\",\"Username\":\"{USER}\",\"Secret\":\"{PASSWORD}\"}}' x\n",
+            asked.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let docker_config = tmp.path().join("docker");
+    std::fs::create_dir(&docker_config).unwrap();
+    std::fs::write(
+        docker_config.join("config.json"),
+        format!(r#"{{"credHelpers": {{"{addr}": "agentictest"}}}}"#),
+    )
+    .unwrap();
+    let push = |path: &str| {
+        Command::new(operator_binary())
+            .args(["skill", "push", "--insecure", &skill, &reference])
+            .env("DOCKER_CONFIG", &docker_config)
+            .env("PATH", path)
+            .output()
+            .expect("agentic-operator runs")
+    };
+
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let out = push(&path);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&asked).unwrap(), addr);
+    assert!(!stderr(&out).contains(PASSWORD), "{}", stderr(&out));
+
+    // Without the helper on PATH the push fails, saying what to install.
+    let out = push("/usr/bin:/bin");
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(
+        message.contains("credential helper") && message.contains("PATH"),
+        "{message}"
+    );
+}

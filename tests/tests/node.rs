@@ -929,7 +929,9 @@ async fn agentrun_start_follow_prints_the_agents_log_and_exits_with_the_outcome(
     let namespace = ns.clone();
     let start = move |name: &str| {
         let out = Command::new(operator_binary())
-            .args(["agentrun", "start", "migrator", "-n", &namespace, "--name", name])
+            .args([
+                "agentrun", "start", "migrator", "-n", &namespace, "--name", name,
+            ])
             .args(["--param", "target=21", "--follow"])
             .env("KUBECONFIG", &kubeconfig)
             .output()
