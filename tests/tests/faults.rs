@@ -3,8 +3,12 @@
 use std::time::{Duration, Instant};
 
 use agentic_api::{Agent, AgentRun, AgentRunSpec, AgentSpec, ObjectRef};
-use agentic_integration_tests::{Operator, apply, llm_gateway, wait_agent_ready, wait_for_sandbox};
-use agentic_operator::context::SandboxBackend;
+use agentic_integration_tests::{
+    Operator, apply, http_get, llm_gateway, wait_agent_ready, wait_for_sandbox,
+};
+use agentic_operator::context::{RunDefaults, SandboxBackend};
+use agentic_operator::controllers::Scope;
+use agentic_operator::operator::{BackendChoice, RunOptions};
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use kube::Api;
 use kube::api::ObjectMeta;
@@ -76,4 +80,73 @@ async fn runs_get_a_sandbox_within_seconds_of_an_api_server_restart() {
         "the run got its sandbox {took:?} after the API server was back (at most {RECOVERY:?})"
     );
     operator.stop().await;
+}
+
+#[tokio::test]
+async fn watches_that_keep_failing_make_the_operator_unready_and_then_stop_it() {
+    let mut env = TestEnv::start(TestEnvOptions::default())
+        .await
+        .expect("a control plane of this test's own");
+    let ns = env.namespace("watch-health").await.expect("namespace");
+    let options = RunOptions {
+        scope: Scope::Namespaces(vec![ns]),
+        insecure_registries: Vec::new(),
+        insecure_git_hosts: Vec::new(),
+        sandbox_backend: BackendChoice::Pod,
+        health_addr: ([127, 0, 0, 1], 0).into(),
+        metrics_addr: ([127, 0, 0, 1], 0).into(),
+        leader_election: None,
+        tag_refresh_interval: Duration::from_secs(300),
+        run_defaults: RunDefaults::default(),
+        default_skills_namespace: None,
+        operator_image: None,
+        watch_failure_timeout: Some(Duration::from_secs(20)),
+    };
+    let (_shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+    let started = agentic_operator::operator::start(env.client(), options, shutdown_rx)
+        .await
+        .expect("the operator starts");
+    let health = started.health_addr;
+    let readyz = || async move { http_get(health, "/readyz").await.ok() };
+    let listed = Instant::now();
+    while readyz().await.map(|(code, _)| code) != Some(200) {
+        assert!(listed.elapsed() < Duration::from_secs(60), "never ready");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let observe = async {
+        let down = Instant::now();
+        let unready = loop {
+            if let Some((503, body)) = readyz().await
+                && body.contains("watches have failed")
+            {
+                break body;
+            }
+            assert!(
+                down.elapsed() < Duration::from_secs(30),
+                "/readyz never reported the failing watches"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let stopped = tokio::time::timeout(Duration::from_secs(30), started.finished())
+            .await
+            .expect("the operator stops on its own");
+        (unready, stopped, down.elapsed())
+    };
+    let (restarted, (unready, stopped, after)) =
+        tokio::join!(env.restart_apiserver(Duration::from_secs(45)), observe);
+    restarted.expect("the API server comes back");
+    assert!(unready.contains("watches have failed for"), "{unready}");
+    let error = format!(
+        "{:#}",
+        stopped.expect_err("a stop on broken watches is an error")
+    );
+    assert!(
+        error.contains("watches have failed for") && error.contains("--watch-failure-seconds"),
+        "{error}"
+    );
+    assert!(
+        after < Duration::from_secs(40),
+        "stopped {after:?} into the outage"
+    );
 }

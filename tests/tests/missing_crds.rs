@@ -88,6 +88,7 @@ async fn readyz_names_a_missing_crd_until_it_is_installed() {
             run_defaults: RunDefaults::default(),
             default_skills_namespace: None,
             operator_image: None,
+            watch_failure_timeout: None,
         },
         shutdown,
     )

@@ -104,6 +104,7 @@ fn run_options(ns: &str) -> RunOptions {
         run_defaults: RunDefaults::default(),
         default_skills_namespace: None,
         operator_image: None,
+        watch_failure_timeout: None,
     }
 }
 

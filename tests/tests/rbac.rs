@@ -285,6 +285,7 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
             run_defaults: RunDefaults::default(),
             default_skills_namespace: None,
             operator_image: None,
+            watch_failure_timeout: None,
         },
         shutdown,
     )

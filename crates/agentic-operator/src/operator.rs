@@ -58,6 +58,9 @@ pub struct RunOptions {
     pub default_skills_namespace: Option<String>,
     /// The operator's own image, which the init containers of git skills run.
     pub operator_image: Option<String>,
+    /// How long a controller's watches may keep failing before the operator stops (and
+    /// exits, so that its restart or the standby takes over); None never.
+    pub watch_failure_timeout: Option<Duration>,
 }
 
 /// Which Lease replicas compete for, and how long a holder keeps it without renewing.
@@ -308,24 +311,48 @@ async fn lead(
         }),
     };
     let ctx = Arc::new(Context::new(client, settings, metrics));
+    let watches = readiness.watches.clone();
     let controllers = controllers::run(ctx, options.scope, readiness, stop.subscribe());
     tokio::pin!(controllers);
 
-    let lost_lease = tokio::select! {
+    /// Why the controllers stop before they finish on their own.
+    enum Interrupted {
+        LostLease(&'static str),
+        BrokenWatches(controllers::watch_health::BrokenWatch),
+    }
+    let interrupted = tokio::select! {
         () = &mut controllers => None,
         _ = shutdown.wait_for(|s| *s) => None,
-        why = lost(lease.as_mut()) => Some(why),
+        why = lost(lease.as_mut()) => Some(Interrupted::LostLease(why)),
+        broken = watches_broken(&watches, options.watch_failure_timeout) => {
+            Some(Interrupted::BrokenWatches(broken))
+        }
     };
     let _ = stop.send(true);
-    if let Some(why) = lost_lease {
+    match interrupted {
         // Without the Lease nothing may act any more: in-flight reconciles are dropped with
         // the controllers, not finished (each is idempotent, as after a kill), so a reconcile
         // stuck on an unreachable API server cannot outlast the Lease.
-        let (namespace, name) = options
-            .leader_election
-            .as_ref()
-            .map_or(("", ""), |e| (e.namespace.as_str(), e.lease_name.as_str()));
-        anyhow::bail!("lost the Lease {namespace}/{name} ({why}); stopped reconciling");
+        Some(Interrupted::LostLease(why)) => {
+            let (namespace, name) = options
+                .leader_election
+                .as_ref()
+                .map_or(("", ""), |e| (e.namespace.as_str(), e.lease_name.as_str()));
+            anyhow::bail!("lost the Lease {namespace}/{name} ({why}); stopped reconciling");
+        }
+        // The watches see nothing: in-flight reconciles are dropped the same way (the
+        // controllers are not polled again), and the Lease goes at once so that the standby
+        // need not wait for it to expire.
+        Some(Interrupted::BrokenWatches(broken)) => {
+            if let Some(lease) = lease {
+                lease.release().await;
+            }
+            anyhow::bail!(
+                "{broken}; stopped reconciling so that a restart, or the standby replica, \
+                 takes over (--watch-failure-seconds)"
+            );
+        }
+        None => {}
     }
     controllers.await;
     if let Some(lease) = lease {
@@ -334,6 +361,24 @@ async fn lead(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Returns the first controller whose watches have been failing for `timeout`; never when
+/// there is no timeout.
+async fn watches_broken(
+    watches: &controllers::watch_health::WatchHealth,
+    timeout: Option<Duration>,
+) -> controllers::watch_health::BrokenWatch {
+    let Some(timeout) = timeout else {
+        return std::future::pending().await;
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if let Some(broken) = watches.broken(timeout, std::time::Instant::now()).pop() {
+            return broken;
+        }
+    }
 }
 
 /// Returns why the held Lease is lost, when it is; never without one.
@@ -531,6 +576,7 @@ mod tests {
             run_defaults: RunDefaults::default(),
             default_skills_namespace: defaults.map(str::to_string),
             operator_image: None,
+            watch_failure_timeout: None,
         }
     }
 

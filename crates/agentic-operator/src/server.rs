@@ -17,7 +17,7 @@ use crate::metrics::Metrics;
 
 /// `/healthz` answers while the process runs; `/readyz` once every watch has listed, or while
 /// the replica waits for leadership, and never while a CRD the controllers need is missing
-/// (it names them).
+/// or a controller's watches keep failing (it names them).
 pub fn health_router(readiness: Arc<Readiness>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -27,6 +27,7 @@ pub fn health_router(readiness: Arc<Readiness>) -> Router {
 
 async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
     let missing = readiness.missing_crds();
+    let broken = readiness.broken_watches();
     if !missing.is_empty() {
         (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -34,6 +35,9 @@ async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
         )
     } else if readiness.is_standby() {
         (StatusCode::OK, "standby: waiting for leadership".to_owned())
+    } else if !broken.is_empty() {
+        let broken: Vec<String> = broken.iter().map(ToString::to_string).collect();
+        (StatusCode::SERVICE_UNAVAILABLE, broken.join("\n"))
     } else if readiness.is_ready() {
         (StatusCode::OK, "ok".to_owned())
     } else {

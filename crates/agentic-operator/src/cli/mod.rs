@@ -113,6 +113,12 @@ pub struct RunArgs {
     )]
     pub leader_election_lease: String,
 
+    /// Seconds a controller's watches may keep failing (the API server refuses or does not
+    /// answer them) before the operator stops reconciling and exits, so that its restart, or
+    /// the standby replica, takes over; 0 never. /readyz reports failing watches after 15 s.
+    #[arg(long, env = "AGENTIC_WATCH_FAILURE_SECONDS", default_value_t = 120)]
+    pub watch_failure_seconds: u64,
+
     /// Log format; the level comes from RUST_LOG (default info).
     #[arg(long, env = "AGENTIC_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -216,6 +222,8 @@ fn run_operator(args: RunArgs) -> ExitCode {
         tag_refresh_interval: Duration::from_secs(args.tag_refresh_seconds.max(10)),
         default_skills_namespace: args.default_skills_namespace,
         operator_image: args.operator_image.filter(|image| !image.is_empty()),
+        watch_failure_timeout: Some(Duration::from_secs(args.watch_failure_seconds))
+            .filter(|timeout| !timeout.is_zero()),
         run_defaults: RunDefaults {
             startup_deadline_seconds: args.startup_deadline_seconds,
             ttl: TtlDefaults {

@@ -6,6 +6,7 @@ pub mod gateway;
 pub mod skillcard;
 pub mod skillcollection;
 mod sweep;
+pub mod watch_health;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -60,14 +61,23 @@ pub struct Readiness {
     listed: AtomicBool,
     standby: AtomicBool,
     missing_crds: std::sync::Mutex<Vec<String>>,
+    /// The failures of the controllers' watches.
+    pub watches: Arc<watch_health::WatchHealth>,
 }
 
 impl Readiness {
-    /// Ready: the CRDs are installed, and the watches have listed (or this replica waits
-    /// for leadership).
+    /// Ready: the CRDs are installed, and the watches have listed and none has been failing
+    /// for [`watch_health::UNREADY_AFTER`] (or this replica waits for leadership).
     pub fn is_ready(&self) -> bool {
         self.missing_crds().is_empty()
-            && (self.listed.load(Ordering::Relaxed) || self.standby.load(Ordering::Relaxed))
+            && (self.standby.load(Ordering::Relaxed)
+                || (self.listed.load(Ordering::Relaxed) && self.broken_watches().is_empty()))
+    }
+
+    /// The controllers whose watches have been failing for [`watch_health::UNREADY_AFTER`].
+    pub fn broken_watches(&self) -> Vec<watch_health::BrokenWatch> {
+        self.watches
+            .broken(watch_health::UNREADY_AFTER, std::time::Instant::now())
     }
 
     /// The CRDs (`plural.group`) the controllers need that the API server does not serve.
@@ -242,17 +252,36 @@ where
 
 /// Logs what a controller's stream reports besides finished reconciles. A failed reconcile was
 /// logged (and raised as an Event) where it failed; a watch that cannot reach the API server
-/// is worth a warning, with its cause.
+/// is worth a warning, with its cause, and is recorded in `watches`.
 fn log_result<K: Resource, QueueError: std::error::Error + 'static>(
+    watches: &watch_health::WatchHealth,
     kind: &'static str,
-    result: Result<(ObjectRef<K>, Action), controller::Error<Error, QueueError>>,
+    result: ControllerItem<K, QueueError>,
 ) {
     match result {
         Ok(_) => {}
         Err(controller::Error::QueueError(error)) => {
-            tracing::warn!(kind, error = %Chain(&error), "watch failed; retrying");
+            let error = Chain(&error).to_string();
+            tracing::warn!(kind, error, "watch failed; retrying");
+            watches.failed(kind, error, std::time::Instant::now());
         }
         Err(error) => tracing::debug!(kind, error = %Chain(&error), "controller event"),
+    }
+}
+
+/// One item of a controller's stream: a finished reconcile, or why there was none.
+type ControllerItem<K, QueueError> =
+    Result<(ObjectRef<K>, Action), controller::Error<Error, QueueError>>;
+
+/// What a controller's stream is drained with: [`log_result`] for each item.
+fn report<K: Resource, QueueError: std::error::Error + 'static>(
+    watches: &Arc<watch_health::WatchHealth>,
+    kind: &'static str,
+) -> impl FnMut(ControllerItem<K, QueueError>) -> futures::future::Ready<()> + use<K, QueueError> {
+    let watches = watches.clone();
+    move |result| {
+        log_result(&watches, kind, result);
+        futures::future::ready(())
     }
 }
 
@@ -320,6 +349,7 @@ pub struct Caches {
 pub fn controllers(
     ctx: Arc<Context>,
     namespace: Option<&str>,
+    watches: &Arc<watch_health::WatchHealth>,
     shutdown: watch::Receiver<bool>,
 ) -> Controllers {
     let client = ctx.client.clone();
@@ -363,7 +393,7 @@ pub fn controllers(
             |obj, e, ctx| guarded_error_policy(obj, e, ctx, skillcard::error_policy),
             ctx.clone(),
         )
-        .for_each(|r| async move { log_result(skillcard::KIND, r) });
+        .for_each(report(watches, skillcard::KIND));
     runs.push(Box::pin(drive(cards, card_cache.clone(), stop())));
 
     // SkillCollection: follows the SkillCards it generated or references.
@@ -394,7 +424,7 @@ pub fn controllers(
             |obj, e, ctx| guarded_error_policy(obj, e, ctx, skillcollection::error_policy),
             ctx.clone(),
         )
-        .for_each(|r| async move { log_result(skillcollection::KIND, r) });
+        .for_each(report(watches, skillcollection::KIND));
     runs.push(Box::pin(drive(
         collections,
         collection_cache.clone(),
@@ -426,7 +456,7 @@ pub fn controllers(
             |obj, e, ctx| guarded_error_policy(obj, e, ctx, gateway::error_policy),
             ctx.clone(),
         )
-        .for_each(|r| async move { log_result(gateway::KIND, r) });
+        .for_each(report(watches, gateway::KIND));
     runs.push(Box::pin(drive(gateways, gateway_cache.clone(), stop())));
 
     // Agent: follows its SkillCards and Gateways through watches.
@@ -496,7 +526,7 @@ pub fn controllers(
             |obj, e, ctx| guarded_error_policy(obj, e, ctx, agent::error_policy),
             ctx.clone(),
         )
-        .for_each(|r| async move { log_result(agent::KIND, r) });
+        .for_each(report(watches, agent::KIND));
     runs.push(Box::pin(drive(agents, agent_cache.clone(), stop())));
 
     // AgentRun: starts when its Agent turns Ready, follows its sandbox and pod.
@@ -561,7 +591,7 @@ pub fn controllers(
             |obj, e, ctx| guarded_error_policy(obj, e, ctx, agentrun::error_policy),
             ctx,
         )
-        .for_each(|r| async move { log_result(agentrun::KIND, r) });
+        .for_each(report(watches, agentrun::KIND));
     runs.push(Box::pin(drive(agent_runs, run_cache.clone(), stop())));
 
     Controllers {
@@ -628,7 +658,12 @@ pub async fn run(
     let mut caches = Vec::new();
     let mut sweep_scopes = Vec::new();
     for ns in &namespaces {
-        let started = controllers(ctx.clone(), ns.as_deref(), shutdown.clone());
+        let started = controllers(
+            ctx.clone(),
+            ns.as_deref(),
+            &readiness.watches,
+            shutdown.clone(),
+        );
         runs.extend(started.runs);
         listed.extend(started.listed);
         sweep_scopes.push((ns.clone(), started.caches.agent_runs.clone()));
