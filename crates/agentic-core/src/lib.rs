@@ -104,5 +104,6 @@ pub mod params;
 pub mod sandbox;
 pub mod skills;
 pub mod substitution;
+pub mod workflow;
 
 pub use error::Error;
