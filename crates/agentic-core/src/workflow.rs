@@ -492,8 +492,11 @@ pub fn advance(
 
 /// The status after the controller found, on creating it, that an object it does not
 /// control took the stage run's name since its read: the run fails, the object is left.
-pub fn name_taken(step: Step, run: &AgentWorkflowRun, now: &Time) -> AgentWorkflowRunStatus {
-    let mut status = step.status;
+pub fn name_taken(
+    mut status: AgentWorkflowRunStatus,
+    run: &AgentWorkflowRun,
+    now: &Time,
+) -> AgentWorkflowRunStatus {
     let Some(index) = current_stage(&status) else {
         return status;
     };

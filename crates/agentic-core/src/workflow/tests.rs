@@ -524,7 +524,7 @@ fn a_foreign_object_holding_the_name_fails_the_run_and_is_left_alone() {
         owner(),
         &now(),
     );
-    let status = name_taken(step, &run, &now());
+    let status = name_taken(step.status, &run, &now());
     assert_eq!(status.phase, Some(AgentRunPhase::Failed));
     assert_eq!(reason(&status).1, REASON_OBJECT_NAME_TAKEN);
     assert_eq!(status.stages[0].agent_run_name, None);
