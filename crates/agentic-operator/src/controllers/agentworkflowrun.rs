@@ -77,11 +77,11 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
                 let name = stage_run_name(&run.name_any(), &old.stages[index].name);
                 let guarded: Api<DeserializeGuard<AgentRun>> =
                     Api::namespaced(ctx.client.clone(), &namespace);
-                guarded.get_opt(&name).await?.map(|g| g.0)
+                guarded.get_opt(&name).await?
             }
             None => None,
         };
-        let stage_run = match &observed {
+        let stage_run = match observed.as_ref().map(|g| &g.0) {
             None => StageRun::Absent,
             Some(Ok(agent_run)) if is_controlled_by(agent_run.meta(), &owner.uid) => {
                 StageRun::Ours(agent_run)
