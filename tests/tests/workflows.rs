@@ -19,6 +19,7 @@ use agentic_integration_tests::{
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, LogParams, ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -343,6 +344,32 @@ async fn a_two_stage_workflow_runs_its_stages_in_order_to_succeeded() {
         }]
     );
     assert!(execute.spec.params.is_empty());
+    // Each stage's dropped params are named in a Normal event on its run.
+    let events = Api::<Event>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list events");
+    let filtered = |run: &str| -> Vec<String> {
+        events
+            .items
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("ParamsFiltered"))
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(run))
+            .filter_map(|e| e.note.clone())
+            .collect()
+    };
+    let plan_filtered = filtered("m1-plan");
+    assert_eq!(plan_filtered.len(), 1, "{plan_filtered:?}");
+    assert!(
+        plan_filtered[0].ends_with("\"planner\" does not declare are not passed: target"),
+        "{plan_filtered:?}"
+    );
+    let execute_filtered = filtered("m1-execute");
+    assert_eq!(execute_filtered.len(), 1, "{execute_filtered:?}");
+    assert!(
+        execute_filtered[0].ends_with("\"doer\" does not declare are not passed: target, depth"),
+        "{execute_filtered:?}"
+    );
 
     // What the pods saw: the workflow section and the stage's execution, the substituted
     // instructions.

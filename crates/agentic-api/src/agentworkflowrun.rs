@@ -64,7 +64,7 @@ pub struct AgentWorkflowRunSpec {
 
     /// Values for the workflow's params and for the stage Agents' params, as strings. Each
     /// stage's run gets only the values its Agent declares; a Normal event `ParamsFiltered`
-    /// lists the others.
+    /// on the stage's run lists the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub params: Vec<RunParam>,

@@ -117,19 +117,10 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
                 run: agent_run,
                 dropped,
             } => match create_owned(&runs, &agent_run, "AgentRun", &owner.uid).await? {
-                Ok(()) => {
-                    if !dropped.is_empty() {
-                        let stage = status.current_stage.clone().unwrap_or_default();
-                        let note = format!(
-                            "stage {stage:?} (Agent {:?}): params its Agent does not declare are not passed to AgentRun {}: {}",
-                            agent_run.spec.agent_ref,
-                            agent_run.name_any(),
-                            dropped.join(", ")
-                        );
-                        ctx.publish(run.as_ref(), EventType::Normal, EVENT_PARAMS_FILTERED, note)
-                            .await;
-                    }
+                Ok(()) if !dropped.is_empty() => {
+                    filtered_event(&runs, &agent_run, &dropped, &ctx).await;
                 }
+                Ok(()) => {}
                 Err(_taken) => status = workflow::name_taken(status, &run, &now),
             },
             workflow::Action::Cancel(name) => cancel_stage_run(&runs, &name).await?,
@@ -170,6 +161,33 @@ pub fn runs_waiting_on_workflow<'a>(
         .filter(|r| r.status.as_ref().is_none_or(|s| !started(s)))
         .map(ObjectRef::from_obj)
         .collect()
+}
+
+/// A Normal event on a stage's run naming the workflow run's params its Agent does not
+/// declare, which the run does not get. On the stage's run rather than the workflow run, whose
+/// events of one reason the recorder folds into one (keeping the first note).
+async fn filtered_event(runs: &Api<AgentRun>, built: &AgentRun, dropped: &[String], ctx: &Context) {
+    // The created object, for the event's reference to carry its UID. Events are best effort.
+    let created = match runs.get_opt(&built.name_any()).await {
+        Ok(Some(created)) => created,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::warn!(name = %built.name_any(), error = %crate::error::Chain(&error), "reading a stage run for its event failed");
+            return;
+        }
+    };
+    let note = format!(
+        "params of AgentWorkflowRun {} that Agent {:?} does not declare are not passed: {}",
+        built
+            .owner_references()
+            .first()
+            .map(|o| o.name.as_str())
+            .unwrap_or_default(),
+        built.spec.agent_ref,
+        dropped.join(", ")
+    );
+    ctx.publish(&created, EventType::Normal, EVENT_PARAMS_FILTERED, note)
+        .await;
 }
 
 /// Sets `spec.cancel` on a stage's run; its controller stops the sandbox. The one change
