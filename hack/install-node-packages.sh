@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the test node takes from Debian when it is missing: runc (the OCI
 # runtime containerd's shim runs), the CNI plugins (bridge, host-local, loopback), a
-# static busybox (the test images' userland) and git (the test git server: `git daemon`
-# and `git http-backend`). Quiet and quick when all are there.
+# static busybox (the test images' userland), git (the test git server: `git daemon`
+# and `git http-backend`), and what the test image of the operator is built with: `strip`
+# and `ldd` (binutils, libc-bin) and the CA bundle its base image, distroless, carries.
+# Quiet and quick when all are there.
 set -euo pipefail
 
 # package -> a file it installs
@@ -11,13 +13,16 @@ declare -A packages=(
     [containernetworking-plugins]=/usr/lib/cni/bridge
     [busybox-static]=/bin/busybox
     [git]=/usr/bin/git
+    [binutils]=/usr/bin/strip
+    [libc-bin]=/usr/bin/ldd
+    [ca-certificates]=/etc/ssl/certs/ca-certificates.crt
 )
 
 log() { printf 'install-node-packages: %s\n' "$*" >&2; }
 
 missing=()
 for package in "${!packages[@]}"; do
-    [[ -x "${packages[$package]}" ]] || missing+=("$package")
+    [[ -e "${packages[$package]}" ]] || missing+=("$package")
 done
 ((${#missing[@]} == 0)) && exit 0
 

@@ -381,6 +381,38 @@ pub async fn llm_gateway(client: &Client, ns: &str) {
     .await;
 }
 
+/// An object of `kind` (`v1` kinds: `ConfigMap`, `Secret`, `Pod`...) named `name` as the
+/// operator makes them for the AgentRun `run` with the UID `run_uid`: labelled for the run,
+/// with the run as its controller. For objects of runs that do not exist (orphans).
+pub fn run_object(kind: &str, name: &str, run: &str, run_uid: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": kind,
+        "metadata": {
+            "name": name,
+            "labels": {agentic_core::sandbox::RUN_LABEL: run},
+            "ownerReferences": [{
+                "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
+                "name": run, "uid": run_uid, "controller": true, "blockOwnerDeletion": true,
+            }],
+        },
+    })
+}
+
+/// Polls until `name` no longer exists; panics after [`CONVERGE`].
+pub async fn wait_gone<K>(api: &Api<K>, name: &str, what: &str)
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    while api.get_opt(name).await.expect("get").is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name}: timed out waiting for {what} to be deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Polls `name` until `check` accepts it; panics with the last state after [`CONVERGE`].
 pub async fn wait_for<K, F>(api: &Api<K>, name: &str, what: &str, check: F) -> K
 where

@@ -147,6 +147,7 @@ fn default_values_create_the_cluster_wide_operator() {
             "--sandbox-backend=auto",
             "--tag-refresh-seconds=300",
             "--startup-deadline-seconds=600",
+            "--orphan-sweep-seconds=300",
             "--default-skills-namespace=agentic-operator-system",
             "--log-format=text",
         ]
@@ -384,7 +385,7 @@ fn values_reach_the_command_line_and_pod() {
         "--set",
         &format!("image.tag={digest},logFormat=json,logLevel=debug,tagRefreshSeconds=60"),
         "--set",
-        "startupDeadlineSeconds=90,ttlAfterSucceeded=0,ttlAfterFailed=86400,maxConcurrentRunsPerNamespace=20",
+        "startupDeadlineSeconds=90,ttlAfterSucceeded=0,ttlAfterFailed=86400,maxConcurrentRunsPerNamespace=20,orphanSweepSeconds=0",
         "--set",
         "podAnnotations.team=migrations,nodeSelector.pool=operators",
         "--set-json",
@@ -403,6 +404,8 @@ fn values_reach_the_command_line_and_pod() {
         "--ttl-after-succeeded=0",
         "--ttl-after-failed=86400",
         "--max-concurrent-runs-per-namespace=20",
+        // 0 turns the sweep off, which the operator reads from the flag.
+        "--orphan-sweep-seconds=0",
     ] {
         assert!(
             args.contains(&expected.to_owned()),
@@ -453,6 +456,7 @@ fn the_schema_rejects_unknown_and_invalid_values() {
             ["--set", "maxConcurrentRunsPerNamespace=-2"],
             "maxConcurrentRunsPerNamespace",
         ),
+        (["--set", "orphanSweepSeconds=-1"], "orphanSweepSeconds"),
     ] {
         let stderr = run_err(&mut template_command(&args));
         assert!(stderr.contains(complaint), "{args:?}: {stderr}");

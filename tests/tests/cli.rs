@@ -453,3 +453,242 @@ async fn skill_fetch_writes_exactly_the_asked_commit_and_refuses_others() {
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(files_below(dest.path()).is_empty());
 }
+
+#[tokio::test]
+async fn skill_inspect_lists_the_skills_of_an_image_with_their_digest() {
+    let registry = Registry::start().await.expect("the test registry starts");
+    let addr = registry.addr();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let java = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let quarkus = write_skill(tmp.path(), "quarkus-config", "Configure Quarkus.");
+    let reference = format!("{addr}/skills/bundle:1");
+    let pushed = cli(&[
+        "skill",
+        "push",
+        "--insecure",
+        &java.display().to_string(),
+        &quarkus.display().to_string(),
+        &reference,
+    ]);
+    assert_eq!(pushed.status.code(), Some(0), "{}", stderr(&pushed));
+    let pinned = stdout(&pushed)
+        .lines()
+        .last()
+        .expect("a reference")
+        .to_owned();
+    let digest = pinned.rsplit_once('@').expect("a digest").1.to_owned();
+
+    let out = cli(&["skill", "inspect", "--insecure", &reference]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(
+        text,
+        format!(
+            "{addr}/skills/bundle@{digest}\n  \
+             java-upgrade  subPath java-upgrade  valid\n    Upgrade Java projects.\n  \
+             quarkus-config  subPath quarkus-config  valid\n    Configure Quarkus.\n"
+        )
+    );
+
+    let out = cli(&[
+        "skill",
+        "inspect",
+        "--insecure",
+        "--output",
+        "json",
+        &pinned,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(json["image"], format!("{addr}/skills/bundle@{digest}"));
+    let names: Vec<&str> = json["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .map(|skill| skill["subPath"].as_str().expect("a subPath"))
+        .collect();
+    assert_eq!(names, ["java-upgrade", "quarkus-config"]);
+
+    let missing = format!("{addr}/skills/missing:1");
+    let out = cli(&["skill", "inspect", "--insecure", &missing]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("skills/missing"), "{}", stderr(&out));
+}
+
+/// Runs `agentic-operator args…` against the shared control plane.
+fn cli_in_cluster(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(operator_binary())
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .expect("agentic-operator runs")
+}
+
+#[tokio::test]
+async fn agentrun_start_list_and_cancel_work_against_the_cluster() {
+    use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentSpec, ObjectRef};
+    use agentic_integration_tests::{
+        Operator, apply, condition, env, llm_gateway, wait_agent_ready, wait_phase,
+    };
+    use agentic_operator::context::SandboxBackend;
+    use kube::Api;
+
+    let env = env().await;
+    let ns = env.namespace("cli-runs").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, Vec::new());
+    llm_gateway(&client, &ns).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: kube::api::ObjectMeta {
+                name: Some("migrator".into()),
+                ..Default::default()
+            },
+            spec: AgentSpec {
+                image: "harness.invalid/agent:1".into(),
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                skill_delivery: "native".into(),
+                ..AgentSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_agent_ready(&agents, "migrator").await;
+    let kubeconfig = env.kubeconfig_path();
+
+    let out = cli_in_cluster(
+        kubeconfig,
+        &[
+            "agentrun",
+            "start",
+            "migrator",
+            "-n",
+            &ns,
+            "--instructions",
+            "Fix the build.",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let created = stdout(&out);
+    let name = created
+        .trim()
+        .strip_prefix("agentrun/")
+        .and_then(|rest| rest.strip_suffix(" created"))
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    assert!(name.starts_with("migrator-"), "{name}");
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let run = runs.get(&name).await.expect("the run exists");
+    assert_eq!(run.spec.agent_ref, "migrator");
+    assert_eq!(run.spec.instructions.as_deref(), Some("Fix the build."));
+
+    let out = cli_in_cluster(kubeconfig, &["agentrun", "list", "-n", &ns]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listing = stdout(&out);
+    let mut lines = listing.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGENT", "PHASE", "REASON", "AGE"]);
+    let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+    assert_eq!(
+        row[..3],
+        [name.as_str(), "migrator", "Pending"],
+        "{listing}"
+    );
+
+    let out = cli_in_cluster(kubeconfig, &["agentrun", "cancel", &name, "-n", &ns]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let cancelled = wait_phase(&runs, &name, AgentRunPhase::Failed).await;
+    let ready = condition(&cancelled.status.as_ref().unwrap().conditions, "Ready").unwrap();
+    assert_eq!(ready.reason, "Cancelled");
+    let out = cli_in_cluster(kubeconfig, &["agentrun", "list", "-A"]);
+    let listing = stdout(&out);
+    assert!(
+        listing.lines().any(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            cells.len() >= 5
+                && cells[..5]
+                    == [
+                        ns.as_str(),
+                        name.as_str(),
+                        "migrator",
+                        "Failed",
+                        "Cancelled",
+                    ]
+        }),
+        "{listing}"
+    );
+
+    let out = cli_in_cluster(
+        kubeconfig,
+        &["agentrun", "cancel", "no-such-run", "-n", &ns],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no-such-run"), "{}", stderr(&out));
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn skill_push_gets_credentials_from_a_docker_credential_helper() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const USER: &str = "pusher";
+    const PASSWORD: &str = "helper-secret";
+    let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
+    let registry = Registry::start_with_htpasswd(&format!("{USER}:{hash}\n"))
+        .await
+        .expect("the registry starts");
+    let addr = registry.addr();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let skill = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let skill = skill.display().to_string();
+    let reference = format!("{addr}/private/java:1");
+
+    // docker-credential-agentictest: the credential-helper protocol, `get` with the registry
+    // on stdin and the credentials as JSON on stdout; it records what it was asked.
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let asked = tmp.path().join("asked");
+    let helper = bin.join("docker-credential-agentictest");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 3\ncat > '{}'\n\
+             printf '{{\"ServerURL\":\"%s\",\"Username\":\"{USER}\",\"Secret\":\"{PASSWORD}\"}}' x\n",
+            asked.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let docker_config = tmp.path().join("docker");
+    std::fs::create_dir(&docker_config).unwrap();
+    std::fs::write(
+        docker_config.join("config.json"),
+        format!(r#"{{"credHelpers": {{"{addr}": "agentictest"}}}}"#),
+    )
+    .unwrap();
+    let push = |path: &str| {
+        Command::new(operator_binary())
+            .args(["skill", "push", "--insecure", &skill, &reference])
+            .env("DOCKER_CONFIG", &docker_config)
+            .env("PATH", path)
+            .output()
+            .expect("agentic-operator runs")
+    };
+
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let out = push(&path);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&asked).unwrap(), addr);
+    assert!(!stderr(&out).contains(PASSWORD), "{}", stderr(&out));
+
+    // Without the helper on PATH the push fails, saying what to install.
+    let out = push("/usr/bin:/bin");
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(
+        message.contains("credential helper") && message.contains("PATH"),
+        "{message}"
+    );
+}

@@ -7,14 +7,16 @@ use std::path::Path;
 
 use agentic_api::{
     Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ExecutionLimits,
-    ExecutionMode, FileMount, GitConfig, ObjectRef, ParamType, RunExecution, RunParam, SkillCard,
-    SkillCardSpec, SkillType,
+    ExecutionMode, FileMount, GitConfig, ObjectRef, ParamType, RunExecution, RunParam, SecretRef,
+    SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    apply, condition, llm_gateway, node_scenario, push, stub_agent, wait_agent_ready, wait_phase,
+    Operator, apply, condition, has_condition, llm_gateway, node_env, node_scenario,
+    operator_binary, push, stub_agent, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase,
     write_skill,
 };
 use agentic_operator::context::SandboxBackend;
+use agentic_testenv::{GitFile, GitServer, push_operator_image};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, KeyToPath, Pod, Secret};
 use kube::api::{LogParams, ObjectMeta};
@@ -724,5 +726,231 @@ async fn every_file_of_a_multi_skill_image_stays_reachable() {
     let seen = printed_hashes(&log);
     assert!(expected.len() > 4, "nested files to compare: {expected:?}");
     assert_eq!(seen, expected, "every file, byte for byte:\n{log}");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn the_pod_sees_the_pinned_commit_of_a_git_skill_fetched_with_its_secret() {
+    let env = node_env().await;
+    let registry = env.registry_addr().expect("the node's registry");
+    let operator_image = push_operator_image(&registry, operator_binary())
+        .await
+        .expect("the operator image is pushed");
+    // The init container fetches from inside the pod: the server listens on this machine's
+    // address on the node's bridge, which only this machine and its pods reach.
+    let host = env.node_host_address().expect("the node's bridge address");
+    let server = GitServer::start_on(host, Some(("reader", "s3cret")))
+        .await
+        .expect("git server");
+    server.create_repo("skills.git").unwrap();
+    let guide = b"Upgrade one module at a time.\n".to_vec();
+    let script = b"#!/bin/sh\necho upgrading\n".to_vec();
+    let skill_md = b"---\nname: upgrade\ndescription: Upgrades Java modules.\n---\n# Upgrade\n";
+    let pinned = server
+        .commit(
+            "skills.git",
+            "release",
+            &[
+                ("skills/upgrade/SKILL.md", GitFile::File(skill_md.to_vec())),
+                (
+                    "skills/upgrade/references/guide.md",
+                    GitFile::File(guide.clone()),
+                ),
+                (
+                    "skills/upgrade/scripts/run.sh",
+                    GitFile::Executable(script.clone()),
+                ),
+                ("README.md", GitFile::File(b"Not a skill.\n".to_vec())),
+            ],
+        )
+        .unwrap();
+
+    let ns = env.namespace("node-git").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start_with_operator_image(
+        client.clone(),
+        &ns,
+        SandboxBackend::AgentSandbox,
+        vec![server.http_host()],
+        &operator_image,
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &secrets,
+        &Secret {
+            metadata: meta("git-creds"),
+            string_data: Some(BTreeMap::from([
+                ("username".into(), "reader".into()),
+                ("password".into(), "s3cret".into()),
+            ])),
+            ..Secret::default()
+        },
+    )
+    .await;
+    let url = server.http_url("skills.git");
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &cards,
+        &SkillCard {
+            metadata: meta("upgrade-card"),
+            spec: SkillCardSpec {
+                source: Some(url.clone()),
+                git_ref: Some("release".into()),
+                sub_path: Some("skills/upgrade".into()),
+                source_secret: Some(SecretRef {
+                    name: "git-creds".into(),
+                }),
+                ..SkillCardSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    let pin = format!("{url}@{pinned}");
+    wait_for(&cards, "upgrade-card", "Ready at the commit", |card| {
+        card.status.as_ref().is_some_and(|status| {
+            status.resolved_source.as_deref() == Some(pin.as_str())
+                && has_condition(&status.conditions, "Ready", "True", "SkillValid")
+        })
+    })
+    .await;
+    agent(
+        &client,
+        &ns,
+        "migrator",
+        &stub_agent().await,
+        &["upgrade-card"],
+    )
+    .await;
+
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("git-run", "migrator", &[])).await;
+    let started = wait_for_sandbox(&runs, "git-run").await;
+    assert_eq!(started.status.expect("status").skills[0].image, pin);
+    // The branch moves once the run has pinned its commit: the pod must still see the
+    // commit that was validated, never the branch's new head.
+    server
+        .commit(
+            "skills.git",
+            "release",
+            &[(
+                "skills/upgrade/SKILL.md",
+                GitFile::File(b"---\nname: upgrade\ndescription: Moved.\n---\n".to_vec()),
+            )],
+        )
+        .unwrap();
+    let finished = wait_phase(&runs, "git-run", AgentRunPhase::Succeeded).await;
+    let log = agent_log(&client, &ns, &finished).await;
+
+    use sha2::Digest as _;
+    let sha = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
+    let expected = BTreeMap::from([
+        ("upgrade/SKILL.md".to_string(), sha(skill_md)),
+        ("upgrade/references/guide.md".to_string(), sha(&guide)),
+        ("upgrade/scripts/run.sh".to_string(), sha(&script)),
+    ]);
+    assert_eq!(printed_hashes(&log), expected, "{log}");
+    let refusals = lines(&log, "write-skill: upgrade ");
+    assert!(
+        refusals.len() == 1
+            && refusals[0].starts_with("refused")
+            && refusals[0].contains("Read-only file system"),
+        "the git skill is mounted read-only:\n{log}"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_skill_fetch_whose_image_cannot_be_pulled_fails_the_run_naming_the_init_container() {
+    let env = node_env().await;
+    let registry = env.registry_addr().expect("the node's registry");
+    let server = GitServer::start().await.expect("git server");
+    server.create_repo("skills.git").unwrap();
+    server
+        .commit(
+            "skills.git",
+            "main",
+            &[(
+                "SKILL.md",
+                GitFile::File(b"---\nname: upgrade\ndescription: Upgrades.\n---\n".to_vec()),
+            )],
+        )
+        .unwrap();
+    let ns = env.namespace("node-git-pull").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start_with_operator_image(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        Vec::new(),
+        &format!("{registry}/agentic-testenv/no-such-operator:1"),
+    );
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &cards,
+        &SkillCard {
+            metadata: meta("upgrade-card"),
+            spec: SkillCardSpec {
+                source: Some(server.git_url("skills.git")),
+                git_ref: Some("main".into()),
+                ..SkillCardSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    agent(
+        &client,
+        &ns,
+        "migrator",
+        &stub_agent().await,
+        &["upgrade-card"],
+    )
+    .await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("no-fetch", "migrator", &[])).await;
+    let failed = wait_phase(&runs, "no-fetch", AgentRunPhase::Failed).await;
+    let (reason, message) = reason(&failed, "Ready");
+    assert_eq!(reason, "StartupFailed", "{message}");
+    assert!(
+        message.contains("init container skill-fetch-0 of pod no-fetch")
+            && message.contains("ImagePullBackOff"),
+        "{message}"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn agentrun_start_follow_prints_the_agents_log_and_exits_with_the_outcome() {
+    use std::process::Command;
+    let (ns, client, operator) = node_scenario("node-cli", SandboxBackend::Pod).await;
+    agent(&client, &ns, "migrator", &stub_agent().await, &[]).await;
+    let kubeconfig = node_env().await.kubeconfig_path().to_path_buf();
+    let namespace = ns.clone();
+    let start = move |name: &str| {
+        let out = Command::new(operator_binary())
+            .args([
+                "agentrun", "start", "migrator", "-n", &namespace, "--name", name,
+            ])
+            .args(["--param", "target=21", "--follow"])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("agentic-operator runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = tokio::task::spawn_blocking(move || start("followed"))
+        .await
+        .expect("the command ran");
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.starts_with("agentrun/followed created\n"), "{out}");
+    assert!(out.contains("stub-agent: done\n"), "{out}");
+    assert!(err.contains("agentrun/followed Succeeded"), "{err}");
+    let runs: Api<AgentRun> = Api::namespaced(client, &ns);
+    let run = runs.get("followed").await.expect("the run");
+    assert_eq!(run.spec.params[0].value, "21");
     operator.stop().await;
 }

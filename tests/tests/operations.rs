@@ -7,10 +7,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentic_api::SkillCard;
+use agentic_api::{Agent, AgentRun, AgentRunPhase, SkillCard};
 use agentic_integration_tests::{
-    CONVERGE, apply, env, has_condition, http_get, operator_binary, push, registry, stop_cleanly,
-    wait_for, write_skill,
+    CONVERGE, apply, env, has_condition, http_get, llm_gateway, operator_binary, push, registry,
+    stop_cleanly, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_oci::RegistryOptions;
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
@@ -19,6 +19,7 @@ use agentic_operator::metrics::Metrics;
 use agentic_operator::operator::{self, BackendChoice, LEASE_NAME, LeaderElection, RunOptions};
 use agentic_operator::server;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -315,6 +316,157 @@ async fn metrics_count_reconciles_errors_registry_reads_cache_hits_and_objects()
     .await;
 
     stop_cleanly(stop, started).await;
+}
+
+/// Plays the kubelet for the pod `name`: its agent container started `start` seconds after
+/// `created` and ran for `ran` seconds, then exited 0 (with `ran`: `None`, it still runs).
+async fn agent_ran(pods: &Api<Pod>, name: &str, created: &Timestamp, start: i64, ran: Option<i64>) {
+    let started = created
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(start))
+        .expect("a time");
+    let state = match ran {
+        None => json!({"running": {"startedAt": started.to_string()}}),
+        Some(ran) => {
+            let finished = started
+                .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(ran))
+                .expect("a time");
+            json!({"terminated": {
+                "exitCode": 0, "reason": "Completed",
+                "startedAt": started.to_string(), "finishedAt": finished.to_string(),
+            }})
+        }
+    };
+    let status = json!({"status": {
+        "phase": if ran.is_some() { "Succeeded" } else { "Running" },
+        "containerStatuses": [{
+            "name": "agent", "image": "harness.invalid/agent:1", "imageID": "",
+            "ready": ran.is_none(), "restartCount": 0, "state": state,
+        }],
+    }});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch pod status");
+}
+
+#[tokio::test]
+async fn metrics_time_each_run_to_its_start_and_its_end_once() {
+    let env = env().await;
+    let ns = env.namespace("ops-run-metrics").await.expect("namespace");
+    let client = env.client();
+    let (stop, shutdown) = watch::channel(false);
+    let started = operator::start(client.clone(), run_options(&ns), shutdown)
+        .await
+        .expect("the operator starts");
+
+    llm_gateway(&client, &ns).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &agents,
+        &serde_json::from_value(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "Agent",
+            "metadata": {"name": "bare"},
+            "spec": {"image": "harness.invalid/agent:1", "gateways": [{"ref": "llm"}]},
+        }))
+        .expect("an Agent"),
+    )
+    .await;
+    wait_agent_ready(&agents, "bare").await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &runs,
+        &serde_json::from_value(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
+            "metadata": {"name": "timed"},
+            "spec": {"agentRef": "bare"},
+        }))
+        .expect("an AgentRun"),
+    )
+    .await;
+    let run = wait_for_sandbox(&runs, "timed").await;
+    let created = run
+        .metadata
+        .creation_timestamp
+        .clone()
+        .expect("a creation time")
+        .0;
+    let sandbox = run.status.and_then(|s| s.sandbox_name).expect("a sandbox");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_for(&pods, &sandbox, "the sandbox pod", |_: &Pod| true).await;
+    // The agent started 3 s after the run was created, and ran for 42 s.
+    agent_ran(&pods, &sandbox, &created, 3, None).await;
+    wait_phase(&runs, "timed", AgentRunPhase::Running).await;
+    agent_ran(&pods, &sandbox, &created, 3, Some(42)).await;
+    wait_phase(&runs, "timed", AgentRunPhase::Succeeded).await;
+
+    let text = until_http(started.metrics_addr, "/metrics", |code, body| {
+        code == 200
+            && samples(body).get(r#"agentic_run_duration_seconds_count{outcome="Succeeded"}"#)
+                == Some(&1.0)
+    })
+    .await;
+    assert!(
+        text.contains("# TYPE agentic_run_start_seconds histogram"),
+        "{text}"
+    );
+    let metrics = samples(&text);
+    assert_eq!(sample(&metrics, "agentic_run_start_seconds_count"), 1.0);
+    assert_eq!(sample(&metrics, "agentic_run_start_seconds_sum"), 3.0);
+    assert_eq!(
+        sample(&metrics, r#"agentic_run_start_seconds_bucket{le="2.0"}"#),
+        0.0
+    );
+    assert_eq!(
+        sample(&metrics, r#"agentic_run_start_seconds_bucket{le="4.0"}"#),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"agentic_run_duration_seconds_sum{outcome="Succeeded"}"#
+        ),
+        42.0
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"agentic_run_duration_seconds_bucket{le="32.0",outcome="Succeeded"}"#
+        ),
+        0.0
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"agentic_run_duration_seconds_bucket{le="64.0",outcome="Succeeded"}"#
+        ),
+        1.0
+    );
+    stop_cleanly(stop, started).await;
+
+    // A restarted operator starts from the written status: the finished run is not
+    // observed again.
+    let (stop, shutdown) = watch::channel(false);
+    let restarted = operator::start(client.clone(), run_options(&ns), shutdown)
+        .await
+        .expect("the operator starts again");
+    // Counted by the census once the watch has listed, which also hands the run to its
+    // reconcile.
+    let counted = r#"agentic_objects{kind="AgentRun",phase="Succeeded"}"#;
+    until_http(restarted.metrics_addr, "/metrics", |code, body| {
+        code == 200 && samples(body).get(counted) == Some(&1.0)
+    })
+    .await;
+    // One more census interval, for the reconcile of the finished run to have happened.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (_, text) = http_get(restarted.metrics_addr, "/metrics")
+        .await
+        .expect("GET /metrics");
+    let metrics = samples(&text);
+    assert_eq!(sample(&metrics, "agentic_run_start_seconds_count"), 0.0);
+    assert!(
+        !metrics.contains_key(r#"agentic_run_duration_seconds_count{outcome="Succeeded"}"#),
+        "{text}"
+    );
+    stop_cleanly(stop, restarted).await;
 }
 
 /// A replica started through the library with a short Lease, so hand-overs take seconds.

@@ -11,8 +11,8 @@ use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard,
 };
 use agentic_integration_tests::{
-    CONVERGE, apply, env, http_get, kubelet, push, registry, stop_cleanly, wait_agent_ready,
-    wait_for, wait_for_sandbox, wait_phase, write_skill,
+    CONVERGE, apply, env, http_get, kubelet, push, registry, run_object, stop_cleanly,
+    wait_agent_ready, wait_for, wait_for_sandbox, wait_gone, wait_phase, write_skill,
 };
 use agentic_operator::context::{RunDefaults, SandboxBackend};
 use agentic_operator::controllers::Scope;
@@ -250,6 +250,25 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
         .clone()
         .expect("with leader election the chart names the Lease");
 
+    // Objects of a run that no longer exists, for the sweep at start to delete.
+    let orphan_uid = "7c1f0c0e-0000-4000-8000-000000000000";
+    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), &watched);
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), &watched);
+    config_maps
+        .create(
+            &PostParams::default(),
+            &object(run_object("ConfigMap", "gone-config", "gone", orphan_uid)),
+        )
+        .await
+        .expect("create the orphan ConfigMap");
+    secrets
+        .create(
+            &PostParams::default(),
+            &object(run_object("Secret", "gone-acp-key", "gone", orphan_uid)),
+        )
+        .await
+        .expect("create the orphan Secret");
+
     let (stop, shutdown) = watch::channel(false);
     let started = operator::start(
         release.client.clone(),
@@ -289,6 +308,9 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
     let sandbox = run.status.and_then(|s| s.sandbox_name).expect("sandbox");
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &watched);
     kubelet_runs_to_completion(&pods, &runs, "upgrade", &sandbox).await;
+    // The sweep deleted the orphans, one by one, with the chart's permissions.
+    wait_gone(&config_maps, "gone-config", "the orphan ConfigMap").await;
+    wait_gone(&secrets, "gone-acp-key", "the orphan Secret").await;
 
     // A one-stage workflow: the operator creates the stage's run and reports on both.
     let workflows: Api<AgentWorkflow> = Api::namespaced(admin.clone(), &watched);
@@ -366,6 +388,10 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
             .any(|l| l.starts_with(r#"agentic_reconciles_total{kind="AgentRun"}"#)),
         "the operator reconciled the run:\n{metrics}"
     );
+    for kind in ["ConfigMap", "Secret"] {
+        let swept = format!(r#"agentic_orphans_deleted_total{{kind="{kind}"}} 1"#);
+        assert!(metrics.lines().any(|l| l == swept), "{swept}:\n{metrics}");
+    }
 
     stop_cleanly(stop, started).await;
     let lease = Api::<Lease>::namespaced(admin.clone(), &release.namespace)
@@ -456,8 +482,9 @@ async fn watching_some_namespaces_grants_nothing_beyond_them() {
             .list(&ListParams::default())
             .await,
     );
-    // Inside it, no deletes beyond single pods and sandboxes (of runs it ends) and runs
-    // (past their time to live), and no writes to the users' objects.
+    // Inside it, no deletes beyond single objects (the sandboxes of runs it ends, runs past
+    // their time to live, the objects of runs that are gone), and no writes to the users'
+    // objects.
     let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), &watched);
     config_maps
         .create(
@@ -471,9 +498,23 @@ async fn watching_some_namespaces_grants_nothing_beyond_them() {
         .await
         .expect("the admin creates a ConfigMap");
     assert_forbidden(
-        "deleting a ConfigMap",
+        "deleting every ConfigMap at once",
         Api::<ConfigMap>::namespaced(sa.clone(), &watched)
-            .delete("someone-elses", &DeleteParams::default())
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "changing a ConfigMap with a full update",
+        Api::<ConfigMap>::namespaced(sa.clone(), &watched)
+            .replace(
+                "someone-elses",
+                &PostParams::default(),
+                &object(json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "someone-elses"},
+                    "data": {"owner": "the operator"},
+                })),
+            )
             .await,
     );
     assert!(
@@ -567,9 +608,9 @@ async fn watching_every_namespace_reads_everywhere_and_deletes_only_what_runs_en
             .await,
     );
     assert_forbidden(
-        "deleting a Secret",
+        "deleting every Secret at once",
         Api::<Secret>::namespaced(sa.clone(), &elsewhere)
-            .delete("any", &DeleteParams::default())
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await,
     );
     assert_forbidden(

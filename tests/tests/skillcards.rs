@@ -465,3 +465,42 @@ async fn after_a_registry_outage_cards_recover_within_a_tag_refresh() {
     );
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_hung_registry_shows_as_validating_rather_than_as_no_status() {
+    // A registry that accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let hung = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((connection, _)) = listener.accept().await {
+            held.push(connection);
+        }
+    });
+    let env = env().await;
+    let ns = env.namespace("card-hung").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, vec![addr.clone()]);
+    let api: Api<SkillCard> = Api::namespaced(client, &ns);
+    let reference = format!("{addr}/hung/skill:v1");
+    let started = std::time::Instant::now();
+    apply(&api, &card("hung", image(&reference))).await;
+
+    let checking = ready_reason(&api, "hung", "Unknown", "Validating").await;
+    // Far sooner than the read's own deadlines (30 s per read, 60 s per image).
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    let ready = condition(&checking.status.as_ref().unwrap().conditions, "Ready").unwrap();
+    assert_eq!(
+        ready.message,
+        format!("reading the skill from image {reference}")
+    );
+    assert_eq!(ready.observed_generation, checking.metadata.generation);
+    // Closing the connections ends the read, which a graceful stop waits for.
+    hung.abort();
+    let _ = hung.await;
+    operator.stop().await;
+}

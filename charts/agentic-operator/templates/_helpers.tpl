@@ -90,16 +90,17 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
 - apiGroups: ["konveyor.io"]
   resources: ["agentruns/status", "agents/status", "agentworkflowruns/status", "agentworkflows/status", "gateways/status", "skillcards/status", "skillcollections/status"]
   verbs: ["get", "patch"]
-# Read pull secrets and gateway credentials; apply each run's ACP key Secret.
+# Read pull secrets and gateway credentials; apply each run's ACP key Secret, and delete
+# the ones of runs that no longer exist (the orphan sweep).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["create", "get", "list", "patch", "watch"]
-# Apply inline-skill and per-run ConfigMaps.
+  verbs: ["create", "delete", "get", "list", "patch", "watch"]
+# Apply inline-skill and per-run ConfigMaps; the sweep deletes those of runs that are gone.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["create", "get", "list", "patch", "watch"]
+  verbs: ["create", "delete", "get", "list", "patch", "watch"]
 # Run sandboxes as Pods (pod backend) and follow the pods of Sandboxes; delete the
-# sandbox of a run that was cancelled or ran past a deadline.
+# sandbox of a run that was cancelled or ran past a deadline, or that no longer exists.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["create", "delete", "get", "list", "patch", "watch"]

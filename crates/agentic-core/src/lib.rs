@@ -114,6 +114,7 @@ pub mod params;
 pub mod sandbox;
 pub mod skills;
 pub mod substitution;
+pub mod sweep;
 pub mod workflow;
 
 pub use error::Error;

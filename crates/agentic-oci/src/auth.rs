@@ -53,10 +53,12 @@ impl RegistryAuth {
     }
 
     /// The credentials for `registry` in the user's docker config: `$DOCKER_CONFIG/config.json`,
-    /// else `~/.docker/config.json`. Anonymous when the file or the entry is missing.
+    /// else `~/.docker/config.json`, as `docker` finds them: a `credHelpers` entry for the
+    /// registry, else its `auths` entry, else the `credsStore`, each helper run as
+    /// `docker-credential-<name> get`. Anonymous when the file or the entry is missing.
     ///
-    /// Only credentials stored in the file itself are used; `credsStore` and `credHelpers`
-    /// (external credential helper programs) are not consulted.
+    /// For the command line only: the operator reads pull secrets, and, like the kubelet,
+    /// never runs helpers.
     pub fn from_default_docker_config(registry: &str) -> Result<RegistryAuth, OciError> {
         let Some(path) = default_docker_config_path() else {
             return Ok(RegistryAuth::Anonymous);
@@ -64,8 +66,9 @@ impl RegistryAuth {
         Self::from_docker_config_file(&path, registry)
     }
 
-    /// The credentials for `registry` in the docker config file at `path`; anonymous when the
-    /// file does not exist or has no entry for the registry.
+    /// The credentials for `registry` in the docker config file at `path`, credential helpers
+    /// included (see [`RegistryAuth::from_default_docker_config`]); anonymous when the file
+    /// does not exist or has no entry for the registry.
     pub fn from_docker_config_file(path: &Path, registry: &str) -> Result<RegistryAuth, OciError> {
         let bytes = match std::fs::read(path) {
             Ok(bytes) => bytes,
@@ -79,8 +82,34 @@ impl RegistryAuth {
                 });
             }
         };
-        let config = DockerConfig::parse(&bytes, &path.display().to_string())?;
-        Ok(config.auth_for(registry).unwrap_or_default())
+        let source_name = path.display().to_string();
+        // Our own parser first: its errors name the entry and what is wrong with it.
+        DockerConfig::parse(&bytes, &source_name)?;
+        let invalid = |message: String| OciError::InvalidCredentials {
+            source_name: source_name.clone(),
+            message,
+        };
+        use docker_credential::{CredentialRetrievalError as Failed, DockerCredential};
+        match docker_credential::get_credential_from_reader(bytes.as_slice(), registry) {
+            Ok(DockerCredential::UsernamePassword(username, password)) => {
+                Ok(RegistryAuth::Basic { username, password })
+            }
+            Ok(DockerCredential::IdentityToken(_)) => Err(invalid(format!(
+                "the entry for {registry} is an identity token, which this tool cannot use; \
+                 log in with a username and password"
+            ))),
+            Err(Failed::NoCredentialConfigured) => Ok(RegistryAuth::Anonymous),
+            // The helper's standard output is left out: it may hold the secret.
+            Err(Failed::HelperFailure { helper, stderr, .. }) => Err(invalid(format!(
+                "the credential helper {helper} failed for {registry}: {}",
+                stderr.trim()
+            ))),
+            Err(Failed::HelperCommunicationError) => Err(invalid(format!(
+                "the credential helper for {registry} (credHelpers or credsStore) could not \
+                 be run: is docker-credential-<name> on PATH?"
+            ))),
+            Err(other) => Err(invalid(format!("for {registry}: {other}"))),
+        }
     }
 
     pub(crate) fn to_client_auth(&self) -> oci_client::secrets::RegistryAuth {

@@ -1,7 +1,9 @@
 //! Talking to registries: resolving tags to digests, reading skills from images, pushing.
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _, future};
@@ -28,6 +30,13 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Layers decoded at once, process-wide: decoding runs on blocking threads, which must not
 /// pile up behind slow registries.
 static LAYER_READERS: Semaphore = Semaphore::const_new(4);
+/// Layers decoded at once from one registry: a slow or hostile registry holds at most this
+/// many of the [`LAYER_READERS`], so reads from every other registry go on meanwhile.
+const LAYER_READERS_PER_REGISTRY: usize = 2;
+/// The per-registry share of [`LAYER_READERS`], by `host[:port]`; a registry's entry goes
+/// once no read holds or waits for it, so hostile names cannot grow the map.
+static REGISTRY_READERS: LazyLock<Mutex<HashMap<String, Arc<Semaphore>>>> =
+    LazyLock::new(Mutex::default);
 const USER_AGENT: &str = concat!("agentic-operator/", env!("CARGO_PKG_VERSION"));
 
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -598,14 +607,18 @@ impl Session {
                 future::ready(!digest_failure)
             });
             let reader = SyncIoBridge::new(StreamReader::new(until(self.deadline, stream)));
-            let permit = LAYER_READERS
-                .acquire()
+            let closed = |error: tokio::sync::AcquireError| OciError::Internal {
+                message: format!("layer readers closed: {error}"),
+            };
+            // Always the registry's share first, then the process-wide permit: one order, so
+            // no two reads can each hold what the other waits for.
+            let share = registry_readers(reference.registry())
+                .acquire_owned()
                 .await
-                .map_err(|error| OciError::Internal {
-                    message: format!("layer readers closed: {error}"),
-                })?;
+                .map_err(closed)?;
+            let permit = LAYER_READERS.acquire().await.map_err(closed)?;
             locator = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
+                let _permits = (share, permit);
                 locator.apply_layer(reader, &blob).map(|()| locator)
             })
             .await
@@ -615,6 +628,19 @@ impl Session {
         }
         Ok(locator)
     }
+}
+
+/// The semaphore of `registry`'s share of the layer readers.
+fn registry_readers(registry: &str) -> Arc<Semaphore> {
+    let mut shares = REGISTRY_READERS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // Only the map holds an idle registry's semaphore: no read holds or awaits a permit.
+    shares.retain(|_, share| Arc::strong_count(share) > 1);
+    shares
+        .entry(registry.to_owned())
+        .or_insert_with(|| Arc::new(Semaphore::new(LAYER_READERS_PER_REGISTRY)))
+        .clone()
 }
 
 /// Ends `stream` with a `TimedOut` error at `deadline`. The blocking layer reader drains the

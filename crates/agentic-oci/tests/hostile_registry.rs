@@ -401,6 +401,59 @@ async fn a_trickling_registry_is_cut_off_at_the_fetch_deadline() {
     panic!("the trickled layer is still being read");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_registry_cannot_starve_the_reads_of_another() {
+    let root = tempfile::tempdir().unwrap();
+    let image = skill_image(root.path(), "demo");
+    let mut routes = faithful("slow/skill", &image);
+    routes.insert(
+        format!("/v2/slow/skill/blobs/{}", image.layer_digest),
+        Route::Trickle {
+            bytes: image.layer.clone(),
+            every: Duration::from_millis(200),
+            dropped: Arc::new(AtomicBool::new(false)),
+        },
+    );
+    let slow = FakeRegistry::start(routes).await;
+    let fast = FakeRegistry::start(faithful("fast/skill", &image)).await;
+    let slow_opts = RegistryOptions {
+        fetch_timeout: Duration::from_secs(20),
+        ..slow.options()
+    };
+    // More slow reads than there are layer readers in the whole process.
+    let stuck: Vec<_> = (0..6)
+        .map(|_| {
+            let pinned = slow.pinned("slow/skill", &image.manifest_digest);
+            let opts = slow_opts.clone();
+            tokio::spawn(async move { fetch_skill(&pinned, None, &ANONYMOUS, &opts).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let started = Instant::now();
+    let skill = tokio::time::timeout(
+        Duration::from_secs(5),
+        fetch_skill(
+            &fast.pinned("fast/skill", &image.manifest_digest),
+            None,
+            &ANONYMOUS,
+            &fast.options(),
+        ),
+    )
+    .await
+    .expect("the fast registry is read while the slow one trickles")
+    .expect("the skill is read");
+    assert_eq!(skill.path, "SKILL.md");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        stuck.iter().all(|read| !read.is_finished()),
+        "the slow reads are still in progress"
+    );
+    for read in stuck {
+        read.abort();
+    }
+}
+
 #[tokio::test]
 async fn the_default_fetch_deadline_is_a_minute() {
     assert_eq!(

@@ -61,6 +61,9 @@ pub struct RunDefaults {
     /// The most runs active at once in one namespace, whatever their Agent; `None` for no
     /// limit.
     pub max_concurrent_runs_per_namespace: Option<u32>,
+    /// How often objects labelled for runs that no longer exist are looked for and deleted
+    /// (besides once at start); `None` never.
+    pub orphan_sweep_interval: Option<Duration>,
 }
 
 impl Default for RunDefaults {
@@ -69,6 +72,7 @@ impl Default for RunDefaults {
             startup_deadline_seconds: DEFAULT_STARTUP_DEADLINE_SECONDS,
             ttl: TtlDefaults::default(),
             max_concurrent_runs_per_namespace: None,
+            orphan_sweep_interval: Some(DEFAULT_ORPHAN_SWEEP_INTERVAL),
         }
     }
 }
@@ -76,6 +80,10 @@ impl Default for RunDefaults {
 /// Ten minutes: enough for a large harness image on a slow registry, short enough that a
 /// run stuck unschedulable fails within the hour someone waits for it.
 pub const DEFAULT_STARTUP_DEADLINE_SECONDS: u64 = 600;
+
+/// Five minutes: the garbage collector normally deletes a run's objects with it, so the
+/// sweep is a backstop, and a pass costs a few metadata-only lists.
+pub const DEFAULT_ORPHAN_SWEEP_INTERVAL: Duration = Duration::from_secs(300);
 
 /// Shared state of all controllers.
 pub struct Context {

@@ -1,7 +1,11 @@
 //! Prometheus metrics of the controllers, served on `--metrics-addr` at `/metrics`.
 
+use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
+
+use agentic_api::{AgentRun, AgentRunStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -34,6 +38,12 @@ pub struct RunLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `Succeeded` or `Failed`.
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AgentLabels {
     pub namespace: String,
     pub agent: String,
@@ -48,6 +58,12 @@ pub struct Metrics {
     objects: Family<PhaseLabels, Gauge>,
     runs: Family<RunLabels, Gauge>,
     queued: Family<AgentLabels, Gauge>,
+    run_start: Histogram,
+    run_duration: Family<OutcomeLabels, Histogram>,
+    /// The runs whose start and end were observed, so that a pass working from a cache that
+    /// has not caught up with the status it wrote does not observe a transition again.
+    observed: Mutex<Observed>,
+    swept: Family<KindLabels, Counter>,
     registry_requests: Counter,
     cache_hits: Counter,
     cache_misses: Counter,
@@ -64,6 +80,13 @@ impl Default for Metrics {
         let objects = Family::<PhaseLabels, Gauge>::default();
         let runs = Family::<RunLabels, Gauge>::default();
         let queued = Family::<AgentLabels, Gauge>::default();
+        // 0.5 s to about 2.3 hours: an image pull of minutes and a queue of hours.
+        let run_start = Histogram::new(exponential_buckets(0.5, 2.0, 15));
+        // 1 s to about 18 hours.
+        let run_duration = Family::<OutcomeLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(1.0, 2.0, 17))
+        });
+        let swept = Family::<KindLabels, Counter>::default();
         let registry_requests = Counter::default();
         let cache_hits = Counter::default();
         let cache_misses = Counter::default();
@@ -90,8 +113,23 @@ impl Default for Metrics {
         );
         registry.register(
             "agentruns_queued",
-            "AgentRuns waiting for a slot of their Agent's maxConcurrentRuns, by Agent",
+            "AgentRuns waiting (Queued) for a slot of their Agent's maxConcurrentRuns or of the namespace cap, by namespace and Agent",
             queued.clone(),
+        );
+        registry.register(
+            "run_start_seconds",
+            "Seconds from an AgentRun's creation to the start of its agent container (status.startTime), queueing and image pulls included; observed once per run",
+            run_start.clone(),
+        );
+        registry.register(
+            "run_duration_seconds",
+            "Seconds from an AgentRun's startTime to its completionTime, by outcome (Succeeded or Failed); observed once per run that started",
+            run_duration.clone(),
+        );
+        registry.register(
+            "orphans_deleted",
+            "Objects labelled for an AgentRun that no longer exists, deleted by the orphan sweep, by kind",
+            swept.clone(),
         );
         registry.register(
             "registry_requests",
@@ -116,6 +154,10 @@ impl Default for Metrics {
             objects,
             runs,
             queued,
+            run_start,
+            run_duration,
+            observed: Mutex::default(),
+            swept,
             registry_requests,
             cache_hits,
             cache_misses,
@@ -189,6 +231,48 @@ impl Metrics {
         }
     }
 
+    /// Observes what a status write took `run` through: the start of its agent (`startTime`
+    /// set) and its end (`completionTime` set, once it had started). Each is observed once
+    /// per run in this process however many passes write it; a restarted operator sees the
+    /// written status as its starting point and observes nothing again.
+    pub fn run_transitioned(&self, run: &AgentRun, old: &AgentRunStatus, new: &AgentRunStatus) {
+        let Some(uid) = run.metadata.uid.as_deref() else {
+            return;
+        };
+        if old.start_time.is_none()
+            && let (Some(started), Some(created)) =
+                (&new.start_time, &run.metadata.creation_timestamp)
+            && self.first_time(uid, Transition::Started)
+        {
+            self.run_start.observe(seconds_between(created, started));
+        }
+        if old.completion_time.is_none()
+            && let (Some(completed), Some(started), Some(phase)) =
+                (&new.completion_time, &new.start_time, new.phase)
+            && phase.is_finished()
+            && self.first_time(uid, Transition::Finished)
+        {
+            self.run_duration
+                .get_or_create(&OutcomeLabels {
+                    outcome: phase.as_str().to_string(),
+                })
+                .observe(seconds_between(started, completed));
+        }
+    }
+
+    /// True the first time it is asked about this run and transition.
+    fn first_time(&self, uid: &str, transition: Transition) -> bool {
+        self.observed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert((uid.to_string(), transition))
+    }
+
+    /// Counts `n` objects of `kind` deleted by the orphan sweep (0 creates the series).
+    pub fn swept(&self, kind: &'static str, n: u64) {
+        self.swept.get_or_create(&KindLabels { kind }).inc_by(n);
+    }
+
     fn objects_has(&self, kind: &'static str, phase: &str) -> bool {
         self.objects
             .get(&PhaseLabels {
@@ -218,6 +302,45 @@ impl Metrics {
     }
 }
 
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+enum Transition {
+    Started,
+    Finished,
+}
+
+/// How many observed transitions are remembered; the oldest are forgotten first. A stale
+/// cache is behind by moments, never by this many transitions.
+const OBSERVED_ENTRIES: usize = 16_384;
+
+/// A bounded set of the transitions observed, oldest first out.
+#[derive(Default)]
+struct Observed {
+    set: HashSet<(String, Transition)>,
+    order: VecDeque<(String, Transition)>,
+}
+
+impl Observed {
+    /// Remembers `key`; false when it was remembered already.
+    fn insert(&mut self, key: (String, Transition)) -> bool {
+        if !self.set.insert(key.clone()) {
+            return false;
+        }
+        self.order.push_back(key);
+        if self.order.len() > OBSERVED_ENTRIES
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.set.remove(&oldest);
+        }
+        true
+    }
+}
+
+/// Seconds from `from` to `to`; 0 when the clocks that wrote them disagree.
+fn seconds_between(from: &Time, to: &Time) -> f64 {
+    let span = to.0.duration_since(from.0);
+    span.as_secs_f64().max(0.0)
+}
+
 fn advance(counter: &Counter, total: u64) {
     let current = counter.get();
     if total > current {
@@ -228,6 +351,8 @@ fn advance(counter: &Counter, total: u64) {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+
+    use agentic_api::AgentRunPhase;
 
     use super::*;
 
@@ -264,6 +389,11 @@ mod tests {
             &[pair("Pending", "Queued", 1)],
             &[pair("team-a", "migrator", 1)],
         );
+        let (old, started) = (status(None, None, None), status(Some(20), None, None));
+        metrics.run_transitioned(&run("u1"), &old, &started);
+        let finished = status(Some(20), Some(80), Some(AgentRunPhase::Succeeded));
+        metrics.run_transitioned(&run("u1"), &started, &finished);
+        metrics.swept("Pod", 1);
         let exported = exported_series(&metrics.encode());
 
         for (file, queries) in [
@@ -293,6 +423,160 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn at(second: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(second).expect("valid timestamp"))
+    }
+
+    /// A run created at second 0.
+    fn run(uid: &str) -> AgentRun {
+        let mut run = AgentRun::new("fix", Default::default());
+        run.metadata.uid = Some(uid.to_string());
+        run.metadata.creation_timestamp = Some(at(0));
+        run
+    }
+
+    fn status(
+        started: Option<i64>,
+        completed: Option<i64>,
+        phase: Option<AgentRunPhase>,
+    ) -> AgentRunStatus {
+        AgentRunStatus {
+            phase,
+            start_time: started.map(at),
+            completion_time: completed.map(at),
+            ..Default::default()
+        }
+    }
+
+    /// The `_count` and `_sum` samples of a histogram series, by its name and labels.
+    fn count_and_sum(text: &str, series: &str, labels: &str) -> (u64, f64) {
+        let sample = |suffix: &str| {
+            let prefix = format!("{series}_{suffix}{labels} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+                .to_string()
+        };
+        (
+            sample("count").parse().expect("a count"),
+            sample("sum").parse().expect("a sum"),
+        )
+    }
+
+    #[test]
+    fn a_runs_start_and_duration_are_observed_once_each() {
+        let metrics = Metrics::default();
+        let pending = status(None, None, Some(AgentRunPhase::Pending));
+        let running = status(Some(30), None, Some(AgentRunPhase::Running));
+        let failed = status(Some(30), Some(130), Some(AgentRunPhase::Failed));
+        let fix = run("u-fix");
+        metrics.run_transitioned(&fix, &pending, &pending);
+        let text = metrics.encode();
+        assert!(
+            text.contains("agentic_run_start_seconds_count 0"),
+            "nothing started yet: {text}"
+        );
+        metrics.run_transitioned(&fix, &pending, &running);
+        // A pass from a cache that has not seen the written status yet.
+        metrics.run_transitioned(&fix, &pending, &running);
+        metrics.run_transitioned(&fix, &running, &failed);
+        metrics.run_transitioned(&fix, &running, &failed);
+        // An unchanged finished run.
+        metrics.run_transitioned(&fix, &failed, &failed);
+        let text = metrics.encode();
+        assert_eq!(
+            count_and_sum(&text, "agentic_run_start_seconds", ""),
+            (1, 30.0)
+        );
+        assert_eq!(
+            count_and_sum(
+                &text,
+                "agentic_run_duration_seconds",
+                r#"{outcome="Failed"}"#
+            ),
+            (1, 100.0)
+        );
+
+        // Started and finished in one pass (a fast agent), and another run.
+        let fast = run("u-fast");
+        let succeeded = status(Some(4), Some(6), Some(AgentRunPhase::Succeeded));
+        metrics.run_transitioned(&fast, &pending, &succeeded);
+        let text = metrics.encode();
+        assert_eq!(
+            count_and_sum(&text, "agentic_run_start_seconds", ""),
+            (2, 34.0)
+        );
+        assert_eq!(
+            count_and_sum(
+                &text,
+                "agentic_run_duration_seconds",
+                r#"{outcome="Succeeded"}"#
+            ),
+            (1, 2.0)
+        );
+    }
+
+    #[test]
+    fn a_run_that_never_started_has_no_duration() {
+        let metrics = Metrics::default();
+        let cancelled = status(None, Some(50), Some(AgentRunPhase::Failed));
+        metrics.run_transitioned(&run("u"), &status(None, None, None), &cancelled);
+        let text = metrics.encode();
+        assert!(text.contains("agentic_run_start_seconds_count 0"), "{text}");
+        assert!(
+            !text.contains("agentic_run_duration_seconds_count"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_clock_behind_the_creation_counts_zero_not_negative() {
+        let metrics = Metrics::default();
+        let mut early = run("u");
+        early.metadata.creation_timestamp = Some(at(100));
+        metrics.run_transitioned(
+            &early,
+            &status(None, None, None),
+            &status(Some(90), None, None),
+        );
+        assert_eq!(
+            count_and_sum(&metrics.encode(), "agentic_run_start_seconds", ""),
+            (1, 0.0)
+        );
+    }
+
+    #[test]
+    fn observed_transitions_are_bounded_oldest_first() {
+        let mut observed = Observed::default();
+        for i in 0..=OBSERVED_ENTRIES {
+            assert!(observed.insert((i.to_string(), Transition::Started)));
+        }
+        assert_eq!(observed.set.len(), OBSERVED_ENTRIES);
+        assert!(!observed.insert((OBSERVED_ENTRIES.to_string(), Transition::Started)));
+        assert!(
+            observed.insert(("0".to_string(), Transition::Started)),
+            "the oldest was forgotten"
+        );
+        assert!(observed.insert((OBSERVED_ENTRIES.to_string(), Transition::Finished)));
+    }
+
+    #[test]
+    fn swept_objects_are_counted_by_kind() {
+        let metrics = Metrics::default();
+        metrics.swept("Secret", 0);
+        metrics.swept("Pod", 1);
+        metrics.swept("Pod", 1);
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"agentic_orphans_deleted_total{kind="Pod"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"agentic_orphans_deleted_total{kind="Secret"} 0"#),
+            "{text}"
+        );
     }
 
     #[test]

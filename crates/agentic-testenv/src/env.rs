@@ -281,6 +281,12 @@ impl TestEnv {
         self.node.as_ref().map(Node::images)
     }
 
+    /// This machine's address on the node's pod bridge (`10.250.N.1`): a server bound to it
+    /// is reachable from pods, and from nowhere but this machine; `None` without a node.
+    pub fn node_host_address(&self) -> Option<std::net::Ipv4Addr> {
+        self.node.as_ref().map(Node::host_address)
+    }
+
     /// The node's work directory (containerd's and kubelet's configuration, state and
     /// logs: `containerd.log`, `kubelet.log`, `kube-scheduler.log`); `None` without a node.
     pub fn node_dir(&self) -> Option<&Path> {

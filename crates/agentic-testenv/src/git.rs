@@ -1,8 +1,8 @@
-//! A throw-away git server on loopback: Debian's `git daemon` for `git://`, and
-//! `git http-backend` behind a small in-process HTTP server for `http://`, optionally with
-//! HTTP basic authentication. Repositories are bare, in the server's temporary directory,
-//! and written with the same `git` binary, so tests can move, tag and delete refs while the
-//! server runs.
+//! A throw-away git server on loopback, or on an address of a bridge this machine created:
+//! Debian's `git daemon` for `git://`, and `git http-backend` behind a small in-process HTTP
+//! server for `http://`, optionally with HTTP basic authentication. Repositories are bare,
+//! in the server's temporary directory, and written with the same `git` binary, so tests can
+//! move, tag and delete refs while the server runs.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -37,7 +37,8 @@ pub enum GitFile {
     Symlink(String),
 }
 
-/// A git server: `git://127.0.0.1:PORT/<repo>` and `http://127.0.0.1:PORT/<repo>`.
+/// A git server: `git://ADDRESS:PORT/<repo>` and `http://ADDRESS:PORT/<repo>`, on loopback
+/// unless started with [`GitServer::start_on`].
 ///
 /// The daemon is stopped and the repositories removed when the value is dropped, and also
 /// when the test process dies without dropping it (see the crate docs); the HTTP side is a
@@ -51,26 +52,35 @@ pub struct GitServer {
 }
 
 impl GitServer {
-    /// Starts the server without authentication.
+    /// Starts the server on loopback without authentication.
     pub async fn start() -> Result<GitServer> {
-        Self::start_with(None).await
+        Self::start_on(Ipv4Addr::LOCALHOST, None).await
     }
 
-    /// Starts the server with HTTP basic authentication required on the HTTP side; the
-    /// `git://` side has none (the protocol has none).
+    /// Starts the server on loopback with HTTP basic authentication required on the HTTP
+    /// side; the `git://` side has none (the protocol has none).
     pub async fn start_with_basic_auth(username: &str, password: &str) -> Result<GitServer> {
-        let token =
-            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-        Self::start_with(Some(format!("Basic {token}"))).await
+        Self::start_on(Ipv4Addr::LOCALHOST, Some((username, password))).await
     }
 
-    async fn start_with(authorization: Option<String>) -> Result<GitServer> {
+    /// Starts the server listening on `address` only (loopback, or this machine's address
+    /// on a bridge it created, such as the test node's), with HTTP basic authentication
+    /// when `basic_auth` names a user and password.
+    pub async fn start_on(
+        address: Ipv4Addr,
+        basic_auth: Option<(&str, &str)>,
+    ) -> Result<GitServer> {
+        let authorization = basic_auth.map(|(username, password)| {
+            let token =
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+            format!("Basic {token}")
+        });
         let git = git_binary()?;
         let mut supervisor = Supervisor::new("agentic-git-")?;
         let root = supervisor.dir().join("repos");
         std::fs::create_dir(&root).map_err(Error::io("creating", &root))?;
 
-        let daemon_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let daemon_addr = SocketAddr::from((address, free_port()?));
         let mut command = Command::new(&git);
         command
             .arg("daemon")
@@ -94,9 +104,12 @@ impl GitServer {
         )
         .await?;
 
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        let listener = tokio::net::TcpListener::bind((address, 0))
             .await
-            .map_err(Error::io("binding the git HTTP server to", "127.0.0.1"))?;
+            .map_err(Error::io(
+                "binding the git HTTP server to",
+                address.to_string(),
+            ))?;
         let http_addr = listener
             .local_addr()
             .map_err(Error::io("reading the address of", "the git HTTP server"))?;
@@ -123,17 +136,17 @@ impl GitServer {
         })
     }
 
-    /// `git://127.0.0.1:PORT/<repo>`.
+    /// `git://ADDRESS:PORT/<repo>`.
     pub fn git_url(&self, repo: &str) -> String {
         format!("git://{}/{repo}", self.daemon_addr)
     }
 
-    /// `http://127.0.0.1:PORT/<repo>`.
+    /// `http://ADDRESS:PORT/<repo>`.
     pub fn http_url(&self, repo: &str) -> String {
         format!("http://{}/{repo}", self.http_addr)
     }
 
-    /// `127.0.0.1:PORT` of the HTTP side, for the operator's insecure git hosts.
+    /// `ADDRESS:PORT` of the HTTP side, for the operator's insecure git hosts.
     pub fn http_host(&self) -> String {
         self.http_addr.to_string()
     }

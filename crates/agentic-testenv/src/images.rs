@@ -5,6 +5,8 @@
 //! - `busybox`: Debian's static busybox with a link for each applet, `sh` by default.
 //! - `agentic-stub-agent`: busybox plus `hack/stub-agent/stub-agent.sh` as entrypoint, running as
 //!   65532: an agent harness stand-in that reports what its sandbox gives it.
+//! - `agentic-operator` (on request, [`push_operator_image`]): a build of the operator and the
+//!   shared libraries it links, running as 65532: what the init container of a git skill runs.
 //!
 //! Layers are reproducible (sorted entries, owned by root, fixed modes and times), so the same
 //! inputs always give the same digests.
@@ -35,6 +37,12 @@ const STUB_AGENT_SCRIPT: &str = include_str!("../../../hack/stub-agent/stub-agen
 const PAUSE_REPOSITORY: &str = "agentic-testenv/pause:test";
 const BUSYBOX_REPOSITORY: &str = "agentic-testenv/busybox:test";
 const STUB_AGENT_REPOSITORY: &str = "agentic-stub-agent:v1";
+const OPERATOR_REPOSITORY: &str = "agentic-testenv/agentic-operator:test";
+const OPERATOR_PATH: &str = "usr/local/bin/agentic-operator";
+/// Debian's CA bundle (`ca-certificates`), where distroless has it too.
+const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// The numeric non-root user the stub agent and the operator image run as.
+const NON_ROOT_USER: &str = "65532:65532";
 const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 const LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
@@ -73,13 +81,7 @@ impl TestImages {
             ),
         ])?;
 
-        // oci-client builds its HTTP client with rustls, which needs a process-wide provider
-        // even for plain HTTP; one may already be installed, which is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = Client::new(ClientConfig {
-            protocol: ClientProtocol::Http,
-            ..ClientConfig::default()
-        });
+        let client = registry_client();
         let reference = |repository: &str| format!("{registry}/{repository}");
         let pause = push_image(
             &client,
@@ -103,7 +105,7 @@ impl TestImages {
                 "Env": [PATH_ENV],
                 "Entrypoint": ["/usr/local/bin/stub-agent"],
                 // Runs under the restricted Pod Security Standard: a numeric non-root user.
-                "User": "65532:65532",
+                "User": NON_ROOT_USER,
             }),
         )
         .await?;
@@ -113,6 +115,112 @@ impl TestImages {
             stub_agent,
         })
     }
+}
+
+/// A client of the plain-HTTP test registry.
+fn registry_client() -> Client {
+    // oci-client builds its HTTP client with rustls, which needs a process-wide provider
+    // even for plain HTTP; one may already be installed, which is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Client::new(ClientConfig {
+        protocol: ClientProtocol::Http,
+        ..ClientConfig::default()
+    })
+}
+
+/// Builds an image of the operator from `binary` (a build of `agentic-operator` for this
+/// machine) and pushes it to the plain-HTTP registry at `registry` (`host:port`); returns
+/// the reference pinned by digest. The binary goes in stripped of its debug information,
+/// with the shared libraries `ldd` finds for it at the paths the dynamic loader looks in
+/// and the host's CA bundle: no base image is needed, and none is fetched.
+pub async fn push_operator_image(registry: &str, binary: &Path) -> Result<String> {
+    let scratch = tempfile::Builder::new()
+        .prefix("agentic-operator-image-")
+        .tempdir()
+        .map_err(Error::io("creating a directory in", std::env::temp_dir()))?;
+    let stripped = scratch.path().join("agentic-operator");
+    run_tool(
+        Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(binary),
+    )?;
+    let mut files = vec![
+        (OPERATOR_PATH.to_owned(), read(&stripped)?, 0o755),
+        // Like the shipped image's base (distroless), which has the CA bundle: the HTTP
+        // client of git fetches will not start without trust roots, even for http://.
+        (
+            CA_BUNDLE.trim_start_matches('/').to_owned(),
+            read(Path::new(CA_BUNDLE))?,
+            0o644,
+        ),
+    ];
+    for library in shared_libraries(binary)? {
+        let contents = read(Path::new(&library))?;
+        files.push((library.trim_start_matches('/').to_owned(), contents, 0o755));
+    }
+    let mut dirs = std::collections::BTreeSet::from(["tmp".to_owned()]);
+    for (path, _, _) in &files {
+        let mut parent = Path::new(path).parent();
+        while let Some(dir) = parent.filter(|dir| !dir.as_os_str().is_empty()) {
+            dirs.insert(dir.to_string_lossy().into_owned());
+            parent = dir.parent();
+        }
+    }
+    let mut entries: Vec<Entry> = dirs.iter().map(|dir| Entry::dir(dir)).collect();
+    entries.extend(
+        files
+            .into_iter()
+            .map(|(path, contents, mode)| Entry::file(&path, contents, mode)),
+    );
+    let layer = Layer::build(entries)?;
+    push_image(
+        &registry_client(),
+        format!("{registry}/{OPERATOR_REPOSITORY}"),
+        &[&layer],
+        json!({
+            "Env": [PATH_ENV],
+            "Entrypoint": [format!("/{OPERATOR_PATH}")],
+            "User": NON_ROOT_USER,
+        }),
+    )
+    .await
+}
+
+/// The absolute paths of the shared libraries and the dynamic loader `binary` needs, as
+/// `ldd` prints them (`libc.so.6 => /lib/…/libc.so.6 (0x…)`, `/lib64/ld-linux-….so.2 (0x…)`).
+fn shared_libraries(binary: &Path) -> Result<Vec<String>> {
+    Ok(ldd_paths(&run_tool(Command::new("ldd").arg(binary))?))
+}
+
+/// The absolute paths in `ldd`'s listing; the vDSO, which has none, is left out.
+fn ldd_paths(listing: &str) -> Vec<String> {
+    listing
+        .lines()
+        .filter_map(|line| {
+            let path = line.split_once("=>").map_or(line, |(_, path)| path);
+            path.split_whitespace()
+                .next()
+                .filter(|path| path.starts_with('/'))
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// Runs a tool to completion and returns its standard output; a failure names the tool and
+/// carries its standard error.
+fn run_tool(command: &mut Command) -> Result<String> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let output = command.output().map_err(Error::io("running", &program))?;
+    if !output.status.success() {
+        return Err(Error::UnexpectedResponse(format!(
+            "{program} exited with {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// `/bin/busybox` and one symlink to it per applet, at the paths busybox itself lists.
@@ -312,6 +420,22 @@ async fn push_image(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ldd_paths_are_the_libraries_and_the_loader() {
+        let listing = "\tlinux-vdso.so.1 (0x00007ffd)\n\
+             \tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x00007fc3)\n\
+             \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007fc4)\n\
+             \t/lib64/ld-linux-x86-64.so.2 (0x00007fc5)\n";
+        assert_eq!(
+            ldd_paths(listing),
+            [
+                "/lib/x86_64-linux-gnu/libgcc_s.so.1",
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2",
+            ]
+        );
+    }
 
     #[test]
     fn layers_are_reproducible_and_sorted() {

@@ -26,6 +26,7 @@
 //! for logs through its `Hostname` address.
 
 use std::fmt::Write as _;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -103,8 +104,8 @@ struct Layout {
 }
 
 impl Layout {
-    fn host_address(&self) -> String {
-        format!("10.250.{}.1", self.subnet)
+    fn host_address(&self) -> Ipv4Addr {
+        Ipv4Addr::new(10, 250, self.subnet, 1)
     }
 
     fn containerd_dir(&self) -> PathBuf {
@@ -130,6 +131,7 @@ pub(crate) struct NodeBinaries {
 pub(crate) struct Node {
     supervisor: Supervisor,
     images: TestImages,
+    host_address: Ipv4Addr,
 }
 
 impl Node {
@@ -244,12 +246,21 @@ impl Node {
         .await?;
         supervisor.check_running(SCHEDULER)?;
         untaint(&nodes).await?;
-        Ok(Node { supervisor, images })
+        Ok(Node {
+            supervisor,
+            images,
+            host_address: layout.host_address(),
+        })
     }
 
     /// The images pushed for the node.
     pub(crate) fn images(&self) -> &TestImages {
         &self.images
+    }
+
+    /// The host's address on the pods' bridge: what a pod reaches this machine at.
+    pub(crate) fn host_address(&self) -> Ipv4Addr {
+        self.host_address
     }
 
     /// Pids of the node's processes (holder, containerd, kubelet, scheduler, watchdog).

@@ -255,9 +255,9 @@ const STATUSES: &[&str] = &[
 
 /// What the controllers do in a namespace, from the operator's documented API usage: read
 /// our kinds, patch their status, apply Secrets, ConfigMaps, Pods and Sandboxes, delete the
-/// sandboxes of ended runs and the runs and workflow runs past their time to live, create
-/// (and cancel, with a patch) the runs of workflow stages, and record Events. Anything wider
-/// must fail the tests.
+/// sandboxes of ended runs, the runs and workflow runs past their time to live and (one by
+/// one) the objects of runs that no longer exist, create (and cancel, with a patch) the runs
+/// of workflow stages, and record Events. Anything wider must fail the tests.
 pub fn namespaced_permissions() -> BTreeSet<Permission> {
     expected_permissions(&[
         ("konveyor.io", KINDS, READ, "*"),
@@ -276,7 +276,7 @@ pub fn namespaced_permissions() -> BTreeSet<Permission> {
         ),
         ("konveyor.io", STATUSES, &["get", "patch"], "*"),
         ("", &["secrets", "configmaps", "pods"], READ_APPLY, "*"),
-        ("", &["pods"], &["delete"], "*"),
+        ("", &["secrets", "configmaps", "pods"], &["delete"], "*"),
         ("agents.x-k8s.io", &["sandboxes"], READ_APPLY, "*"),
         ("agents.x-k8s.io", &["sandboxes"], &["delete"], "*"),
         ("events.k8s.io", &["events"], &["create", "patch"], "*"),

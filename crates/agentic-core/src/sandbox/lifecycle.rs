@@ -5,12 +5,13 @@
 use std::time::Duration;
 
 use agentic_api::{AgentRun, AgentRunPhase};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::outcome::{REASON_POD_PENDING, RunOutcome, agent_status, waiting_reason};
 
-/// The kubelet cannot start the agent container (see [`FATAL_WAITING_REASONS`]).
+/// The kubelet cannot start the agent container or an init container (see
+/// [`FATAL_WAITING_REASONS`]).
 pub const REASON_STARTUP_FAILED: &str = "StartupFailed";
 /// The agent container did not start within the startup deadline.
 pub const REASON_STARTUP_DEADLINE_EXCEEDED: &str = "StartupDeadlineExceeded";
@@ -21,7 +22,7 @@ pub const REASON_QUEUED: &str = "Queued";
 /// The run's `spec.cancel` is true.
 pub const REASON_CANCELLED: &str = "Cancelled";
 
-/// Waiting reasons of the agent container that end a run at once: the kubelet would retry
+/// Waiting reasons of the agent container (or an init container) that end a run at once: the kubelet would retry
 /// them forever without a change to the run or the Agent. `ErrImagePull` is not one: the
 /// first failed pull may be a registry blip, and the kubelet reports `ImagePullBackOff` once
 /// that pull has failed and it waits to retry.
@@ -31,6 +32,28 @@ pub const FATAL_WAITING_REASONS: [&str; 4] = [
     "CreateContainerConfigError",
     "CreateContainerError",
 ];
+
+/// The first container of `pod` that waits with one of [`FATAL_WAITING_REASONS`]: the agent
+/// container, else an init container (the skill fetch of a git skill, whose image is the
+/// operator's), named for a message, with the kubelet's reason and message.
+fn fatal_waiting(pod: &Pod) -> Option<(String, &str, Option<&str>)> {
+    fn fatal(status: &ContainerStatus) -> Option<(&str, Option<&str>)> {
+        waiting_reason(status).filter(|(reason, _)| FATAL_WAITING_REASONS.contains(reason))
+    }
+    if let Some((reason, message)) = agent_status(pod).and_then(fatal) {
+        return Some(("the agent container".to_string(), reason, message));
+    }
+    pod.status
+        .as_ref()?
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .find_map(|status| {
+            fatal(status).map(|(reason, message)| {
+                (format!("init container {}", status.name), reason, message)
+            })
+        })
+}
 
 /// The startup deadline of a run in seconds: its `spec.startupDeadlineSeconds` when positive,
 /// else the operator's default; `None` (no deadline) when both are 0 or unset.
@@ -66,7 +89,7 @@ pub struct Enforced {
 /// |----------|----------|
 /// | finished (the agent exited, the pod failed or was lost) | unchanged: what happened stands |
 /// | `cancel` | Failed, `Cancelled` |
-/// | the agent container waits with a reason of [`FATAL_WAITING_REASONS`] | Failed, `StartupFailed`, with the kubelet's reason and message |
+/// | the agent container, or an init container, waits with a reason of [`FATAL_WAITING_REASONS`] | Failed, `StartupFailed`, naming the container, with the kubelet's reason and message |
 /// | not started, `startup_deadline` seconds after `sandbox_created` | Failed, `StartupDeadlineExceeded`, with what the kubelet last said |
 /// | not started, before the deadline | unchanged; look again when it passes |
 /// | running `active_deadline` seconds after the agent started | Failed, `DeadlineExceeded` |
@@ -115,12 +138,8 @@ pub fn enforce(
     }
     if observed.reason == REASON_POD_PENDING {
         let pod_name = pod.and_then(|p| p.metadata.name.as_deref()).unwrap_or("");
-        let fatal = pod
-            .and_then(agent_status)
-            .and_then(waiting_reason)
-            .filter(|(reason, _)| FATAL_WAITING_REASONS.contains(reason));
-        if let Some((reason, message)) = fatal {
-            let mut text = format!("the agent container of pod {pod_name} cannot start: {reason}");
+        if let Some((container, reason, message)) = pod.and_then(fatal_waiting) {
+            let mut text = format!("{container} of pod {pod_name} cannot start: {reason}");
             if let Some(message) = message.filter(|m| !m.is_empty()) {
                 text.push_str(": ");
                 text.push_str(message);

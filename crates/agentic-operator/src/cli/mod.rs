@@ -1,5 +1,7 @@
-//! The command line: `run`, `crd`, `skill validate` and `skill push`.
+//! The command line: `run`, `crd`, `skill validate|push|inspect` and
+//! `agentrun list|start|logs|cancel`.
 
+mod agentrun;
 mod skill;
 
 use std::io::Write;
@@ -30,9 +32,11 @@ pub enum Command {
     Run(RunArgs),
     /// Print every CustomResourceDefinition as multi-document YAML.
     Crd,
-    /// Validate and publish skills.
+    /// Validate, publish and inspect skills.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
+    /// List, start, follow and cancel AgentRuns in the cluster of the current kubeconfig.
+    Agentrun(agentrun::AgentRunArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -157,6 +161,17 @@ pub struct RunArgs {
         default_value_t = 0
     )]
     pub max_concurrent_runs_per_namespace: u32,
+
+    /// Seconds between sweeps for sandboxes, Pods, ConfigMaps and Secrets labelled for an
+    /// AgentRun that no longer exists, which are deleted (objects another controller owns
+    /// are never touched); the first sweep runs at start. 0 turns the sweep off.
+    #[arg(
+        long,
+        env = "AGENTIC_ORPHAN_SWEEP_SECONDS",
+        value_name = "SECONDS",
+        default_value_t = crate::context::DEFAULT_ORPHAN_SWEEP_INTERVAL.as_secs()
+    )]
+    pub orphan_sweep_seconds: u64,
 }
 
 /// Exit status of a usage mistake, the same clap uses for the mistakes it catches. Every
@@ -168,6 +183,7 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Crd => print_crds(),
         Command::Skill(command) => skill::run(command),
+        Command::Agentrun(args) => agentrun::run(args),
         Command::Run(args) => run_operator(args),
     }
 }
@@ -208,6 +224,8 @@ fn run_operator(args: RunArgs) -> ExitCode {
             },
             max_concurrent_runs_per_namespace: Some(args.max_concurrent_runs_per_namespace)
                 .filter(|cap| *cap > 0),
+            orphan_sweep_interval: Some(Duration::from_secs(args.orphan_sweep_seconds))
+                .filter(|interval| !interval.is_zero()),
         },
     };
     let runtime = match tokio::runtime::Runtime::new() {

@@ -1,5 +1,5 @@
-//! `skill validate`, `skill push`, and the hidden `skill fetch` of a git skill's init
-//! container.
+//! `skill validate`, `skill push`, `skill inspect`, and the hidden `skill fetch` of a git
+//! skill's init container.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +30,22 @@ pub enum SkillCommand {
         #[arg(value_name = "DIR", required = true, value_parser = skill_dir)]
         dirs: Vec<PathBuf>,
         /// The image to push: REGISTRY/REPOSITORY:TAG.
+        #[arg(value_name = "REFERENCE", value_parser = image_reference)]
+        reference: String,
+    },
+    /// List the skills of an image through the registry API, as the operator reads them: the
+    /// digest the reference resolves to, and each skill's subPath, frontmatter and findings.
+    /// Nothing is pulled to disk. Credentials come from the docker config, as for push. Exit
+    /// 0 when every skill is valid, 1 when one is invalid or the image cannot be read, 2 on a
+    /// usage error.
+    Inspect {
+        /// Reach the registry over plain HTTP.
+        #[arg(long)]
+        insecure: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+        /// The image: REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@DIGEST.
         #[arg(value_name = "REFERENCE", value_parser = image_reference)]
         reference: String,
     },
@@ -80,6 +96,11 @@ pub fn run(command: SkillCommand) -> ExitCode {
             dirs,
             reference,
         } => push(&dirs, &reference, insecure),
+        SkillCommand::Inspect {
+            insecure,
+            output,
+            reference,
+        } => inspect(&reference, insecure, output),
         SkillCommand::Fetch {
             url,
             commit,
@@ -229,36 +250,175 @@ fn validate(output: Output, paths: &[PathBuf]) -> ExitCode {
     }
 }
 
-fn push(dirs: &[PathBuf], reference: &str, insecure: bool) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: starting the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+/// Runs `work` on a fresh runtime with the docker config's credentials for `reference`'s
+/// registry and, with `insecure`, plain HTTP to it.
+fn with_registry<T>(
+    reference: &str,
+    insecure: bool,
+    work: impl AsyncFnOnce(
+        agentic_oci::RegistryAuth,
+        agentic_oci::RegistryOptions,
+    ) -> Result<T, agentic_oci::OciError>,
+) -> Result<T, String> {
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| format!("starting the async runtime: {e}"))?;
     let result = runtime.block_on(async {
-        let image = agentic_oci::pack_skills(dirs)?;
         let registry = agentic_oci::image_registry(reference)?;
         let auth = agentic_oci::RegistryAuth::from_default_docker_config(&registry)?;
         let options = agentic_oci::RegistryOptions {
             insecure_registries: if insecure { vec![registry] } else { Vec::new() },
             ..agentic_oci::RegistryOptions::default()
         };
+        work(auth, options).await
+    });
+    result.map_err(|e| {
+        // Speaking HTTPS to a plain-HTTP registry fails as a broken connection.
+        if !insecure && matches!(e, agentic_oci::OciError::RegistryUnavailable { .. }) {
+            format!("{e}\nhint: if the registry serves plain HTTP, pass --insecure")
+        } else {
+            e.to_string()
+        }
+    })
+}
+
+fn push(dirs: &[PathBuf], reference: &str, insecure: bool) -> ExitCode {
+    let pushed = with_registry(reference, insecure, async |auth, options| {
+        let image = agentic_oci::pack_skills(dirs)?;
         agentic_oci::push_image(&image, reference, &auth, &options).await
     });
-    match result {
+    match pushed {
         Ok(pushed) => {
             println!("{pushed}");
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            // Speaking HTTPS to a plain-HTTP registry fails as a broken connection.
-            if !insecure && matches!(e, agentic_oci::OciError::RegistryUnavailable { .. }) {
-                eprintln!("hint: if the registry serves plain HTTP, pass --insecure");
-            }
+        Err(message) => {
+            eprintln!("error: {message}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// What `skill inspect` found for one skill of an image.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InspectedSkill {
+    /// The directory to name in a SkillCard's `spec.subPath`; none for an image-root skill.
+    sub_path: Option<String>,
+    valid: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    /// The errors (an invalid skill, or why it could not be read) and warnings.
+    findings: Vec<String>,
+}
+
+/// What `skill inspect` found in an image.
+#[derive(Debug, serde::Serialize)]
+struct Inspection {
+    /// The image pinned by digest, as a SkillCard's `status.resolvedImage` would be.
+    image: String,
+    skills: Vec<InspectedSkill>,
+}
+
+fn inspect(reference: &str, insecure: bool, output: Output) -> ExitCode {
+    let inspected = with_registry(reference, insecure, async |auth, options| {
+        let resolved = agentic_oci::resolve_digest(reference, &auth, &options).await?;
+        let listing = agentic_oci::list_skills(&resolved, &auth, &options).await?;
+        let sub_paths: Vec<Option<String>> = if listing.root {
+            vec![None]
+        } else {
+            listing.directories.iter().cloned().map(Some).collect()
+        };
+        let mut skills = Vec::new();
+        for sub_path in sub_paths {
+            let read =
+                agentic_oci::fetch_skill(&resolved, sub_path.as_deref(), &auth, &options).await;
+            skills.push(inspected_skill(sub_path, read));
+        }
+        Ok(Inspection {
+            image: resolved.repository_with_digest.clone(),
+            skills,
+        })
+    });
+    let inspection = match inspected {
+        Ok(inspection) => inspection,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match output {
+        Output::Text => print!("{}", render_inspection(&inspection)),
+        Output::Json => match serde_json::to_string_pretty(&inspection) {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    }
+    let all_valid = !inspection.skills.is_empty() && inspection.skills.iter().all(|s| s.valid);
+    if all_valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn inspected_skill(
+    sub_path: Option<String>,
+    read: Result<agentic_oci::SkillContent, agentic_oci::OciError>,
+) -> InspectedSkill {
+    match read {
+        Ok(content) => {
+            let frontmatter = content.report.frontmatter.as_ref();
+            InspectedSkill {
+                sub_path,
+                valid: true,
+                name: frontmatter.map(|f| f.name.clone()),
+                description: frontmatter.map(|f| f.description.clone()),
+                findings: content
+                    .report
+                    .warnings
+                    .iter()
+                    .map(|w| format!("warning: {}", w.message))
+                    .collect(),
+            }
+        }
+        Err(error) => InspectedSkill {
+            sub_path,
+            valid: false,
+            name: None,
+            description: None,
+            findings: vec![format!("{}: {error}", error.reason())],
+        },
+    }
+}
+
+fn render_inspection(inspection: &Inspection) -> String {
+    use std::fmt::Write as _;
+    let mut text = format!("{}\n", inspection.image);
+    if inspection.skills.is_empty() {
+        text.push_str("  no SKILL.md at the image root or in a top-level directory\n");
+    }
+    for skill in &inspection.skills {
+        let place = skill.sub_path.as_deref().map_or_else(
+            || "(image root)".to_string(),
+            |dir| format!("subPath {dir}"),
+        );
+        let verdict = if skill.valid { "valid" } else { "invalid" };
+        let _ = writeln!(
+            text,
+            "  {}  {place}  {verdict}",
+            skill.name.as_deref().unwrap_or("-")
+        );
+        if let Some(description) = &skill.description {
+            let _ = writeln!(text, "    {description}");
+        }
+        for finding in &skill.findings {
+            let _ = writeln!(text, "    {finding}");
+        }
+    }
+    text
 }

@@ -123,6 +123,7 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     if new != old {
         let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
         apply_status(&api, &run.name_any(), &new).await?;
+        ctx.metrics.run_transitioned(run.as_ref(), &old, &new);
         if old.phase != new.phase || reason_of(&old) != reason_of(&new) {
             let type_ = match outcome.phase {
                 AgentRunPhase::Failed => EventType::Warning,

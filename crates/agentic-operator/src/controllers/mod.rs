@@ -7,6 +7,7 @@ pub mod agentworkflowrun;
 pub mod gateway;
 pub mod skillcard;
 pub mod skillcollection;
+mod sweep;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -42,6 +43,8 @@ use crate::metrics::Metrics;
 
 /// Label every object the operator creates for a run carries, naming the run.
 pub use agentic_core::sandbox::RUN_LABEL;
+/// How many orphans one pass of the orphan sweep examines at most.
+pub use sweep::MAX_CANDIDATES_PER_PASS;
 
 /// Which namespaces the controllers watch.
 #[derive(Clone, Debug)]
@@ -690,10 +693,12 @@ pub async fn run(
     let mut runs = Vec::new();
     let mut listed = Vec::new();
     let mut caches = Vec::new();
+    let mut sweep_scopes = Vec::new();
     for ns in &namespaces {
         let started = controllers(ctx.clone(), ns.as_deref(), shutdown.clone());
         runs.extend(started.runs);
         listed.extend(started.listed);
+        sweep_scopes.push((ns.clone(), started.caches.agent_runs.clone()));
         caches.push(started.caches);
     }
     let mark_ready = async move {
@@ -704,7 +709,18 @@ pub async fn run(
         }
     };
     let run_all = futures::future::join_all(runs);
-    tokio::join!(mark_ready, run_all, census(&ctx.metrics, &caches, shutdown));
+    let sweep = sweep::sweep(
+        ctx.clone(),
+        sweep_scopes,
+        ctx.settings.run_defaults.orphan_sweep_interval,
+        shutdown.clone(),
+    );
+    tokio::join!(
+        mark_ready,
+        run_all,
+        sweep,
+        census(&ctx.metrics, &caches, shutdown)
+    );
 }
 
 /// How often `agentic_objects` is recounted from the watch caches. Reconciles do not see

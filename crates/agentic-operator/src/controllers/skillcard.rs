@@ -30,6 +30,8 @@ pub const CONDITION_REGISTRY_REACHABLE: &str = "RegistryReachable";
 pub const CONDITION_SOURCE_REACHABLE: &str = "SourceReachable";
 /// Condition telling whether a git card follows the repository's default branch.
 pub const CONDITION_MOVING_REF: &str = "MovingRef";
+/// `Ready` is Unknown: the registry or git server is being asked about this generation.
+pub const REASON_VALIDATING: &str = "Validating";
 
 /// What a pass concluded about the card's content.
 enum Verdict {
@@ -80,10 +82,13 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
     let started = Instant::now();
     let namespace = namespace_of(card.as_ref(), KIND)?;
     let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
-    let verdict = evaluate(&card, &namespace, &ctx).await?;
-
     let generation = card.metadata.generation;
     let old = card.status.clone().unwrap_or_default();
+    if let Some(validating) = validating(&card, &old, generation) {
+        apply_status(&api, &card.name_any(), &validating).await?;
+    }
+    let verdict = evaluate(&card, &namespace, &ctx).await?;
+
     let mut status = old.clone();
     status.observed_generation = generation;
     let now = crate::now();
@@ -308,6 +313,38 @@ fn delivery_of(card: &SkillCard) -> Option<DeliveryMode> {
     } else {
         None
     }
+}
+
+/// The status that says a registry or git server is being asked, for a card whose `Ready`
+/// says nothing yet about this generation: a slow or hung server must not leave a new or
+/// edited card without any condition until the read's deadline. `None` when `Ready` already
+/// speaks for this generation, or the card is inline (read from the object itself).
+fn validating(
+    card: &SkillCard,
+    old: &SkillCardStatus,
+    generation: Option<i64>,
+) -> Option<SkillCardStatus> {
+    let what = match (&card.spec.image, &card.spec.source) {
+        (Some(image), _) => format!("reading the skill from image {image}"),
+        (None, Some(source)) => format!("reading the skill from {source}"),
+        (None, None) => return None,
+    };
+    let current = find_condition(&old.conditions, CONDITION_READY)
+        .is_some_and(|ready| ready.observed_generation == generation);
+    if current {
+        return None;
+    }
+    let mut status = old.clone();
+    set_condition(
+        &mut status.conditions,
+        CONDITION_READY,
+        ConditionStatus::Unknown,
+        REASON_VALIDATING,
+        &what,
+        generation,
+        crate::now(),
+    );
+    Some(status)
 }
 
 /// Whether the status already carries content validated for this generation.

@@ -109,6 +109,35 @@ fn fatal_waiting_reasons_fail_the_run_at_once_with_the_kubelets_words() {
 }
 
 #[test]
+fn an_init_container_that_cannot_start_fails_the_run_naming_it() {
+    let mut pod = pod(waiting("PodInitializing", ""));
+    pod.status.as_mut().unwrap().init_container_statuses = Some(vec![ContainerStatus {
+        name: "skill-fetch-0".into(),
+        state: waiting("ImagePullBackOff", "Back-off pulling image \"operator:1\""),
+        ..Default::default()
+    }]);
+    let result = enforced(&pod, TEN_MINUTES, 1001);
+    assert_eq!(result.outcome.phase, AgentRunPhase::Failed);
+    assert_eq!(result.outcome.reason, "StartupFailed");
+    assert_eq!(
+        result.outcome.message,
+        "init container skill-fetch-0 of pod fix-123 cannot start: ImagePullBackOff: \
+         Back-off pulling image \"operator:1\""
+    );
+
+    // A first failed pull of the init container's image waits for the kubelet's retry.
+    pod.status
+        .as_mut()
+        .unwrap()
+        .init_container_statuses
+        .as_mut()
+        .unwrap()[0]
+        .state = waiting("ErrImagePull", "connection reset");
+    let result = enforced(&pod, TEN_MINUTES, 1001);
+    assert_eq!(result.outcome.phase, AgentRunPhase::Pending);
+}
+
+#[test]
 fn a_first_failed_pull_waits_for_the_kubelets_retry() {
     let pod = pod(waiting("ErrImagePull", "connection reset"));
     let result = enforced(&pod, TEN_MINUTES, 1010);

@@ -1,0 +1,246 @@
+//! The orphan sweep: deletes the sandboxes, Pods, ConfigMaps and Secrets labelled for an
+//! AgentRun that no longer exists (the decision is [`agentic_core::sweep::verdict`]).
+//!
+//! It runs on the leader only (the controllers run only there), once as soon as the AgentRun
+//! watches have listed and then every `--orphan-sweep-seconds`. Each pass lists the labelled
+//! objects by label selector, metadata only and a page at a time, and looks their runs up in
+//! the AgentRun watch cache. The cache may lag behind the API server (a run created a moment
+//! ago may not be in it yet), so an object the cache calls an orphan is checked once more
+//! against a fresh GET of its run before it is deleted; the cache only picks candidates,
+//! the API server decides. A pass examines at most [`MAX_CANDIDATES_PER_PASS`] candidates
+//! over every scope; the rest wait for the next pass.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentic_api::AgentRun;
+use agentic_core::owners::controlling_run;
+use agentic_core::sweep::{Runs, verdict};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Preconditions};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::Store;
+use kube::{Api, Resource, ResourceExt};
+use tokio::sync::watch;
+
+use super::{Guarded, RUN_LABEL, agentrun};
+use crate::context::{Context, SandboxBackend};
+use crate::error::Chain;
+
+/// Objects asked for per list request.
+const PAGE_SIZE: u32 = 250;
+/// Orphan candidates (each one costs a GET of its run, and maybe a DELETE) a pass handles at
+/// most; a cluster with more catches up over the next passes.
+pub const MAX_CANDIDATES_PER_PASS: usize = 100;
+
+/// One kind the sweep deletes.
+struct Swept {
+    kind: &'static str,
+    resource: ApiResource,
+}
+
+/// The kinds swept, the sandbox first so that an orphaned agent stops before its inputs go:
+/// the sandbox of the backend in use (a `Sandbox`, or the `Pod`), then the pods (agent-sandbox
+/// pods have the Sandbox as their controller and are left to it), ConfigMaps and Secrets.
+fn swept_kinds(backend: SandboxBackend) -> Vec<Swept> {
+    let mut kinds = Vec::new();
+    if backend == SandboxBackend::AgentSandbox {
+        kinds.push(Swept {
+            kind: agentic_core::sandbox::SANDBOX_KIND,
+            resource: agentrun::sandbox_resource(),
+        });
+    }
+    kinds.push(Swept {
+        kind: "Pod",
+        resource: ApiResource::erase::<Pod>(&()),
+    });
+    kinds.push(Swept {
+        kind: "ConfigMap",
+        resource: ApiResource::erase::<ConfigMap>(&()),
+    });
+    kinds.push(Swept {
+        kind: "Secret",
+        resource: ApiResource::erase::<Secret>(&()),
+    });
+    kinds
+}
+
+/// Sweeps each watched scope (a namespace, or `None` for all) with the AgentRun cache of
+/// that scope, every `interval`, until `shutdown` turns true; `None` never sweeps.
+pub(super) async fn sweep(
+    ctx: Arc<Context>,
+    scopes: Vec<(Option<String>, Store<Guarded<AgentRun>>)>,
+    interval: Option<Duration>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let Some(interval) = interval.filter(|i| !i.is_zero()) else {
+        return;
+    };
+    let listed = futures::future::join_all(scopes.iter().map(|(_, s)| s.wait_until_ready()));
+    tokio::select! {
+        listed = listed => if listed.iter().any(Result::is_err) { return },
+        _ = shutdown.wait_for(|stop| *stop) => return,
+    }
+    for kind in swept_kinds(ctx.settings.sandbox_backend) {
+        // Zero from the start, so that rate() sees the first deletion.
+        ctx.metrics.swept(kind.kind, 0);
+    }
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        let every_scope = async {
+            let mut budget = MAX_CANDIDATES_PER_PASS;
+            for (namespace, runs) in &scopes {
+                pass(&ctx, namespace.as_deref(), runs, &mut budget).await;
+                if budget == 0 {
+                    tracing::info!(
+                        "orphan sweep: {MAX_CANDIDATES_PER_PASS} candidates this pass; the rest wait for the next"
+                    );
+                    break;
+                }
+            }
+        };
+        // Every deletion is idempotent: a pass cut short by shutdown loses nothing.
+        tokio::select! {
+            () = every_scope => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+    }
+}
+
+/// One pass over one scope, examining at most `budget` candidates (what is left of the
+/// pass's).
+async fn pass(
+    ctx: &Context,
+    namespace: Option<&str>,
+    cache: &Store<Guarded<AgentRun>>,
+    budget: &mut usize,
+) {
+    let cached = Runs::from_metadata(cache.state().iter().map(|run| run.meta()));
+    let mut deleted = 0;
+    for swept in swept_kinds(ctx.settings.sandbox_backend) {
+        if *budget == 0 {
+            break;
+        }
+        match sweep_kind(ctx, namespace, &swept, &cached, budget).await {
+            Ok(n) => deleted += n,
+            Err(e) => tracing::warn!(
+                namespace = namespace.unwrap_or_default(),
+                kind = swept.kind,
+                error = %Chain(&e),
+                "orphan sweep: listing failed; retrying next pass"
+            ),
+        }
+    }
+    tracing::debug!(
+        namespace = namespace.unwrap_or_default(),
+        deleted,
+        "orphan sweep pass done"
+    );
+}
+
+/// Lists the objects of one kind labelled for a run, page by page, and deletes the orphans
+/// among them while `budget` lasts; returns how many it deleted.
+async fn sweep_kind(
+    ctx: &Context,
+    namespace: Option<&str>,
+    swept: &Swept,
+    cached: &Runs,
+    budget: &mut usize,
+) -> kube::Result<usize> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &swept.resource),
+        None => Api::all_with(ctx.client.clone(), &swept.resource),
+    };
+    let mut params = ListParams::default().labels(RUN_LABEL).limit(PAGE_SIZE);
+    let mut deleted = 0;
+    loop {
+        let page = api.list_metadata(&params).await?;
+        for object in &page.items {
+            if *budget == 0 {
+                return Ok(deleted);
+            }
+            if !verdict(&object.metadata, cached).is_orphan() {
+                continue;
+            }
+            *budget -= 1;
+            if delete_orphan(ctx, swept, object).await {
+                deleted += 1;
+            }
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(deleted),
+        }
+    }
+}
+
+/// Deletes one object the cache calls an orphan, once a fresh read of its run agrees; true
+/// when it deleted it. Failures are logged: the next pass tries again.
+async fn delete_orphan(
+    ctx: &Context,
+    swept: &Swept,
+    object: &PartialObjectMeta<DynamicObject>,
+) -> bool {
+    let meta = &object.metadata;
+    let (Some(namespace), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
+        return false;
+    };
+    let Some(run) = controlling_run(meta) else {
+        return false;
+    };
+    let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), namespace);
+    let fresh = match runs.get_metadata_opt(run).await {
+        Ok(fresh) => fresh,
+        Err(e) => {
+            tracing::warn!(namespace, kind = swept.kind, name, run, error = %Chain(&e), "orphan sweep: cannot read the run; keeping the object for now");
+            return false;
+        }
+    };
+    let verdict = verdict(
+        meta,
+        &Runs::from_metadata(fresh.iter().map(|r| &r.metadata)),
+    );
+    let agentic_core::sweep::Verdict::Orphan { replaced_by, .. } = verdict else {
+        // The cache was behind: the run exists.
+        return false;
+    };
+    // The object checked is the object deleted: a new one of the same name, or this one
+    // changed since it was listed, is left for the next pass to judge.
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+        }),
+        ..DeleteParams::background()
+    };
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), namespace, &swept.resource);
+    match api.delete(name, &params).await {
+        Ok(_) => {
+            ctx.metrics.swept(swept.kind, 1);
+            match replaced_by {
+                None => tracing::info!(
+                    namespace,
+                    kind = swept.kind,
+                    name,
+                    run,
+                    "orphan sweep: deleted an object of a run that no longer exists"
+                ),
+                Some(uid) => {
+                    tracing::info!(namespace, kind = swept.kind, name, run, new_uid = %uid, "orphan sweep: deleted an object of a run that was deleted and created again")
+                }
+            }
+            true
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => false,
+        Err(e) => {
+            tracing::warn!(namespace, kind = swept.kind, name = %object.name_any(), error = %Chain(&e), "orphan sweep: deleting failed; retrying next pass");
+            false
+        }
+    }
+}
