@@ -10,7 +10,9 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use agentic_api::{Agent, AgentRun, Gateway, SkillCard, SkillCollection};
+use agentic_api::{
+    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard, SkillCollection,
+};
 use agentic_integration_tests::env;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::response::StatusCause;
@@ -187,6 +189,7 @@ const SOURCE_SECRET_NEEDS_SOURCE: &str = "spec.sourceSecret is only allowed with
 const DEFAULT_NOT_REQUIRED: &str = "a param with a default cannot be required";
 const RUN_IMMUTABLE: &str =
     "spec is immutable, except that spec.cancel may be set to true; create a new AgentRun instead";
+const WORKFLOW_RUN_IMMUTABLE: &str = "spec is immutable, except that spec.cancel may be set to true; create a new AgentWorkflowRun instead";
 const GIT_BOTH_OR_NEITHER: &str = "set both userName and userEmail, or neither";
 const FILE_MOUNT_ONE_SOURCE: &str = "set exactly one of secretName and configMapName";
 
@@ -196,7 +199,8 @@ const ENTRY_SUB_PATH_RELATIVE: &str = "subPath must be relative: it must not sta
 const ENTRY_SUB_PATH_NO_DOTDOT: &str = "subPath must not contain '..' segments";
 
 /// Every CEL rule message of the CRDs, each exercised by the tests below.
-const EXERCISED_RULES: [&str; 15] = [
+const EXERCISED_RULES: [&str; 16] = [
+    WORKFLOW_RUN_IMMUTABLE,
     GIT_BOTH_OR_NEITHER,
     FILE_MOUNT_ONE_SOURCE,
     EXACTLY_ONE,
@@ -1267,6 +1271,83 @@ spec:
       value: "2"
     - name: KONVEYOR_WORKFLOW_STAGE_COUNT
       value: "3"
+---
+apiVersion: konveyor.io/v1alpha1
+kind: AgentWorkflow
+metadata:
+  name: javaee-to-quarkus
+spec:
+  guide: Move a Java EE application to Quarkus 3, one reviewed stage at a time.
+  stages:
+    - name: plan
+      agentRef: java-migrator
+      instructions: Study the project and write PLAN.md with the migration steps.
+    - name: execute
+      agentRef: java-migrator
+      instructions: Carry out each step of PLAN.md.
+    - name: verify
+      agentRef: budgeted
+      instructions: Build the project, fix what breaks, then run the tests.
+---
+apiVersion: konveyor.io/v1alpha1
+kind: AgentWorkflow
+metadata:
+  name: ticketed-upgrade
+spec:
+  guide: Work on $(workflow.ticket) in small steps.
+  params:
+    - name: ticket
+      type: string
+      description: The tracker issue of this migration.
+      required: true
+    - name: attempts
+      type: number
+      default: "2"
+  stages:
+    - name: upgrade.jdk
+      agentRef: budgeted
+      instructions: Move to Java $(agent.targetJdk) for $(workflow.ticket).
+      execution:
+        mode: approve
+        askUser: false
+        maxTurns: 30
+        maxCost: "4.50"
+---
+apiVersion: konveyor.io/v1alpha1
+kind: AgentWorkflowRun
+metadata:
+  name: coolstore-migration-1
+spec:
+  workflowRef: javaee-to-quarkus
+  gateway: default
+  params:
+    - name: repository
+      value: https://github.com/example/coolstore.git
+  env:
+    - name: HUB_BASE_URL
+      value: http://hub.example:8080
+    - name: TARGET_BRANCH
+      value: konveyor/migration-1
+  envFrom:
+    - configMapRef:
+        name: hub-settings
+---
+apiVersion: konveyor.io/v1alpha1
+kind: AgentWorkflowRun
+metadata:
+  name: ticketed-upgrade-7
+spec:
+  workflowRef: ticketed-upgrade
+  params:
+    - name: ticket
+      value: MIG-7
+    - name: targetJdk
+      value: "25"
+  fileMounts:
+    - mountPath: /etc/hub
+      secretName: hub-token
+  ttlSecondsAfterFinished: 3600
+  cancel: false
 "#;
 
 #[tokio::test]
@@ -1278,7 +1359,7 @@ async fn konveyor_manifests_apply_unchanged() {
         .expect("a namespace for the test");
     let client = env.client();
     let documents = parse_yaml_stream(KONVEYOR_MANIFESTS, "the Konveyor manifests");
-    assert_eq!(documents.len(), 10);
+    assert_eq!(documents.len(), 14);
     for document in documents {
         let kind_name = document["kind"]
             .as_str()
@@ -1289,6 +1370,8 @@ async fn konveyor_manifests_apply_unchanged() {
             "AgentRun" => Kind::of::<AgentRun>(client.clone(), &namespace),
             "Gateway" => Kind::of::<Gateway>(client.clone(), &namespace),
             "SkillCollection" => Kind::of::<SkillCollection>(client.clone(), &namespace),
+            "AgentWorkflow" => Kind::of::<AgentWorkflow>(client.clone(), &namespace),
+            "AgentWorkflowRun" => Kind::of::<AgentWorkflowRun>(client.clone(), &namespace),
             other => panic!("unexpected kind {other}"),
         };
         let name = document["metadata"]["name"]
@@ -1317,6 +1400,8 @@ async fn konveyor_manifests_apply_unchanged() {
             "Agent" => through_type::<Agent>(stored),
             "AgentRun" => through_type::<AgentRun>(stored),
             "SkillCollection" => through_type::<SkillCollection>(stored),
+            "AgentWorkflow" => through_type::<AgentWorkflow>(stored),
+            "AgentWorkflowRun" => through_type::<AgentWorkflowRun>(stored),
             _ => through_type::<Gateway>(stored),
         };
         assert_eq!(
@@ -1586,4 +1671,118 @@ async fn env_takes_the_kubernetes_1_36_shapes() {
         "Required value",
     )
     .await;
+}
+
+#[tokio::test]
+async fn agent_workflow_run_spec_takes_cancel_once_and_nothing_else() {
+    let runs = kind::<AgentWorkflowRun>("cel-awr-cancel").await;
+    let spec = json!({
+        "workflowRef": "migrate",
+        "params": [{"name": "ticket", "value": "MIG-1"}],
+        "ttlSecondsAfterFinished": 60,
+    });
+    let merge = |patch: Value| {
+        let api = runs.api.clone();
+        async move {
+            api.patch("migrate-1", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+        }
+    };
+    runs.send(Via::Apply, "migrate-1", &spec)
+        .await
+        .expect("the workflow run is created");
+
+    for (patch, what) in [
+        (
+            json!({"spec": {"cancel": true, "workflowRef": "other"}}),
+            "cancel with a new workflow",
+        ),
+        (
+            json!({"spec": {"cancel": true, "ttlSecondsAfterFinished": 0}}),
+            "cancel with a new TTL",
+        ),
+        (
+            json!({"spec": {"cancel": true, "gateway": "gw"}}),
+            "cancel with a gateway",
+        ),
+        (
+            json!({"spec": {"cancel": true, "fileMounts": [{"mountPath": "/etc/x", "secretName": "s"}]}}),
+            "cancel with file mounts",
+        ),
+        (
+            json!({"spec": {"params": [{"name": "ticket", "value": "MIG-2"}]}}),
+            "new params",
+        ),
+        (json!({"spec": {"cancel": false}}), "unset to false"),
+    ] {
+        assert_invalid(merge(patch).await, what, "spec", WORKFLOW_RUN_IMMUTABLE);
+    }
+    let cancelled = merge(json!({"spec": {"cancel": true}}))
+        .await
+        .expect("setting spec.cancel to true is allowed");
+    let mut expected = spec.clone();
+    expected["cancel"] = json!(true);
+    assert_eq!(cancelled.data["spec"], expected);
+    let result = merge(json!({"spec": {"cancel": false}})).await;
+    assert_invalid(result, "true to false", "spec", WORKFLOW_RUN_IMMUTABLE);
+
+    // Metadata and status stay writable.
+    runs.api
+        .patch(
+            "migrate-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .expect("labels may change");
+}
+
+#[tokio::test]
+async fn agent_workflow_stages_are_named_labels_and_at_least_one() {
+    let workflows = kind::<AgentWorkflow>("cel-aw-stages").await;
+    workflows
+        .accepts(
+            Via::Apply,
+            "ok",
+            json!({"stages": [{"name": "a.b-1", "agentRef": "x"}, {"name": "b", "agentRef": "y"}]}),
+        )
+        .await;
+    for how in [Via::Apply, Via::Create] {
+        workflows
+            .rejects(
+                how,
+                "upper",
+                json!({"stages": [{"name": "Plan", "agentRef": "x"}]}),
+                "spec.stages[0].name",
+                "should match",
+            )
+            .await;
+        workflows
+            .rejects(
+                how,
+                "long",
+                json!({"stages": [{"name": "a".repeat(64), "agentRef": "x"}]}),
+                "spec.stages[0].name",
+                "may not be more than 63",
+            )
+            .await;
+        workflows
+            .rejects(
+                how,
+                "none",
+                json!({"stages": []}),
+                "spec.stages",
+                "should have at least 1 items",
+            )
+            .await;
+        workflows
+            .rejects(
+                how,
+                "no-agent",
+                json!({"stages": [{"name": "a"}]}),
+                "spec.stages[0].agentRef",
+                "Required value",
+            )
+            .await;
+    }
 }

@@ -57,7 +57,7 @@ fn crd_names(objects: &[Value]) -> BTreeSet<String> {
 fn crd_kustomization_is_exactly_the_generated_crds() {
     let rendered = kustomize("config/crd");
     let generated = read_yaml_file(CRDS);
-    assert_eq!(rendered.len(), 5, "five CRDs: {:?}", crd_names(&rendered));
+    assert_eq!(rendered.len(), 7, "seven CRDs: {:?}", crd_names(&rendered));
     assert_eq!(crd_names(&rendered), crd_names(&generated));
     for crd in &generated {
         let name = meta(crd, "name");

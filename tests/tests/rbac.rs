@@ -7,7 +7,9 @@ mod support;
 
 use std::time::Duration;
 
-use agentic_api::{Agent, AgentRun, AgentRunPhase, Gateway, SkillCard};
+use agentic_api::{
+    Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard,
+};
 use agentic_integration_tests::{
     CONVERGE, apply, env, http_get, kubelet, push, registry, run_object, stop_cleanly,
     wait_agent_ready, wait_for, wait_for_sandbox, wait_gone, wait_phase, write_skill,
@@ -310,6 +312,40 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
     // The sweep deleted the orphans, one by one, with the chart's permissions.
     wait_gone(&config_maps, "gone-config", "the orphan ConfigMap").await;
     wait_gone(&secrets, "gone-acp-key", "the orphan Secret").await;
+
+    // A one-stage workflow: the operator creates the stage's run and reports on both.
+    let workflows: Api<AgentWorkflow> = Api::namespaced(admin.clone(), &watched);
+    apply(
+        &workflows,
+        &object(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentWorkflow",
+            "metadata": {"name": "upgrade-flow"},
+            "spec": {"stages": [{"name": "only", "agentRef": "migrator"}]},
+        })),
+    )
+    .await;
+    let workflow_runs: Api<AgentWorkflowRun> = Api::namespaced(admin.clone(), &watched);
+    apply(
+        &workflow_runs,
+        &object(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentWorkflowRun",
+            "metadata": {"name": "flow"},
+            "spec": {"workflowRef": "upgrade-flow"},
+        })),
+    )
+    .await;
+    let stage = wait_for_sandbox(&runs, "flow-only").await;
+    let sandbox = stage.status.and_then(|s| s.sandbox_name).expect("sandbox");
+    kubelet_runs_to_completion(&pods, &runs, "flow-only", &sandbox).await;
+    wait_for(
+        &workflow_runs,
+        "flow",
+        "Succeeded",
+        |r: &AgentWorkflowRun| {
+            r.status.as_ref().and_then(|s| s.phase) == Some(AgentRunPhase::Succeeded)
+        },
+    )
+    .await;
 
     // The operator held the Lease in the release namespace.
     let lease = Api::<Lease>::namespaced(admin.clone(), &release.namespace)

@@ -70,20 +70,25 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
 {{- define "agentic-operator.namespacedRules" -}}
 # Read the API's objects.
 - apiGroups: ["konveyor.io"]
-  resources: ["agents", "gateways", "skillcards", "skillcollections"]
+  resources: ["agents", "agentworkflows", "gateways", "skillcards", "skillcollections"]
   verbs: ["get", "list", "watch"]
 # Own the SkillCards a SkillCollection generates: create and update them, delete the ones
 # it no longer lists (only cards whose controller owner is that collection).
 - apiGroups: ["konveyor.io"]
   resources: ["skillcards"]
   verbs: ["create", "delete", "patch"]
-# Runs too, and deletes finished runs once their time to live has passed.
+# Runs too, and deletes finished runs once their time to live has passed; creates the
+# run of each workflow stage, and sets spec.cancel on it when its workflow run is cancelled.
 - apiGroups: ["konveyor.io"]
   resources: ["agentruns"]
+  verbs: ["create", "delete", "get", "list", "patch", "watch"]
+# Workflow runs, deleted once their time to live has passed.
+- apiGroups: ["konveyor.io"]
+  resources: ["agentworkflowruns"]
   verbs: ["delete", "get", "list", "watch"]
 # Report status with server-side apply.
 - apiGroups: ["konveyor.io"]
-  resources: ["agentruns/status", "agents/status", "gateways/status", "skillcards/status", "skillcollections/status"]
+  resources: ["agentruns/status", "agents/status", "agentworkflowruns/status", "agentworkflows/status", "gateways/status", "skillcards/status", "skillcollections/status"]
   verbs: ["get", "patch"]
 # Read pull secrets and gateway credentials; apply each run's ACP key Secret, and delete
 # the ones of runs that no longer exist (the orphan sweep).

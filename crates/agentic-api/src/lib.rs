@@ -1,4 +1,5 @@
-//! The `konveyor.io/v1alpha1` API: SkillCard, SkillCollection, Agent, AgentRun and Gateway.
+//! The `konveyor.io/v1alpha1` API: SkillCard, SkillCollection, Agent, AgentRun, Gateway,
+//! AgentWorkflow and AgentWorkflowRun.
 //!
 //! Field names follow the Konveyor agentic platform so that its manifests apply unchanged.
 //! The doc comments on the types below are what `kubectl explain` shows users.
@@ -9,6 +10,8 @@
 
 mod agent;
 mod agentrun;
+mod agentworkflow;
+mod agentworkflowrun;
 mod condition;
 mod descriptions;
 mod execution;
@@ -22,6 +25,13 @@ pub use agent::{
     Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType, SkillOrigin,
 };
 pub use agentrun::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam};
+pub use agentworkflow::{
+    AgentWorkflow, AgentWorkflowSpec, AgentWorkflowStage, AgentWorkflowStatus, STAGE_NAME_PATTERN,
+};
+pub use agentworkflowrun::{
+    AgentWorkflowRun, AgentWorkflowRunSpec, AgentWorkflowRunStageStatus, AgentWorkflowRunStatus,
+    WORKFLOW_RUN_SPEC_IMMUTABLE_MESSAGE, WORKFLOW_RUN_SPEC_IMMUTABLE_RULE,
+};
 pub use condition::{CONDITION_READY, ConditionStatus};
 pub use execution::{ExecutionLimits, ExecutionMode, MAX_COST_PATTERN, RunExecution};
 pub use filemount::FileMount;
@@ -60,6 +70,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         AgentRun::crd(),
         Gateway::crd(),
         SkillCollection::crd(),
+        AgentWorkflow::crd(),
+        AgentWorkflowRun::crd(),
     ];
     crds.iter_mut().for_each(descriptions::unwrap_crd);
     crds.iter_mut()

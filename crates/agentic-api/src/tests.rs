@@ -52,6 +52,8 @@ fn short_names_match_the_platform() {
             ("AgentRun".to_string(), vec!["ar".to_string()]),
             ("Gateway".to_string(), vec!["gw".to_string()]),
             ("SkillCollection".to_string(), vec!["scol".to_string()]),
+            ("AgentWorkflow".to_string(), vec!["aw".to_string()]),
+            ("AgentWorkflowRun".to_string(), vec!["awr".to_string()]),
         ]
     );
 }
@@ -151,6 +153,7 @@ fn cel_rules_are_declared_where_the_api_promises() {
         "spec.subPath must not contain '..' segments",
         "a param with a default cannot be required",
         crate::agentrun::SPEC_IMMUTABLE_MESSAGE,
+        crate::WORKFLOW_RUN_SPEC_IMMUTABLE_MESSAGE,
     ] {
         assert!(text.contains(needle), "missing CEL rule: {needle}");
     }
@@ -241,4 +244,89 @@ fn the_immutability_rule_names_every_run_spec_field_but_cancel() {
             "spec.{field} must stay immutable: {rule}"
         );
     }
+}
+
+#[test]
+fn the_immutability_rule_names_every_workflow_run_spec_field_but_cancel() {
+    let everything = AgentWorkflowRunSpec {
+        workflow_ref: "w".into(),
+        gateway: Some("g".into()),
+        params: vec![crate::RunParam::default()],
+        env: vec![Default::default()],
+        env_from: vec![Default::default()],
+        file_mounts: vec![crate::FileMount::default()],
+        ttl_seconds_after_finished: Some(1),
+        cancel: Some(true),
+    };
+    let fields = serde_json::to_value(&everything).expect("the spec serializes");
+    let fields = fields.as_object().expect("an object");
+    assert_eq!(fields.len(), 8, "every field is set above: {fields:?}");
+    let rule = crate::WORKFLOW_RUN_SPEC_IMMUTABLE_RULE;
+    for field in fields.keys().filter(|f| *f != "cancel") {
+        let compared = format!("(!has(self.{field}) || self.{field} == oldSelf.{field})");
+        let required = format!("self.{field} == oldSelf.{field}");
+        assert!(
+            rule.contains(&compared) || rule.contains(&required),
+            "spec.{field} must stay immutable: {rule}"
+        );
+    }
+}
+
+#[test]
+fn workflow_manifests_deserialize_with_exact_field_names() {
+    let workflow: AgentWorkflow = serde_json::from_value(serde_json::json!({
+        "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentWorkflow",
+        "metadata": {"name": "migrate"},
+        "spec": {"guide": "Move to $(workflow.target)",
+                  "params": [{"name": "target", "type": "string", "default": "quarkus"}],
+                  "stages": [
+                      {"name": "plan", "agentRef": "planner", "instructions": "write PLAN.md"},
+                      {"name": "execute", "agentRef": "doer", "execution": {"mode": "approve", "maxTurns": 5}}]}
+    }))
+    .expect("agentworkflow");
+    assert_eq!(workflow.spec.stages[1].agent_ref, "doer");
+    assert_eq!(
+        workflow.spec.stages[1]
+            .execution
+            .as_ref()
+            .and_then(|e| e.max_turns),
+        Some(5)
+    );
+    assert_eq!(workflow.spec.params[0].name, "target");
+
+    let run: AgentWorkflowRun = serde_json::from_value(serde_json::json!({
+        "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentWorkflowRun",
+        "metadata": {"name": "migrate-1"},
+        "spec": {"workflowRef": "migrate", "gateway": "gw",
+                  "params": [{"name": "target", "value": "spring"}],
+                  "env": [{"name": "APP_ID", "value": "1"}], "envFrom": [{"configMapRef": {"name": "c"}}]},
+        "status": {"phase": "Running", "currentStage": "plan", "guide": "g",
+                    "stages": [{"name": "plan", "phase": "Running", "agentRunName": "migrate-1-plan",
+                                "agentRef": "planner", "instructions": "write PLAN.md"}]}
+    }))
+    .expect("agentworkflowrun");
+    assert_eq!(run.spec.workflow_ref, "migrate");
+    let status = run.status.expect("status");
+    assert_eq!(status.phase, Some(AgentRunPhase::Running));
+    assert_eq!(
+        status.stages[0].agent_run_name.as_deref(),
+        Some("migrate-1-plan")
+    );
+}
+
+#[test]
+fn workflow_stages_are_a_map_keyed_by_name_with_label_safe_names() {
+    let schema = schema_of(&AgentWorkflow::crd());
+    let stages = &schema["properties"]["spec"]["properties"]["stages"];
+    assert_eq!(stages["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        stages["x-kubernetes-list-map-keys"],
+        serde_json::json!(["name"])
+    );
+    assert_eq!(stages["minItems"], 1);
+    let name = &stages["items"]["properties"]["name"];
+    assert_eq!(name["pattern"], STAGE_NAME_PATTERN);
+    assert_eq!(name["maxLength"], 63);
+    let required = &schema["properties"]["spec"]["required"];
+    assert_eq!(required, &serde_json::json!(["stages"]));
 }

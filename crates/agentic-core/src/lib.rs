@@ -13,6 +13,8 @@
 //! - [`gateway`]: the check of a Gateway's endpoint and what its answer means.
 //! - [`names`]: names and label values of the objects created for runs and SkillCards.
 //! - [`owners`]: who controls an object, from its controller ownerReference.
+//! - [`workflow`]: an AgentWorkflow's readiness, and each step of an AgentWorkflowRun (its
+//!   snapshot, its stages' AgentRuns, its outcome).
 //! - [`sandbox`]: a run's sandbox (pod spec, Pod or agent-sandbox `Sandbox`, ConfigMaps,
 //!   Secret), the run's outcome read back from its pod, and its lifecycle (admission under an
 //!   Agent's cap, deadlines, cancellation, time to live).
@@ -91,7 +93,15 @@
 //! | `InvalidCredential` | [`gateway::REASON_INVALID_CREDENTIAL`] | Gateway not Ready: the key cannot go in a header |
 //! | `SecretNotFound` | [`gateway::REASON_SECRET_NOT_FOUND`] | Gateway not Ready: its credential Secret does not exist |
 //! | `SecretKeyNotFound` | [`gateway::REASON_SECRET_KEY_NOT_FOUND`] | Gateway not Ready: the Secret lacks `spec.credentialRef.key` |
-//! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending, or inline SkillCard not Ready: an object it does not control holds the name of one of its objects |
+//! | `AllAgentsReady` | [`workflow::REASON_ALL_AGENTS_READY`] | AgentWorkflow Ready: every stage's Agent is Ready |
+//! | `AgentsNotReady` | [`workflow::REASON_AGENTS_NOT_READY`] | AgentWorkflow not Ready: a stage's Agent is missing or not Ready |
+//! | `WorkflowNotFound` | [`workflow::REASON_WORKFLOW_NOT_FOUND`] | workflow run Pending: its AgentWorkflow does not exist |
+//! | `WorkflowNotReady` | [`workflow::REASON_WORKFLOW_NOT_READY`] | workflow run Pending: its AgentWorkflow is not Ready |
+//! | `StageRunning` | [`workflow::REASON_STAGE_RUNNING`] | workflow run Running: the current stage's run is on its way |
+//! | `StageSucceeded` | [`workflow::REASON_STAGE_SUCCEEDED`] | workflow run Running: a stage succeeded, the next starts |
+//! | `StageFailed` | [`workflow::REASON_STAGE_FAILED`] | workflow run Failed: a stage's run failed |
+//! | `AgentRunDeleted` | [`workflow::REASON_AGENT_RUN_DELETED`] | workflow run Failed: a stage's run was deleted before it finished |
+//! | `ObjectNameTaken` | [`sandbox::REASON_OBJECT_NAME_TAKEN`] | run Pending, inline SkillCard not Ready, or workflow run Failed: an object it does not control holds the name of one of its objects |
 
 pub mod collections;
 pub mod conditions;
@@ -105,5 +115,6 @@ pub mod sandbox;
 pub mod skills;
 pub mod substitution;
 pub mod sweep;
+pub mod workflow;
 
 pub use error::Error;

@@ -163,7 +163,7 @@ fn agent_texts(declared: &[AgentParam], given: &[RunParam]) -> BTreeMap<String, 
 }
 
 /// A workflow param's text for `$(workflow.<name>)`: a string as it is, anything else as JSON.
-fn value_text(value: &Value) -> String {
+pub(crate) fn value_text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         other => other.to_string(),

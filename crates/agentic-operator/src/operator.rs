@@ -9,7 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::Instant;
 
-use agentic_api::{Agent, AgentRun, Gateway, SkillCard, SkillCollection};
+use agentic_api::{
+    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard, SkillCollection,
+};
 use agentic_oci::RegistryOptions;
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -127,6 +129,8 @@ fn required_crds() -> Vec<String> {
         Gateway::plural(&()),
         Agent::plural(&()),
         AgentRun::plural(&()),
+        AgentWorkflow::plural(&()),
+        AgentWorkflowRun::plural(&()),
     ]
     .into_iter()
     .map(|plural| format!("{plural}.{}", SkillCard::group(&())))

@@ -237,6 +237,8 @@ const READ_APPLY: &[&str] = &["create", "get", "list", "patch", "watch"];
 const KINDS: &[&str] = &[
     "agentruns",
     "agents",
+    "agentworkflowruns",
+    "agentworkflows",
     "gateways",
     "skillcards",
     "skillcollections",
@@ -244,6 +246,8 @@ const KINDS: &[&str] = &[
 const STATUSES: &[&str] = &[
     "agentruns/status",
     "agents/status",
+    "agentworkflowruns/status",
+    "agentworkflows/status",
     "gateways/status",
     "skillcollections/status",
     "skillcards/status",
@@ -251,12 +255,19 @@ const STATUSES: &[&str] = &[
 
 /// What the controllers do in a namespace, from the operator's documented API usage: read
 /// our kinds, patch their status, apply Secrets, ConfigMaps, Pods and Sandboxes, delete the
-/// sandboxes of ended runs, the runs past their time to live and (one by one) the objects of
-/// runs that no longer exist, and record Events. Anything wider must fail the tests.
+/// sandboxes of ended runs, the runs and workflow runs past their time to live and (one by
+/// one) the objects of runs that no longer exist, create (and cancel, with a patch) the runs
+/// of workflow stages, and record Events. Anything wider must fail the tests.
 pub fn namespaced_permissions() -> BTreeSet<Permission> {
     expected_permissions(&[
         ("konveyor.io", KINDS, READ, "*"),
-        ("konveyor.io", &["agentruns"], &["delete"], "*"),
+        (
+            "konveyor.io",
+            &["agentruns"],
+            &["create", "delete", "patch"],
+            "*",
+        ),
+        ("konveyor.io", &["agentworkflowruns"], &["delete"], "*"),
         (
             "konveyor.io",
             &["skillcards"],

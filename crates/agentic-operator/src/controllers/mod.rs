@@ -1,7 +1,9 @@
-//! The five controllers and how they are wired to watches.
+//! The controllers and how they are wired to watches.
 
 pub mod agent;
 pub mod agentrun;
+pub mod agentworkflow;
+pub mod agentworkflowrun;
 pub mod gateway;
 pub mod skillcard;
 pub mod skillcollection;
@@ -15,8 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentic_api::{
-    Agent, AgentRun, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
-    SkillCollection,
+    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, CONDITION_READY, ConditionStatus,
+    DEFAULT_SKILLS_LABEL, Gateway, SkillCard, SkillCollection,
 };
 use agentic_core::conditions::find_condition;
 use agentic_core::sandbox::REASON_QUEUED;
@@ -528,6 +530,71 @@ pub fn controllers(
         )
         .for_each(report(watches, agent::KIND));
     runs.push(Box::pin(drive(agents, agent_cache.clone(), stop())));
+
+    // AgentWorkflow: Ready when its stages' Agents are.
+    let workflows = Controller::new(
+        api_for::<Guarded<AgentWorkflow>>(&client, namespace),
+        config.clone(),
+    );
+    let store = workflows.store();
+    ready.push(Box::pin(wait_ready(store.clone())));
+    let workflow_cache = store.clone();
+    let workflows = workflows
+        .watches(
+            api_for::<Guarded<Agent>>(&client, namespace),
+            config.clone(),
+            move |agent| {
+                related(&store, &agent, |workflows, ns, agent| {
+                    agentworkflow::workflows_of_agent(workflows, ns, agent)
+                })
+            },
+        )
+        .trigger_backoff(WatchBackoff::new())
+        .graceful_shutdown_on(stop())
+        .run(
+            |obj, ctx| guarded(obj, ctx, agentworkflow::KIND, agentworkflow::reconcile),
+            |obj, e, ctx| guarded_error_policy(obj, e, ctx, agentworkflow::error_policy),
+            ctx.clone(),
+        )
+        .for_each(|r| async move { log_result(agentworkflow::KIND, r) });
+    runs.push(Box::pin(drive(workflows, workflow_cache, stop())));
+
+    // AgentWorkflowRun: starts when its workflow turns Ready, follows its stages' runs.
+    let workflow_runs = Controller::new(
+        api_for::<Guarded<AgentWorkflowRun>>(&client, namespace),
+        config.clone(),
+    );
+    let store = workflow_runs.store();
+    ready.push(Box::pin(wait_ready(store.clone())));
+    let workflow_run_cache = store.clone();
+    let stage_runs = watcher::Config::default().labels(agentic_core::workflow::WORKFLOW_RUN_LABEL);
+    let workflow_runs = workflow_runs
+        .owns(api_for::<Guarded<AgentRun>>(&client, namespace), stage_runs)
+        .watches(
+            api_for::<Guarded<AgentWorkflow>>(&client, namespace),
+            config.clone(),
+            move |workflow| {
+                related(&store, &workflow, |runs, ns, workflow| {
+                    agentworkflowrun::runs_waiting_on_workflow(runs, ns, workflow)
+                })
+            },
+        )
+        .trigger_backoff(WatchBackoff::new())
+        .graceful_shutdown_on(stop())
+        .run(
+            |obj, ctx| {
+                guarded(
+                    obj,
+                    ctx,
+                    agentworkflowrun::KIND,
+                    agentworkflowrun::reconcile,
+                )
+            },
+            |obj, e, ctx| guarded_error_policy(obj, e, ctx, agentworkflowrun::error_policy),
+            ctx.clone(),
+        )
+        .for_each(|r| async move { log_result(agentworkflowrun::KIND, r) });
+    runs.push(Box::pin(drive(workflow_runs, workflow_run_cache, stop())));
 
     // AgentRun: starts when its Agent turns Ready, follows its sandbox and pod.
     let agent_runs = Controller::new(

@@ -1,0 +1,650 @@
+use super::*;
+use agentic_api::{
+    AgentRunStatus, AgentSpec, AgentStatus, AgentWorkflowRunSpec, AgentWorkflowSpec,
+    AgentWorkflowStage, AgentWorkflowStatus, ExecutionMode, ParamType, RunExecution,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+
+fn now() -> Time {
+    Time(Timestamp::from_second(1_800_000_000).expect("time"))
+}
+
+fn ready_condition(generation: Option<i64>) -> Condition {
+    Condition {
+        type_: CONDITION_READY.into(),
+        status: "True".into(),
+        reason: "Ready".into(),
+        message: String::new(),
+        observed_generation: generation,
+        last_transition_time: now(),
+    }
+}
+
+fn agent(name: &str, params: &[&str], ready: bool) -> Agent {
+    let mut agent = Agent::new(
+        name,
+        AgentSpec {
+            image: "harness:1".into(),
+            params: params
+                .iter()
+                .map(|p| AgentParam {
+                    name: (*p).into(),
+                    ..AgentParam::default()
+                })
+                .collect(),
+            ..AgentSpec::default()
+        },
+    );
+    agent.metadata.generation = Some(1);
+    agent.status = Some(AgentStatus {
+        observed_generation: Some(1),
+        conditions: if ready {
+            vec![ready_condition(Some(1))]
+        } else {
+            vec![]
+        },
+        ..AgentStatus::default()
+    });
+    agent
+}
+
+fn workflow(ready: bool) -> AgentWorkflow {
+    let mut workflow = AgentWorkflow::new(
+        "migrate",
+        AgentWorkflowSpec {
+            guide: Some("Move to $(workflow.target)".into()),
+            params: vec![AgentParam {
+                name: "target".into(),
+                default: Some("quarkus".into()),
+                ..AgentParam::default()
+            }],
+            stages: vec![
+                AgentWorkflowStage {
+                    name: "plan".into(),
+                    agent_ref: "planner".into(),
+                    instructions: Some("plan for $(workflow.target)".into()),
+                    execution: None,
+                },
+                AgentWorkflowStage {
+                    name: "execute".into(),
+                    agent_ref: "doer".into(),
+                    instructions: Some("do it".into()),
+                    execution: Some(RunExecution {
+                        mode: Some(ExecutionMode::Approve),
+                        max_turns: Some(7),
+                        ..RunExecution::default()
+                    }),
+                },
+            ],
+        },
+    );
+    workflow.metadata.generation = Some(2);
+    workflow.status = Some(AgentWorkflowStatus {
+        observed_generation: Some(2),
+        conditions: if ready {
+            vec![ready_condition(Some(2))]
+        } else {
+            vec![]
+        },
+    });
+    workflow
+}
+
+fn run() -> AgentWorkflowRun {
+    let mut run = AgentWorkflowRun::new(
+        "migrate-1",
+        AgentWorkflowRunSpec {
+            workflow_ref: "migrate".into(),
+            gateway: Some("gw".into()),
+            params: vec![
+                RunParam {
+                    name: "target".into(),
+                    value: "spring".into(),
+                },
+                RunParam {
+                    name: "depth".into(),
+                    value: "3".into(),
+                },
+            ],
+            env: vec![
+                EnvVar {
+                    name: "APP_ID".into(),
+                    value: Some("1".into()),
+                    value_from: None,
+                },
+                EnvVar {
+                    name: "KONVEYOR_WORKFLOW_STAGE".into(),
+                    value: Some("99".into()),
+                    value_from: None,
+                },
+            ],
+            ..AgentWorkflowRunSpec::default()
+        },
+    );
+    run.metadata.namespace = Some("ns".into());
+    run.metadata.uid = Some("awr-uid".into());
+    run.metadata.generation = Some(1);
+    run.metadata.labels = Some(BTreeMap::from([("team".into(), "a".into())]));
+    run
+}
+
+fn owner() -> OwnerReference {
+    OwnerReference {
+        api_version: "konveyor.io/v1alpha1".into(),
+        kind: "AgentWorkflowRun".into(),
+        name: "migrate-1".into(),
+        uid: "awr-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn started_run() -> AgentWorkflowRun {
+    let mut run = run();
+    let step = start(&run, Lookup::Found(&workflow(true)), &now());
+    run.status = Some(step.status);
+    run
+}
+
+fn stage_run(phase: Option<AgentRunPhase>, reason: &str) -> AgentRun {
+    let mut agent_run = AgentRun::new("migrate-1-plan", AgentRunSpec::default());
+    agent_run.status = Some(AgentRunStatus {
+        phase,
+        conditions: vec![Condition {
+            type_: CONDITION_READY.into(),
+            status: "False".into(),
+            reason: reason.into(),
+            message: "the agent said no".into(),
+            observed_generation: None,
+            last_transition_time: now(),
+        }],
+        ..AgentRunStatus::default()
+    });
+    agent_run
+}
+
+fn reason(status: &AgentWorkflowRunStatus) -> (String, String) {
+    let c = find_condition(&status.conditions, CONDITION_READY).expect("Ready");
+    (c.status.clone(), c.reason.clone())
+}
+
+fn env<'a>(run: &'a AgentRun, name: &str) -> Vec<&'a str> {
+    run.spec
+        .env
+        .iter()
+        .filter(|e| e.name == name)
+        .filter_map(|e| e.value.as_deref())
+        .collect()
+}
+
+#[test]
+fn a_workflow_is_ready_when_every_stage_agent_is() {
+    let wf = workflow(false);
+    let (planner, doer) = (agent("planner", &[], true), agent("doer", &[], true));
+    let (status, reason, _) = workflow_readiness(
+        &wf,
+        &[
+            ("plan", "planner", Lookup::Found(&planner)),
+            ("execute", "doer", Lookup::Found(&doer)),
+        ],
+    );
+    assert_eq!(
+        (status, reason),
+        (ConditionStatus::True, REASON_ALL_AGENTS_READY)
+    );
+
+    let lazy = agent("doer", &[], false);
+    let (status, reason, message) = workflow_readiness(
+        &wf,
+        &[
+            ("plan", "planner", Lookup::Missing),
+            ("execute", "doer", Lookup::Found(&lazy)),
+        ],
+    );
+    assert_eq!(
+        (status, reason),
+        (ConditionStatus::False, REASON_AGENTS_NOT_READY)
+    );
+    assert!(
+        message.contains("stage \"plan\": Agent \"planner\" not found"),
+        "{message}"
+    );
+    assert!(
+        message.contains("stage \"execute\": Agent \"doer\" is not ready"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_workflow_with_bad_param_declarations_is_not_ready() {
+    let mut wf = workflow(false);
+    wf.spec.params.push(AgentParam {
+        name: "n".into(),
+        param_type: ParamType::Number,
+        default: Some("many".into()),
+        ..AgentParam::default()
+    });
+    let planner = agent("planner", &[], true);
+    let (status, reason, message) =
+        workflow_readiness(&wf, &[("plan", "planner", Lookup::Found(&planner))]);
+    assert_eq!((status, reason), (ConditionStatus::False, "InvalidParams"));
+    assert!(message.starts_with("spec.params:"), "{message}");
+}
+
+#[test]
+fn a_run_waits_for_its_workflow_to_exist_and_be_ready() {
+    let step = start(&run(), Lookup::Missing, &now());
+    assert_eq!(step.status.phase, Some(AgentRunPhase::Pending));
+    assert_eq!(
+        reason(&step.status),
+        ("False".into(), REASON_WORKFLOW_NOT_FOUND.into())
+    );
+    assert!(!started(&step.status));
+
+    let step = start(&run(), Lookup::Found(&workflow(false)), &now());
+    assert_eq!(reason(&step.status).1, REASON_WORKFLOW_NOT_READY);
+    assert!(step.status.stages.is_empty());
+
+    // Ready for an older generation is not Ready.
+    let mut stale = workflow(true);
+    stale.metadata.generation = Some(3);
+    let step = start(&run(), Lookup::Found(&stale), &now());
+    assert_eq!(reason(&step.status).1, REASON_WORKFLOW_NOT_READY);
+
+    let step = start(&run(), Lookup::Malformed("bad"), &now());
+    assert_eq!(reason(&step.status).1, REASON_WORKFLOW_NOT_READY);
+    assert!(matches!(step.action, Action::None));
+}
+
+#[test]
+fn starting_snapshots_the_workflow_and_creates_nothing_yet() {
+    let step = start(&run(), Lookup::Found(&workflow(true)), &now());
+    assert!(matches!(step.action, Action::None));
+    let status = &step.status;
+    assert_eq!(status.phase, Some(AgentRunPhase::Running));
+    assert_eq!(status.current_stage.as_deref(), Some("plan"));
+    assert_eq!(status.guide.as_deref(), Some("Move to $(workflow.target)"));
+    assert_eq!(status.params[0].name, "target");
+    assert_eq!(status.start_time, Some(now()));
+    let names: Vec<_> = status.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["plan", "execute"]);
+    assert_eq!(status.stages[1].agent_ref.as_deref(), Some("doer"));
+    assert_eq!(
+        status.stages[1]
+            .execution
+            .as_ref()
+            .and_then(|e| e.max_turns),
+        Some(7)
+    );
+    assert!(
+        status
+            .stages
+            .iter()
+            .all(|s| s.phase == AgentRunPhase::Pending && s.agent_run_name.is_none())
+    );
+    assert_eq!(reason(status).1, REASON_STAGE_RUNNING);
+}
+
+#[test]
+fn a_guide_reference_without_a_value_fails_the_run_at_start() {
+    let mut wf = workflow(true);
+    wf.spec.guide = Some("$(workflow.missing) and $(agent.depth)".into());
+    let step = start(&run(), Lookup::Found(&wf), &now());
+    assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
+    let c = find_condition(&step.status.conditions, CONDITION_READY).expect("Ready");
+    assert_eq!(c.reason, "InvalidParams");
+    assert!(c.message.contains("$(workflow.missing)"), "{}", c.message);
+    assert!(c.message.contains("$(agent.depth)"), "{}", c.message);
+    assert!(step.status.completion_time.is_some());
+}
+
+#[test]
+fn the_first_stage_run_carries_the_stage_and_the_run() {
+    let run = started_run();
+    let planner = agent("planner", &["depth"], true);
+    let step = advance(
+        &run,
+        StageRun::Absent,
+        Lookup::Found(&planner),
+        owner(),
+        &now(),
+    );
+    let Action::Create {
+        run: created,
+        dropped,
+    } = &step.action
+    else {
+        panic!("expected a create: {:?}", step.action);
+    };
+    assert_eq!(dropped, &["target".to_string()]);
+    assert_eq!(created.metadata.name.as_deref(), Some("migrate-1-plan"));
+    assert_eq!(created.metadata.namespace.as_deref(), Some("ns"));
+    assert_eq!(created.metadata.owner_references, Some(vec![owner()]));
+    let labels = created.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels.get(WORKFLOW_RUN_LABEL).map(String::as_str),
+        Some("migrate-1")
+    );
+    assert_eq!(labels.get(STAGE_LABEL).map(String::as_str), Some("plan"));
+    assert_eq!(labels.get("team").map(String::as_str), Some("a"));
+    assert_eq!(created.spec.agent_ref, "planner");
+    assert_eq!(created.spec.gateway.as_deref(), Some("gw"));
+    assert_eq!(
+        created.spec.params,
+        vec![RunParam {
+            name: "depth".into(),
+            value: "3".into()
+        }]
+    );
+    assert_eq!(
+        created.spec.instructions.as_deref(),
+        Some("plan for $(workflow.target)")
+    );
+    assert_eq!(
+        created.spec.workflow_params,
+        Some(Map::from_iter([(
+            "target".to_string(),
+            Value::from("spring")
+        )]))
+    );
+    assert_eq!(env(created, "APP_ID"), ["1"]);
+    assert_eq!(
+        env(created, "KONVEYOR_WORKFLOW_STAGE"),
+        ["1"],
+        "the user's copy is replaced"
+    );
+    assert_eq!(env(created, "KONVEYOR_WORKFLOW_STAGE_COUNT"), ["2"]);
+    assert_eq!(env(created, "KONVEYOR_WORKFLOW_GUIDE"), ["Move to spring"]);
+    assert_eq!(
+        step.status.stages[0].agent_run_name.as_deref(),
+        Some("migrate-1-plan")
+    );
+    assert_eq!(step.status.phase, Some(AgentRunPhase::Running));
+    assert_eq!(reason(&step.status).1, REASON_STAGE_RUNNING);
+}
+
+#[test]
+fn the_snapshot_not_the_live_workflow_decides_the_stage() {
+    let mut run = started_run();
+    // The workflow is edited after the start: the run never reads it again, and its
+    // snapshot says what the second stage is.
+    let status = run.status.as_mut().expect("status");
+    status.stages[0].phase = AgentRunPhase::Succeeded;
+    status.stages[0].agent_run_name = Some("migrate-1-plan".into());
+    let doer = agent("doer", &[], true);
+    let step = advance(
+        &run,
+        StageRun::Absent,
+        Lookup::Found(&doer),
+        owner(),
+        &now(),
+    );
+    let Action::Create { run: created, .. } = &step.action else {
+        panic!("expected a create");
+    };
+    assert_eq!(created.metadata.name.as_deref(), Some("migrate-1-execute"));
+    assert_eq!(created.spec.agent_ref, "doer");
+    assert_eq!(
+        created.spec.execution,
+        Some(RunExecution {
+            mode: Some(ExecutionMode::Approve),
+            max_turns: Some(7),
+            ..RunExecution::default()
+        })
+    );
+    assert_eq!(env(created, "KONVEYOR_WORKFLOW_STAGE"), ["2"]);
+    assert!(created.spec.params.is_empty());
+    assert_eq!(step.status.current_stage.as_deref(), Some("execute"));
+}
+
+#[test]
+fn a_stage_whose_agent_is_missing_waits_and_retries() {
+    let run = started_run();
+    let step = advance(&run, StageRun::Absent, Lookup::Missing, owner(), &now());
+    assert!(matches!(step.action, Action::None));
+    assert!(step.retry);
+    assert_eq!(reason(&step.status).1, "AgentNotFound");
+    assert_eq!(step.status.stages[0].agent_run_name, None);
+    assert!(!step.status.phase.is_some_and(AgentRunPhase::is_finished));
+}
+
+#[test]
+fn a_stage_run_created_by_a_pass_that_stopped_short_is_adopted_not_recreated() {
+    let run = started_run();
+    let ours = stage_run(None, "");
+    let step = advance(
+        &run,
+        StageRun::Ours(&ours),
+        Lookup::Missing,
+        owner(),
+        &now(),
+    );
+    assert!(matches!(step.action, Action::None));
+    assert_eq!(
+        step.status.stages[0].agent_run_name.as_deref(),
+        Some("migrate-1-plan")
+    );
+    assert_eq!(step.status.stages[0].phase, AgentRunPhase::Pending);
+}
+
+#[test]
+fn stages_advance_in_order_and_the_last_success_finishes_the_run() {
+    let mut run = started_run();
+    let done = stage_run(Some(AgentRunPhase::Succeeded), "AgentSucceeded");
+    let step = advance(
+        &run,
+        StageRun::Ours(&done),
+        Lookup::Missing,
+        owner(),
+        &now(),
+    );
+    assert!(matches!(step.action, Action::None));
+    assert_eq!(step.status.stages[0].phase, AgentRunPhase::Succeeded);
+    assert_eq!(step.status.current_stage.as_deref(), Some("execute"));
+    assert_eq!(reason(&step.status).1, REASON_STAGE_SUCCEEDED);
+    assert_eq!(current_stage(&step.status), Some(1));
+
+    run.status = Some(step.status);
+    run.status.as_mut().expect("status").stages[1].agent_run_name =
+        Some("migrate-1-execute".into());
+    let step = advance(
+        &run,
+        StageRun::Ours(&done),
+        Lookup::Missing,
+        owner(),
+        &now(),
+    );
+    assert_eq!(step.status.phase, Some(AgentRunPhase::Succeeded));
+    assert_eq!(reason(&step.status), ("True".into(), "Succeeded".into()));
+    assert_eq!(step.status.current_stage, None);
+    assert_eq!(step.status.completion_time, Some(now()));
+}
+
+#[test]
+fn a_failed_stage_fails_the_run_with_its_reason() {
+    let mut run = started_run();
+    run.status.as_mut().expect("status").stages[0].agent_run_name = Some("migrate-1-plan".into());
+    let failed = stage_run(Some(AgentRunPhase::Failed), "Refused");
+    let step = advance(
+        &run,
+        StageRun::Ours(&failed),
+        Lookup::Missing,
+        owner(),
+        &now(),
+    );
+    assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
+    assert_eq!(step.status.stages[0].phase, AgentRunPhase::Failed);
+    assert_eq!(step.status.stages[1].phase, AgentRunPhase::Pending);
+    let c = find_condition(&step.status.conditions, CONDITION_READY).expect("Ready");
+    assert_eq!(c.reason, REASON_STAGE_FAILED);
+    assert!(
+        c.message.contains("Refused: the agent said no"),
+        "{}",
+        c.message
+    );
+    assert!(matches!(step.action, Action::None));
+}
+
+#[test]
+fn a_deleted_stage_run_fails_the_run_and_is_never_recreated() {
+    let mut run = started_run();
+    run.status.as_mut().expect("status").stages[0].agent_run_name = Some("migrate-1-plan".into());
+    let planner = agent("planner", &[], true);
+    for observed in [StageRun::Absent, StageRun::Foreign] {
+        let step = advance(&run, observed, Lookup::Found(&planner), owner(), &now());
+        assert!(matches!(step.action, Action::None), "{observed:?}");
+        assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
+        assert_eq!(reason(&step.status).1, REASON_AGENT_RUN_DELETED);
+        assert_eq!(step.status.stages[0].phase, AgentRunPhase::Failed);
+    }
+}
+
+#[test]
+fn a_foreign_object_holding_the_name_fails_the_run_and_is_left_alone() {
+    let run = started_run();
+    let planner = agent("planner", &[], true);
+    let step = advance(
+        &run,
+        StageRun::Foreign,
+        Lookup::Found(&planner),
+        owner(),
+        &now(),
+    );
+    assert!(matches!(step.action, Action::None));
+    assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
+    assert_eq!(reason(&step.status).1, REASON_OBJECT_NAME_TAKEN);
+    assert_eq!(step.status.stages[0].agent_run_name, None);
+
+    // Taken between the read and the create: the same outcome.
+    let step = advance(
+        &run,
+        StageRun::Absent,
+        Lookup::Found(&planner),
+        owner(),
+        &now(),
+    );
+    let status = name_taken(step.status, &run, &now());
+    assert_eq!(status.phase, Some(AgentRunPhase::Failed));
+    assert_eq!(reason(&status).1, REASON_OBJECT_NAME_TAKEN);
+    assert_eq!(status.stages[0].agent_run_name, None);
+}
+
+#[test]
+fn cancel_stops_the_current_stage_run_and_the_workflow() {
+    let mut run = started_run();
+    run.spec.cancel = Some(true);
+    let running = stage_run(Some(AgentRunPhase::Running), "AgentRunning");
+    let step = advance(
+        &run,
+        StageRun::Ours(&running),
+        Lookup::Missing,
+        owner(),
+        &now(),
+    );
+    assert!(matches!(&step.action, Action::Cancel(name) if name == "migrate-1-plan"));
+    assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
+    assert_eq!(reason(&step.status).1, REASON_CANCELLED);
+    assert_eq!(step.status.stages[0].phase, AgentRunPhase::Failed);
+    assert_eq!(step.status.stages[1].phase, AgentRunPhase::Pending);
+
+    // Already cancelled (a pass that stopped short): no second patch.
+    let mut cancelled = running.clone();
+    cancelled.spec.cancel = Some(true);
+    let step = advance(
+        &run,
+        StageRun::Ours(&cancelled),
+        Lookup::Missing,
+        owner(),
+        &now(),
+    );
+    assert!(matches!(step.action, Action::None));
+    assert_eq!(reason(&step.status).1, REASON_CANCELLED);
+    assert_eq!(step.status.stages[0].phase, AgentRunPhase::Failed);
+
+    // No stage run yet: nothing is created.
+    let planner = agent("planner", &[], true);
+    let step = advance(
+        &run,
+        StageRun::Absent,
+        Lookup::Found(&planner),
+        owner(),
+        &now(),
+    );
+    assert!(matches!(step.action, Action::None));
+    assert_eq!(reason(&step.status).1, REASON_CANCELLED);
+
+    // Before the start: no snapshot, no stage.
+    let mut fresh = self::run();
+    fresh.spec.cancel = Some(true);
+    let step = start(&fresh, Lookup::Found(&workflow(true)), &now());
+    assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
+    assert_eq!(reason(&step.status).1, REASON_CANCELLED);
+    assert!(step.status.stages.is_empty());
+}
+
+#[test]
+fn a_pass_that_observes_nothing_new_changes_nothing() {
+    let mut run = started_run();
+    run.status.as_mut().expect("status").stages[0].agent_run_name = Some("migrate-1-plan".into());
+    let running = stage_run(Some(AgentRunPhase::Running), "AgentRunning");
+    let step = advance(
+        &run,
+        StageRun::Ours(&running),
+        Lookup::Missing,
+        owner(),
+        &now(),
+    );
+    run.status = Some(step.status.clone());
+    let later = Time(Timestamp::from_second(1_800_000_100).expect("time"));
+    let again = advance(
+        &run,
+        StageRun::Ours(&running),
+        Lookup::Missing,
+        owner(),
+        &later,
+    );
+    assert_eq!(again.status, step.status);
+}
+
+#[test]
+fn stage_run_names_are_deterministic_and_valid() {
+    assert_eq!(stage_run_name("migrate-1", "plan"), "migrate-1-plan");
+    assert_eq!(stage_run_name("migrate-1", "v1.2"), "migrate-1-v1.2");
+    let odd = stage_run_name("migrate-1", "a..b");
+    assert!(crate::names::is_dns_subdomain(&odd), "{odd}");
+    assert_ne!(odd, stage_run_name("migrate-1", "a.-b"));
+    let long = "r".repeat(250);
+    let name = stage_run_name(&long, "plan");
+    assert!(crate::names::is_dns_subdomain(&name), "{name}");
+    assert_eq!(name, stage_run_name(&long, "plan"));
+    assert_ne!(name, stage_run_name(&long, "plan2"));
+}
+
+#[test]
+fn workflow_params_are_typed_with_defaults_and_bad_values_are_named() {
+    let mut status = started_run().status.expect("status");
+    status.params.push(AgentParam {
+        name: "count".into(),
+        param_type: ParamType::Number,
+        required: Some(true),
+        ..AgentParam::default()
+    });
+    let given = vec![RunParam {
+        name: "count".into(),
+        value: "two".into(),
+    }];
+    let Err(e) = workflow_values(&status, &given) else {
+        panic!("a bad number passes");
+    };
+    assert!(e.to_string().contains("count"), "{e}");
+
+    let given = vec![RunParam {
+        name: "count".into(),
+        value: "2".into(),
+    }];
+    let (typed, guide) = workflow_values(&status, &given).expect("values");
+    assert_eq!(typed.get("count"), Some(&Value::from(2)));
+    assert_eq!(typed.get("target"), Some(&Value::from("quarkus")));
+    assert_eq!(guide, "Move to quarkus");
+}

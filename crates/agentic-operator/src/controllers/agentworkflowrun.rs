@@ -1,0 +1,252 @@
+//! AgentWorkflowRun: snapshot the workflow, run its stages in order (one AgentRun each),
+//! follow them to Succeeded or Failed, stop on cancel, and delete the run once its time to
+//! live is over.
+//!
+//! The decisions are [`agentic_core::workflow`]'s; this reads what they need and applies
+//! them. Crash-safe: a stage's run has a deterministic name and is created only when no
+//! object holds it, so a pass that stopped between the create and the status write finds
+//! its own run next time and records it, and an object this workflow run does not control is
+//! never adopted or changed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentic_api::{
+    Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunStatus,
+    CONDITION_READY,
+};
+use agentic_core::conditions::find_condition;
+use agentic_core::owners::is_controlled_by;
+use agentic_core::sandbox::time_to_live;
+use agentic_core::workflow::{
+    self, EVENT_PARAMS_FILTERED, StageRun, advance, current_stage, stage_run_name, start, started,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+
+use super::{Read, lookup, namespace_of, read_reference};
+use crate::apply::{apply_status, create_owned};
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+pub const KIND: &str = "AgentWorkflowRun";
+/// How often a stage waiting for its Agent to exist checks again; no watch follows Agents
+/// for workflow runs.
+const AGENT_RETRY: Duration = Duration::from_secs(10);
+
+pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<Action> {
+    let started_at = Instant::now();
+    let namespace = namespace_of(run.as_ref(), KIND)?;
+    let old = run.status.clone().unwrap_or_default();
+    if old.phase.is_some_and(AgentRunPhase::is_finished) {
+        let ttl = time_to_live(
+            old.phase,
+            old.completion_time.as_ref(),
+            run.spec.ttl_seconds_after_finished,
+            ctx.settings.run_defaults.ttl,
+            &crate::now(),
+        );
+        let action = match ttl {
+            Some(left) if left.is_zero() => {
+                expire(&run, &namespace, &ctx).await?;
+                Action::await_change()
+            }
+            Some(left) => Action::requeue(left + Duration::from_secs(1)),
+            None => Action::await_change(),
+        };
+        ctx.succeeded(KIND, run.as_ref());
+        return Ok(action);
+    }
+
+    let now = crate::now();
+    let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
+    let (new, retry) = if !started(&old) {
+        let found =
+            read_reference::<AgentWorkflow>(&ctx.client, &namespace, &run.spec.workflow_ref)
+                .await?;
+        (start(&run, lookup(&found), &now).status, false)
+    } else {
+        let owner = owner_of(&run)?;
+        let observed = match current_stage(&old) {
+            Some(index) => {
+                let name = stage_run_name(&run.name_any(), &old.stages[index].name);
+                let guarded: Api<DeserializeGuard<AgentRun>> =
+                    Api::namespaced(ctx.client.clone(), &namespace);
+                guarded.get_opt(&name).await?
+            }
+            None => None,
+        };
+        let stage_run = match observed.as_ref().map(|g| &g.0) {
+            None => StageRun::Absent,
+            Some(Ok(agent_run)) if is_controlled_by(agent_run.meta(), &owner.uid) => {
+                StageRun::Ours(agent_run)
+            }
+            Some(Ok(_)) => StageRun::Foreign,
+            Some(Err(invalid)) if is_controlled_by(&invalid.metadata, &owner.uid) => {
+                // Our own stage run, which no longer deserializes: its controller raises a
+                // Warning on it, and the workflow waits until it is fixed (the watch on owned
+                // runs brings it back) rather than mistake it for someone else's.
+                tracing::warn!(
+                    namespace,
+                    name = %run.name_any(),
+                    error = %invalid.error,
+                    "the current stage's AgentRun does not match the schema; waiting"
+                );
+                return Ok(Action::await_change());
+            }
+            Some(Err(_)) => StageRun::Foreign,
+        };
+        // The stage's Agent matters only when its run is to be created.
+        let agent: Read<Agent> = match (&stage_run, current_stage(&old)) {
+            (StageRun::Absent, Some(index)) if old.stages[index].agent_run_name.is_none() => {
+                let agent_ref = old.stages[index].agent_ref.clone().unwrap_or_default();
+                read_reference::<Agent>(&ctx.client, &namespace, &agent_ref).await?
+            }
+            _ => None,
+        };
+        let step = advance(&run, stage_run, lookup(&agent), owner.clone(), &now);
+        let mut status = step.status;
+        match step.action {
+            workflow::Action::None => {}
+            workflow::Action::Create {
+                run: agent_run,
+                dropped,
+            } => match create_owned(&runs, &agent_run, "AgentRun", &owner.uid).await? {
+                Ok(()) if !dropped.is_empty() => {
+                    filtered_event(&runs, &agent_run, &dropped, &ctx).await;
+                }
+                Ok(()) => {}
+                Err(_taken) => status = workflow::name_taken(status, &run, &now),
+            },
+            workflow::Action::Cancel(name) => cancel_stage_run(&runs, &name).await?,
+        }
+        (status, step.retry)
+    };
+
+    if new != old {
+        let api: Api<AgentWorkflowRun> = Api::namespaced(ctx.client.clone(), &namespace);
+        apply_status(&api, &run.name_any(), &new).await?;
+        if old.phase != new.phase || reason_of(&old) != reason_of(&new) {
+            announce(&run, &new, &ctx).await;
+        }
+    }
+    ctx.metrics.reconciled(KIND, started_at.elapsed());
+    ctx.succeeded(KIND, run.as_ref());
+    Ok(if retry {
+        Action::requeue(AGENT_RETRY)
+    } else {
+        Action::await_change()
+    })
+}
+
+pub fn error_policy(run: Arc<AgentWorkflowRun>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.backoff(KIND, run.as_ref(), error)
+}
+
+/// The workflow runs in `namespace` of the workflow `name` that have not started: the ones
+/// a change of it can move.
+pub fn runs_waiting_on_workflow<'a>(
+    runs: impl IntoIterator<Item = &'a AgentWorkflowRun>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<AgentWorkflowRun>> {
+    runs.into_iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace))
+        .filter(|r| r.spec.workflow_ref == name)
+        .filter(|r| r.status.as_ref().is_none_or(|s| !started(s)))
+        .map(ObjectRef::from_obj)
+        .collect()
+}
+
+/// A Normal event on a stage's run naming the workflow run's params its Agent does not
+/// declare, which the run does not get. On the stage's run rather than the workflow run, whose
+/// events of one reason the recorder folds into one (keeping the first note).
+async fn filtered_event(runs: &Api<AgentRun>, built: &AgentRun, dropped: &[String], ctx: &Context) {
+    // The created object, for the event's reference to carry its UID. Events are best effort.
+    let created = match runs.get_opt(&built.name_any()).await {
+        Ok(Some(created)) => created,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::warn!(name = %built.name_any(), error = %crate::error::Chain(&error), "reading a stage run for its event failed");
+            return;
+        }
+    };
+    let note = format!(
+        "params of AgentWorkflowRun {} that Agent {:?} does not declare are not passed: {}",
+        built
+            .owner_references()
+            .first()
+            .map(|o| o.name.as_str())
+            .unwrap_or_default(),
+        built.spec.agent_ref,
+        dropped.join(", ")
+    );
+    ctx.publish(&created, EventType::Normal, EVENT_PARAMS_FILTERED, note)
+        .await;
+}
+
+/// Sets `spec.cancel` on a stage's run; its controller stops the sandbox. The one change
+/// its spec allows.
+async fn cancel_stage_run(runs: &Api<AgentRun>, name: &str) -> Result<()> {
+    let patch = serde_json::json!({"spec": {"cancel": true}});
+    match runs
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Deleted since the read: nothing left to stop.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes a finished workflow run whose time to live is over; its stages' runs go with it
+/// (they are owned). The UID precondition spares a new workflow run of the same name.
+async fn expire(run: &AgentWorkflowRun, namespace: &str, ctx: &Context) -> Result<()> {
+    let api: Api<AgentWorkflowRun> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: run.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&run.name_any(), &params).await {
+        Ok(_) => {
+            tracing::info!(namespace, name = %run.name_any(), "deleted a finished workflow run whose time to live is over");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn announce(run: &AgentWorkflowRun, status: &AgentWorkflowRunStatus, ctx: &Context) {
+    let Some(ready) = find_condition(&status.conditions, CONDITION_READY) else {
+        return;
+    };
+    let type_ = match status.phase {
+        Some(AgentRunPhase::Failed) => EventType::Warning,
+        _ => EventType::Normal,
+    };
+    ctx.publish(run, type_, &ready.reason, ready.message.clone())
+        .await;
+}
+
+fn reason_of(status: &AgentWorkflowRunStatus) -> Option<String> {
+    find_condition(&status.conditions, CONDITION_READY).map(|c| c.reason.clone())
+}
+
+fn owner_of(run: &AgentWorkflowRun) -> Result<OwnerReference> {
+    run.controller_owner_ref(&())
+        .ok_or_else(|| Error::MissingMetadata {
+            kind: KIND,
+            name: run.name_any(),
+            field: "metadata.uid",
+        })
+}
