@@ -556,7 +556,7 @@ pub fn controllers(
             |obj, e, ctx| guarded_error_policy(obj, e, ctx, agentworkflow::error_policy),
             ctx.clone(),
         )
-        .for_each(|r| async move { log_result(agentworkflow::KIND, r) });
+        .for_each(report(watches, agentworkflow::KIND));
     runs.push(Box::pin(drive(workflows, workflow_cache, stop())));
 
     // AgentWorkflowRun: starts when its workflow turns Ready, follows its stages' runs.
@@ -593,7 +593,7 @@ pub fn controllers(
             |obj, e, ctx| guarded_error_policy(obj, e, ctx, agentworkflowrun::error_policy),
             ctx.clone(),
         )
-        .for_each(|r| async move { log_result(agentworkflowrun::KIND, r) });
+        .for_each(report(watches, agentworkflowrun::KIND));
     runs.push(Box::pin(drive(workflow_runs, workflow_run_cache, stop())));
 
     // AgentRun: starts when its Agent turns Ready, follows its sandbox and pod.
