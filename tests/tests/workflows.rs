@@ -545,3 +545,58 @@ async fn an_agent_run_someone_else_made_under_a_stage_name_is_left_alone() {
     assert!(stage_runs.items.is_empty(), "{:?}", stage_runs.items);
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn stage_runs_outlive_the_operators_ttl_defaults_and_the_workflow_succeeds() {
+    use agentic_core::sandbox::TtlDefaults;
+    use agentic_integration_tests::{Operator, node_env};
+    use agentic_operator::context::RunDefaults;
+    let env = node_env().await;
+    let ns = env.namespace("wf-ttl").await.expect("namespace");
+    let client = env.client();
+    // Finished runs would go at once (workflow runs without their own TTL too); a standalone
+    // run proves the flags are in force.
+    let defaults = RunDefaults {
+        ttl: TtlDefaults {
+            after_succeeded: Some(0),
+            after_failed: Some(0),
+        },
+        ..RunDefaults::default()
+    };
+    let operator = Operator::start_with(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        Vec::new(),
+        defaults,
+    );
+    setup(&client, &ns).await;
+    let runs: Api<AgentWorkflowRun> = Api::namespaced(client.clone(), &ns);
+    // The workflow run keeps itself for an hour; its stage runs follow it, not the flags.
+    apply(&runs, &workflow_run("m6", Vec::new(), Some(3600))).await;
+    let done = wait_workflow_phase(&runs, "m6", AgentRunPhase::Succeeded).await;
+    assert_eq!(reason(&done).0, "Succeeded", "{done:#?}");
+    let agent_runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    for stage in ["m6-plan", "m6-execute"] {
+        let kept = agent_runs.get_opt(stage).await.expect("get");
+        assert!(
+            kept.is_some(),
+            "{stage} was deleted before its workflow run"
+        );
+    }
+
+    apply(
+        &agent_runs,
+        &AgentRun {
+            metadata: meta("alone"),
+            spec: AgentRunSpec {
+                agent_ref: "doer".into(),
+                ..AgentRunSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_gone(&agent_runs, "alone").await;
+    operator.stop().await;
+}

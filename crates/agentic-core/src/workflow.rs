@@ -711,5 +711,16 @@ fn set_ready(
     );
 }
 
+/// Whether `run` is a stage of a workflow run: controlled by an AgentWorkflowRun. Such a run
+/// is never deleted for the operator's TTL defaults: its workflow run must see it end, and it
+/// goes with its workflow run (its owner).
+pub fn is_stage_run(run: &AgentRun) -> bool {
+    run.metadata.owner_references.iter().flatten().any(|owner| {
+        owner.controller == Some(true)
+            && owner.kind == "AgentWorkflowRun"
+            && owner.api_version.split('/').next() == Some("konveyor.io")
+    })
+}
+
 #[cfg(test)]
 mod tests;

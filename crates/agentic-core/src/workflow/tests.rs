@@ -648,3 +648,44 @@ fn workflow_params_are_typed_with_defaults_and_bad_values_are_named() {
     assert_eq!(typed.get("target"), Some(&Value::from("quarkus")));
     assert_eq!(guide, "Move to quarkus");
 }
+
+#[test]
+fn only_runs_controlled_by_a_workflow_run_are_stage_runs() {
+    let owned = |kind: &str, api_version: &str, controller: Option<bool>| AgentRun {
+        metadata: ObjectMeta {
+            owner_references: Some(vec![OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: "wf".into(),
+                uid: "uid-1".into(),
+                controller,
+                ..OwnerReference::default()
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: AgentRunSpec::default(),
+        status: None,
+    };
+    assert!(is_stage_run(&owned(
+        "AgentWorkflowRun",
+        "konveyor.io/v1alpha1",
+        Some(true)
+    )));
+    assert!(!is_stage_run(&owned(
+        "AgentWorkflowRun",
+        "konveyor.io/v1alpha1",
+        None
+    )));
+    assert!(!is_stage_run(&owned(
+        "AgentWorkflowRun",
+        "example.com/v1",
+        Some(true)
+    )));
+    assert!(!is_stage_run(&owned("Job", "batch/v1", Some(true))));
+    let unowned = AgentRun {
+        metadata: ObjectMeta::default(),
+        spec: AgentRunSpec::default(),
+        status: None,
+    };
+    assert!(!is_stage_run(&unowned));
+}

@@ -71,11 +71,16 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         if let Some(sandbox) = stopped_sandbox(&run, &old) {
             stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
         }
+        let defaults = if agentic_core::workflow::is_stage_run(&run) {
+            agentic_core::sandbox::TtlDefaults::default()
+        } else {
+            ctx.settings.run_defaults.ttl
+        };
         let ttl = time_to_live(
             old.phase,
             old.completion_time.as_ref(),
             run.spec.ttl_seconds_after_finished,
-            ctx.settings.run_defaults.ttl,
+            defaults,
             &crate::now(),
         );
         let action = match ttl {
