@@ -14,6 +14,8 @@
 #   KONVEYOR_INSTRUCTIONS=... / KONVEYOR_GIT_AUTHOR_NAME=... / KONVEYOR_GIT_AUTHOR_EMAIL=...
 #                                    (<unset> when not set)
 #
+# STUB_LISTEN_PORT, when set, is a TCP port it accepts connections on while it runs (busybox
+# httpd), like a harness's ACP endpoint: the pod turns Ready and the run's ACPReady Listening.
 # STUB_EXIT_CODE (default 0) is the exit code; STUB_TERMINATION_MESSAGE, when set, is
 # written to /dev/termination-log first. STUB_SLEEP_SECONDS, when set, is how long it sleeps
 # before exiting, like an agent at work; SIGTERM ends the sleep at once (exit 143), as PID 1
@@ -63,6 +65,11 @@ echo "KONVEYOR_PROMPT=${KONVEYOR_PROMPT-<unset>}"
 echo "KONVEYOR_INSTRUCTIONS=${KONVEYOR_INSTRUCTIONS-<unset>}"
 echo "KONVEYOR_GIT_AUTHOR_NAME=${KONVEYOR_GIT_AUTHOR_NAME-<unset>}"
 echo "KONVEYOR_GIT_AUTHOR_EMAIL=${KONVEYOR_GIT_AUTHOR_EMAIL-<unset>}"
+if [ -n "${STUB_LISTEN_PORT-}" ]; then
+    mkdir -p /tmp/stub-agent-www
+    httpd -p "$STUB_LISTEN_PORT" -h /tmp/stub-agent-www
+    echo "stub-agent: listening on port $STUB_LISTEN_PORT"
+fi
 if [ -n "${STUB_TERMINATION_MESSAGE-}" ]; then
     printf '%s' "$STUB_TERMINATION_MESSAGE" > /dev/termination-log
 fi

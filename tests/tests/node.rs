@@ -395,9 +395,49 @@ async fn outcomes_follow_the_agent_exit(backend: SandboxBackend, prefix: &str) {
                 ("STUB_TERMINATION_MESSAGE", "will not delete the tests"),
             ],
         ),
+        (
+            "listing",
+            [
+                ("STUB_EXIT_CODE", "1"),
+                ("STUB_TERMINATION_MESSAGE", "[\"not\", \"an object\"]"),
+            ],
+        ),
+        (
+            "working",
+            [("STUB_SLEEP_SECONDS", "120"), ("STUB_LISTEN_PORT", "4000")],
+        ),
     ] {
         apply(&runs, &run(name, "stub", &env)).await;
     }
+
+    // While the agent works in a Ready sandbox, its ACP endpoint is Listening.
+    let listening = wait_for(&runs, "working", "ACPReady=True Listening", |r: &AgentRun| {
+        r.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "ACPReady", "True", "Listening"))
+    })
+    .await;
+    assert_eq!(
+        listening.status.as_ref().and_then(|s| s.phase),
+        Some(AgentRunPhase::Running)
+    );
+    runs.patch(
+        "working",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"cancel": true}})),
+    )
+    .await
+    .expect("cancel");
+
+    // JSON that is not an object stays text, in the condition message.
+    let listing = wait_phase(&runs, "listing", AgentRunPhase::Failed).await;
+    let (listing_reason, message) = reason(&listing, "Ready");
+    assert_eq!(listing_reason, "AgentFailed", "{listing:#?}");
+    assert!(message.contains(r#"["not", "an object"]"#), "{message}");
+    assert_eq!(
+        listing.status.as_ref().and_then(|s| s.termination_data.clone()),
+        None
+    );
 
     let passed = wait_phase(&runs, "passes", AgentRunPhase::Succeeded).await;
     assert_eq!(reason(&passed, "Ready").0, "AgentSucceeded", "{passed:#?}");
@@ -448,6 +488,7 @@ async fn outcomes_follow_the_agent_exit(backend: SandboxBackend, prefix: &str) {
     )
     .expect("Succeeded");
     assert_eq!(condition.status, "False");
+    wait_phase(&runs, "working", AgentRunPhase::Failed).await;
     operator.stop().await;
 }
 
