@@ -435,6 +435,12 @@ fn subtract(after: &Counts, before: &Counts) -> Counts {
         .collect()
 }
 
+/// What the API server does by itself whoever its clients are: renew its identity Lease,
+/// reconcile the `kubernetes` Service's endpoints, and list LimitRanges for admission.
+fn is_apiserver_own(resource: &str) -> bool {
+    ["leases", "endpoints", "limitranges"].contains(&resource)
+}
+
 fn is_write(verb: &str) -> bool {
     matches!(
         verb,
@@ -443,14 +449,14 @@ fn is_write(verb: &str) -> bool {
 }
 
 /// Prints `counts / n` by verb and resource; the totals of reads and writes (per `n`).
-/// The API server's renewal of its own identity Lease is shown but not counted.
+/// What the API server does by itself is shown but not counted.
 fn print_table(title: &str, counts: &Counts, n: f64) -> (f64, f64) {
     println!("  {title}:");
     let (mut reads, mut writes) = (0.0, 0.0);
     for ((verb, resource), count) in counts {
-        let own = resource == "leases";
+        let own = is_apiserver_own(resource);
         let note = if own {
-            "  (the API server's own Lease; not counted)"
+            "  (the API server's own; not counted)"
         } else {
             ""
         };
@@ -467,19 +473,20 @@ fn print_table(title: &str, counts: &Counts, n: f64) -> (f64, f64) {
     (reads, writes)
 }
 
-/// Waits until the API server's write counters stop moving for three seconds; how long that
-/// took.
+/// Waits until the API server's write counters stop moving for ten seconds (a loaded operator
+/// can pause for seconds between passes); how long that took.
 async fn quiesce(client: &Client) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let writes = |c: &Counts| -> f64 {
         c.iter()
-            .filter(|((verb, resource), _)| is_write(verb) && resource != "leases")
+            .filter(|((verb, resource), _)| is_write(verb) && !is_apiserver_own(resource))
             .map(|(_, v)| v)
             .sum()
     };
     let mut last = writes(&request_counts(client).await?);
     let mut still = Instant::now();
-    while still.elapsed() < Duration::from_secs(3) && started.elapsed() < Duration::from_secs(120) {
+    while still.elapsed() < Duration::from_secs(10) && started.elapsed() < Duration::from_secs(120)
+    {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let now = writes(&request_counts(client).await?);
         if now != last {
