@@ -213,7 +213,7 @@ fn start_operator(
     registry: &str,
     log: &tempfile::NamedTempFile,
 ) -> anyhow::Result<tokio::process::Child> {
-    Ok(tokio::process::Command::new(binary)
+    tokio::process::Command::new(binary)
         .args([
             "run",
             "--namespace",
@@ -232,7 +232,7 @@ fn start_operator(
         .stderr(log.reopen()?)
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("starting {}", binary.display()))?)
+        .with_context(|| format!("starting {}", binary.display()))
 }
 
 /// The Gateway `llm`, three image SkillCards, and the Agent `bench` using them, Ready.
@@ -347,16 +347,15 @@ impl Seen {
             let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(watcher::Event::Apply(run) | watcher::Event::InitApply(run)) => {
+                    Ok(watcher::Event::Apply(run) | watcher::Event::InitApply(run))
                         if run
                             .status
                             .as_ref()
-                            .is_some_and(|s| s.sandbox_name.is_some())
-                        {
-                            lock(&seen)
-                                .entry(run.name_any())
-                                .or_insert_with(Instant::now);
-                        }
+                            .is_some_and(|s| s.sandbox_name.is_some()) =>
+                    {
+                        lock(&seen)
+                            .entry(run.name_any())
+                            .or_insert_with(Instant::now);
                     }
                     Ok(watcher::Event::InitDone) => {
                         let _ = listed_tx.send(()).await;

@@ -252,7 +252,7 @@ enum Start {
     /// The run cannot start (yet): why.
     Blocked(RunOutcome),
     /// The run's sandbox exists, created now or adopted; the status records it.
-    Sandbox(World),
+    Sandbox(Box<World>),
 }
 
 /// Before the sandbox exists: check the run, then create its objects.
@@ -266,7 +266,7 @@ async fn start(
         Ok((name, pinned, world)) => {
             status.sandbox_name = Some(name);
             status.skills = pinned;
-            Start::Sandbox(world)
+            Start::Sandbox(Box::new(world))
         }
         Err(outcome) => Start::Blocked(outcome),
     })
