@@ -52,6 +52,12 @@ test: registry node-packages shellcheck ## Run every test: unit, CRD drift, diff
 test-unit: ## Run the fast tests alone: no tools to install, no control plane (plain `cargo test`)
 	cargo test --locked
 
+.PHONY: bench
+bench: registry ## Throughput and footprint on the test control plane: N runs (BENCH_ARGS="--runs 1000", "--ceiling"); see docs/performance.md
+	export AGENTIC_TESTENV_BIN="$$(hack/testenv-tools.sh | tail -n1)"; \
+	cargo build --release --locked -p agentic-operator -p agentic-bench; \
+	"$${CARGO_TARGET_DIR:-target}/release/agentic-bench" --operator "$${CARGO_TARGET_DIR:-target}/release/agentic-operator" $(BENCH_ARGS)
+
 .PHONY: lint
 lint: ## rustfmt and clippy, as CI expects them
 	cargo fmt --all -- --check

@@ -529,6 +529,104 @@ async fn a_restarted_operator_adopts_the_sandbox_and_an_idle_cluster_sees_no_wri
     operator.stop().await;
 }
 
+/// The status is a function of the world, not of the pass that computed it: the pass that
+/// creates the sandbox judges the pod it just created, exactly as every later pass does, so a
+/// run is written once when its sandbox is created and then only when something changes.
+#[tokio::test]
+async fn a_run_is_written_once_when_its_sandbox_is_created_and_not_again_until_it_changes() {
+    let (ns, client, operator) = scenario("run-once", SandboxBackend::Pod).await;
+    fixture(&client, &ns).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+
+    // Every version of the run, from a watch started before the run exists.
+    let versions = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = versions.clone();
+    let watch = kube::runtime::watcher(runs.clone(), kube::runtime::watcher::Config::default());
+    let watching = tokio::spawn(async move {
+        use futures::StreamExt;
+        let mut watch = std::pin::pin!(watch);
+        while let Some(event) = watch.next().await {
+            if let Ok(kube::runtime::watcher::Event::Apply(run)) = event {
+                seen.lock().expect("lock").push(run);
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    apply(&runs, &run("once", &[("target", "11")], None)).await;
+    let created = wait_for_sandbox(&runs, "once").await;
+    let name = created
+        .status
+        .as_ref()
+        .and_then(|s| s.sandbox_name.clone())
+        .expect("sandbox");
+
+    // Forced passes: the pod's watch brings the run back each time it is touched.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let before = reconcile_count(&operator);
+    for i in 0..3 {
+        pods.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"test/touch": i.to_string()}}})),
+        )
+        .await
+        .expect("touch the pod");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    assert!(
+        reconcile_count(&operator) >= before + 3,
+        "the touched pod brought the run back"
+    );
+    // And a restarted operator reconciles every run again.
+    operator.stop().await;
+    let operator = Operator::start(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        vec![registry().await],
+    );
+    let restarted = reconcile_count(&operator);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while reconcile_count(&operator) == restarted && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        reconcile_count(&operator) > restarted,
+        "the run was reconciled"
+    );
+    operator.stop().await;
+    watching.abort();
+
+    let versions = versions.lock().expect("lock").clone();
+    let statuses: Vec<_> = versions
+        .iter()
+        .filter(|r| r.status.is_some())
+        .map(|r| {
+            let status = r.status.clone().expect("status");
+            let ready = condition(&status.conditions, "Ready")
+                .map(|c| (c.reason.clone(), c.message.clone()));
+            (r.resource_version(), ready)
+        })
+        .collect();
+    assert_eq!(
+        statuses.len(),
+        1,
+        "one status write, from the pass that created the sandbox: {statuses:#?}"
+    );
+    let (_, ready) = &statuses[0];
+    assert_eq!(
+        ready.as_ref().map(|(reason, _)| reason.as_str()),
+        Some("PodPending"),
+        "the first status already judges the pod: {ready:?}"
+    );
+    assert_eq!(
+        runs.get("once").await.expect("run").resource_version(),
+        statuses[0].0,
+        "nothing wrote the run since"
+    );
+}
+
 fn reconcile_count(operator: &Operator) -> u64 {
     operator
         .metrics

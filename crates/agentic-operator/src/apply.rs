@@ -52,23 +52,23 @@ pub struct NameTaken {
     pub name: String,
 }
 
-/// Creates `object` unless an object of its name exists. One the caller (the owner with
-/// `uid`) controls, made by an earlier pass, is left as it is; any other is never touched and
-/// comes back as [`NameTaken`].
+/// Creates `object` unless an object of its name exists, and returns the object as created.
+/// One the caller (the owner with `uid`) controls, made by an earlier pass, is left as it is
+/// and returned; any other is never touched and comes back as [`NameTaken`].
 pub async fn create_owned<K>(
     api: &Api<K>,
     object: &K,
     kind: &'static str,
     uid: &str,
-) -> Result<Result<(), NameTaken>>
+) -> Result<Result<K, NameTaken>>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     let name = object.meta().name.clone().unwrap_or_default();
     match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(Ok(())),
+        Ok(created) => Ok(Ok(created)),
         Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await? {
-            Some(existing) if is_controlled_by(existing.meta(), uid) => Ok(Ok(())),
+            Some(existing) if is_controlled_by(existing.meta(), uid) => Ok(Ok(existing)),
             Some(_) => Ok(Err(NameTaken { kind, name })),
             // Deleted since the create: the retry creates it.
             None => Err(kube::Error::Api(status).into()),
@@ -91,7 +91,7 @@ where
 {
     let name = object.meta().name.clone().unwrap_or_default();
     match api.get_opt(&name).await? {
-        None => create_owned(api, &object, kind, uid).await,
+        None => Ok(create_owned(api, &object, kind, uid).await?.map(drop)),
         Some(existing) if is_controlled_by(existing.meta(), uid) => {
             // Pinned to the version just checked: if the object is replaced in between, the
             // apply fails with a conflict instead of taking the replacement over.

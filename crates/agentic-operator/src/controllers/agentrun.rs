@@ -27,7 +27,7 @@ use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
 };
@@ -111,16 +111,22 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         outcome,
         recheck_after,
     } = if old.sandbox_name.is_some() {
-        observe(&run, &namespace, &ctx, &new).await?
+        let world = observe(&run, &namespace, &ctx, &new).await?;
+        judge(&run, &ctx, &new, &world)
     } else if run.spec.cancel == Some(true) {
         Enforced {
             outcome: cancelled(None),
             recheck_after: None,
         }
     } else {
-        Enforced {
-            outcome: start(&run, &namespace, &ctx, &mut new).await?,
-            recheck_after: None,
+        match start(&run, &namespace, &ctx, &mut new).await? {
+            Start::Blocked(outcome) => Enforced {
+                outcome,
+                recheck_after: None,
+            },
+            // Judged from the sandbox just created (or found), exactly as the next pass
+            // judges it: the status is a function of the world, so that pass writes nothing.
+            Start::Sandbox(world) => judge(&run, &ctx, &new, &world),
         }
     };
     outcome.apply(&mut new, run.metadata.generation, crate::now());
@@ -247,13 +253,36 @@ fn reason_of(status: &AgentRunStatus) -> Option<String> {
     find_condition(&status.conditions, CONDITION_READY).map(|c| c.reason.clone())
 }
 
+/// What a pass before the sandbox is recorded comes to.
+enum Start {
+    /// The run cannot start (yet): why.
+    Blocked(RunOutcome),
+    /// The run's sandbox exists, created now or adopted; the status records it.
+    Sandbox(Box<World>),
+}
+
 /// Before the sandbox exists: check the run, then create its objects.
 async fn start(
     run: &AgentRun,
     namespace: &str,
     ctx: &Context,
     status: &mut AgentRunStatus,
-) -> Result<RunOutcome> {
+) -> Result<Start> {
+    Ok(match create_sandbox(run, namespace, ctx).await? {
+        Ok((name, pinned, world)) => {
+            status.sandbox_name = Some(name);
+            status.skills = pinned;
+            Start::Sandbox(Box::new(world))
+        }
+        Err(outcome) => Start::Blocked(outcome),
+    })
+}
+
+/// The run's sandbox name, the skills it pins and the world around it; or why it cannot be
+/// created.
+type Created = std::result::Result<(String, Vec<PinnedSkill>, World), RunOutcome>;
+
+async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Result<Created> {
     let name = sandbox_name(&run.name_any());
     let owner = owner_of(run)?;
 
@@ -262,15 +291,11 @@ async fn start(
     match existing_sandbox(ctx, namespace, &name, &owner.uid).await? {
         Existing::Absent => {}
         Existing::Foreign => {
-            return Ok(RunOutcome::name_taken(sandbox_kind(ctx), &name));
+            return blocked(RunOutcome::name_taken(sandbox_kind(ctx), &name));
         }
         Existing::Ours(pinned) => {
-            status.sandbox_name = Some(name.clone());
-            status.skills = pinned;
-            return Ok(RunOutcome::pending(
-                agentic_core::sandbox::REASON_SANDBOX_CREATING,
-                format!("sandbox {name} exists; waiting for its pod"),
-            ));
+            let world = observe_sandbox(ctx, namespace, &name).await?;
+            return Ok(Ok((name, pinned, world)));
         }
     }
 
@@ -278,7 +303,7 @@ async fn start(
     let agent = match check_agent(&run.spec.agent_ref, lookup(&found)) {
         Ok(agent) => agent,
         Err(e) => {
-            return Ok(RunOutcome::pending(
+            return blocked(RunOutcome::pending(
                 e.reason(),
                 format!("spec.agentRef: {e}"),
             ));
@@ -288,11 +313,11 @@ async fn start(
 
     let params = match resolve_run(&agent.spec, &run.spec) {
         Ok(params) => params,
-        Err(e) => return Ok(RunOutcome::failed(e.reason(), format!("spec.params: {e}"))),
+        Err(e) => return blocked(RunOutcome::failed(e.reason(), format!("spec.params: {e}"))),
     };
     let gateway_name = match select_gateway(&agent.spec.gateways, run.spec.gateway.as_deref()) {
         Ok(name) => name,
-        Err(e) => return Ok(RunOutcome::failed(e.reason(), format!("spec.gateway: {e}"))),
+        Err(e) => return blocked(RunOutcome::failed(e.reason(), format!("spec.gateway: {e}"))),
     };
     let found = read_reference::<Gateway>(&ctx.client, namespace, &gateway_name).await?;
     let gateway = match lookup(&found) {
@@ -301,14 +326,14 @@ async fn start(
             if agent.spec.gateways.is_empty()
                 && !is_ready(&gateway.status.clone().unwrap_or_default().conditions) =>
         {
-            return Ok(RunOutcome::pending(
+            return blocked(RunOutcome::pending(
                 "GatewayNotReady",
                 format!("Gateway {gateway_name:?} is not Ready"),
             ));
         }
         Lookup::Found(gateway) => gateway,
         Lookup::Missing => {
-            return Ok(RunOutcome::pending(
+            return blocked(RunOutcome::pending(
                 "GatewayNotFound",
                 format!("Gateway {gateway_name:?} not found"),
             ));
@@ -318,7 +343,7 @@ async fn start(
                 gateway_name.clone(),
                 malformed_detail(error),
             )]);
-            return Ok(RunOutcome::pending(e.reason(), e.to_string()));
+            return blocked(RunOutcome::pending(e.reason(), e.to_string()));
         }
     };
 
@@ -332,7 +357,7 @@ async fn start(
             Ok(skill) => skills.push(skill),
             // The Agent's status is behind its SkillCards; its next pass will catch up and
             // the watch on the Agent brings the run back.
-            Err(e) => return Ok(RunOutcome::pending(e.reason(), e.to_string())),
+            Err(e) => return blocked(RunOutcome::pending(e.reason(), e.to_string())),
         }
     }
 
@@ -350,16 +375,16 @@ async fn start(
         // The operator's configuration, not the run, is missing: restarted with the flag, it
         // reconciles every run again and this one starts.
         Err(e @ agentic_core::Error::OperatorImageNotSet { .. }) => {
-            return Ok(RunOutcome::pending(e.reason(), e.to_string()));
+            return blocked(RunOutcome::pending(e.reason(), e.to_string()));
         }
-        Err(e) => return Ok(RunOutcome::failed(e.reason(), e.to_string())),
+        Err(e) => return blocked(RunOutcome::failed(e.reason(), e.to_string())),
     };
     let namespace_cap = ctx.settings.run_defaults.max_concurrent_runs_per_namespace;
     if agent.spec.max_concurrent_runs.is_some() || namespace_cap.is_some() {
         // Read from the API server, not the watch cache: a run admitted a moment ago counts.
         let runs: Vec<AgentRun> = list_readable(ctx, namespace).await?;
         if let Err(queued) = admit(run, agent.spec.max_concurrent_runs, &runs) {
-            return Ok(queued);
+            return blocked(queued);
         }
         if let Some(cap) = namespace_cap {
             let agents: Vec<Agent> = list_readable(ctx, namespace).await?;
@@ -368,20 +393,18 @@ async fn start(
                 .map(|a| (a.name_any(), a.spec.max_concurrent_runs))
                 .collect();
             if let Err(queued) = admit_in_namespace(run, cap, &runs, &caps) {
-                return Ok(queued);
+                return blocked(queued);
             }
         }
     }
-    if let Err(taken) = create_sandbox_objects(ctx, namespace, &inputs, owner).await? {
-        return Ok(RunOutcome::name_taken(taken.kind, &taken.name));
+    match create_sandbox_objects(ctx, namespace, &inputs, owner).await? {
+        Ok((pinned, world)) => Ok(Ok((name, pinned, world))),
+        Err(taken) => blocked(RunOutcome::name_taken(taken.kind, &taken.name)),
     }
+}
 
-    status.sandbox_name = Some(name.clone());
-    status.skills = inputs.pinned_skills();
-    Ok(RunOutcome::pending(
-        agentic_core::sandbox::REASON_SANDBOX_CREATING,
-        format!("sandbox {name} created; waiting for its pod"),
-    ))
+fn blocked(outcome: RunOutcome) -> Result<Created> {
+    Ok(Err(outcome))
 }
 
 /// Every object of kind `K` in `namespace` that the operator can read, from the API server.
@@ -412,13 +435,14 @@ fn owner_of(run: &AgentRun) -> Result<OwnerReference> {
 }
 
 /// Creates the run's Secret, ConfigMap and sandbox, in that order, stopping at the first name
-/// another object holds.
+/// another object holds; the skills the sandbox mounts (from its annotation: a sandbox an
+/// earlier pass created keeps its own) and the sandbox as created.
 async fn create_sandbox_objects(
     ctx: &Context,
     namespace: &str,
     inputs: &SandboxInputs<'_>,
     owner: OwnerReference,
-) -> Result<Result<(), NameTaken>> {
+) -> Result<Result<(Vec<PinnedSkill>, World), NameTaken>> {
     let uid = owner.uid.clone();
 
     // The ACP key is random: created once, never re-applied, so a retry cannot rotate it
@@ -449,7 +473,20 @@ async fn create_sandbox_objects(
                 .get_or_insert_with(BTreeMap::new)
                 .extend(annotations);
             let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-            create_owned(&pods, &pod, "Pod", &uid).await
+            Ok(create_owned(&pods, &pod, "Pod", &uid).await?.map(|pod| {
+                let world = World {
+                    sandbox_created: Some(pod.metadata.creation_timestamp.clone()),
+                    pod: Some(pod),
+                };
+                (
+                    world
+                        .pod
+                        .as_ref()
+                        .map(|p| pinned_skills(&p.metadata))
+                        .unwrap_or_default(),
+                    world,
+                )
+            }))
         }
         SandboxBackend::AgentSandbox => {
             let mut sandbox = build_sandbox(inputs, owner)?;
@@ -465,7 +502,17 @@ async fn create_sandbox_objects(
                 })?;
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
-            create_owned(&api, &object, SANDBOX_KIND, &uid).await
+            // Its pod comes later, from the agent-sandbox controller.
+            Ok(create_owned(&api, &object, SANDBOX_KIND, &uid)
+                .await?
+                .map(|sandbox| {
+                    let pinned = pinned_skills(&sandbox.metadata);
+                    let world = World {
+                        sandbox_created: Some(sandbox.metadata.creation_timestamp),
+                        pod: None,
+                    };
+                    (pinned, world)
+                }))
         }
     }
 }
@@ -508,14 +555,17 @@ async fn existing_sandbox(
     if !is_controlled_by(&metadata, run_uid) {
         return Ok(Existing::Foreign);
     }
-    Ok(Existing::Ours(
-        metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(PINNED_SKILLS_ANNOTATION))
-            .and_then(|json| serde_json::from_str(json).ok())
-            .unwrap_or_default(),
-    ))
+    Ok(Existing::Ours(pinned_skills(&metadata)))
+}
+
+/// The skills a sandbox mounts, from its annotation.
+fn pinned_skills(metadata: &ObjectMeta) -> Vec<PinnedSkill> {
+    metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PINNED_SKILLS_ANNOTATION))
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
 }
 
 /// The kind of the object the sandbox backend creates.
@@ -526,30 +576,53 @@ fn sandbox_kind(ctx: &Context) -> &'static str {
     }
 }
 
-/// After the sandbox exists: follow its pod, within the run's limits.
+/// The run's sandbox and its pod, as found.
+struct World {
+    /// The sandbox's pod.
+    pod: Option<Pod>,
+    /// `None` when the sandbox is gone; else its creation time.
+    sandbox_created: Option<Option<Time>>,
+}
+
+/// After the sandbox exists: what its sandbox and pod are now.
 async fn observe(
     run: &AgentRun,
     namespace: &str,
     ctx: &Context,
     status: &AgentRunStatus,
-) -> Result<Enforced> {
+) -> Result<World> {
     let name = status
         .sandbox_name
         .clone()
         .unwrap_or_else(|| sandbox_name(&run.name_any()));
+    observe_sandbox(ctx, namespace, &name).await
+}
+
+/// The sandbox `name` and its pod.
+async fn observe_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<World> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-    let pod = pods.get_opt(&name).await?;
+    let pod = pods.get_opt(name).await?;
     let sandbox_created = match ctx.settings.sandbox_backend {
         SandboxBackend::Pod => pod.as_ref().map(|p| p.metadata.creation_timestamp.clone()),
         SandboxBackend::AgentSandbox => {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
-            api.get_opt(&name)
+            api.get_opt(name)
                 .await?
                 .map(|s| s.metadata.creation_timestamp)
         }
     };
-    let observed = run_outcome(pod.as_ref(), sandbox_created.is_some(), status);
+    Ok(World {
+        pod,
+        sandbox_created,
+    })
+}
+
+/// The run's outcome in `world`, within the run's limits: a function of the world and the
+/// recorded status alone, so that a pass that finds the world unchanged writes nothing.
+fn judge(run: &AgentRun, ctx: &Context, status: &AgentRunStatus, world: &World) -> Enforced {
+    let pod = world.pod.as_ref();
+    let observed = run_outcome(pod, world.sandbox_created.is_some(), status);
     let limits = Limits {
         cancel: run.spec.cancel == Some(true),
         startup_deadline: startup_deadline(
@@ -562,16 +635,12 @@ async fn observe(
             .and_then(|s| u64::try_from(s).ok()),
     };
     // Without its sandbox, the deadline counts from the run's creation.
-    let since = sandbox_created
+    let since = world
+        .sandbox_created
+        .clone()
         .flatten()
         .or_else(|| run.metadata.creation_timestamp.clone());
-    Ok(enforce(
-        observed,
-        pod.as_ref(),
-        since.as_ref(),
-        &limits,
-        &crate::now(),
-    ))
+    enforce(observed, pod, since.as_ref(), &limits, &crate::now())
 }
 
 /// The runs waiting to start on the Agent `name` in `namespace`.

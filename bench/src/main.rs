@@ -1,0 +1,679 @@
+//! `make bench`: the operator's throughput and footprint on the test control plane.
+//!
+//! Starts kube-apiserver + etcd and an OCI registry from `agentic-testenv` (no node, no
+//! agent-sandbox controller: the `pod` backend, so only the operator writes), runs the
+//! `agentic-operator` binary as a separate process (its CPU and peak RSS are its alone),
+//! creates one Gateway and one Agent with three image SkillCards, then N AgentRuns through a
+//! loader at a fixed concurrency, and prints:
+//!
+//! - runs/s, and p50/p99 of the time from a run's create request to its sandbox pod showing
+//!   up in a watch;
+//! - API requests per run by verb and resource, from the API server's own
+//!   `apiserver_request_total`, diffed before/after, less the loader's own creates;
+//! - the operator's CPU seconds (`/proc/<pid>/stat`) and peak RSS (`VmHWM`);
+//! - the writes in `--idle-seconds` after convergence.
+//!
+//! `--ceiling` measures the API server instead: the operator only sets up the Agent, then
+//! stops, and the loader itself makes exactly one run's writes per run (the run, its ACP
+//! Secret, its ConfigMap, its Pod, one status apply and one Event), built with the
+//! operator's own builders.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentic_api::{
+    Agent, AgentRun, AgentRunSpec, AgentRunStatus, AgentSpec, ObjectRef, SkillCard, SkillCardSpec,
+    SkillType,
+};
+use agentic_core::names::sandbox_name;
+use agentic_core::sandbox::{
+    MountedSkill, REASON_SANDBOX_CREATING, RUN_LABEL, RunOutcome, SandboxInputs, build_acp_secret,
+    build_pod, build_run_config_map,
+};
+use agentic_core::skills::{Lookup, resolve_skill_delivery};
+use agentic_integration_tests::{apply, llm_gateway, push_to, write_skill};
+use agentic_testenv::{TestEnv, TestEnvOptions};
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+
+#[derive(Parser, Debug)]
+#[command(about = "Throughput and footprint of agentic-operator on the test control plane")]
+struct Args {
+    /// How many AgentRuns to create.
+    #[arg(long, default_value_t = 100)]
+    runs: usize,
+    /// How many creates the loader keeps in flight.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// How long to count writes after convergence.
+    #[arg(long, default_value_t = 60)]
+    idle_seconds: u64,
+    /// Measure the API server's ceiling: the loader makes one run's writes itself.
+    #[arg(long)]
+    ceiling: bool,
+    /// The operator binary (`make bench` builds it with `--release`).
+    #[arg(long, default_value = "target/release/agentic-operator")]
+    operator: PathBuf,
+}
+
+/// The Agent every run names.
+const AGENT: &str = "bench";
+/// How long a run may take to get its sandbox before the benchmark gives up.
+const CONVERGE_PER_RUN: Duration = Duration::from_millis(200);
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if args.runs == 0 || args.concurrency == 0 {
+        bail!("--runs and --concurrency must be at least 1");
+    }
+    let operator = std::fs::canonicalize(&args.operator).with_context(|| {
+        format!(
+            "the operator binary {} (build it: cargo build --release -p agentic-operator)",
+            args.operator.display()
+        )
+    })?;
+    eprintln!("starting the control plane and registry");
+    let env = TestEnv::start(TestEnvOptions {
+        with_agent_sandbox: false,
+        with_registry: true,
+        with_node: false,
+        bin_dir: None,
+    })
+    .await?;
+    let client = env.client();
+    let ns = env.namespace("bench").await?;
+    let registry = env.registry_addr().context("the registry")?;
+    let log = tempfile::NamedTempFile::new()?;
+    let mut child = start_operator(&operator, &env, &ns, &registry, &log)?;
+    let pid = child.id().context("the operator's pid")?;
+    eprintln!(
+        "operator pid {pid}, log {}; setting up the Agent",
+        log.path().display()
+    );
+    fixture(&client, &ns, &registry).await?;
+
+    if args.ceiling {
+        child.kill().await?;
+        let report = ceiling(&client, &ns, &args).await?;
+        println!("{report}");
+        return Ok(());
+    }
+
+    let seen = Seen::watch(&client, &ns).await?;
+    let cpu_before = cpu_seconds(pid)?;
+    let before = request_counts(&client).await?;
+    let created = Arc::new(Mutex::new(HashMap::new()));
+    let started = Instant::now();
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    futures::stream::iter(0..args.runs)
+        .map(|i| {
+            let runs = runs.clone();
+            let created = created.clone();
+            async move {
+                let name = format!("run-{i:05}");
+                let run = bench_run(&name);
+                let at = Instant::now();
+                runs.create(&PostParams::default(), &run).await?;
+                lock(&created).insert(sandbox_name(&name), at);
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(args.concurrency)
+        .try_collect::<()>()
+        .await?;
+    let loaded = started.elapsed();
+    let limit = Duration::from_secs(60) + CONVERGE_PER_RUN * args.runs as u32;
+    let last = seen.converged(args.runs, limit).await?;
+    let elapsed = last.duration_since(started);
+    let quiet = quiesce(&client).await?;
+    let after = request_counts(&client).await?;
+    let cpu_runs = cpu_seconds(pid)? - cpu_before;
+
+    let latencies = {
+        let created = lock(&created);
+        let pods = lock(&seen.pods);
+        let mut l: Vec<f64> = created
+            .iter()
+            .filter_map(|(name, at)| pods.get(name).map(|p| p.duration_since(*at).as_secs_f64()))
+            .collect();
+        l.sort_by(f64::total_cmp);
+        l
+    };
+    let mut diff = subtract(&after, &before);
+    // The loader's own creates.
+    if let Some(n) = diff.get_mut(&("POST".into(), "agentruns".into())) {
+        *n -= args.runs as f64;
+    }
+    eprintln!("idle: counting writes for {} s", args.idle_seconds);
+    let idle_before = request_counts(&client).await?;
+    tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
+    let idle_after = request_counts(&client).await?;
+    let idle = subtract(&idle_after, &idle_before);
+    let cpu_total = cpu_seconds(pid)?;
+    let rss = peak_rss_mb(pid)?;
+    child.kill().await?;
+
+    let n = args.runs as f64;
+    println!(
+        "agentic-operator bench: {} runs, concurrency {}",
+        args.runs, args.concurrency
+    );
+    println!("  loader's creates took     {:.2} s", loaded.as_secs_f64());
+    println!(
+        "  runs/s                    {:.1}  ({} runs in {:.2} s, create of the first to status of the last)",
+        n / elapsed.as_secs_f64(),
+        args.runs,
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "  create -> pod  p50 / p99  {:.2} / {:.2} s",
+        percentile(&latencies, 0.50),
+        percentile(&latencies, 0.99)
+    );
+    println!(
+        "  operator CPU              {cpu_runs:.2} s during the runs, {cpu_total:.2} s in all"
+    );
+    println!("  operator peak RSS         {rss:.1} MB");
+    println!("  quiet after               {:.1} s", quiet.as_secs_f64());
+    let (reads, writes) = print_table("API requests per run (operator's)", &diff, n);
+    println!("  per run: {reads:.2} reads, {writes:.2} writes");
+    let (_, idle_writes) = print_table(
+        &format!("requests in {} s idle after convergence", args.idle_seconds),
+        &idle,
+        1.0,
+    );
+    println!("  idle writes: {idle_writes:.0}");
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn start_operator(
+    binary: &std::path::Path,
+    env: &TestEnv,
+    ns: &str,
+    registry: &str,
+    log: &tempfile::NamedTempFile,
+) -> anyhow::Result<tokio::process::Child> {
+    tokio::process::Command::new(binary)
+        .args([
+            "run",
+            "--namespace",
+            ns,
+            "--sandbox-backend",
+            "pod",
+            "--insecure-registry",
+            registry,
+            "--health-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .stdout(log.reopen()?)
+        .stderr(log.reopen()?)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))
+}
+
+/// The Gateway `llm`, three image SkillCards, and the Agent `bench` using them, Ready.
+async fn fixture(client: &Client, ns: &str, registry: &str) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
+    let mut names = Vec::new();
+    for skill in ["java-upgrade", "quarkus-config", "maven-deps"] {
+        let dir = write_skill(tmp.path(), skill, "A skill for the benchmark.");
+        let pushed = push_to(registry, &[dir], &format!("bench/{skill}:1")).await;
+        let tagged = pushed.split('@').next().unwrap_or(&pushed).to_string();
+        apply(
+            &cards,
+            &SkillCard {
+                metadata: meta(skill),
+                spec: SkillCardSpec {
+                    image: Some(tagged),
+                    skill_type: SkillType::Skill,
+                    ..SkillCardSpec::default()
+                },
+                status: None,
+            },
+        )
+        .await;
+        names.push(skill);
+    }
+    llm_gateway(client, ns).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: meta(AGENT),
+            spec: AgentSpec {
+                image: "harness.invalid/agent:1".into(),
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                skill_cards: names
+                    .iter()
+                    .map(|name| ObjectRef {
+                        name: (*name).into(),
+                    })
+                    .collect(),
+                skill_delivery: "native".into(),
+                ..AgentSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let agent = agents.get(AGENT).await?;
+        let status = agent.status.unwrap_or_default();
+        let ready = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        if ready && status.skills.len() == names.len() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the Agent never turned Ready: {:?}", status.conditions);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn bench_run(name: &str) -> AgentRun {
+    AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: AGENT.into(),
+            ..AgentRunSpec::default()
+        },
+        status: None,
+    }
+}
+
+/// When each sandbox pod and each run's recorded sandbox was first seen, from watches.
+struct Seen {
+    pods: Arc<Mutex<HashMap<String, Instant>>>,
+    runs: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl Seen {
+    async fn watch(client: &Client, ns: &str) -> anyhow::Result<Self> {
+        let pods = Arc::new(Mutex::new(HashMap::new()));
+        let runs = Arc::new(Mutex::new(HashMap::new()));
+        let (listed_tx, mut listed_rx) = tokio::sync::mpsc::channel(2);
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let seen = pods.clone();
+        let tx = listed_tx.clone();
+        tokio::spawn(async move {
+            let mut stream =
+                std::pin::pin!(watcher(api, watcher::Config::default().labels(RUN_LABEL)));
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                        lock(&seen)
+                            .entry(pod.name_any())
+                            .or_insert_with(Instant::now);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        let _ = tx.send(()).await;
+                    }
+                    _ => {}
+                }
+            }
+        });
+        let api: Api<AgentRun> = Api::namespaced(client.clone(), ns);
+        let seen = runs.clone();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(run) | watcher::Event::InitApply(run))
+                        if run
+                            .status
+                            .as_ref()
+                            .is_some_and(|s| s.sandbox_name.is_some()) =>
+                    {
+                        lock(&seen)
+                            .entry(run.name_any())
+                            .or_insert_with(Instant::now);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        let _ = listed_tx.send(()).await;
+                    }
+                    _ => {}
+                }
+            }
+        });
+        for _ in 0..2 {
+            listed_rx.recv().await.context("a watch ended")?;
+        }
+        Ok(Self { pods, runs })
+    }
+
+    /// Waits until `n` pods and `n` runs with a sandbox were seen; the last of those moments.
+    async fn converged(&self, n: usize, limit: Duration) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let (pods, runs) = (lock(&self.pods).len(), lock(&self.runs).len());
+            if pods >= n && runs >= n {
+                let last = |m: &Mutex<HashMap<String, Instant>>| lock(m).values().max().copied();
+                return Ok(last(&self.pods)
+                    .max(last(&self.runs))
+                    .unwrap_or_else(Instant::now));
+            }
+            if Instant::now() > deadline {
+                bail!("after {limit:?}: {pods} of {n} pods, {runs} of {n} runs with a sandbox");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Counts of `apiserver_request_total` by verb and resource (`resource/subresource`).
+type Counts = BTreeMap<(String, String), f64>;
+
+async fn request_counts(client: &Client) -> anyhow::Result<Counts> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    let mut counts = Counts::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split("\",")
+                .filter_map(|kv| kv.split_once("=\""))
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let resource = label("resource");
+        // Non-resource URLs: /metrics itself, health checks.
+        if resource.is_empty() {
+            continue;
+        }
+        let resource = match label("subresource").as_str() {
+            "" => resource,
+            sub => format!("{resource}/{sub}"),
+        };
+        let value: f64 = value.trim().parse().unwrap_or(0.0);
+        *counts.entry((label("verb"), resource)).or_default() += value;
+    }
+    Ok(counts)
+}
+
+fn subtract(after: &Counts, before: &Counts) -> Counts {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v != 0.0)
+        .collect()
+}
+
+/// What the API server does by itself whoever its clients are: renew its identity Lease,
+/// reconcile the `kubernetes` Service's endpoints, and list LimitRanges for admission.
+fn is_apiserver_own(resource: &str) -> bool {
+    ["leases", "endpoints", "limitranges"].contains(&resource)
+}
+
+fn is_write(verb: &str) -> bool {
+    matches!(
+        verb,
+        "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION"
+    )
+}
+
+/// Prints `counts / n` by verb and resource; the totals of reads and writes (per `n`).
+/// What the API server does by itself is shown but not counted.
+fn print_table(title: &str, counts: &Counts, n: f64) -> (f64, f64) {
+    println!("  {title}:");
+    let (mut reads, mut writes) = (0.0, 0.0);
+    for ((verb, resource), count) in counts {
+        let own = is_apiserver_own(resource);
+        let note = if own {
+            "  (the API server's own; not counted)"
+        } else {
+            ""
+        };
+        println!("    {verb:<8} {resource:<28} {:>8.2}{note}", count / n);
+        if own {
+            continue;
+        }
+        if is_write(verb) {
+            writes += count / n;
+        } else if verb != "WATCH" {
+            reads += count / n;
+        }
+    }
+    (reads, writes)
+}
+
+/// Waits until the API server's write counters stop moving for ten seconds (a loaded operator
+/// can pause for seconds between passes); how long that took.
+async fn quiesce(client: &Client) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let writes = |c: &Counts| -> f64 {
+        c.iter()
+            .filter(|((verb, resource), _)| is_write(verb) && !is_apiserver_own(resource))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let mut last = writes(&request_counts(client).await?);
+    let mut still = Instant::now();
+    while still.elapsed() < Duration::from_secs(10) && started.elapsed() < Duration::from_secs(120)
+    {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = writes(&request_counts(client).await?);
+        if now != last {
+            last = now;
+            still = Instant::now();
+        }
+    }
+    Ok(started.elapsed())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// User plus system CPU seconds of `pid`, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .context("the format of /proc/<pid>/stat")?
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15; the first after the ')' is field 3.
+    let ticks: f64 = fields
+        .get(11..13)
+        .context("utime and stime")?
+        .iter()
+        .map(|f| f.parse::<f64>().unwrap_or(0.0))
+        .sum();
+    Ok(ticks / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// `VmHWM` of `pid` in MB.
+fn peak_rss_mb(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("VmHWM in /proc/<pid>/status")?;
+    Ok(kb / 1024.0)
+}
+
+/// The API server's ceiling for one run's writes, made by the loader itself.
+async fn ceiling(client: &Client, ns: &str, args: &Args) -> anyhow::Result<String> {
+    let agent: Agent = Api::namespaced(client.clone(), ns).get(AGENT).await?;
+    let gateway: agentic_api::Gateway = Api::namespaced(client.clone(), ns).get("llm").await?;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
+    let mut skills = Vec::new();
+    for pinned in &agent.status.clone().unwrap_or_default().skills {
+        let card = cards.get(&pinned.skill_card).await?;
+        skills.push(MountedSkill::from_agent_skill(
+            pinned,
+            Lookup::Found(&card),
+        )?);
+    }
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "agentic-bench".into(),
+            instance: None,
+        },
+    );
+    let shared = Arc::new((agent, gateway, skills, recorder));
+    let before = request_counts(client).await?;
+    let started = Instant::now();
+    futures::stream::iter(0..args.runs)
+        .map(|i| {
+            let client = client.clone();
+            let shared = shared.clone();
+            async move {
+                let (agent, gateway, skills, recorder) = &*shared;
+                one_runs_writes(
+                    &client,
+                    ns,
+                    &format!("run-{i:05}"),
+                    agent,
+                    gateway,
+                    skills,
+                    recorder,
+                )
+                .await
+            }
+        })
+        .buffer_unordered(args.concurrency)
+        .try_collect::<()>()
+        .await?;
+    let elapsed = started.elapsed();
+    let after = request_counts(client).await?;
+    let n = args.runs as f64;
+    println!(
+        "API server ceiling: {} runs' writes, concurrency {}",
+        args.runs, args.concurrency
+    );
+    let (reads, writes) = print_table(
+        "API requests per run (loader's)",
+        &subtract(&after, &before),
+        n,
+    );
+    println!("  per run: {reads:.2} reads, {writes:.2} writes");
+    Ok(format!(
+        "  ceiling: {:.1} runs/s ({} runs in {:.2} s)",
+        n / elapsed.as_secs_f64(),
+        args.runs,
+        elapsed.as_secs_f64()
+    ))
+}
+
+/// What the operator writes for one run, plus the run itself: the run, its ACP Secret, its
+/// ConfigMap, its Pod, one status apply, one Event.
+async fn one_runs_writes(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    agent: &Agent,
+    gateway: &agentic_api::Gateway,
+    skills: &[MountedSkill],
+    recorder: &Recorder,
+) -> anyhow::Result<()> {
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), ns);
+    let run = runs
+        .create(&PostParams::default(), &bench_run(name))
+        .await?;
+    let owner = run.controller_owner_ref(&()).context("the run's uid")?;
+    let params = agentic_core::params::resolve_run(&agent.spec, &run.spec)?;
+    let mode = resolve_skill_delivery(&agent.spec.skill_delivery).mode;
+    let inputs = SandboxInputs::new(&run, agent, gateway, skills.to_vec(), mode, params, None)?;
+    let post = PostParams::default();
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(
+            &post,
+            &build_acp_secret(&inputs, "k".repeat(43), owner.clone()),
+        )
+        .await?;
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&post, &build_run_config_map(&inputs, owner.clone()))
+        .await?;
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&post, &build_pod(&inputs, owner))
+        .await?;
+    let sandbox = sandbox_name(name);
+    let mut status = AgentRunStatus {
+        sandbox_name: Some(sandbox.clone()),
+        skills: inputs.pinned_skills(),
+        ..AgentRunStatus::default()
+    };
+    let outcome = RunOutcome::pending(
+        REASON_SANDBOX_CREATING,
+        format!("sandbox {sandbox} created; waiting for its pod"),
+    );
+    outcome.apply(
+        &mut status,
+        run.metadata.generation,
+        agentic_operator::now(),
+    );
+    let patch = serde_json::json!({
+        "apiVersion": AgentRun::api_version(&()),
+        "kind": AgentRun::kind(&()),
+        "status": status,
+    });
+    runs.patch_status(
+        name,
+        &PatchParams::apply("agentic-bench").force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    let event = Event {
+        type_: EventType::Normal,
+        reason: REASON_SANDBOX_CREATING.into(),
+        note: Some(outcome.message),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, &run.object_ref(&())).await?;
+    Ok(())
+}
