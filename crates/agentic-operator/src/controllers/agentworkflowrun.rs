@@ -117,10 +117,10 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
                 run: agent_run,
                 dropped,
             } => match create_owned(&runs, &agent_run, "AgentRun", &owner.uid).await? {
-                Ok(()) if !dropped.is_empty() => {
+                Ok(_) if !dropped.is_empty() => {
                     filtered_event(&runs, &agent_run, &dropped, &ctx).await;
                 }
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(_taken) => status = workflow::name_taken(status, &run, &now),
             },
             workflow::Action::Cancel(name) => cancel_stage_run(&runs, &name).await?,
