@@ -76,9 +76,16 @@ fn meta(name: &str) -> ObjectMeta {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(bench(Args::parse()));
+    // The control plane is stopped when `bench` returns; what the test environment left on
+    // blocking threads must not keep the process alive after the report.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    result
+}
+
+async fn bench(args: Args) -> anyhow::Result<()> {
     if args.runs == 0 || args.concurrency == 0 {
         bail!("--runs and --concurrency must be at least 1");
     }

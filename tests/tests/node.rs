@@ -411,11 +411,16 @@ async fn outcomes_follow_the_agent_exit(backend: SandboxBackend, prefix: &str) {
     }
 
     // While the agent works in a Ready sandbox, its ACP endpoint is Listening.
-    let listening = wait_for(&runs, "working", "ACPReady=True Listening", |r: &AgentRun| {
-        r.status
-            .as_ref()
-            .is_some_and(|s| has_condition(&s.conditions, "ACPReady", "True", "Listening"))
-    })
+    let listening = wait_for(
+        &runs,
+        "working",
+        "ACPReady=True Listening",
+        |r: &AgentRun| {
+            r.status
+                .as_ref()
+                .is_some_and(|s| has_condition(&s.conditions, "ACPReady", "True", "Listening"))
+        },
+    )
     .await;
     assert_eq!(
         listening.status.as_ref().and_then(|s| s.phase),
@@ -435,7 +440,10 @@ async fn outcomes_follow_the_agent_exit(backend: SandboxBackend, prefix: &str) {
     assert_eq!(listing_reason, "AgentFailed", "{listing:#?}");
     assert!(message.contains(r#"["not", "an object"]"#), "{message}");
     assert_eq!(
-        listing.status.as_ref().and_then(|s| s.termination_data.clone()),
+        listing
+            .status
+            .as_ref()
+            .and_then(|s| s.termination_data.clone()),
         None
     );
 
