@@ -14,7 +14,7 @@ use agentic_api::{
 };
 use agentic_integration_tests::{
     apply, condition, llm_gateway, node_scenario, stub_agent, wait_agent_ready, wait_for,
-    wait_phase,
+    wait_gone, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
@@ -202,21 +202,6 @@ async fn printed_params(client: &Client, ns: &str, run: &AgentRun) -> Value {
         .decode(encoded)
         .expect("base64");
     serde_json::from_slice(&bytes).expect("params.json is JSON")
-}
-
-/// Waits until the object `name` is gone.
-async fn wait_gone<K>(api: &Api<K>, name: &str)
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
-    while api.get_opt(name).await.expect("get").is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name} is still there"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
 }
 
 /// The test control plane has no garbage collector: the pods of stage runs that are left
@@ -476,7 +461,7 @@ async fn cancel_stops_the_current_stage_and_the_ttl_deletes_the_finished_run() {
         .map(|c| c.reason.clone());
     assert_eq!(stage_reason.as_deref(), Some("Cancelled"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    wait_gone(&pods, "m4-plan").await;
+    wait_gone(&pods, "m4-plan", "the cancelled stage's pod").await;
     assert!(
         agent_runs
             .get_opt("m4-execute")
@@ -490,7 +475,7 @@ async fn cancel_stops_the_current_stage_and_the_ttl_deletes_the_finished_run() {
         .status
         .and_then(|s| s.completion_time)
         .expect("completion time");
-    wait_gone(&runs, "m4").await;
+    wait_gone(&runs, "m4", "the expired workflow run").await;
     let gone_after = k8s_openapi::jiff::Timestamp::now().as_second() - completed.0.as_second();
     assert!(gone_after >= 6, "deleted {gone_after}s after completion");
     // A new workflow run of the same name is not the one that expired.
@@ -597,6 +582,6 @@ async fn stage_runs_outlive_the_operators_ttl_defaults_and_the_workflow_succeeds
         },
     )
     .await;
-    wait_gone(&agent_runs, "alone").await;
+    wait_gone(&agent_runs, "alone", "the expired run").await;
     operator.stop().await;
 }

@@ -1,8 +1,8 @@
 //! Server-side apply with the operator's single field manager.
 
 use agentic_core::owners::is_controlled_by;
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Resource};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -100,5 +100,34 @@ where
             Ok(Ok(()))
         }
         Some(_) => Ok(Err(NameTaken { kind, name })),
+    }
+}
+
+/// Deletes `object`, a finished run (of `kind`) whose time to live is over; what it owns goes
+/// with it. The UID precondition spares a new object of the same name, and one already gone
+/// is not an error.
+pub async fn delete_expired<K>(api: &Api<K>, object: &K, kind: &'static str) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: object.meta().uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&object.name_any(), &params).await {
+        Ok(_) => {
+            tracing::info!(
+                kind,
+                namespace = object.namespace().unwrap_or_default(),
+                name = %object.name_any(),
+                "deleted a finished run whose time to live is over"
+            );
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }

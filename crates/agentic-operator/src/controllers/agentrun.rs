@@ -38,7 +38,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::{lookup, namespace_of, read_reference};
-use crate::apply::{NAME_TAKEN_RETRY, NameTaken, apply_owned, apply_status, create_owned};
+use crate::apply::{
+    NAME_TAKEN_RETRY, NameTaken, apply_owned, apply_status, create_owned, delete_expired,
+};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
 
@@ -85,7 +87,12 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         );
         let action = match ttl {
             Some(left) if left.is_zero() => {
-                expire(&run, &namespace, &ctx).await?;
+                delete_expired(
+                    &Api::<AgentRun>::namespaced(ctx.client.clone(), &namespace),
+                    run.as_ref(),
+                    KIND,
+                )
+                .await?;
                 Action::await_change()
             }
             Some(left) => Action::requeue(left + std::time::Duration::from_secs(1)),
@@ -163,27 +170,6 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     } else {
         Action::await_change()
     })
-}
-
-/// Deletes a finished run whose time to live is over; what it owns goes with it. The UID
-/// precondition spares a new run of the same name.
-async fn expire(run: &AgentRun, namespace: &str, ctx: &Context) -> Result<()> {
-    let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), namespace);
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: run.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
-    };
-    match api.delete(&run.name_any(), &params).await {
-        Ok(_) => {
-            tracing::info!(namespace, name = %run.name_any(), "deleted a finished run whose time to live is over");
-            Ok(())
-        }
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// The sandbox of a run the operator ended (cancelled, a deadline, a pod that cannot start),

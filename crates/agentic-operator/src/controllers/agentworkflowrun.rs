@@ -22,7 +22,7 @@ use agentic_core::workflow::{
     self, EVENT_PARAMS_FILTERED, StageRun, advance, current_stage, stage_run_name, start, started,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -30,7 +30,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::{Read, lookup, namespace_of, read_reference};
-use crate::apply::{apply_status, create_owned};
+use crate::apply::{apply_status, create_owned, delete_expired};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -53,7 +53,12 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
         );
         let action = match ttl {
             Some(left) if left.is_zero() => {
-                expire(&run, &namespace, &ctx).await?;
+                delete_expired(
+                    &Api::<AgentWorkflowRun>::namespaced(ctx.client.clone(), &namespace),
+                    run.as_ref(),
+                    KIND,
+                )
+                .await?;
                 Action::await_change()
             }
             Some(left) => Action::requeue(left + Duration::from_secs(1)),
@@ -201,27 +206,6 @@ async fn cancel_stage_run(runs: &Api<AgentRun>, name: &str) -> Result<()> {
         Ok(_) => Ok(()),
         // Deleted since the read: nothing left to stop.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Deletes a finished workflow run whose time to live is over; its stages' runs go with it
-/// (they are owned). The UID precondition spares a new workflow run of the same name.
-async fn expire(run: &AgentWorkflowRun, namespace: &str, ctx: &Context) -> Result<()> {
-    let api: Api<AgentWorkflowRun> = Api::namespaced(ctx.client.clone(), namespace);
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: run.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
-    };
-    match api.delete(&run.name_any(), &params).await {
-        Ok(_) => {
-            tracing::info!(namespace, name = %run.name_any(), "deleted a finished workflow run whose time to live is over");
-            Ok(())
-        }
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
