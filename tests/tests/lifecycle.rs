@@ -12,7 +12,7 @@ use agentic_operator::context::{RunDefaults, SandboxBackend};
 use agentic_operator::controllers::agentrun::sandbox_resource;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, SecretKeySelector};
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 fn meta(name: &str) -> ObjectMeta {
@@ -505,4 +505,127 @@ async fn the_namespace_cap_holds_across_agents_and_starts_runs_in_creation_order
         "queued runs show their place in the namespace"
     );
     operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_cap_of_two_holds_for_twenty_runs_across_kill_9s_of_the_operator_process() {
+    use agentic_integration_tests::{node_env, operator_binary};
+    let testenv = node_env().await;
+    let ns = testenv.namespace("life-kill").await.expect("namespace");
+    let client = testenv.client();
+    let registry = registry().await;
+    // The operator as its own process, so that it can be killed with SIGKILL mid-burst.
+    let spawn = || {
+        tokio::process::Command::new(operator_binary())
+            .args(["run", "--namespace", &ns, "--sandbox-backend", "pod"])
+            .args([
+                "--health-addr",
+                "127.0.0.1:0",
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ])
+            .args(["--insecure-registry", &registry])
+            .env("KUBECONFIG", testenv.kubeconfig_path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the operator starts")
+    };
+    let mut operator = spawn();
+    capped_agent(&client, &ns, "capped", &stub_agent().await, Some(2)).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for i in 1..=20 {
+        apply(
+            &runs,
+            &run(
+                &format!("k{i:02}"),
+                "capped",
+                vec![env("STUB_SLEEP_SECONDS", "1")],
+            ),
+        )
+        .await;
+    }
+
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(240);
+    let mut kills_at = vec![12, 4];
+    let mut most_pods = 0;
+    loop {
+        // Pods whose agent has not ended: what the cap bounds, whatever the statuses say. The
+        // kubelet reports the container terminated before it moves the pod's phase.
+        let listed_pods = pods
+            .list(&Default::default())
+            .await
+            .expect("list pods")
+            .items;
+        let live_pods: Vec<String> = listed_pods
+            .iter()
+            .filter(|p| {
+                let status = p.status.as_ref();
+                let ended = matches!(
+                    status.and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                );
+                let exited = status
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .is_some_and(|containers| {
+                        !containers.is_empty()
+                            && containers
+                                .iter()
+                                .all(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
+                    });
+                !ended && !exited
+            })
+            .map(|p| p.name_any())
+            .collect();
+        let live = live_pods.len();
+        most_pods = most_pods.max(live);
+        assert!(
+            live <= 2,
+            "{live} pods of the capped Agent at once: {live_pods:?}"
+        );
+        let finished = runs
+            .list(&Default::default())
+            .await
+            .expect("list runs")
+            .items
+            .iter()
+            .filter(|r| {
+                r.status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .is_some_and(AgentRunPhase::is_finished)
+            })
+            .count();
+        if finished == 20 {
+            break;
+        }
+        if kills_at.last().is_some_and(|at| finished >= *at) && live == 2 {
+            kills_at.pop();
+            operator.start_kill().expect("SIGKILL");
+            operator.wait().await.expect("the operator is gone");
+            operator = spawn();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{finished} of 20 runs finished"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        kills_at.is_empty(),
+        "the operator was killed twice mid-burst"
+    );
+    assert_eq!(most_pods, 2, "the cap is used");
+    let succeeded = runs
+        .list(&Default::default())
+        .await
+        .expect("list runs")
+        .items
+        .iter()
+        .filter(|r| r.status.as_ref().and_then(|s| s.phase) == Some(AgentRunPhase::Succeeded))
+        .count();
+    assert_eq!(succeeded, 20, "every run ran once and succeeded");
+    operator.start_kill().expect("stop the operator");
 }

@@ -368,18 +368,32 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
     let namespace_cap = ctx.settings.run_defaults.max_concurrent_runs_per_namespace;
     if agent.spec.max_concurrent_runs.is_some() || namespace_cap.is_some() {
         // Read from the API server, not the watch cache: a run admitted a moment ago counts.
-        let runs: Vec<AgentRun> = list_readable(ctx, namespace).await?;
-        if let Err(queued) = admit(run, agent.spec.max_concurrent_runs, &runs) {
-            return blocked(queued);
+        let mut runs: Vec<AgentRun> = list_readable(ctx, namespace).await?;
+        // A run whose sandbox exists holds a slot even when its status does not say so yet:
+        // the operator may have died between creating the sandbox and writing the status.
+        let holding = runs_with_sandboxes(ctx, namespace).await?;
+        for other in &mut runs {
+            if other.uid().is_some_and(|uid| holding.contains(&uid)) {
+                let name = sandbox_name(&other.name_any());
+                let status = other.status.get_or_insert_with(Default::default);
+                status.sandbox_name.get_or_insert(name);
+            }
         }
-        if let Some(cap) = namespace_cap {
-            let agents: Vec<Agent> = list_readable(ctx, namespace).await?;
-            let caps = agents
-                .into_iter()
-                .map(|a| (a.name_any(), a.spec.max_concurrent_runs))
-                .collect();
-            if let Err(queued) = admit_in_namespace(run, cap, &runs, &caps) {
+        // Nor is a run queued whose own sandbox exists: it is already running.
+        let already_started = run.uid().is_some_and(|uid| holding.contains(&uid));
+        if !already_started {
+            if let Err(queued) = admit(run, agent.spec.max_concurrent_runs, &runs) {
                 return blocked(queued);
+            }
+            if let Some(cap) = namespace_cap {
+                let agents: Vec<Agent> = list_readable(ctx, namespace).await?;
+                let caps = agents
+                    .into_iter()
+                    .map(|a| (a.name_any(), a.spec.max_concurrent_runs))
+                    .collect();
+                if let Err(queued) = admit_in_namespace(run, cap, &runs, &caps) {
+                    return blocked(queued);
+                }
             }
         }
     }
@@ -391,6 +405,36 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
 
 fn blocked(outcome: RunOutcome) -> Result<Created> {
     Ok(Err(outcome))
+}
+
+/// The UIDs of the runs that control a sandbox (a Pod, with the Pod backend) in `namespace`,
+/// from the API server, metadata only.
+async fn runs_with_sandboxes(
+    ctx: &Context,
+    namespace: &str,
+) -> Result<std::collections::BTreeSet<String>> {
+    let resource = match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => ApiResource::erase::<Pod>(&()),
+        SandboxBackend::AgentSandbox => sandbox_resource(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    let listed = api
+        .list_metadata(&ListParams::default().labels(super::RUN_LABEL))
+        .await?;
+    Ok(listed
+        .items
+        .iter()
+        .filter(|object| controlling_run(&object.metadata).is_some())
+        .filter_map(|object| {
+            object
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|owner| owner.controller == Some(true))
+                .map(|owner| owner.uid.clone())
+        })
+        .collect())
 }
 
 /// Every object of kind `K` in `namespace` that the operator can read, from the API server.
