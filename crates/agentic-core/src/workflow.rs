@@ -416,28 +416,16 @@ pub fn advance(
         StageRun::Absent => {
             let agent_ref = stage.agent_ref.clone().unwrap_or_default();
             let agent = match agent {
-                Lookup::Found(agent) => agent,
-                Lookup::Missing => {
-                    let e = Error::AgentNotFound { name: agent_ref };
-                    set_ready(
-                        &mut status,
-                        run,
-                        ConditionStatus::False,
-                        e.reason(),
-                        &format!("{label}: {e}"),
-                        now,
-                    );
-                    return Step {
-                        status,
-                        action: Action::None,
-                        retry: true,
-                    };
-                }
-                Lookup::Malformed(error) => {
-                    let e = Error::AgentNotReady {
-                        name: agent_ref,
-                        detail: malformed_detail(error),
-                    };
+                Lookup::Found(agent) => Ok(agent),
+                Lookup::Missing => Err(Error::AgentNotFound { name: agent_ref }),
+                Lookup::Malformed(error) => Err(Error::AgentNotReady {
+                    name: agent_ref,
+                    detail: malformed_detail(error),
+                }),
+            };
+            let agent = match agent {
+                Ok(agent) => agent,
+                Err(e) => {
                     set_ready(
                         &mut status,
                         run,
