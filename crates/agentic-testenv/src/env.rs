@@ -19,7 +19,7 @@ use tokio::sync::OnceCell;
 
 use crate::error::{Error, Result};
 use crate::images::TestImages;
-use crate::net::{free_port, http_get_status};
+use crate::net::{BIND_ATTEMPTS, free_port, http_get_status, port_taken};
 use crate::node::{Node, NodeBinaries};
 use crate::pki::Pki;
 use crate::registry::Registry;
@@ -117,7 +117,7 @@ impl TestEnv {
             }
         };
         let (control_plane, registry) = tokio::join!(
-            ControlPlane::start(&bins, sandbox_crds, options.with_agent_sandbox),
+            ControlPlane::start_on_free_ports(&bins, sandbox_crds, options.with_agent_sandbox),
             registry
         );
         let (control_plane, registry) = (control_plane?, registry?);
@@ -434,6 +434,25 @@ struct ControlPlane {
 }
 
 impl ControlPlane {
+    /// [`ControlPlane::start`], again on other ports when etcd or kube-apiserver found the
+    /// port it was given taken.
+    async fn start_on_free_ports(
+        bins: &Binaries,
+        sandbox_crds: Vec<CustomResourceDefinition>,
+        with_agent_sandbox: bool,
+    ) -> Result<ControlPlane> {
+        let mut attempt = 1;
+        loop {
+            match Self::start(bins, sandbox_crds.clone(), with_agent_sandbox).await {
+                Err(error) if attempt < BIND_ATTEMPTS && port_taken(&error) => {
+                    tracing::debug!(attempt, %error, "a control-plane port was taken; retrying");
+                    attempt += 1;
+                }
+                started => return started,
+            }
+        }
+    }
+
     async fn start(
         bins: &Binaries,
         mut sandbox_crds: Vec<CustomResourceDefinition>,

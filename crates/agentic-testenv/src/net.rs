@@ -8,6 +8,16 @@ use tokio::net::TcpStream;
 
 use crate::error::{Error, Result};
 
+/// How many times a child whose free port was taken before it bound it is started again on
+/// another.
+pub(crate) const BIND_ATTEMPTS: u32 = 3;
+
+/// Whether `error` is a child that exited because its port was taken between
+/// [`free_port`] and its bind (an outgoing connection can get it as its ephemeral port).
+pub(crate) fn port_taken(error: &Error) -> bool {
+    matches!(error, Error::ExitedEarly { log_tail, .. } if log_tail.contains("address already in use"))
+}
+
 /// A port on 127.0.0.1 that was free a moment ago. The kernel doesn't hand the same
 /// ephemeral port out again right away, so it stays free until the child that gets it binds
 /// it; a clash shows up as that child exiting during startup.

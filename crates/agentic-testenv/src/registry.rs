@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::net::{free_port, http_get_status};
+use crate::net::{BIND_ATTEMPTS, free_port, http_get_status, port_taken};
 use crate::supervisor::Supervisor;
 use crate::wait_for;
 
@@ -17,9 +17,6 @@ pub const DEFAULT_REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
 const NAME: &str = "registry";
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
-/// How many free ports the registry is started on before its bind error is final.
-const BIND_ATTEMPTS: u32 = 3;
-
 /// An OCI registry serving plain HTTP on `127.0.0.1`, without authentication unless started
 /// with [`Registry::start_with_htpasswd`], with blob and
 /// manifest deletion enabled, and storage in a temporary directory.
@@ -90,9 +87,7 @@ impl Registry {
                 }
                 // The free port was taken between our check and the registry's bind (an
                 // outgoing connection can get it as its ephemeral port): take another.
-                Err(Error::ExitedEarly { log_tail, .. })
-                    if attempt < BIND_ATTEMPTS && log_tail.contains("address already in use") =>
-                {
+                Err(error) if attempt < BIND_ATTEMPTS && port_taken(&error) => {
                     tracing::debug!(%addr, attempt, "the registry's port was taken; retrying");
                     supervisor.stop(NAME);
                     attempt += 1;
