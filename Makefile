@@ -70,4 +70,4 @@ chart-readme: ## Regenerate the values table of charts/agentic-operator/README.m
 .PHONY: crds
 crds: ## Regenerate the committed CRD manifests from the Rust types
 	cargo run --quiet --locked -p agentic-operator -- crd > config/crd/bases/konveyor.io.yaml
-	cp config/crd/bases/konveyor.io.yaml charts/agentic-operator/crds/konveyor.io.yaml
+	cp config/crd/bases/konveyor.io.yaml charts/agentic-operator/files/crds/konveyor.io.yaml

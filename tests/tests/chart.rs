@@ -8,9 +8,9 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use support::{
-    CHART, KUBE_VERSION, all_of_kind, crd_check_permissions, find, helm_template, identities, kind,
-    lease_permissions, meta, namespaced_permissions, parse_yaml_stream, permissions,
-    read_yaml_file, repo_root, run_err, run_ok, testenv_tool,
+    CHART, KUBE_VERSION, all_of_kind, crd_check_permissions, find, first_difference, helm_template,
+    identities, kind, lease_permissions, meta, metrics_review_permissions, namespaced_permissions,
+    parse_yaml_stream, permissions, read_yaml_file, repo_root, run_err, run_ok, testenv_tool,
 };
 
 const RELEASE: &str = "agentic-operator";
@@ -93,18 +93,17 @@ fn lint_is_clean_with_default_and_full_values() {
 #[test]
 fn default_values_create_the_cluster_wide_operator() {
     let objects = render(&[]);
-    assert_eq!(
-        identities(&objects),
-        BTreeSet::from([
-            identity("ServiceAccount", NAMESPACE, RELEASE),
-            identity("ClusterRole", "", RELEASE),
-            identity("ClusterRole", "", &format!("{RELEASE}-view")),
-            identity("ClusterRole", "", &format!("{RELEASE}-edit")),
-            identity("ClusterRoleBinding", "", RELEASE),
-            identity("Service", NAMESPACE, "agentic-operator-metrics"),
-            identity("Deployment", NAMESPACE, RELEASE),
-        ])
-    );
+    let mut want_objects = generated_crd_identities();
+    want_objects.extend([
+        identity("ServiceAccount", NAMESPACE, RELEASE),
+        identity("ClusterRole", "", RELEASE),
+        identity("ClusterRole", "", &format!("{RELEASE}-view")),
+        identity("ClusterRole", "", &format!("{RELEASE}-edit")),
+        identity("ClusterRoleBinding", "", RELEASE),
+        identity("Service", NAMESPACE, "agentic-operator-metrics"),
+        identity("Deployment", NAMESPACE, RELEASE),
+    ]);
+    assert_eq!(identities(&objects), want_objects);
 
     let mut want = namespaced_permissions();
     want.extend(crd_check_permissions());
@@ -375,6 +374,105 @@ fn service_monitor_is_opt_in_and_scrapes_the_metrics_service() {
 }
 
 #[test]
+fn secure_metrics_review_tokens_and_are_scraped_over_https() {
+    // Off by default: no reviews, no reader role, plain HTTP.
+    let plain = render(&["--set", "metrics.serviceMonitor.enabled=true"]);
+    assert!(!args(&plain).contains(&"--metrics-secure".to_owned()));
+    assert!(
+        all_of_kind(&plain, "ClusterRole")
+            .iter()
+            .all(|role| !meta(role, "name").ends_with("-metrics-reader"))
+    );
+    let endpoint = &find(&plain, "ServiceMonitor", RELEASE)["spec"]["endpoints"][0];
+    assert!(endpoint["scheme"].is_null(), "{endpoint}");
+
+    let objects = render(&[
+        "--set",
+        "metrics.secure=true,metrics.serviceMonitor.enabled=true",
+    ]);
+    assert!(args(&objects).contains(&"--metrics-secure".to_owned()));
+    assert!(
+        !args(&objects)
+            .iter()
+            .any(|a| a.starts_with("--metrics-tls")),
+        "self-signed without a Secret: {:?}",
+        args(&objects)
+    );
+    let mut want = namespaced_permissions();
+    want.extend(crd_check_permissions());
+    want.extend(metrics_review_permissions());
+    assert_eq!(
+        permissions(&find(&objects, "ClusterRole", RELEASE)["rules"]),
+        want
+    );
+    let reader = find(
+        &objects,
+        "ClusterRole",
+        &format!("{RELEASE}-metrics-reader"),
+    );
+    assert_eq!(
+        reader["rules"],
+        json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+    );
+    let endpoint = &find(&objects, "ServiceMonitor", RELEASE)["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], json!("https"));
+    assert_eq!(
+        endpoint["bearerTokenFile"],
+        json!("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    );
+    assert_eq!(endpoint["tlsConfig"], json!({"insecureSkipVerify": true}));
+
+    // Watching some namespaces with an explicit backend needs nothing else cluster-wide, so
+    // the ClusterRole holds the reviews alone.
+    let namespaced = render(&[
+        "--set",
+        "metrics.secure=true,sandboxBackend=pod",
+        "--set-json",
+        r#"watchNamespaces=["team-a"]"#,
+    ]);
+    assert_eq!(
+        permissions(&find(&namespaced, "ClusterRole", RELEASE)["rules"]),
+        metrics_review_permissions()
+    );
+    find(&namespaced, "ClusterRoleBinding", RELEASE);
+
+    // A certificate from a Secret, and a verified scrape.
+    let objects = render(&[
+        "--set",
+        "metrics.secure=true,metrics.tlsSecretName=operator-metrics-tls,metrics.serviceMonitor.enabled=true",
+        "--set-json",
+        r#"metrics.serviceMonitor.tlsConfig={"serverName":"agentic-operator-metrics.agentic-operator-system.svc","ca":{"secret":{"name":"operator-metrics-tls","key":"ca.crt"}}}"#,
+    ]);
+    let args = args(&objects);
+    for flag in [
+        "--metrics-tls-cert=/etc/agentic-operator/metrics-tls/tls.crt",
+        "--metrics-tls-key=/etc/agentic-operator/metrics-tls/tls.key",
+    ] {
+        assert!(args.contains(&flag.to_owned()), "{args:?}");
+    }
+    let pod = &deployment(&objects)["spec"]["template"]["spec"];
+    assert!(
+        pod["volumes"].as_array().expect("volumes").contains(
+            &json!({"name": "metrics-tls", "secret": {"secretName": "operator-metrics-tls"}})
+        ),
+        "{}",
+        pod["volumes"]
+    );
+    assert!(
+        container(&objects)["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .contains(&json!({"name": "metrics-tls", "mountPath": "/etc/agentic-operator/metrics-tls", "readOnly": true}))
+    );
+    let endpoint = &find(&objects, "ServiceMonitor", RELEASE)["spec"]["endpoints"][0];
+    assert_eq!(
+        endpoint["tlsConfig"]["serverName"],
+        json!("agentic-operator-metrics.agentic-operator-system.svc")
+    );
+    assert!(endpoint["tlsConfig"]["insecureSkipVerify"].is_null());
+}
+
+#[test]
 fn values_reach_the_command_line_and_pod() {
     let digest = format!("sha256:{}", "a".repeat(64));
     let objects = render(&[
@@ -457,6 +555,12 @@ fn the_schema_rejects_unknown_and_invalid_values() {
             "maxConcurrentRunsPerNamespace",
         ),
         (["--set", "orphanSweepSeconds=-1"], "orphanSweepSeconds"),
+        (["--set", "crds.enabled=maybe"], "crds/enabled"),
+        (["--set", "crds.delete=true"], "delete"),
+        (
+            ["--set", "metrics.tlsSecretName=Not_A_Name"],
+            "tlsSecretName",
+        ),
     ] {
         let stderr = run_err(&mut template_command(&args));
         assert!(stderr.contains(complaint), "{args:?}: {stderr}");
@@ -487,16 +591,90 @@ fn every_object_carries_the_release_labels() {
     }
 }
 
+const GENERATED_CRDS: &str = "config/crd/bases/konveyor.io.yaml";
+
+fn generated_crd_identities() -> BTreeSet<(String, String, String)> {
+    identities(&read_yaml_file(GENERATED_CRDS))
+}
+
 #[test]
 fn chart_crds_are_the_generated_ones() {
-    let chart = std::fs::read(repo_root().join(CHART).join("crds/konveyor.io.yaml"))
-        .expect("the chart has crds/konveyor.io.yaml");
-    let generated = std::fs::read(repo_root().join("config/crd/bases/konveyor.io.yaml"))
+    // The chart's copy is byte for byte the generated file (agentic-api's
+    // `committed_manifests_match_the_code` ties that file to the Rust types)...
+    let chart = std::fs::read(repo_root().join(CHART).join("files/crds/konveyor.io.yaml"))
+        .expect("the chart has files/crds/konveyor.io.yaml");
+    let generated = std::fs::read(repo_root().join(GENERATED_CRDS))
         .expect("config/crd/bases/konveyor.io.yaml exists");
     assert!(
         chart == generated,
-        "charts/agentic-operator/crds/konveyor.io.yaml differs from config/crd/bases; run `make crds`"
+        "charts/agentic-operator/files/crds/konveyor.io.yaml differs from config/crd/bases; run `make crds`"
     );
+    // ...with no crds/ next to the templates, from which Helm would install them a second
+    // time and never upgrade them.
+    assert!(
+        !repo_root().join(CHART).join("crds").exists(),
+        "the chart's CRDs are templates; remove charts/agentic-operator/crds/"
+    );
+
+    // What the template renders is the generated CRD, plus the release labels and the keep
+    // annotation.
+    let objects = render(&[]);
+    let rendered = all_of_kind(&objects, "CustomResourceDefinition");
+    let generated = read_yaml_file(GENERATED_CRDS);
+    assert_eq!(rendered.len(), generated.len(), "every CRD is rendered");
+    for crd in &generated {
+        let name = meta(crd, "name");
+        let mut ours = find(&objects, "CustomResourceDefinition", name).clone();
+        assert_eq!(
+            ours["metadata"]["annotations"],
+            json!({"helm.sh/resource-policy": "keep"}),
+            "{name}"
+        );
+        assert_eq!(
+            ours["metadata"]["labels"]["app.kubernetes.io/instance"],
+            json!(RELEASE),
+            "{name}"
+        );
+        let metadata = ours["metadata"].as_object_mut().expect("metadata");
+        metadata.remove("annotations");
+        metadata.remove("labels");
+        if let Some(difference) = first_difference(&ours, crd) {
+            panic!("the chart's {name} differs from {GENERATED_CRDS} at {difference}");
+        }
+    }
+}
+
+#[test]
+fn crds_can_be_left_to_others_and_deleted_on_uninstall() {
+    let objects = render(&["--set", "crds.keep=false"]);
+    let crds = all_of_kind(&objects, "CustomResourceDefinition");
+    assert_eq!(crds.len(), generated_crd_identities().len());
+    for crd in crds {
+        assert!(
+            crd["metadata"]["annotations"].is_null(),
+            "no keep policy: {}",
+            crd["metadata"]
+        );
+    }
+
+    let objects = render(&["--set", "crds.enabled=false"]);
+    assert!(all_of_kind(&objects, "CustomResourceDefinition").is_empty());
+    assert!(
+        !objects.is_empty(),
+        "the rest of the chart is still rendered"
+    );
+
+    // `helm upgrade --reuse-values` from a release of a chart without `crds` values: the
+    // CRDs are installed and kept, as by default.
+    let objects = render(&["--set", "crds=null"]);
+    let crds = all_of_kind(&objects, "CustomResourceDefinition");
+    assert_eq!(crds.len(), generated_crd_identities().len());
+    for crd in crds {
+        assert_eq!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+            json!("keep")
+        );
+    }
 }
 
 #[test]

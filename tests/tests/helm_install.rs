@@ -1,5 +1,6 @@
-//! `helm install` and `helm uninstall` of the chart against the real test control plane:
-//! the API server accepts every object the chart renders, with the RBAC it asks for.
+//! `helm install`, `helm upgrade` and `helm uninstall` of the chart against the real test
+//! control plane: the API server accepts every object the chart renders, with the RBAC it
+//! asks for; an upgrade upgrades the CRDs and an uninstall keeps them.
 
 mod support;
 
@@ -10,11 +11,20 @@ use agentic_testenv::TestEnv;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
 use support::{
-    crd_check_permissions, lease_permissions, namespaced_permissions, permissions, repo_root,
-    run_ok, testenv_tool,
+    CHART, crd_check_permissions, lease_permissions, meta, namespaced_permissions, permissions,
+    read_yaml_file, repo_root, run_ok, testenv_tool,
 };
+
+const GENERATED_CRDS: &str = "config/crd/bases/konveyor.io.yaml";
+/// The CRD the "older chart" ships with a different schema.
+const CHANGED_CRD: &str = "agents.konveyor.io";
+const OLD_DESCRIPTION: &str = "An Agent, as an older chart described it.";
+const KEEP: &str = "helm.sh/resource-policy";
 
 /// helm against the test control plane, with its cache and config in `home` rather than the
 /// user's.
@@ -28,6 +38,44 @@ fn helm(kubeconfig: &Path, home: &Path) -> Command {
         .arg("--kubeconfig")
         .arg(kubeconfig);
     command
+}
+
+/// `spec.versions[0].schema.openAPIV3Schema.description` of a CRD, as JSON.
+fn schema_description(crd: &Value) -> &Value {
+    &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"]
+}
+
+/// A copy of the chart in `dir` as an older release of it would be: the Agent CRD's schema
+/// describes it differently. Documents are written as JSON, which is YAML.
+fn older_chart(dir: &Path) -> std::path::PathBuf {
+    run_ok(
+        Command::new("cp")
+            .arg("-r")
+            .arg(repo_root().join(CHART))
+            .arg(dir),
+    );
+    let chart = dir.join("agentic-operator");
+    let mut crds = read_yaml_file(GENERATED_CRDS);
+    let agent = crds
+        .iter_mut()
+        .find(|crd| meta(crd, "name") == CHANGED_CRD)
+        .expect("the generated CRDs include agents.konveyor.io");
+    assert_ne!(schema_description(agent), &json!(OLD_DESCRIPTION));
+    agent["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] =
+        json!(OLD_DESCRIPTION);
+    let text: String = crds.iter().map(|crd| format!("---\n{crd}\n")).collect();
+    std::fs::write(chart.join("files/crds/konveyor.io.yaml"), text)
+        .expect("writing the older chart's CRDs");
+    chart
+}
+
+/// The live CRD called `name`, as JSON.
+async fn live_crd(api: &Api<CustomResourceDefinition>, name: &str) -> Value {
+    let crd = api
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading {name}: {e}"));
+    serde_json::to_value(crd).expect("CRDs serialize")
 }
 
 fn rules_of<T: serde::Serialize>(object: &T) -> serde_json::Value {
@@ -52,20 +100,89 @@ async fn chart_installs_and_uninstalls_on_a_real_api_server() {
     let release = namespace.clone();
     let fullname = format!("{release}-agentic-operator");
 
+    // The test control plane installed the CRDs itself, as `kubectl apply` or an older chart's
+    // crds/ would have: label and annotate them for the release, as docs/operations.md tells
+    // users to, so that Helm adopts them.
+    let client = env.client();
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    let generated = read_yaml_file(GENERATED_CRDS);
+    let adopt = json!({"metadata": {
+        "labels": {"app.kubernetes.io/managed-by": "Helm"},
+        "annotations": {
+            "meta.helm.sh/release-name": release,
+            "meta.helm.sh/release-namespace": namespace,
+        },
+    }});
+    for crd in &generated {
+        crds.patch(
+            meta(crd, "name"),
+            &PatchParams::default(),
+            &Patch::Merge(&adopt),
+        )
+        .await
+        .expect("labelling a CRD for adoption");
+    }
+
     // No --wait: the control plane has no nodes, so the operator pod stays Pending.
-    run_ok(helm(env.kubeconfig_path(), home.path()).args([
-        "install",
-        &release,
-        "charts/agentic-operator",
+    let values = [
         "--namespace",
         &namespace,
         "--set",
         "leaderElection.enabled=true,replicas=2",
         "--set-json",
         &format!(r#"watchNamespaces=["{watched}"]"#),
-    ]));
+    ];
+    let old_chart_dir = tempfile::tempdir().expect("a directory for the older chart");
+    let old_chart = older_chart(old_chart_dir.path());
+    run_ok(
+        helm(env.kubeconfig_path(), home.path())
+            .args(["install", &release])
+            .arg(&old_chart)
+            .args(values)
+            .args(["--set", "crds.keep=false"]),
+    );
+    let agent_crd = live_crd(&crds, CHANGED_CRD).await;
+    assert_eq!(schema_description(&agent_crd), &json!(OLD_DESCRIPTION));
+    assert!(
+        agent_crd["metadata"]["annotations"][KEEP].is_null(),
+        "installed without the keep policy: {}",
+        agent_crd["metadata"]
+    );
 
-    let client = env.client();
+    // The upgrade to this chart upgrades the CRD's schema and adds the keep policy.
+    run_ok(
+        helm(env.kubeconfig_path(), home.path())
+            .args(["upgrade", &release, CHART])
+            .args(values),
+    );
+    for crd in &generated {
+        let name = meta(crd, "name");
+        let live = live_crd(&crds, name).await;
+        assert_eq!(
+            schema_description(&live),
+            schema_description(crd),
+            "{name} after the upgrade"
+        );
+        assert_eq!(
+            live["metadata"]["annotations"][KEEP],
+            json!("keep"),
+            "{name} after the upgrade"
+        );
+        assert_eq!(
+            live["metadata"]["labels"]["app.kubernetes.io/instance"],
+            json!(release),
+            "{name} after the upgrade"
+        );
+    }
+    assert_eq!(
+        live_crd(&crds, CHANGED_CRD).await["spec"]["versions"][0]["schema"],
+        generated
+            .iter()
+            .find(|crd| meta(crd, "name") == CHANGED_CRD)
+            .expect("the generated Agent CRD")["spec"]["versions"][0]["schema"],
+        "the whole upgraded schema is the generated one"
+    );
+
     let deployment = Api::<Deployment>::namespaced(client.clone(), &namespace)
         .get(&fullname)
         .await
@@ -135,4 +252,17 @@ async fn chart_installs_and_uninstalls_on_a_real_api_server() {
             .is_none(),
         "uninstall removes the ClusterRoleBinding"
     );
+    // The keep policy leaves the CRDs, and with them every user's objects, still served.
+    for crd in &generated {
+        let name = meta(crd, "name");
+        let live = live_crd(&crds, name).await;
+        let established = live["status"]["conditions"]
+            .as_array()
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
+        assert!(established, "uninstall keeps {name}: {}", live["status"]);
+    }
 }

@@ -36,12 +36,12 @@ fn chart(set: &[&str]) -> Vec<Value> {
     parse_yaml_stream(&text, "helm template")
 }
 
-/// The objects a chart install also creates: everything but the Namespace and the CRDs,
-/// which helm handles outside templates.
-fn without_namespace_and_crds(objects: &[Value]) -> Vec<Value> {
+/// The objects a chart install also creates: everything but the Namespace, which helm
+/// leaves to `--create-namespace`.
+fn without_namespace(objects: &[Value]) -> Vec<Value> {
     objects
         .iter()
-        .filter(|o| !matches!(kind(o), "Namespace" | "CustomResourceDefinition"))
+        .filter(|o| kind(o) != "Namespace")
         .cloned()
         .collect()
 }
@@ -84,7 +84,7 @@ fn default_installs_what_the_chart_installs() {
         "config/default installs every CRD"
     );
     assert_eq!(
-        identities(&without_namespace_and_crds(&kustomized)),
+        identities(&without_namespace(&kustomized)),
         identities(&helm),
         "same kinds, namespaces and names as the chart"
     );
@@ -160,7 +160,7 @@ fn ha_overlay_equals_the_chart_with_leader_election() {
     let helm = chart(&["leaderElection.enabled=true", "replicas=2"]);
 
     assert_eq!(
-        identities(&without_namespace_and_crds(&kustomized)),
+        identities(&without_namespace(&kustomized)),
         identities(&helm)
     );
     let role = format!("{NAME}-leader-election");
@@ -185,8 +185,11 @@ fn ha_overlay_equals_the_chart_with_leader_election() {
 #[test]
 fn every_namespaced_object_lands_in_the_operator_namespace() {
     for dir in ["config/default", "config/ha"] {
-        for object in without_namespace_and_crds(&kustomize(dir)) {
-            let cluster_scoped = matches!(kind(&object), "ClusterRole" | "ClusterRoleBinding");
+        for object in without_namespace(&kustomize(dir)) {
+            let cluster_scoped = matches!(
+                kind(&object),
+                "ClusterRole" | "ClusterRoleBinding" | "CustomResourceDefinition"
+            );
             let want = if cluster_scoped { "" } else { NAMESPACE };
             assert_eq!(
                 meta(&object, "namespace"),

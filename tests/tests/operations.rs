@@ -9,14 +9,15 @@ use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase, SkillCard};
 use agentic_integration_tests::{
-    CONVERGE, apply, env, has_condition, http_get, llm_gateway, operator_binary, push, registry,
-    stop_cleanly, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase, write_skill,
+    CONVERGE, apply, env, has_condition, http_get, llm_gateway, operator_binary, operator_command,
+    push, registry, run_options, stop_cleanly, wait_agent_ready, wait_for, wait_for_sandbox,
+    wait_phase, write_skill,
 };
 use agentic_oci::RegistryOptions;
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
-use agentic_operator::operator::{self, BackendChoice, LEASE_NAME, LeaderElection, RunOptions};
+use agentic_operator::operator::{self, LEASE_NAME, LeaderElection, RunOptions};
 use agentic_operator::server;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -89,25 +90,6 @@ fn sample(metrics: &BTreeMap<String, f64>, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no sample {series}; samples: {metrics:#?}"))
 }
 
-/// How these tests run the whole operator: watching `ns` with the pod backend, probes and
-/// metrics on free loopback ports, no insecure registries, no leader election.
-fn run_options(ns: &str) -> RunOptions {
-    RunOptions {
-        scope: Scope::Namespaces(vec![ns.to_owned()]),
-        insecure_registries: Vec::new(),
-        insecure_git_hosts: Vec::new(),
-        sandbox_backend: BackendChoice::Pod,
-        health_addr: LOOPBACK_ANY_PORT.into(),
-        metrics_addr: LOOPBACK_ANY_PORT.into(),
-        leader_election: None,
-        tag_refresh_interval: Duration::from_secs(60),
-        run_defaults: RunDefaults::default(),
-        default_skills_namespace: None,
-        operator_image: None,
-        watch_failure_timeout: None,
-    }
-}
-
 async fn lease_holder(client: &Client, namespace: &str) -> Option<String> {
     Api::<Lease>::namespaced(client.clone(), namespace)
         .get_opt(LEASE_NAME)
@@ -161,6 +143,7 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
         sandbox_backend: SandboxBackend::Pod,
         tag_refresh_interval: Duration::from_secs(60),
         run_defaults: RunDefaults::default(),
+        reconcile_concurrency: agentic_operator::context::DEFAULT_RECONCILE_CONCURRENCY,
         default_skills_namespace: None,
         skill_fetcher: None,
     };
@@ -669,28 +652,13 @@ impl Process {
     /// waits until it reports where it serves probes and metrics.
     async fn start(ns: &str, identity: &str) -> Self {
         let env = env().await;
-        let mut child = tokio::process::Command::new(operator_binary())
-            .args([
-                "run",
-                "--namespace",
-                ns,
-                "--sandbox-backend",
-                "pod",
-                "--health-addr",
-                "127.0.0.1:0",
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--leader-elect",
-                "--log-format",
-                "json",
-            ])
-            .env("KUBECONFIG", env.kubeconfig_path())
+        let mut child = operator_command(operator_binary(), env, ns)
+            .args(["--leader-elect", "--log-format", "json"])
             .env("POD_NAMESPACE", ns)
             .env("POD_NAME", identity)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("start agentic-operator");
         let output = Arc::new(Mutex::new(Vec::new()));

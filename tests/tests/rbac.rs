@@ -1,7 +1,8 @@
 //! The chart's RBAC, proved on a real API server: the operator runs as the chart's
 //! ServiceAccount (through impersonation) and takes skills to a finished run with either
 //! sandbox backend, without a single forbidden request, and is refused what the chart does
-//! not grant.
+//! not grant. With `metrics.secure`, the same RBAC lets it review the tokens of `/metrics`
+//! callers, and the chart's metrics-reader role is what admits them.
 
 mod support;
 
@@ -11,12 +12,16 @@ use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard,
 };
 use agentic_integration_tests::{
-    CONVERGE, apply, env, http_get, kubelet, push, registry, run_object, stop_cleanly,
+    CONVERGE, apply, env, http_get, kubelet, push, registry, run_object, run_options, stop_cleanly,
     wait_agent_ready, wait_for, wait_for_sandbox, wait_gone, wait_phase, write_skill,
 };
-use agentic_operator::context::{RunDefaults, SandboxBackend};
-use agentic_operator::controllers::Scope;
+use agentic_operator::context::SandboxBackend;
 use agentic_operator::operator::{self, BackendChoice, LEASE_NAME, LeaderElection, RunOptions};
+use agentic_operator::server::SecureMetrics;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
@@ -273,21 +278,14 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
     let started = operator::start(
         release.client.clone(),
         RunOptions {
-            scope: Scope::Namespaces(vec![watched.clone()]),
             insecure_registries: vec![registry().await],
-            insecure_git_hosts: Vec::new(),
             sandbox_backend: backend,
-            health_addr: ([127, 0, 0, 1], 0).into(),
-            metrics_addr: ([127, 0, 0, 1], 0).into(),
             leader_election: Some(LeaderElection {
                 lease_name: lease_name.clone(),
                 ..LeaderElection::new(release.namespace.clone(), Some("rbac-test".into()))
             }),
             tag_refresh_interval: Duration::from_secs(2),
-            run_defaults: RunDefaults::default(),
-            default_skills_namespace: None,
-            operator_image: None,
-            watch_failure_timeout: None,
+            ..run_options(&watched)
         },
         shutdown,
     )
@@ -639,4 +637,193 @@ async fn watching_every_namespace_reads_everywhere_and_deletes_only_what_runs_en
             )
             .await,
     );
+}
+
+/// A token of the ServiceAccount `name` in `ns`, created (with the ServiceAccount) by the
+/// admin through the TokenRequest API.
+async fn service_account_token(admin: &Client, ns: &str, name: &str) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
+    apply(
+        &accounts,
+        &object(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})),
+    )
+    .await;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("a token for {ns}/{name}: {e}"))
+        .status
+        .and_then(|status| status.token)
+        .expect("the TokenRequest has a token")
+}
+
+/// Whether the API server (as the admin asks it) lets `user` get `/metrics`.
+async fn may_get_metrics(admin: &Client, user: &str) -> bool {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.to_owned()),
+            non_resource_attributes: Some(NonResourceAttributes {
+                path: Some("/metrics".to_owned()),
+                verb: Some("get".to_owned()),
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    Api::<SubjectAccessReview>::all(admin.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .expect("a SubjectAccessReview")
+        .status
+        .is_some_and(|status| status.allowed)
+}
+
+/// `GET /metrics` with `token` as the bearer token, if any: the status and the body.
+async fn scrape(client: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, String) {
+    let mut request = client.get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("/metrics answers over TLS");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("a body"))
+}
+
+#[tokio::test]
+async fn secure_metrics_admit_only_service_accounts_bound_to_the_reader_role() {
+    let env = env().await;
+    let admin = env.client();
+    let release_ns = env
+        .namespace("rbac-metrics")
+        .await
+        .expect("release namespace");
+    let watched = env
+        .namespace("rbac-metrics-watched")
+        .await
+        .expect("watched namespace");
+    // An explicit backend: the ClusterRole then holds the token reviews and nothing else.
+    let release = install_rbac(
+        &admin,
+        &release_ns,
+        &[
+            &format!(r#"watchNamespaces=["{watched}"]"#),
+            r#"sandboxBackend="pod""#,
+            "metrics.secure=true",
+        ],
+    )
+    .await;
+    let cards: Api<SkillCard> = Api::namespaced(release.client.clone(), &watched);
+    until_listable("listing SkillCards as the operator", &cards).await;
+
+    // The certificate of --metrics-tls-cert/--metrics-tls-key, which the scraper trusts.
+    let tls = tempfile::tempdir().expect("a directory for the certificate");
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("a certificate");
+    let (cert, key) = (tls.path().join("tls.crt"), tls.path().join("tls.key"));
+    std::fs::write(&cert, certified.cert.pem()).expect("write the certificate");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("write the key");
+
+    let (stop, shutdown) = watch::channel(false);
+    let started = operator::start(
+        release.client.clone(),
+        RunOptions {
+            secure_metrics: Some(SecureMetrics {
+                cert_and_key: Some((cert, key)),
+            }),
+            ..run_options(&watched)
+        },
+        shutdown,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the operator starts as {}: {e:#}", release.user));
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let scraper = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(certified.cert.pem().as_bytes())
+                .expect("the certificate parses"),
+        )
+        .resolve("localhost", started.metrics_addr)
+        .build()
+        .expect("an HTTPS client");
+    let url = format!("https://localhost:{}/metrics", started.metrics_addr.port());
+
+    // Plain HTTP is not served.
+    let (code, _) = http_get(started.metrics_addr, "/metrics")
+        .await
+        .unwrap_or((0, String::new()));
+    assert_ne!(code, 200, "plain HTTP must not reach /metrics");
+
+    let (code, body) = scrape(&scraper, &url, None).await;
+    assert_eq!((code, body.contains("Bearer")), (401, true), "{body}");
+    let (code, body) = scrape(&scraper, &url, Some("not-a-token")).await;
+    assert_eq!(code, 401, "{body}");
+
+    let denied = service_account_token(&admin, &release_ns, "scraper-without-role").await;
+    let (code, body) = scrape(&scraper, &url, Some(&denied)).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(&format!(
+            "system:serviceaccount:{release_ns}:scraper-without-role"
+        )),
+        "{body}"
+    );
+
+    let reader = format!("{release_ns}-agentic-operator-metrics-reader");
+    let allowed = service_account_token(&admin, &release_ns, "scraper").await;
+    let user = format!("system:serviceaccount:{release_ns}:scraper");
+    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    let binding = format!("{release_ns}-scraper");
+    apply(
+        &bindings,
+        &object(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": binding},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader},
+            "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": release_ns}],
+        })),
+    )
+    .await;
+    // Ask the operator only once the API server allows it: a refusal would be cached.
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    while !may_get_metrics(&admin, &user).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the metrics-reader binding never took effect"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (code, body) = scrape(&scraper, &url, Some(&allowed)).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("# TYPE agentic_"), "the metrics text: {body}");
+
+    // The decision is cached: once the binding is gone the API server refuses the user, but
+    // a scrape within the minute is still answered without asking it again.
+    bindings
+        .delete(&binding, &DeleteParams::default())
+        .await
+        .expect("delete the binding");
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    while may_get_metrics(&admin, &user).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "deleting the binding never took effect"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (code, body) = scrape(&scraper, &url, Some(&allowed)).await;
+    assert_eq!(code, 200, "a cached decision: {body}");
+    // A token never seen is reviewed afresh and refused.
+    let fresh = service_account_token(&admin, &release_ns, "scraper").await;
+    let (code, body) = scrape(&scraper, &url, Some(&fresh)).await;
+    assert_eq!(code, 403, "{body}");
+
+    stop_cleanly(stop, started).await;
 }

@@ -125,6 +125,32 @@ The one cluster-scoped read: whether the Sandbox CRD exists (`--sandbox-backend 
 {{- end }}
 
 {{/*
+crds.enabled and crds.keep, "true" or "": true when unset, as after `helm upgrade
+--reuse-values` from a chart that had no `crds` values.
+*/}}
+{{- define "agentic-operator.crdsEnabled" -}}
+{{- $crds := default (dict) .Values.crds }}
+{{- if or (not (hasKey $crds "enabled")) $crds.enabled }}true{{ end }}
+{{- end }}
+{{- define "agentic-operator.crdsKept" -}}
+{{- $crds := default (dict) .Values.crds }}
+{{- if or (not (hasKey $crds "keep")) $crds.keep }}true{{ end }}
+{{- end }}
+
+{{/*
+With metrics.secure: authenticate the bearer token of a /metrics request and check that its
+user may get /metrics.
+*/}}
+{{- define "agentic-operator.metricsReviewRules" -}}
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+{{- end }}
+
+{{/*
 The leader-election Lease: one per release, so two releases in a namespace never share it.
 */}}
 {{- define "agentic-operator.leaseName" -}}

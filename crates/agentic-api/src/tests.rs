@@ -165,7 +165,7 @@ fn committed_manifests_match_the_code() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     for path in [
         "config/crd/bases/konveyor.io.yaml",
-        "charts/agentic-operator/crds/konveyor.io.yaml",
+        "charts/agentic-operator/files/crds/konveyor.io.yaml",
     ] {
         let committed = std::fs::read_to_string(root.join(path))
             .unwrap_or_else(|e| panic!("{path}: {e}; run `make crds`"));

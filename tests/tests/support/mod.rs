@@ -293,6 +293,19 @@ pub fn crd_check_permissions() -> BTreeSet<Permission> {
     )])
 }
 
+/// With `metrics.secure`: review the bearer tokens of `/metrics` requests (cluster-scoped).
+pub fn metrics_review_permissions() -> BTreeSet<Permission> {
+    expected_permissions(&[
+        ("authentication.k8s.io", &["tokenreviews"], &["create"], "*"),
+        (
+            "authorization.k8s.io",
+            &["subjectaccessreviews"],
+            &["create"],
+            "*",
+        ),
+    ])
+}
+
 /// The leader-election Lease `lease`: created by name, then read and renewed
 /// (kube-lease-manager patches it; `update` covers clients that replace it).
 pub fn lease_permissions(lease: &str) -> BTreeSet<Permission> {
