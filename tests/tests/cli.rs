@@ -1,6 +1,7 @@
 //! The `agentic-operator` command line, run as a user would: `skill validate` (exit codes,
-//! text and JSON), `skill push` to a real registry, `crd`, usage errors, and the logs of a
-//! `run` that cannot start, and the hidden `skill fetch` against a real git server.
+//! text and JSON), `skill push`, `skill inspect` and `skill pull` against a real registry,
+//! `crd`, usage errors, and the logs of a `run` that cannot start, and the hidden
+//! `skill fetch` against a real git server.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -27,6 +28,22 @@ fn stdout(out: &Output) -> String {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Pushes the skill directories `dirs` to `reference` over plain HTTP with `skill push`, and
+/// returns the reference it printed, pinned by digest.
+fn push_insecure(dirs: &[&Path], reference: &str) -> String {
+    let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let mut args = vec!["skill", "push", "--insecure"];
+    args.extend(dirs.iter().map(String::as_str));
+    args.push(reference);
+    let pushed = cli(&args);
+    assert_eq!(pushed.status.code(), Some(0), "{}", stderr(&pushed));
+    stdout(&pushed)
+        .lines()
+        .last()
+        .expect("a reference")
+        .to_owned()
 }
 
 /// A skill whose name has uppercase letters and that has no description.
@@ -462,20 +479,7 @@ async fn skill_inspect_lists_the_skills_of_an_image_with_their_digest() {
     let java = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
     let quarkus = write_skill(tmp.path(), "quarkus-config", "Configure Quarkus.");
     let reference = format!("{addr}/skills/bundle:1");
-    let pushed = cli(&[
-        "skill",
-        "push",
-        "--insecure",
-        &java.display().to_string(),
-        &quarkus.display().to_string(),
-        &reference,
-    ]);
-    assert_eq!(pushed.status.code(), Some(0), "{}", stderr(&pushed));
-    let pinned = stdout(&pushed)
-        .lines()
-        .last()
-        .expect("a reference")
-        .to_owned();
+    let pinned = push_insecure(&[&java, &quarkus], &reference);
     let digest = pinned.rsplit_once('@').expect("a digest").1.to_owned();
 
     let out = cli(&["skill", "inspect", "--insecure", &reference]);
@@ -691,4 +695,204 @@ async fn skill_push_gets_credentials_from_a_docker_credential_helper() {
         message.contains("credential helper") && message.contains("PATH"),
         "{message}"
     );
+}
+
+/// Every file below `dir` with its bytes and whether it is executable.
+fn tree_of(dir: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, bool)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    files_below(dir)
+        .into_iter()
+        .filter(|relative| dir.join(relative).is_file())
+        .map(|relative| {
+            let path = dir.join(&relative);
+            let bytes = std::fs::read(&path).expect("read a file");
+            let mode = std::fs::metadata(&path)
+                .expect("metadata")
+                .permissions()
+                .mode();
+            (relative, (bytes, mode & 0o111 != 0))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn skill_pull_writes_back_exactly_what_was_pushed_and_never_overwrites_unasked() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let registry = Registry::start().await.expect("the test registry starts");
+    let addr = registry.addr();
+    let source = tempfile::tempdir().expect("tempdir");
+    let java = write_skill(source.path(), "java-upgrade", "Upgrade Java projects.");
+    std::fs::create_dir_all(java.join("scripts")).expect("scripts dir");
+    std::fs::write(
+        java.join("scripts/upgrade.sh"),
+        "#!/bin/sh\nmvn versions:set\n",
+    )
+    .expect("write the script");
+    std::fs::set_permissions(
+        java.join("scripts/upgrade.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod the script");
+    std::fs::create_dir_all(java.join("references/deep")).expect("nested dir");
+    std::fs::write(
+        java.join("references/deep/table.bin"),
+        [0u8, 159, 146, 150, 255],
+    )
+    .expect("write binary");
+    let quarkus = write_skill(source.path(), "quarkus-config", "Configure Quarkus.");
+    let reference = format!("{addr}/skills/pull:1");
+    let pinned = push_insecure(&[&java, &quarkus], &reference);
+    let digest = pinned.rsplit_once('@').expect("a digest").1.to_owned();
+
+    let dest = tempfile::tempdir().expect("tempdir");
+    let target = dest.path().join("skills");
+    let target_arg = target.display().to_string();
+    let out = cli(&["skill", "pull", "--insecure", &reference, &target_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{addr}/skills/pull@{digest}\n  \
+             java-upgrade  3 file(s)  {target_arg}/java-upgrade\n  \
+             quarkus-config  1 file(s)  {target_arg}/quarkus-config\n"
+        )
+    );
+    for skill in ["java-upgrade", "quarkus-config"] {
+        assert_eq!(
+            tree_of(&target.join(skill)),
+            tree_of(&source.path().join(skill)),
+            "{skill} round-trips byte for byte, with its execute bits"
+        );
+    }
+
+    // A file in the way: refused, nothing touched.
+    let skill_md = target.join("java-upgrade/SKILL.md");
+    std::fs::write(&skill_md, "edited locally").expect("edit");
+    let out = cli(&["skill", "pull", "--insecure", &pinned, &target_arg]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("--force") && message.contains("java-upgrade/SKILL.md"),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&skill_md).expect("read"),
+        "edited locally"
+    );
+    // --force replaces it; a symlink in the way is replaced, not followed.
+    let outside = dest.path().join("outside.txt");
+    std::fs::write(&outside, "not the skill's").expect("write");
+    let script = target.join("java-upgrade/scripts/upgrade.sh");
+    std::fs::remove_file(&script).expect("remove");
+    std::os::unix::fs::symlink(&outside, &script).expect("symlink");
+    let out = cli(&[
+        "skill",
+        "pull",
+        "--insecure",
+        "--force",
+        &pinned,
+        &target_arg,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        tree_of(&target.join("java-upgrade")),
+        tree_of(&java),
+        "--force restores the pushed files"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).expect("read"),
+        "not the skill's"
+    );
+
+    // The current directory by default, an image-root skill under its name.
+    let single = format!("{addr}/skills/single:1");
+    push_insecure(&[&quarkus], &single);
+    let here = tempfile::tempdir().expect("tempdir");
+    let docker_config = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(operator_binary())
+        .args(["skill", "pull", "--insecure", &single])
+        .current_dir(here.path())
+        .env("DOCKER_CONFIG", docker_config.path())
+        .output()
+        .expect("agentic-operator runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        tree_of(&here.path().join("quarkus-config")),
+        tree_of(&quarkus)
+    );
+}
+
+/// Pushes an image whose one skill, `broken/SKILL.md`, is invalid, bypassing `skill push`
+/// (which refuses it): a packed valid image with its layer replaced.
+async fn push_invalid_skill_image(addr: &str, reference: &str) {
+    use sha2::Digest as _;
+    let digest = |bytes: &[u8]| format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let valid = write_skill(tmp.path(), "broken", "Stands in for the broken one.");
+    let mut image = agentic_oci::pack_skills(&[valid]).expect("pack");
+
+    let skill_md = b"---\nname: Broken_Name\n---\nNo description.\n";
+    let mut header = tar::Header::new_gnu();
+    header.set_path("broken/SKILL.md").expect("path");
+    header.set_size(skill_md.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.append(&header, &skill_md[..]).expect("append");
+    let layer_tar = builder.into_inner().expect("tar");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut encoder, &layer_tar).expect("gzip");
+    image.layer = encoder.finish().expect("gzip");
+    image.diff_id = digest(&layer_tar);
+    image.layer_digest = digest(&image.layer);
+
+    let mut config: Value = serde_json::from_slice(&image.config).expect("config JSON");
+    config["rootfs"]["diff_ids"] = serde_json::json!([image.diff_id]);
+    image.config = serde_json::to_vec(&config).expect("config");
+    image.config_digest = digest(&image.config);
+    let mut manifest: Value = serde_json::from_slice(&image.manifest).expect("manifest JSON");
+    manifest["config"]["digest"] = Value::from(image.config_digest.clone());
+    manifest["config"]["size"] = Value::from(image.config.len());
+    manifest["layers"][0]["digest"] = Value::from(image.layer_digest.clone());
+    manifest["layers"][0]["size"] = Value::from(image.layer.len());
+    image.manifest = serde_json::to_vec(&manifest).expect("manifest");
+    image.manifest_digest = digest(&image.manifest);
+
+    let options = RegistryOptions {
+        insecure_registries: vec![addr.to_owned()],
+        ..RegistryOptions::default()
+    };
+    agentic_oci::push_image(&image, reference, &RegistryAuth::Anonymous, &options)
+        .await
+        .expect("push the invalid image");
+}
+
+#[tokio::test]
+async fn skill_pull_refuses_an_invalid_skill_with_its_findings_and_writes_nothing() {
+    let registry = Registry::start().await.expect("the test registry starts");
+    let addr = registry.addr();
+    let reference = format!("{addr}/skills/broken:1");
+    push_invalid_skill_image(&addr, &reference).await;
+
+    let dest = tempfile::tempdir().expect("tempdir");
+    let out = cli(&[
+        "skill",
+        "pull",
+        "--insecure",
+        &reference,
+        &dest.path().display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("InvalidSkill") && message.contains("uppercase"),
+        "{message}"
+    );
+    assert!(files_below(dest.path()).is_empty(), "nothing written");
+
+    // Usage mistakes exit 2.
+    let out = cli(&["skill", "pull"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = cli(&["skill", "pull", "not a reference!"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

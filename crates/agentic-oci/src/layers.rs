@@ -2,7 +2,9 @@
 //!
 //! Only the paths that can matter are remembered: top-level entries, `X/SKILL.md`, and the
 //! `subPath` with its ancestors. Everything else is checked for safety and skipped. The one
-//! file content kept in memory is the `SKILL.md` being looked for.
+//! file content kept in memory is the `SKILL.md` being looked for, unless the locator
+//! [collects](SkillLocator::collecting) the skill's files for `skill pull`: then every file of
+//! the skill directory is kept too, within [`Limits::max_uncompressed_bytes`].
 //!
 //! The archive is parsed in raw mode (extension records are handled here, with their own size
 //! caps) and with the same precedence rules as Go's `archive/tar`, which containerd and CRI-O
@@ -45,6 +47,19 @@ pub(crate) struct Located {
     pub skill_dirs: Vec<String>,
     /// How many there are.
     pub skill_dir_count: usize,
+    /// Every regular file of the skill directory when [collecting](SkillLocator::collecting),
+    /// sorted by path; empty otherwise.
+    pub files: Vec<SkillFile>,
+}
+
+/// One file of a skill, as `skill pull` writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillFile {
+    /// Relative to the skill directory, `/`-separated, normalized (no `.` or `..`).
+    pub path: String,
+    pub bytes: Vec<u8>,
+    /// Any execute bit set in the tar header.
+    pub executable: bool,
 }
 
 /// The skills an image holds, as [`SkillLocator::listing`] found them.
@@ -88,6 +103,7 @@ struct Node {
     /// 1-based index of the layer that added the entry; whiteouts only hide lower layers.
     layer: usize,
     content: Content,
+    executable: bool,
 }
 
 /// Why reading an archive stopped.
@@ -109,6 +125,8 @@ impl From<OciError> for Stop {
 pub(crate) struct SkillLocator {
     sub_path: Option<String>,
     target: String,
+    /// Keep every file of the skill directory, not only its `SKILL.md`.
+    collect: bool,
     limits: Limits,
     layers: usize,
     entries: u64,
@@ -126,11 +144,27 @@ impl SkillLocator {
         SkillLocator {
             sub_path: sub_path.map(str::to_string),
             target,
+            collect: false,
             limits,
             layers: 0,
             entries: 0,
             uncompressed: 0,
             tree: BTreeMap::new(),
+        }
+    }
+
+    /// Keeps the content of every regular file in the skill directory, for
+    /// [`Located::files`]; symlinks and hardlinks in it are then refused.
+    pub(crate) fn collecting(mut self) -> Self {
+        self.collect = true;
+        self
+    }
+
+    /// `path` relative to the skill directory, when it is inside it.
+    fn in_skill_dir<'p>(&self, path: &'p str) -> Option<&'p str> {
+        match &self.sub_path {
+            None => Some(path),
+            Some(sub_path) => path.strip_prefix(sub_path.as_str())?.strip_prefix('/'),
         }
     }
 
@@ -391,9 +425,15 @@ impl SkillLocator {
         }
         let content = if kind == Kind::File && path == self.target {
             read_skill_md(entry)?
+        } else if self.collect && kind == Kind::File && self.in_skill_dir(&path).is_some() {
+            // Bounded by the uncompressed budget of the reader below.
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes).map_err(Stop::Io)?;
+            Content::Kept(bytes)
         } else {
             Content::Skipped
         };
+        let executable = entry.header().mode().is_ok_and(|mode| mode & 0o111 != 0);
         // An entry replaces whatever lower layers had at its path; only a directory over a
         // directory merges with what lies below.
         if kind != Kind::Directory {
@@ -405,6 +445,7 @@ impl SkillLocator {
                 kind,
                 layer,
                 content,
+                executable,
             },
         );
         Ok(())
@@ -413,6 +454,9 @@ impl SkillLocator {
     /// Whether `path` can decide the answer: top-level entries, `X/SKILL.md`, and the
     /// `subPath` with its ancestors and its `SKILL.md`.
     fn is_tracked(&self, path: &str) -> bool {
+        if self.collect && self.in_skill_dir(path).is_some() {
+            return true;
+        }
         match path.split_once('/') {
             None => true,
             Some((_, rest)) if rest == SKILL_FILE => true,
@@ -508,6 +552,11 @@ impl SkillLocator {
     /// The skill after all layers: its `SKILL.md` bytes and the skill directories present.
     pub(crate) fn finish(mut self) -> Result<Located, OciError> {
         let mut skill_dirs = self.skill_directories();
+        let files = if self.collect {
+            self.take_files()?
+        } else {
+            Vec::new()
+        };
 
         if let Some(sub_path) = &self.sub_path {
             let mut ancestor = String::new();
@@ -570,6 +619,7 @@ impl SkillLocator {
                 path: target,
                 skill_dirs,
                 skill_dir_count,
+                files,
             }),
             (Kind::File, Content::Oversized(size)) => Err(OciError::InvalidSkill {
                 summary: format!(
@@ -587,6 +637,52 @@ impl SkillLocator {
                 path: target,
             }),
         }
+    }
+}
+
+impl SkillLocator {
+    /// The regular files of the skill directory after all layers (the `SKILL.md` stays for
+    /// [`SkillLocator::finish`]). A symlink or hardlink in it is refused: written to disk it
+    /// could point anywhere.
+    fn take_files(&mut self) -> Result<Vec<SkillFile>, OciError> {
+        let mut files = Vec::new();
+        let paths: Vec<String> = self
+            .tree
+            .keys()
+            .filter(|path| self.in_skill_dir(path).is_some())
+            .cloned()
+            .collect();
+        for path in paths {
+            let Some(relative) = self.in_skill_dir(&path).map(str::to_string) else {
+                continue;
+            };
+            let target = path == self.target;
+            let Some(node) = self.tree.get_mut(&path) else {
+                continue;
+            };
+            match (node.kind, &mut node.content) {
+                (Kind::Directory, _) => {}
+                (Kind::File, Content::Kept(bytes)) => files.push(SkillFile {
+                    path: relative,
+                    // The SKILL.md is judged by `finish`, which needs its bytes.
+                    bytes: if target {
+                        bytes.clone()
+                    } else {
+                        std::mem::take(bytes)
+                    },
+                    executable: node.executable,
+                }),
+                // An oversized SKILL.md: `finish` says so.
+                (Kind::File, _) => {}
+                (kind @ (Kind::Symlink | Kind::Hardlink), _) => {
+                    return Err(OciError::unsafe_content(format!(
+                        "{path} is {}; a pulled skill holds regular files only",
+                        kind.describe()
+                    )));
+                }
+            }
+        }
+        Ok(files)
     }
 }
 

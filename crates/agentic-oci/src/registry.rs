@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::error::bounded;
-use crate::layers::{LayerBlob, Listing, Located, SkillLocator, validate_sub_path};
+use crate::layers::{LayerBlob, Listing, Located, SkillFile, SkillLocator, validate_sub_path};
 use crate::limits::MAX_MANIFEST_BYTES;
 use crate::pack::{MANIFEST_MEDIA_TYPE, PackedImage, sha256_digest};
 use crate::{Limits, OciError, RegistryAuth};
@@ -240,7 +240,34 @@ pub async fn fetch_skill(
     let image = &resolved.repository_with_digest;
     let read = async {
         let session = Session::open(resolved.reference(), image, auth, opts, deadline).await?;
-        session.read_skill(resolved, sub_path).await
+        session
+            .read_skill(resolved, sub_path, false)
+            .await
+            .map(|(content, _)| content)
+    };
+    within(opts.fetch_timeout, &resolved.repository_with_digest, read).await?
+}
+
+/// Like [`fetch_skill`], with every regular file of the skill directory, sorted by path (the
+/// `SKILL.md` among them), for writing it to disk (`agentic-operator skill pull`). The same
+/// limits and checks apply, and a symlink or hardlink anywhere in the skill directory is
+/// [`OciError::UnsafeImageContent`]. Of an image index, the files of the first platform's
+/// manifest are returned; every platform must carry the same `SKILL.md`, as for
+/// [`fetch_skill`].
+pub async fn pull_skill(
+    resolved: &ResolvedImage,
+    sub_path: Option<&str>,
+    auth: &RegistryAuth,
+    opts: &RegistryOptions,
+) -> Result<(SkillContent, Vec<SkillFile>), OciError> {
+    if let Some(sub_path) = sub_path {
+        validate_sub_path(sub_path)?;
+    }
+    let deadline = Instant::now() + opts.fetch_timeout;
+    let image = &resolved.repository_with_digest;
+    let read = async {
+        let session = Session::open(resolved.reference(), image, auth, opts, deadline).await?;
+        session.read_skill(resolved, sub_path, true).await
     };
     within(opts.fetch_timeout, &resolved.repository_with_digest, read).await?
 }
@@ -402,7 +429,8 @@ impl Session {
         &self,
         resolved: &ResolvedImage,
         sub_path: Option<&str>,
-    ) -> Result<SkillContent, OciError> {
+        collect: bool,
+    ) -> Result<(SkillContent, Vec<SkillFile>), OciError> {
         let image = &resolved.repository_with_digest;
         let document = self.pull_manifest(&resolved.digest, image).await?;
         let (located, report) = if document.is_index() {
@@ -425,7 +453,7 @@ impl Session {
                     )));
                 }
                 let (located, report) = self
-                    .read_manifest_skill(&manifest, sub_path, &label)
+                    .read_manifest_skill(&manifest, sub_path, collect, &label)
                     .await
                     .map_err(|error| on_platform(error, &platform))?;
                 match &first {
@@ -446,9 +474,10 @@ impl Session {
             })?;
             (located, report)
         } else {
-            self.read_manifest_skill(&document, sub_path, image).await?
+            self.read_manifest_skill(&document, sub_path, collect, image)
+                .await?
         };
-        Ok(SkillContent {
+        let content = SkillContent {
             image: resolved.clone(),
             sub_path: sub_path.map(str::to_string),
             path: located.path,
@@ -456,7 +485,8 @@ impl Session {
             report,
             skill_dirs: located.skill_dirs,
             skill_dir_count: located.skill_dir_count,
-        })
+        };
+        Ok((content, located.files))
     }
 
     /// A request for the manifest named `tag_or_digest` in the session's repository.
@@ -505,9 +535,10 @@ impl Session {
         &self,
         manifest: &ManifestDocument,
         sub_path: Option<&str>,
+        collect: bool,
         image: &str,
     ) -> Result<(Located, agentic_skill::Report), OciError> {
-        let locator = self.read_layers(manifest, sub_path, image).await?;
+        let locator = self.read_layers(manifest, sub_path, collect, image).await?;
         let located = locator.finish()?;
         tracing::debug!(%image, path = %located.path, layers = manifest.layers.len(), "read SKILL.md from image");
         let expected_name = sub_path.and_then(|sub_path| sub_path.rsplit('/').next());
@@ -541,7 +572,7 @@ impl Session {
                     )));
                 }
                 let listing = self
-                    .read_layers(&manifest, None, &label)
+                    .read_layers(&manifest, None, false, &label)
                     .await
                     .map_err(|error| on_platform(error, &platform))?
                     .listing();
@@ -559,7 +590,9 @@ impl Session {
                 OciError::invalid_image(format!("{image}: the image index lists no manifest"))
             })?
         } else {
-            self.read_layers(&document, None, image).await?.listing()
+            self.read_layers(&document, None, false, image)
+                .await?
+                .listing()
         };
         Ok(SkillListing {
             image: resolved.clone(),
@@ -573,11 +606,15 @@ impl Session {
         &self,
         manifest: &ManifestDocument,
         sub_path: Option<&str>,
+        collect: bool,
         image: &str,
     ) -> Result<SkillLocator, OciError> {
         check_layers(&manifest.layers, &self.limits, image)?;
         let reference = &self.reference;
         let mut locator = SkillLocator::new(sub_path, self.limits);
+        if collect {
+            locator = locator.collecting();
+        }
         for layer in &manifest.layers {
             let blob = LayerBlob {
                 name: format!(

@@ -743,3 +743,79 @@ fn listing_follows_whiteouts_of_upper_layers() {
     let found = listing(&[lower, upper]);
     assert_eq!(found.directories, vec!["b".to_string(), "c".to_string()]);
 }
+
+fn collect(layers: &[Vec<u8>], sub_path: Option<&str>) -> Result<Located, OciError> {
+    let mut locator = SkillLocator::new(sub_path, Limits::default()).collecting();
+    for layer in layers {
+        locator.apply_layer(layer.as_slice(), &blob(layer))?;
+    }
+    locator.finish()
+}
+
+fn file_list(located: &Located) -> Vec<(&str, &[u8])> {
+    located
+        .files
+        .iter()
+        .map(|file| (file.path.as_str(), file.bytes.as_slice()))
+        .collect()
+}
+
+#[test]
+fn collecting_keeps_every_file_of_the_skill_directory_after_whiteouts() {
+    let lower = tar(&[
+        Item::Dir("demo/"),
+        Item::File("demo/SKILL.md", SKILL),
+        Item::File("demo/scripts/run.sh", b"#!/bin/sh\necho old\n"),
+        Item::File("demo/gone.txt", b"removed above"),
+        Item::File("other/SKILL.md", b"not this skill"),
+        Item::File("other/data.bin", b"\x00\x01"),
+    ]);
+    let upper = tar(&[
+        Item::File("demo/.wh.gone.txt", b""),
+        Item::File("demo/scripts/run.sh", b"#!/bin/sh\necho new\n"),
+        Item::File("demo/references/guide.md", b"# Guide\n"),
+    ]);
+    let located = collect(&[gzip(&lower), upper], Some("demo")).expect("collected");
+    assert_eq!(
+        file_list(&located),
+        [
+            ("SKILL.md", SKILL),
+            ("references/guide.md", &b"# Guide\n"[..]),
+            ("scripts/run.sh", &b"#!/bin/sh\necho new\n"[..]),
+        ]
+    );
+    assert_eq!(located.skill_md, SKILL, "finish still reads the SKILL.md");
+
+    // Without collecting, only the SKILL.md is kept.
+    assert!(
+        locate(&[gzip(&lower)], Some("demo"))
+            .expect("located")
+            .files
+            .is_empty()
+    );
+
+    // An image-root skill: every file of the image.
+    let root = tar(&[Item::File("SKILL.md", SKILL), Item::File("a/b.txt", b"b")]);
+    let located = collect(&[root], None).expect("collected");
+    assert_eq!(
+        file_list(&located),
+        [("SKILL.md", SKILL), ("a/b.txt", &b"b"[..])]
+    );
+}
+
+#[test]
+fn collecting_refuses_links_in_the_skill_directory() {
+    for link in [
+        Item::Symlink("demo/escape", "../../etc/passwd"),
+        Item::Hardlink("demo/copy", "demo/SKILL.md"),
+    ] {
+        let layer = tar(&[Item::File("demo/SKILL.md", SKILL), link]);
+        assert_reason(
+            collect(std::slice::from_ref(&layer), Some("demo")),
+            "UnsafeImageContent",
+            "regular files only",
+        );
+        // Reading the skill for a SkillCard does not mind them.
+        locate(&[layer], Some("demo")).expect("located without collecting");
+    }
+}

@@ -1,4 +1,4 @@
-//! The command line: `run`, `crd`, `skill validate|push|inspect` and
+//! The command line: `run`, `crd`, `skill validate|push|inspect|pull` and
 //! `agentrun list|start|logs|cancel`.
 
 mod agentrun;
@@ -6,6 +6,7 @@ mod skill;
 
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use crate::context::RunDefaults;
 use crate::controllers::Scope;
 use crate::error::Chain;
 use crate::operator::{BackendChoice, LeaderElection, RunOptions};
+use crate::server::SecureMetrics;
 
 /// Kubernetes operator for AI coding agents and their skills (konveyor.io/v1alpha1).
 #[derive(Debug, Parser)]
@@ -32,7 +34,7 @@ pub enum Command {
     Run(RunArgs),
     /// Print every CustomResourceDefinition as multi-document YAML.
     Crd,
-    /// Validate, publish and inspect skills.
+    /// Validate, publish, inspect and pull skills.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
     /// List, start, follow and cancel AgentRuns in the cluster of the current kubeconfig.
@@ -98,6 +100,31 @@ pub struct RunArgs {
     )]
     pub metrics_addr: SocketAddr,
 
+    /// Serve /metrics over HTTPS, only to callers whose bearer token the API server
+    /// authenticates (TokenReview) and allows to get the non-resource URL /metrics
+    /// (SubjectAccessReview); 401 and 403 otherwise. Needs RBAC to create both reviews.
+    #[arg(long, env = "AGENTIC_METRICS_SECURE")]
+    pub metrics_secure: bool,
+
+    /// PEM certificate chain for /metrics with --metrics-secure; without it (and
+    /// --metrics-tls-key) a self-signed certificate is generated at start.
+    #[arg(
+        long,
+        env = "AGENTIC_METRICS_TLS_CERT",
+        value_name = "FILE",
+        requires_all = ["metrics_secure", "metrics_tls_key"]
+    )]
+    pub metrics_tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --metrics-tls-cert.
+    #[arg(
+        long,
+        env = "AGENTIC_METRICS_TLS_KEY",
+        value_name = "FILE",
+        requires_all = ["metrics_secure", "metrics_tls_cert"]
+    )]
+    pub metrics_tls_key: Option<PathBuf>,
+
     /// Hold a Lease in $POD_NAMESPACE before reconciling, so only one replica acts; $POD_NAME
     /// names this replica in the Lease.
     #[arg(long, env = "AGENTIC_LEADER_ELECT")]
@@ -134,6 +161,15 @@ pub struct RunArgs {
     /// OperatorImageNotSet.
     #[arg(long, env = "AGENTIC_OPERATOR_IMAGE", value_name = "IMAGE")]
     pub operator_image: Option<String>,
+
+    /// The most objects of one kind reconciled at once; SkillCards, whose registry reads are
+    /// bounded per registry, are not bounded by it. 0 for no bound.
+    #[arg(
+        long,
+        env = "AGENTIC_RECONCILE_CONCURRENCY",
+        default_value_t = crate::context::DEFAULT_RECONCILE_CONCURRENCY
+    )]
+    pub reconcile_concurrency: u16,
 
     /// Seconds between re-resolving image tags and git branches and tags, to notice a pushed
     /// new digest or commit.
@@ -218,8 +254,12 @@ fn run_operator(args: RunArgs) -> ExitCode {
         sandbox_backend: args.sandbox_backend,
         health_addr: args.health_addr,
         metrics_addr: args.metrics_addr,
+        secure_metrics: args.metrics_secure.then(|| SecureMetrics {
+            cert_and_key: args.metrics_tls_cert.zip(args.metrics_tls_key),
+        }),
         leader_election,
         tag_refresh_interval: Duration::from_secs(args.tag_refresh_seconds.max(10)),
+        reconcile_concurrency: args.reconcile_concurrency,
         default_skills_namespace: args.default_skills_namespace,
         operator_image: args.operator_image.filter(|image| !image.is_empty()),
         watch_failure_timeout: Some(Duration::from_secs(args.watch_failure_seconds))
@@ -362,6 +402,48 @@ mod tests {
         };
         assert_eq!(args.health_addr, "0.0.0.0:8081".parse().unwrap());
         assert_eq!(args.metrics_addr, "0.0.0.0:9090".parse().unwrap());
+    }
+
+    #[test]
+    fn metrics_certificates_come_in_pairs_and_only_with_metrics_secure() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["agentic-operator", "run"].iter().chain(args)).map(|cli| {
+                let Command::Run(args) = cli.command else {
+                    panic!("not run");
+                };
+                (
+                    args.metrics_secure,
+                    args.metrics_tls_cert,
+                    args.metrics_tls_key,
+                )
+            })
+        };
+        assert_eq!(parse(&[]).expect("parses"), (false, None, None));
+        assert_eq!(
+            parse(&["--metrics-secure"]).expect("parses"),
+            (true, None, None)
+        );
+        assert_eq!(
+            parse(&[
+                "--metrics-secure",
+                "--metrics-tls-cert=/tls/tls.crt",
+                "--metrics-tls-key=/tls/tls.key"
+            ])
+            .expect("parses"),
+            (
+                true,
+                Some(PathBuf::from("/tls/tls.crt")),
+                Some(PathBuf::from("/tls/tls.key"))
+            )
+        );
+        for wrong in [
+            &["--metrics-tls-cert=/c", "--metrics-tls-key=/k"][..],
+            &["--metrics-secure", "--metrics-tls-cert=/c"],
+            &["--metrics-secure", "--metrics-tls-key=/k"],
+        ] {
+            let error = parse(wrong).expect_err("refused");
+            assert_eq!(error.exit_code(), 2, "{wrong:?}: {error}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `skill validate`, `skill push`, `skill inspect`, and the hidden `skill fetch` of a git
-//! skill's init container.
+//! `skill validate`, `skill push`, `skill inspect`, `skill pull`, and the hidden `skill fetch`
+//! of a git skill's init container.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -48,6 +48,26 @@ pub enum SkillCommand {
         /// The image: REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@DIGEST.
         #[arg(value_name = "REFERENCE", value_parser = image_reference)]
         reference: String,
+    },
+    /// Download the skills of an image into DIR, one directory per skill named after it
+    /// (`DIR/<name>/SKILL.md`, …), after validating every SKILL.md as the operator does; an
+    /// invalid skill writes nothing. Existing files are never replaced without --force.
+    /// Credentials come from the docker config, as for push. Prints the image pinned by
+    /// digest, then each skill written. Exit 0 when written, 1 when a skill is invalid or the
+    /// image cannot be read or written, 2 on a usage error.
+    Pull {
+        /// Reach the registry over plain HTTP.
+        #[arg(long)]
+        insecure: bool,
+        /// Replace files that already exist.
+        #[arg(long)]
+        force: bool,
+        /// The image: REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@DIGEST.
+        #[arg(value_name = "REFERENCE", value_parser = image_reference)]
+        reference: String,
+        /// Where the skill directories go; created when missing.
+        #[arg(value_name = "DIR", default_value = ".")]
+        dir: PathBuf,
     },
     /// Fetch a git skill at exactly one commit into DEST (an existing, empty directory): what
     /// the init container of a run with a git skill runs. Credentials come from
@@ -101,6 +121,21 @@ pub fn run(command: SkillCommand) -> ExitCode {
             output,
             reference,
         } => inspect(&reference, insecure, output),
+        SkillCommand::Pull {
+            insecure,
+            force,
+            reference,
+            dir,
+        } => match pull(&reference, insecure, force, &dir) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::FAILURE
+            }
+        },
         SkillCommand::Fetch {
             url,
             commit,
@@ -321,15 +356,26 @@ struct Inspection {
     skills: Vec<InspectedSkill>,
 }
 
+/// The image `reference` pinned by digest, and the `subPath` of each skill it holds (`None`
+/// for a skill at the image root).
+async fn skills_of_image(
+    reference: &str,
+    auth: &agentic_oci::RegistryAuth,
+    options: &agentic_oci::RegistryOptions,
+) -> Result<(agentic_oci::ResolvedImage, Vec<Option<String>>), agentic_oci::OciError> {
+    let resolved = agentic_oci::resolve_digest(reference, auth, options).await?;
+    let listing = agentic_oci::list_skills(&resolved, auth, options).await?;
+    let sub_paths = if listing.root {
+        vec![None]
+    } else {
+        listing.directories.into_iter().map(Some).collect()
+    };
+    Ok((resolved, sub_paths))
+}
+
 fn inspect(reference: &str, insecure: bool, output: Output) -> ExitCode {
     let inspected = with_registry(reference, insecure, async |auth, options| {
-        let resolved = agentic_oci::resolve_digest(reference, &auth, &options).await?;
-        let listing = agentic_oci::list_skills(&resolved, &auth, &options).await?;
-        let sub_paths: Vec<Option<String>> = if listing.root {
-            vec![None]
-        } else {
-            listing.directories.iter().cloned().map(Some).collect()
-        };
+        let (resolved, sub_paths) = skills_of_image(reference, &auth, &options).await?;
         let mut skills = Vec::new();
         for sub_path in sub_paths {
             let read =
@@ -421,4 +467,117 @@ fn render_inspection(inspection: &Inspection) -> String {
         }
     }
     text
+}
+
+/// The skills of an image as `skill pull` read them: each with its name and files, or the
+/// findings of the invalid ones.
+struct Pulled {
+    image: String,
+    skills: Vec<(String, Vec<agentic_oci::SkillFile>)>,
+    invalid: Vec<String>,
+}
+
+/// Reads every skill of `reference`, then writes them below `dir`; returns what to print.
+fn pull(reference: &str, insecure: bool, force: bool, dir: &Path) -> Result<String, String> {
+    let pulled = with_registry(reference, insecure, async |auth, options| {
+        let (resolved, sub_paths) = skills_of_image(reference, &auth, &options).await?;
+        let mut pulled = Pulled {
+            image: resolved.repository_with_digest.clone(),
+            skills: Vec::new(),
+            invalid: Vec::new(),
+        };
+        for sub_path in sub_paths {
+            let place = sub_path.as_deref().map_or_else(
+                || "(image root)".to_string(),
+                |dir| format!("subPath {dir}"),
+            );
+            match agentic_oci::pull_skill(&resolved, sub_path.as_deref(), &auth, &options).await {
+                Ok((content, files)) => {
+                    let name = content
+                        .report
+                        .frontmatter
+                        .as_ref()
+                        .map(|f| f.name.clone())
+                        .unwrap_or_default();
+                    pulled.skills.push((name, files));
+                }
+                Err(error) if error.is_content_verdict() => pulled
+                    .invalid
+                    .push(format!("{place}: {}: {error}", error.reason())),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(pulled)
+    })?;
+    if !pulled.invalid.is_empty() {
+        return Err(format!(
+            "{}: nothing written; invalid skills:\n  {}",
+            pulled.image,
+            pulled.invalid.join("\n  ")
+        ));
+    }
+    if pulled.skills.is_empty() {
+        return Err(format!(
+            "{}: no SKILL.md at the image root or in a top-level directory",
+            pulled.image
+        ));
+    }
+    write_pulled(&pulled, dir, force)
+}
+
+/// Writes the pulled skills below `dir`, after checking that no file is in the way (unless
+/// `force`); files are created anew, so an existing symlink is replaced, never followed.
+fn write_pulled(pulled: &Pulled, dir: &Path, force: bool) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let io_error = |path: &Path, error: std::io::Error| format!("{}: {error}", path.display());
+    let targets: Vec<(PathBuf, &agentic_oci::SkillFile)> = pulled
+        .skills
+        .iter()
+        .flat_map(|(name, files)| {
+            files
+                .iter()
+                .map(move |file| (dir.join(name).join(&file.path), file))
+        })
+        .collect();
+    let existing: Vec<String> = targets
+        .iter()
+        .filter(|(path, _)| path.symlink_metadata().is_ok())
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    if !existing.is_empty() && !force {
+        return Err(format!(
+            "{} file(s) already exist; pass --force to replace them: {}",
+            existing.len(),
+            existing.join(", ")
+        ));
+    }
+    for (path, file) in &targets {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+        }
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(path, e)),
+        }
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.mode(if file.executable { 0o755 } else { 0o644 });
+        }
+        let mut out = options.open(path).map_err(|e| io_error(path, e))?;
+        std::io::Write::write_all(&mut out, &file.bytes).map_err(|e| io_error(path, e))?;
+    }
+    let mut text = format!("{}\n", pulled.image);
+    for (name, files) in &pulled.skills {
+        let _ = writeln!(
+            text,
+            "  {name}  {} file(s)  {}",
+            files.len(),
+            dir.join(name).display()
+        );
+    }
+    Ok(text)
 }
