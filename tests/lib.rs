@@ -12,7 +12,7 @@ use agentic_oci::{RegistryAuth, RegistryOptions};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
-use agentic_operator::operator::Started;
+use agentic_operator::operator::{BackendChoice, RunOptions, Started};
 use agentic_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -179,6 +179,7 @@ impl Operator {
             sandbox_backend: backend,
             tag_refresh_interval: Duration::from_secs(2),
             run_defaults,
+            reconcile_concurrency: agentic_operator::context::DEFAULT_RECONCILE_CONCURRENCY,
             default_skills_namespace,
             skill_fetcher,
         };
@@ -431,6 +432,65 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     panic!("{name}: timed out waiting for {what}; last state: {last:#?}");
+}
+
+/// The command that runs `binary` as the operator for namespace `ns` of `testenv`, as its own
+/// process: the pod backend, probes and metrics on free loopback ports, killed when dropped.
+/// Callers add their flags, environment and where the output goes.
+pub fn operator_command(binary: &Path, testenv: &TestEnv, ns: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(binary);
+    command
+        .args(["run", "--namespace", ns, "--sandbox-backend", "pod"])
+        .args([
+            "--health-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .env("KUBECONFIG", testenv.kubeconfig_path())
+        .kill_on_drop(true);
+    command
+}
+
+/// How tests run the whole operator (`operator::start`): watching `ns` with the pod backend,
+/// probes and metrics on free loopback ports, no insecure registries, no leader election, and
+/// the command line's defaults otherwise. Tests change what they need with `..run_options(ns)`.
+pub fn run_options(ns: &str) -> RunOptions {
+    RunOptions {
+        scope: Scope::Namespaces(vec![ns.to_owned()]),
+        insecure_registries: Vec::new(),
+        insecure_git_hosts: Vec::new(),
+        sandbox_backend: BackendChoice::Pod,
+        health_addr: ([127, 0, 0, 1], 0).into(),
+        metrics_addr: ([127, 0, 0, 1], 0).into(),
+        secure_metrics: None,
+        leader_election: None,
+        tag_refresh_interval: Duration::from_secs(60),
+        run_defaults: RunDefaults::default(),
+        reconcile_concurrency: agentic_operator::context::DEFAULT_RECONCILE_CONCURRENCY,
+        default_skills_namespace: None,
+        operator_image: None,
+        watch_failure_timeout: None,
+    }
+}
+
+/// Polls `probe` until it returns a value; panics after [`CONVERGE`].
+pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Waits until the run `name` is in `phase`.

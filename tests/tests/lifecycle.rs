@@ -5,8 +5,8 @@
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef};
 use agentic_integration_tests::{
-    Operator, apply, condition, llm_gateway, node_scenario, registry, stub_agent, wait_agent_ready,
-    wait_for, wait_phase,
+    Operator, apply, condition, eventually, llm_gateway, node_env, node_scenario, operator_binary,
+    operator_command, registry, stub_agent, wait_agent_ready, wait_for, wait_gone, wait_phase,
 };
 use agentic_operator::context::{RunDefaults, SandboxBackend};
 use agentic_operator::controllers::agentrun::sandbox_resource;
@@ -76,21 +76,6 @@ fn reason(run: &AgentRun) -> (String, String) {
     (ready.reason.clone(), ready.message.clone())
 }
 
-/// Waits until the object `name` is gone.
-async fn wait_gone<K>(api: &Api<K>, name: &str)
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let deadline = tokio::time::Instant::now() + agentic_integration_tests::CONVERGE;
-    while api.get_opt(name).await.expect("get").is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name} is still there"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-}
-
 /// The run's sandbox: the Pod (`pod` backend) or the Sandbox, whose pod the garbage
 /// collector of a real cluster deletes (the test control plane has none).
 fn sandboxes(client: &Client, ns: &str) -> Api<DynamicObject> {
@@ -116,7 +101,7 @@ async fn a_missing_image_fails_the_run_with_the_kubelets_reason() {
         started.elapsed()
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    wait_gone(&pods, "nope").await;
+    wait_gone(&pods, "nope", "the pod").await;
     operator.stop().await;
 }
 
@@ -155,7 +140,7 @@ async fn an_agent_that_does_not_start_in_time_fails_at_the_startup_deadline() {
         "says what the pod waits for: {message}"
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    wait_gone(&pods, "slow").await;
+    wait_gone(&pods, "slow", "the pod").await;
     holder.abort();
     operator.stop().await;
 }
@@ -186,7 +171,7 @@ async fn a_missing_secret_key_fails_the_run_with_create_container_config_error()
         message.contains("no-such-key"),
         "the kubelet's message: {message}"
     );
-    wait_gone(&sandboxes(&client, &ns), "nokey").await;
+    wait_gone(&sandboxes(&client, &ns), "nokey", "the Sandbox").await;
     operator.stop().await;
 }
 
@@ -225,7 +210,7 @@ async fn cancel_stops_a_running_agent_and_keeps_the_runs_status() {
     assert_eq!(status.sandbox_name.as_deref(), Some("busy"));
     assert!(status.completion_time.is_some());
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    wait_gone(&pods, "busy").await;
+    wait_gone(&pods, "busy", "the pod").await;
     operator.stop().await;
 }
 
@@ -279,7 +264,7 @@ async fn a_sleeping_agent_stops_at_the_run_deadline() {
         "stopped right after 3s, not at exit: {ran}s"
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    wait_gone(&pods, "sleepy").await;
+    wait_gone(&pods, "sleepy", "the pod").await;
     operator.stop().await;
 }
 
@@ -299,7 +284,7 @@ async fn a_finished_run_is_deleted_after_its_ttl() {
         .as_ref()
         .and_then(|s| s.completion_time.clone())
         .expect("completionTime");
-    wait_gone(&runs, "brief").await;
+    wait_gone(&runs, "brief", "the run").await;
     let lived = agentic_operator::now().0.as_second() - completed.0.as_second();
     assert!(
         (3..=15).contains(&lived),
@@ -507,32 +492,28 @@ async fn the_namespace_cap_holds_across_agents_and_starts_runs_in_creation_order
     operator.stop().await;
 }
 
+/// The operator as its own process for namespace `ns`, so that a test can kill it with
+/// SIGKILL; `registry` is reached over plain HTTP.
+fn operator_process(
+    testenv: &agentic_testenv::TestEnv,
+    ns: &str,
+    registry: &str,
+) -> tokio::process::Child {
+    operator_command(operator_binary(), testenv, ns)
+        .args(["--insecure-registry", registry])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the operator starts")
+}
+
 #[tokio::test]
 async fn a_cap_of_two_holds_for_twenty_runs_across_kill_9s_of_the_operator_process() {
-    use agentic_integration_tests::{node_env, operator_binary};
     let testenv = node_env().await;
     let ns = testenv.namespace("life-kill").await.expect("namespace");
     let client = testenv.client();
     let registry = registry().await;
-    // The operator as its own process, so that it can be killed with SIGKILL mid-burst.
-    let spawn = || {
-        tokio::process::Command::new(operator_binary())
-            .args(["run", "--namespace", &ns, "--sandbox-backend", "pod"])
-            .args([
-                "--health-addr",
-                "127.0.0.1:0",
-                "--metrics-addr",
-                "127.0.0.1:0",
-            ])
-            .args(["--insecure-registry", &registry])
-            .env("KUBECONFIG", testenv.kubeconfig_path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the operator starts")
-    };
-    let mut operator = spawn();
+    let mut operator = operator_process(testenv, &ns, &registry);
     capped_agent(&client, &ns, "capped", &stub_agent().await, Some(2)).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -605,7 +586,7 @@ async fn a_cap_of_two_holds_for_twenty_runs_across_kill_9s_of_the_operator_proce
             kills_at.pop();
             operator.start_kill().expect("SIGKILL");
             operator.wait().await.expect("the operator is gone");
-            operator = spawn();
+            operator = operator_process(testenv, &ns, &registry);
         }
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -627,5 +608,185 @@ async fn a_cap_of_two_holds_for_twenty_runs_across_kill_9s_of_the_operator_proce
         .filter(|r| r.status.as_ref().and_then(|s| s.phase) == Some(AgentRunPhase::Succeeded))
         .count();
     assert_eq!(succeeded, 20, "every run ran once and succeeded");
+    operator.start_kill().expect("stop the operator");
+}
+
+/// A ValidatingAdmissionPolicy `name`, bound to namespace `ns`, that refuses the requests
+/// `rules` match with `message`.
+async fn refuse(client: &Client, ns: &str, name: &str, rules: serde_json::Value, check: &str) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": rules},
+            "validations": [{"expression": check, "message": format!("held by the test ({name})")}],
+        },
+    }))
+    .expect("a policy");
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+        },
+    }))
+    .expect("a binding");
+    apply(
+        &Api::<ValidatingAdmissionPolicy>::all(client.clone()),
+        &policy,
+    )
+    .await;
+    apply(
+        &Api::<ValidatingAdmissionPolicyBinding>::all(client.clone()),
+        &binding,
+    )
+    .await;
+}
+
+/// Deletes the policy and binding [`refuse`] made.
+async fn allow(client: &Client, name: &str) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+        .delete(name, &Default::default())
+        .await
+        .expect("delete the binding");
+    Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .delete(name, &Default::default())
+        .await
+        .expect("delete the policy");
+}
+
+/// The reasons and notes of the Events about the AgentRun `name`.
+async fn run_events(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    events
+        .list(&Default::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("AgentRun") && r.name.as_deref() == Some(name)
+            })
+        })
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// An operator killed after creating a run's sandbox and before writing its status (or
+/// raising its Events) leaves a pod that runs on. The next operator finds the agent running
+/// and goes straight to `Running`; the sandbox must still be announced. Admission policies
+/// hold the run's status writes and Events back, so the kill lands in that window every time.
+#[tokio::test]
+async fn the_sandbox_of_a_run_is_announced_after_a_kill_9_before_its_status_was_written() {
+    let testenv = node_env().await;
+    let ns = testenv.namespace("life-events").await.expect("namespace");
+    let client = testenv.client();
+    let registry = registry().await;
+    let mut operator = operator_process(testenv, &ns, &registry);
+    agent(&client, &ns, "stub", &stub_agent().await).await;
+
+    let held_status = format!("{ns}-held-run-status");
+    let held_events = format!("{ns}-held-run-events");
+    refuse(
+        &client,
+        &ns,
+        &held_status,
+        json!([{"apiGroups": ["konveyor.io"], "apiVersions": ["*"],
+                "operations": ["UPDATE"], "resources": ["agentruns/status"]}]),
+        "false",
+    )
+    .await;
+    refuse(
+        &client,
+        &ns,
+        &held_events,
+        json!([{"apiGroups": ["events.k8s.io"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["events"]}]),
+        "object.regarding.kind != 'AgentRun'",
+    )
+    .await;
+    // The policies take effect within a moment: until a probe run's status write is refused.
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("probe", "no-such-agent", vec![])).await;
+    eventually("the status policy to refuse writes", || async {
+        let written = runs
+            .patch_status(
+                "probe",
+                &PatchParams::apply("lifecycle-test").force(),
+                &Patch::Apply(json!({
+                    "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
+                    "status": {"sandboxName": "probe"},
+                })),
+            )
+            .await;
+        matches!(written, Err(kube::Error::Api(status)) if status.message.contains("held by the test"))
+            .then_some(())
+    })
+    .await;
+
+    apply(
+        &runs,
+        &run("late", "stub", vec![env("STUB_SLEEP_SECONDS", "300")]),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_for(&pods, "late", "the agent container to run", |pod: &Pod| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|containers| {
+                containers.iter().any(|c| {
+                    c.name == "agent" && c.state.as_ref().is_some_and(|s| s.running.is_some())
+                })
+            })
+    })
+    .await;
+    let late = runs.get("late").await.expect("the run");
+    assert!(
+        late.status
+            .as_ref()
+            .is_none_or(|s| s.sandbox_name.is_none()),
+        "no status was written yet: {late:#?}"
+    );
+    assert!(
+        run_events(&client, &ns, "late").await.is_empty(),
+        "no Event was raised yet"
+    );
+
+    operator.start_kill().expect("SIGKILL");
+    operator.wait().await.expect("the operator is gone");
+    allow(&client, &held_status).await;
+    allow(&client, &held_events).await;
+    let mut operator = operator_process(testenv, &ns, &registry);
+
+    wait_phase(&runs, "late", AgentRunPhase::Running).await;
+    let events = eventually("the run's Events", || async {
+        let events = run_events(&client, &ns, "late").await;
+        events
+            .iter()
+            .any(|(reason, _)| reason == "AgentRunning")
+            .then_some(events)
+    })
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note)| reason == "SandboxCreating" && note == "sandbox late created"),
+        "the sandbox is announced: {events:?}"
+    );
+    cancel(&runs, "late").await;
+    wait_gone(&pods, "late", "the pod").await;
     operator.start_kill().expect("stop the operator");
 }

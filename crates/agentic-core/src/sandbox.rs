@@ -26,12 +26,14 @@ use crate::names::sandbox_name;
 use crate::params::RunParams;
 use crate::skills::SkillDeliveryMode;
 
+mod events;
 mod files;
 mod lifecycle;
 mod objects;
 mod outcome;
 mod pod;
 
+pub use events::{RunEvent, run_events};
 pub use files::RESERVED_DIRS;
 pub use lifecycle::{
     Enforced, FATAL_WAITING_REASONS, Limits, REASON_CANCELLED, REASON_DEADLINE_EXCEEDED,

@@ -1,0 +1,128 @@
+//! The Events a run's status change raises.
+//!
+//! Events are derived from the change between the status a pass read and the status it
+//! writes, and are raised before that write. A pass that dies after raising them and before
+//! writing raises them again on the next pass, so an Event may repeat but is never lost.
+
+use agentic_api::{AgentRunPhase, AgentRunStatus, CONDITION_READY};
+
+use super::{REASON_POD_PENDING, REASON_SANDBOX_CREATING};
+use crate::conditions::find_condition;
+
+/// One Event about a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunEvent {
+    /// A Warning (the run failed) rather than a Normal event.
+    pub warning: bool,
+    /// The Event's reason: the `Ready` reason the run moved to.
+    pub reason: String,
+    /// What happened, for the user.
+    pub note: String,
+}
+
+/// The Events for a run whose status goes from `old` to `new`, oldest first.
+///
+/// - The pass that records the run's sandbox usually reports `SandboxCreating` or `PodPending`,
+///   whose Event names the sandbox. When the run is already further along (an operator
+///   stopped between creating the sandbox and writing the status finds the agent running
+///   when it comes back) it also raises `SandboxCreating` naming the sandbox, which would
+///   otherwise never be announced. The usual first pass costs one Event, not two.
+/// - A change of phase or of the `Ready` reason raises an Event with the new reason and
+///   message; a Warning when the run failed.
+pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<RunEvent> {
+    let mut events = Vec::new();
+    let reason = |status: &AgentRunStatus| {
+        find_condition(&status.conditions, CONDITION_READY).map(|c| c.reason.clone())
+    };
+    let (old_reason, new_reason) = (reason(old), reason(new));
+    if let (None, Some(sandbox)) = (&old.sandbox_name, &new.sandbox_name)
+        && !matches!(
+            new_reason.as_deref(),
+            Some(REASON_SANDBOX_CREATING | REASON_POD_PENDING)
+        )
+    {
+        events.push(RunEvent {
+            warning: false,
+            reason: REASON_SANDBOX_CREATING.to_string(),
+            note: format!("sandbox {sandbox} created"),
+        });
+    }
+    if (old.phase != new.phase || old_reason != new_reason)
+        && let Some(ready) = find_condition(&new.conditions, CONDITION_READY)
+    {
+        events.push(RunEvent {
+            warning: new.phase == Some(AgentRunPhase::Failed),
+            reason: ready.reason.clone(),
+            note: ready.message.clone(),
+        });
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conditions::set_condition;
+    use agentic_api::ConditionStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn status(phase: AgentRunPhase, reason: &str, sandbox: Option<&str>) -> AgentRunStatus {
+        let mut status = AgentRunStatus {
+            phase: Some(phase),
+            sandbox_name: sandbox.map(str::to_string),
+            ..AgentRunStatus::default()
+        };
+        set_condition(
+            &mut status.conditions,
+            CONDITION_READY,
+            ConditionStatus::False,
+            reason,
+            &format!("{reason} happened"),
+            Some(1),
+            Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        );
+        status
+    }
+
+    fn reasons(events: &[RunEvent]) -> Vec<&str> {
+        events.iter().map(|e| e.reason.as_str()).collect()
+    }
+
+    #[test]
+    fn a_sandbox_recorded_with_the_pod_already_running_is_announced_first() {
+        let old = AgentRunStatus::default();
+        let new = status(AgentRunPhase::Running, "AgentRunning", Some("run-1"));
+        let events = run_events(&old, &new);
+        assert_eq!(reasons(&events), ["SandboxCreating", "AgentRunning"]);
+        assert_eq!(events[0].note, "sandbox run-1 created");
+        assert!(!events[0].warning && !events[1].warning);
+    }
+
+    #[test]
+    fn a_sandbox_recorded_while_it_or_its_pod_is_created_is_announced_once() {
+        let old = status(AgentRunPhase::Pending, "Queued", None);
+        for reason in ["SandboxCreating", "PodPending"] {
+            let new = status(AgentRunPhase::Pending, reason, Some("run-1"));
+            let events = run_events(&old, &new);
+            assert_eq!(reasons(&events), [reason]);
+            assert_eq!(events[0].note, format!("{reason} happened"));
+        }
+    }
+
+    #[test]
+    fn an_unchanged_reason_raises_nothing_and_a_failure_is_a_warning() {
+        let running = status(AgentRunPhase::Running, "AgentRunning", Some("run-1"));
+        assert!(run_events(&running, &running.clone()).is_empty());
+        let failed = status(AgentRunPhase::Failed, "AgentFailed", Some("run-1"));
+        let events = run_events(&running, &failed);
+        assert_eq!(reasons(&events), ["AgentFailed"]);
+        assert!(events[0].warning);
+    }
+
+    #[test]
+    fn a_run_blocked_before_its_sandbox_raises_only_its_reason() {
+        let old = AgentRunStatus::default();
+        let new = status(AgentRunPhase::Pending, "AgentNotReady", None);
+        assert_eq!(reasons(&run_events(&old, &new)), ["AgentNotReady"]);
+    }
+}
