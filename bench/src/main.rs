@@ -33,7 +33,7 @@ use agentic_core::sandbox::{
     build_pod, build_run_config_map,
 };
 use agentic_core::skills::{Lookup, resolve_skill_delivery};
-use agentic_integration_tests::{apply, llm_gateway, push_to, write_skill};
+use agentic_integration_tests::{apply, llm_gateway, operator_command, push_to, write_skill};
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use anyhow::{Context as _, bail};
 use clap::Parser;
@@ -220,24 +220,10 @@ fn start_operator(
     registry: &str,
     log: &tempfile::NamedTempFile,
 ) -> anyhow::Result<tokio::process::Child> {
-    tokio::process::Command::new(binary)
-        .args([
-            "run",
-            "--namespace",
-            ns,
-            "--sandbox-backend",
-            "pod",
-            "--insecure-registry",
-            registry,
-            "--health-addr",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ])
-        .env("KUBECONFIG", env.kubeconfig_path())
+    operator_command(binary, env, ns)
+        .args(["--insecure-registry", registry])
         .stdout(log.reopen()?)
         .stderr(log.reopen()?)
-        .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {}", binary.display()))
 }

@@ -4,11 +4,10 @@ use std::time::{Duration, Instant};
 
 use agentic_api::{Agent, AgentRun, AgentRunSpec, AgentSpec, ObjectRef};
 use agentic_integration_tests::{
-    Operator, apply, http_get, llm_gateway, wait_agent_ready, wait_for_sandbox,
+    Operator, apply, http_get, llm_gateway, run_options, wait_agent_ready, wait_for_sandbox,
 };
-use agentic_operator::context::{RunDefaults, SandboxBackend};
-use agentic_operator::controllers::Scope;
-use agentic_operator::operator::{BackendChoice, RunOptions};
+use agentic_operator::context::SandboxBackend;
+use agentic_operator::operator::RunOptions;
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use kube::Api;
 use kube::api::ObjectMeta;
@@ -89,18 +88,9 @@ async fn watches_that_keep_failing_make_the_operator_unready_and_then_stop_it() 
         .expect("a control plane of this test's own");
     let ns = env.namespace("watch-health").await.expect("namespace");
     let options = RunOptions {
-        scope: Scope::Namespaces(vec![ns]),
-        insecure_registries: Vec::new(),
-        insecure_git_hosts: Vec::new(),
-        sandbox_backend: BackendChoice::Pod,
-        health_addr: ([127, 0, 0, 1], 0).into(),
-        metrics_addr: ([127, 0, 0, 1], 0).into(),
-        leader_election: None,
         tag_refresh_interval: Duration::from_secs(300),
-        run_defaults: RunDefaults::default(),
-        default_skills_namespace: None,
-        operator_image: None,
         watch_failure_timeout: Some(Duration::from_secs(20)),
+        ..run_options(&ns)
     };
     let (_shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let started = agentic_operator::operator::start(env.client(), options, shutdown_rx)

@@ -5,10 +5,8 @@
 
 use std::time::Duration;
 
-use agentic_integration_tests::{http_get, stop_cleanly};
-use agentic_operator::context::RunDefaults;
-use agentic_operator::controllers::Scope;
-use agentic_operator::operator::{self, BackendChoice, RunOptions};
+use agentic_integration_tests::{http_get, run_options, stop_cleanly};
+use agentic_operator::operator::{self};
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -74,26 +72,9 @@ async fn readyz_names_a_missing_crd_until_it_is_installed() {
     }
 
     let (stop, shutdown) = watch::channel(false);
-    let started = operator::start(
-        client.clone(),
-        RunOptions {
-            scope: Scope::Namespaces(vec![ns]),
-            insecure_registries: Vec::new(),
-            insecure_git_hosts: Vec::new(),
-            sandbox_backend: BackendChoice::Pod,
-            health_addr: ([127, 0, 0, 1], 0).into(),
-            metrics_addr: ([127, 0, 0, 1], 0).into(),
-            leader_election: None,
-            tag_refresh_interval: Duration::from_secs(60),
-            run_defaults: RunDefaults::default(),
-            default_skills_namespace: None,
-            operator_image: None,
-            watch_failure_timeout: None,
-        },
-        shutdown,
-    )
-    .await
-    .expect("the operator starts without the CRD");
+    let started = operator::start(client.clone(), run_options(&ns), shutdown)
+        .await
+        .expect("the operator starts without the CRD");
 
     let body = until_readyz(started.health_addr, |code, body| {
         code == 503 && body.contains("CRDs not installed")

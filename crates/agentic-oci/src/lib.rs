@@ -36,10 +36,12 @@ mod layers;
 mod limits;
 mod pack;
 mod registry;
+mod resolutions;
 
 pub use auth::{DockerConfig, RegistryAuth};
 pub use cache::{CacheStats, DEFAULT_CACHE_BYTES, SkillCache};
 pub use error::OciError;
+pub use layers::SkillFile;
 pub use limits::{Limits, MAX_LISTED_DIRECTORIES, MAX_MANIFEST_BYTES};
 pub use pack::{
     CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, PackedImage, SKILLS_ANNOTATION,
@@ -47,5 +49,6 @@ pub use pack::{
 };
 pub use registry::{
     RegistryOptions, RegistryStats, ResolvedImage, SkillContent, SkillListing, fetch_skill,
-    image_registry, list_skills, push_image, registry_stats, resolve_digest,
+    image_registry, list_skills, pull_skill, push_image, registry_stats, resolve_digest,
 };
+pub use resolutions::Resolutions;

@@ -14,6 +14,14 @@ fn params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
 
+/// Creates are recorded under the same field manager as the applies.
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    }
+}
+
 /// Applies `status` to the status subresource of `name`. Callers compare first, so that an
 /// unchanged status is never written.
 pub async fn apply_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<()>
@@ -65,7 +73,7 @@ where
     K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     let name = object.meta().name.clone().unwrap_or_default();
-    match api.create(&PostParams::default(), object).await {
+    match api.create(&post_params(), object).await {
         Ok(created) => Ok(Ok(created)),
         Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await? {
             Some(existing) if is_controlled_by(existing.meta(), uid) => Ok(Ok(existing)),
@@ -79,10 +87,11 @@ where
 
 /// Creates `object`, or applies it over the object of its name when the caller (the owner
 /// with `uid`) controls that one, so a later pass can bring it up to date. Any other object of
-/// the name is never touched and comes back as [`NameTaken`].
+/// the name is never touched and comes back as [`NameTaken`]. Reads first: for objects that
+/// usually exist already.
 pub async fn apply_owned<K>(
     api: &Api<K>,
-    mut object: K,
+    object: K,
     kind: &'static str,
     uid: &str,
 ) -> Result<Result<(), NameTaken>>
@@ -92,15 +101,54 @@ where
     let name = object.meta().name.clone().unwrap_or_default();
     match api.get_opt(&name).await? {
         None => Ok(create_owned(api, &object, kind, uid).await?.map(drop)),
-        Some(existing) if is_controlled_by(existing.meta(), uid) => {
-            // Pinned to the version just checked: if the object is replaced in between, the
-            // apply fails with a conflict instead of taking the replacement over.
-            object.meta_mut().resource_version = existing.meta().resource_version.clone();
-            apply_object(api, &name, &object).await?;
-            Ok(Ok(()))
-        }
-        Some(_) => Ok(Err(NameTaken { kind, name })),
+        Some(existing) => apply_over(api, &existing, object, kind, uid).await,
     }
+}
+
+/// Like [`apply_owned`], creating first: for objects that usually do not exist yet (a run's
+/// ConfigMap on its first pass), where the create is the one request. Only an object already
+/// there is read, and applied over when the caller controls it.
+pub async fn create_or_apply_owned<K>(
+    api: &Api<K>,
+    object: K,
+    kind: &'static str,
+    uid: &str,
+) -> Result<Result<(), NameTaken>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    match api.create(&post_params(), &object).await {
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await? {
+            Some(existing) => apply_over(api, &existing, object, kind, uid).await,
+            // Deleted since the create: the retry creates it.
+            None => Err(kube::Error::Api(status).into()),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Applies `object` over `existing` when the owner with `uid` controls it; else [`NameTaken`].
+async fn apply_over<K>(
+    api: &Api<K>,
+    existing: &K,
+    mut object: K,
+    kind: &'static str,
+    uid: &str,
+) -> Result<Result<(), NameTaken>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    if !is_controlled_by(existing.meta(), uid) {
+        return Ok(Err(NameTaken { kind, name }));
+    }
+    // Pinned to the version just checked: if the object is replaced in between, the apply
+    // fails with a conflict instead of taking the replacement over.
+    object.meta_mut().resource_version = existing.meta().resource_version.clone();
+    apply_object(api, &name, &object).await?;
+    Ok(Ok(()))
 }
 
 /// Deletes `object`, a finished run (of `kind`) whose time to live is over; what it owns goes

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentic_api::ConditionStatus;
 use agentic_core::conditions::{find_condition, truncate};
@@ -16,6 +16,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::backoff::{Backoff, ObjectKey};
+use crate::controllers::Caches;
 use crate::controllers::gateway::LastCheck;
 use crate::error::{Chain, Error};
 use crate::metrics::Metrics;
@@ -43,6 +44,8 @@ pub struct Settings {
     pub tag_refresh_interval: Duration,
     /// What runs get when they do not set their own limits.
     pub run_defaults: RunDefaults,
+    /// The most objects of one kind reconciled at once (SkillCards aside); 0 for no bound.
+    pub reconcile_concurrency: u16,
     /// The namespace whose SkillCollections labelled `konveyor.io/default-skills: "true"`
     /// apply to every Agent of the cluster.
     pub default_skills_namespace: Option<String>,
@@ -85,11 +88,22 @@ pub const DEFAULT_STARTUP_DEADLINE_SECONDS: u64 = 600;
 /// sweep is a backstop, and a pass costs a few metadata-only lists.
 pub const DEFAULT_ORPHAN_SWEEP_INTERVAL: Duration = Duration::from_secs(300);
 
+/// How many objects of one kind are reconciled at once by default (`--reconcile-concurrency`).
+/// A pass mostly waits for the API server: 16 keep it busy without crowding out its other
+/// clients, and bound the memory of passes in flight.
+pub const DEFAULT_RECONCILE_CONCURRENCY: u16 = 16;
+
+/// How long a status this process wrote is preferred to the watch cache's: far longer than
+/// a watch event takes, short enough that the memory of deleted runs is bounded.
+const CACHE_LAG_LIMIT: Duration = Duration::from_secs(60);
+
 /// Shared state of all controllers.
 pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub skills: SkillCache,
+    /// Tag resolutions, shared by the SkillCards that name the same reference.
+    pub resolutions: agentic_oci::Resolutions,
     /// Verdicts on git skills by repository, commit and subPath.
     pub git_skills: agentic_git::SkillCache,
     pub metrics: Arc<Metrics>,
@@ -100,6 +114,11 @@ pub struct Context {
     /// digest holds never changes, so each is listed through the registry once.
     listings: std::sync::Mutex<HashMap<String, SkillListing>>,
     gateway_checks: std::sync::Mutex<HashMap<GatewayKey, LastCheck>>,
+    /// The controllers' watch caches, by the namespace they watch (`None`: every namespace).
+    caches: std::sync::RwLock<Vec<(Option<String>, Caches)>>,
+    /// The status this process last wrote to each AgentRun (by UID) that its cache has not
+    /// shown yet, and when.
+    run_statuses: std::sync::Mutex<HashMap<String, (Instant, agentic_api::AgentRunStatus)>>,
 }
 
 /// A Gateway's namespace and name.
@@ -124,6 +143,7 @@ impl Context {
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             skills: SkillCache::new(SKILL_CACHE_ENTRIES),
+            resolutions: agentic_oci::Resolutions::default(),
             git_skills: agentic_git::SkillCache::new(SKILL_CACHE_ENTRIES),
             client,
             settings,
@@ -132,6 +152,8 @@ impl Context {
             admissions: std::sync::Mutex::default(),
             listings: std::sync::Mutex::default(),
             gateway_checks: std::sync::Mutex::default(),
+            caches: std::sync::RwLock::default(),
+            run_statuses: std::sync::Mutex::default(),
         }
     }
 
@@ -154,6 +176,65 @@ impl Context {
             listings.clear();
         }
         listings.insert(listing.image.repository_with_digest.clone(), listing);
+    }
+
+    /// Keeps the watch caches of the controllers of `namespace` (`None`: of every namespace)
+    /// for [`Context::caches`].
+    pub fn register_caches(&self, namespace: Option<&str>, caches: Caches) {
+        self.caches
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((namespace.map(str::to_string), caches));
+    }
+
+    /// The watch caches that hold the objects of `namespace`, if it is watched.
+    pub fn caches(&self, namespace: &str) -> Option<Caches> {
+        self.caches
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|(watched, _)| watched.as_deref().is_none_or(|w| w == namespace))
+            .map(|(_, caches)| caches.clone())
+    }
+
+    /// The status a pass of the AgentRun `uid` starts from: `cached`, the status in the watch
+    /// cache, unless this process has written one since that the cache does not show yet.
+    /// The operator is the only writer of a run's status, so the status it wrote last is the
+    /// run's status; a pass woken by the run's pod before the run's own watch event arrived
+    /// would otherwise start from the status before that write, and write it again.
+    pub fn run_status(
+        &self,
+        uid: &str,
+        cached: agentic_api::AgentRunStatus,
+    ) -> agentic_api::AgentRunStatus {
+        let mut written = self
+            .run_statuses
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match written.get(uid) {
+            Some((at, status)) if *status != cached && at.elapsed() < CACHE_LAG_LIMIT => {
+                status.clone()
+            }
+            // The cache caught up (or the run is gone): nothing to remember any more.
+            Some(_) => {
+                written.remove(uid);
+                cached
+            }
+            None => cached,
+        }
+    }
+
+    /// Remembers `status`, just written to the AgentRun `uid`, until its cache shows it.
+    pub fn wrote_run_status(&self, uid: &str, status: &agentic_api::AgentRunStatus) {
+        let mut written = self
+            .run_statuses
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if written.len() >= 1024 {
+            // Runs deleted before their cache caught up are never asked about again.
+            written.retain(|_, (at, _)| at.elapsed() < CACHE_LAG_LIMIT);
+        }
+        written.insert(uid.to_string(), (Instant::now(), status.clone()));
     }
 
     /// The last check of a Gateway's endpoint made by this process.

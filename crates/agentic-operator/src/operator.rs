@@ -52,10 +52,15 @@ pub struct RunOptions {
     pub sandbox_backend: BackendChoice,
     pub health_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
+    /// Serve `/metrics` over TLS to authenticated, authorized callers only; None serves it
+    /// over plain HTTP to anyone.
+    pub secure_metrics: Option<server::SecureMetrics>,
     /// Hold a Lease before reconciling; None reconciles at once.
     pub leader_election: Option<LeaderElection>,
     pub tag_refresh_interval: Duration,
     pub run_defaults: RunDefaults,
+    /// The most objects of one kind reconciled at once (SkillCards aside); 0 for no bound.
+    pub reconcile_concurrency: u16,
     /// Where the cluster-wide default skills are; None: only namespace defaults.
     pub default_skills_namespace: Option<String>,
     /// The operator's own image, which the init containers of git skills run.
@@ -172,7 +177,7 @@ async fn check_crds(client: Client, readiness: Arc<Readiness>, mut stop: watch::
                 if reported.as_ref() != Some(&missing) {
                     tracing::error!(
                         missing = %missing.join(", "),
-                        "CRDs this operator needs are not installed; apply the chart's crds/ or config/crd"
+                        "CRDs this operator needs are not installed; install the chart with crds.enabled=true or apply config/crd"
                     );
                     readiness.set_missing_crds(missing.clone());
                     reported = Some(missing);
@@ -246,14 +251,35 @@ pub async fn start(
     )
     .await
     .with_context(|| format!("binding --health-addr {}", options.health_addr))?;
-    let metrics_addr = server::spawn(
-        options.metrics_addr,
-        server::metrics_router(metrics.clone()),
-        stop.clone(),
-    )
-    .await
+    let metrics_addr = match &options.secure_metrics {
+        None => {
+            server::spawn(
+                options.metrics_addr,
+                server::metrics_router(metrics.clone()),
+                stop.clone(),
+            )
+            .await
+        }
+        Some(secure) => {
+            let tls = secure
+                .tls_config()
+                .context("the TLS certificate of --metrics-secure")?;
+            server::spawn_tls(
+                options.metrics_addr,
+                server::secure_metrics_router(metrics.clone(), client.clone()),
+                tls,
+                stop.clone(),
+            )
+            .await
+        }
+    }
     .with_context(|| format!("binding --metrics-addr {}", options.metrics_addr))?;
-    tracing::info!(health = %health_addr, metrics = %metrics_addr, "serving probes and metrics");
+    tracing::info!(
+        health = %health_addr,
+        metrics = %metrics_addr,
+        metrics_secure = options.secure_metrics.is_some(),
+        "serving probes and metrics"
+    );
     tokio::spawn(check_crds(client.clone(), readiness.clone(), stop.clone()));
 
     let task = tokio::spawn(async move {
@@ -306,6 +332,7 @@ async fn lead(
         sandbox_backend: backend,
         tag_refresh_interval: options.tag_refresh_interval,
         run_defaults: options.run_defaults,
+        reconcile_concurrency: options.reconcile_concurrency,
         default_skills_namespace: default_skills_namespace(&options),
         skill_fetcher: options.operator_image.clone().map(|image| {
             agentic_core::sandbox::SkillFetcher {
@@ -575,9 +602,11 @@ mod tests {
             sandbox_backend: BackendChoice::Pod,
             health_addr: ([127, 0, 0, 1], 0).into(),
             metrics_addr: ([127, 0, 0, 1], 0).into(),
+            secure_metrics: None,
             leader_election: None,
             tag_refresh_interval: Duration::from_secs(300),
             run_defaults: RunDefaults::default(),
+            reconcile_concurrency: crate::context::DEFAULT_RECONCILE_CONCURRENCY,
             default_skills_namespace: defaults.map(str::to_string),
             operator_image: None,
             watch_failure_timeout: None,

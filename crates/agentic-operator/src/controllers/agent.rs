@@ -190,42 +190,18 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
     // Apply.
     if new != old {
         let api: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply_status(&api, &agent.name_any(), &new).await?;
-        ctx.announce(
-            agent.as_ref(),
-            &old.conditions,
-            &new.conditions,
+        // Events before the write: a pass that stops in between raises them again.
+        for type_ in [
             CONDITION_READY,
-        )
-        .await;
-        ctx.announce(
-            agent.as_ref(),
-            &old.conditions,
-            &new.conditions,
             CONDITION_SKILL_DELIVERY,
-        )
-        .await;
-        ctx.announce(
-            agent.as_ref(),
-            &old.conditions,
-            &new.conditions,
             CONDITION_GATEWAY_CONFIGURED,
-        )
-        .await;
-        ctx.announce(
-            agent.as_ref(),
-            &old.conditions,
-            &new.conditions,
             CONDITION_DEFAULT_SKILLS,
-        )
-        .await;
-        ctx.announce(
-            agent.as_ref(),
-            &old.conditions,
-            &new.conditions,
             CONDITION_RULES_FIT_CONTEXT,
-        )
-        .await;
+        ] {
+            ctx.announce(agent.as_ref(), &old.conditions, &new.conditions, type_)
+                .await;
+        }
+        apply_status(&api, &agent.name_any(), &new).await?;
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, agent.as_ref());

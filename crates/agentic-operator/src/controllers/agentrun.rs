@@ -20,8 +20,8 @@ use agentic_core::params::resolve_run;
 use agentic_core::sandbox::{
     Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome,
     SANDBOX_KIND, SandboxInputs, admit, admit_in_namespace, build_acp_secret, build_pod,
-    build_run_config_map, build_sandbox, cancelled, enforce, run_outcome, startup_deadline,
-    stops_sandbox, time_to_live,
+    build_run_config_map, build_sandbox, cancelled, enforce, run_events, run_outcome,
+    startup_deadline, stops_sandbox, time_to_live,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -37,9 +37,9 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::{lookup, namespace_of, read_reference};
+use super::{listed, lookup, namespace_of, read_cached};
 use crate::apply::{
-    NAME_TAKEN_RETRY, NameTaken, apply_owned, apply_status, create_owned, delete_expired,
+    NAME_TAKEN_RETRY, NameTaken, apply_status, create_or_apply_owned, create_owned, delete_expired,
 };
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
@@ -67,7 +67,8 @@ pub fn sandbox_resource() -> ApiResource {
 pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let namespace = namespace_of(run.as_ref(), KIND)?;
-    let old = run.status.clone().unwrap_or_default();
+    let uid = run.uid().unwrap_or_default();
+    let old = ctx.run_status(&uid, run.status.clone().unwrap_or_default());
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
         // Also after a restart between the status write and the deletion below.
         if let Some(sandbox) = stopped_sandbox(&run, &old) {
@@ -119,7 +120,19 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         recheck_after,
     } = if old.sandbox_name.is_some() {
         let world = observe(&run, &namespace, &ctx, &new).await?;
-        judge(&run, &ctx, &new, &world)
+        let judged = judge(&run, &ctx, &new, &world);
+        if world.cached && judged.outcome.phase.is_finished() {
+            // Final: confirmed from the API server, never concluded from a cache.
+            let name = new.sandbox_name.clone().unwrap_or_default();
+            judge(
+                &run,
+                &ctx,
+                &new,
+                &read_sandbox(&ctx, &namespace, &name).await?,
+            )
+        } else {
+            judged
+        }
     } else if run.spec.cancel == Some(true) {
         Enforced {
             outcome: cancelled(None),
@@ -139,17 +152,20 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     outcome.apply(&mut new, run.metadata.generation, crate::now());
 
     if new != old {
-        let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply_status(&api, &run.name_any(), &new).await?;
-        ctx.metrics.run_transitioned(run.as_ref(), &old, &new);
-        if old.phase != new.phase || reason_of(&old) != reason_of(&new) {
-            let type_ = match outcome.phase {
-                AgentRunPhase::Failed => EventType::Warning,
-                _ => EventType::Normal,
+        // Events before the write: a pass that stops in between raises them again.
+        for event in run_events(&old, &new) {
+            let type_ = if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
             };
-            ctx.publish(run.as_ref(), type_, outcome.reason, outcome.message.clone())
+            ctx.publish(run.as_ref(), type_, &event.reason, event.note)
                 .await;
         }
+        let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
+        apply_status(&api, &run.name_any(), &new).await?;
+        ctx.wrote_run_status(&uid, &new);
+        ctx.metrics.run_transitioned(run.as_ref(), &old, &new);
     }
     // Status first: a run is never left unfinished without its sandbox.
     if let Some(sandbox) = stopped_sandbox(&run, &new) {
@@ -285,7 +301,15 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
         }
     }
 
-    let found = read_reference::<Agent>(&ctx.client, namespace, &run.spec.agent_ref).await?;
+    let agent_ref = &run.spec.agent_ref;
+    let found = read_cached(
+        ctx,
+        namespace,
+        agent_ref,
+        |c| &c.agents,
+        |agent| check_agent(agent_ref, Lookup::Found(agent)).is_ok(),
+    )
+    .await?;
     let agent = match check_agent(&run.spec.agent_ref, lookup(&found)) {
         Ok(agent) => agent,
         Err(e) => {
@@ -305,7 +329,17 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
         Ok(name) => name,
         Err(e) => return blocked(RunOutcome::failed(e.reason(), format!("spec.gateway: {e}"))),
     };
-    let found = read_reference::<Gateway>(&ctx.client, namespace, &gateway_name).await?;
+    let found = read_cached(
+        ctx,
+        namespace,
+        &gateway_name,
+        |c| &c.gateways,
+        |gateway: &Gateway| {
+            !agent.spec.gateways.is_empty()
+                || is_ready(&gateway.status.clone().unwrap_or_default().conditions)
+        },
+    )
+    .await?;
     let gateway = match lookup(&found) {
         // The Agent's Ready covers the gateways it lists, not one a run names itself.
         Lookup::Found(gateway)
@@ -337,8 +371,14 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
     for pinned in &agent_status.skills {
         // A cluster-wide default skill's card lives in the default-skills namespace.
         let card_namespace = pinned.namespace.as_deref().unwrap_or(namespace);
-        let card =
-            read_reference::<SkillCard>(&ctx.client, card_namespace, &pinned.skill_card).await?;
+        let card = read_cached(
+            ctx,
+            card_namespace,
+            &pinned.skill_card,
+            |c| &c.skill_cards,
+            |card: &SkillCard| MountedSkill::from_agent_skill(pinned, Lookup::Found(card)).is_ok(),
+        )
+        .await?;
         match MountedSkill::from_agent_skill(pinned, lookup(&card)) {
             Ok(skill) => skills.push(skill),
             // The Agent's status is behind its SkillCards; its next pass will catch up and
@@ -485,7 +525,7 @@ async fn create_sandbox_objects(
 
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let config_map = build_run_config_map(inputs, owner.clone());
-    if let Err(taken) = apply_owned(&config_maps, config_map, "ConfigMap", &uid).await? {
+    if let Err(taken) = create_or_apply_owned(&config_maps, config_map, "ConfigMap", &uid).await? {
         return Ok(Err(taken));
     }
 
@@ -507,6 +547,7 @@ async fn create_sandbox_objects(
                 let world = World {
                     sandbox_created: Some(pod.metadata.creation_timestamp.clone()),
                     pod: Some(pod),
+                    cached: false,
                 };
                 (
                     world
@@ -540,6 +581,7 @@ async fn create_sandbox_objects(
                     let world = World {
                         sandbox_created: Some(sandbox.metadata.creation_timestamp),
                         pod: None,
+                        cached: false,
                     };
                     (pinned, world)
                 }))
@@ -568,6 +610,29 @@ async fn existing_sandbox(
     name: &str,
     run_uid: &str,
 ) -> Result<Existing> {
+    // From the cache once it has listed: absent there is absent, but for a sandbox this
+    // process created a moment ago that its watch has not brought yet. Creating that one
+    // again meets 409, and `create_owned` hands back the existing sandbox with its pinned
+    // skills.
+    if let Some(caches) = ctx.caches(namespace) {
+        let cached = match (ctx.settings.sandbox_backend, &caches.sandboxes) {
+            (SandboxBackend::Pod, _) => listed(&caches.pods).then(|| {
+                caches
+                    .pods
+                    .get(&ObjectRef::new(name).within(namespace))
+                    .map(|p| p.metadata.clone())
+            }),
+            (SandboxBackend::AgentSandbox, Some(sandboxes)) => listed(sandboxes).then(|| {
+                sandboxes
+                    .get(&ObjectRef::new_with(name, sandbox_resource()).within(namespace))
+                    .map(|s| s.metadata.clone())
+            }),
+            (SandboxBackend::AgentSandbox, None) => None,
+        };
+        if let Some(metadata) = cached {
+            return Ok(existing(metadata, run_uid));
+        }
+    }
     let metadata = match ctx.settings.sandbox_backend {
         SandboxBackend::Pod => {
             let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
@@ -579,13 +644,15 @@ async fn existing_sandbox(
             api.get_opt(name).await?.map(|s| s.metadata)
         }
     };
-    let Some(metadata) = metadata else {
-        return Ok(Existing::Absent);
-    };
-    if !is_controlled_by(&metadata, run_uid) {
-        return Ok(Existing::Foreign);
+    Ok(existing(metadata, run_uid))
+}
+
+fn existing(metadata: Option<ObjectMeta>, run_uid: &str) -> Existing {
+    match metadata {
+        None => Existing::Absent,
+        Some(metadata) if !is_controlled_by(&metadata, run_uid) => Existing::Foreign,
+        Some(metadata) => Existing::Ours(pinned_skills(&metadata)),
     }
-    Ok(Existing::Ours(pinned_skills(&metadata)))
 }
 
 /// The skills a sandbox mounts, from its annotation.
@@ -612,6 +679,8 @@ struct World {
     pod: Option<Pod>,
     /// `None` when the sandbox is gone; else its creation time.
     sandbox_created: Option<Option<Time>>,
+    /// Read from the watch caches.
+    cached: bool,
 }
 
 /// After the sandbox exists: what its sandbox and pod are now.
@@ -628,8 +697,51 @@ async fn observe(
     observe_sandbox(ctx, namespace, &name).await
 }
 
-/// The sandbox `name` and its pod.
+/// The sandbox `name` and its pod: from the watch caches when they hold both, else from the
+/// API server. The caches only move forward, and the watch event that brings a run back is
+/// in them before the run is reconciled; a run judged finished from them is judged again
+/// from the API server (see [`reconcile`]) before that final status is written.
 async fn observe_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<World> {
+    if let Some(world) = cached_sandbox(ctx, namespace, name) {
+        return Ok(world);
+    }
+    read_sandbox(ctx, namespace, name).await
+}
+
+fn cached_sandbox(ctx: &Context, namespace: &str, name: &str) -> Option<World> {
+    let caches = ctx.caches(namespace)?;
+    let pod = caches.pods.get(&ObjectRef::new(name).within(namespace));
+    match ctx.settings.sandbox_backend {
+        // The pod is the sandbox: one the cache lacks may be one it has not brought yet.
+        SandboxBackend::Pod => {
+            let pod = pod?;
+            Some(World {
+                sandbox_created: Some(pod.metadata.creation_timestamp.clone()),
+                pod: Some(Pod::clone(&pod)),
+                cached: true,
+            })
+        }
+        // A Sandbox without a pod waits for agent-sandbox to make one, whose watch event
+        // brings the run back.
+        SandboxBackend::AgentSandbox => {
+            let sandbox = caches
+                .sandboxes
+                .as_ref()?
+                .get(&ObjectRef::new_with(name, sandbox_resource()).within(namespace))?;
+            if pod.is_none() && !listed(&caches.pods) {
+                return None;
+            }
+            Some(World {
+                pod: pod.map(|p| Pod::clone(&p)),
+                sandbox_created: Some(sandbox.metadata.creation_timestamp.clone()),
+                cached: true,
+            })
+        }
+    }
+}
+
+/// The sandbox `name` and its pod, from the API server.
+async fn read_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<World> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let pod = pods.get_opt(name).await?;
     let sandbox_created = match ctx.settings.sandbox_backend {
@@ -645,6 +757,7 @@ async fn observe_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<W
     Ok(World {
         pod,
         sandbox_created,
+        cached: false,
     })
 }
 
@@ -673,17 +786,26 @@ fn judge(run: &AgentRun, ctx: &Context, status: &AgentRunStatus, world: &World) 
     enforce(observed, pod, since.as_ref(), &limits, &crate::now())
 }
 
-/// The runs waiting to start on the Agent `name` in `namespace`.
+/// The runs waiting to start on the Agent `name` in `namespace`: every run of it without a
+/// sandbox yet, whatever it waits for (the Agent to exist or turn Ready, a slot).
 pub fn runs_waiting_on_agent<'a>(
     runs: impl IntoIterator<Item = &'a AgentRun>,
     namespace: &str,
     name: &str,
 ) -> Vec<ObjectRef<AgentRun>> {
-    runs_waiting(runs, namespace, Some(name))
+    runs.into_iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace))
+        .filter(|r| r.spec.agent_ref == name)
+        .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
+        .map(ObjectRef::from_obj)
+        .collect()
 }
 
-/// The runs in `namespace` without a sandbox yet, of the Agent `agent` or (`None`) of any.
-pub fn runs_waiting<'a>(
+/// The runs in `namespace` queued for a slot (reason `Queued`), of the Agent `agent` or
+/// (`None`) of any: what a run that finishes or goes may let start. No other run needs
+/// waking then, and waking every run without a sandbox on each run event made a burst of N
+/// runs cost N² passes.
+pub fn runs_queued<'a>(
     runs: impl IntoIterator<Item = &'a AgentRun>,
     namespace: &str,
     agent: Option<&str>,
@@ -691,7 +813,13 @@ pub fn runs_waiting<'a>(
     runs.into_iter()
         .filter(|r| r.namespace().as_deref() == Some(namespace))
         .filter(|r| agent.is_none_or(|name| r.spec.agent_ref == name))
-        .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
+        .filter(|r| {
+            r.status.as_ref().is_some_and(|s| {
+                s.sandbox_name.is_none()
+                    && find_condition(&s.conditions, CONDITION_READY)
+                        .is_some_and(|c| c.reason == REASON_QUEUED)
+            })
+        })
         .map(ObjectRef::from_obj)
         .collect()
 }

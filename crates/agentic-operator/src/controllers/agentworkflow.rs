@@ -46,7 +46,7 @@ pub async fn reconcile(workflow: Arc<AgentWorkflow>, ctx: Arc<Context>) -> Resul
     );
     if new != old {
         let api: Api<AgentWorkflow> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply_status(&api, &workflow.name_any(), &new).await?;
+        // Events before the write: a pass that stops in between raises them again.
         ctx.announce(
             workflow.as_ref(),
             &old.conditions,
@@ -54,6 +54,7 @@ pub async fn reconcile(workflow: Arc<AgentWorkflow>, ctx: Arc<Context>) -> Resul
             CONDITION_READY,
         )
         .await;
+        apply_status(&api, &workflow.name_any(), &new).await?;
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, workflow.as_ref());

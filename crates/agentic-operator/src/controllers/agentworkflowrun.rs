@@ -135,10 +135,11 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
 
     if new != old {
         let api: Api<AgentWorkflowRun> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply_status(&api, &run.name_any(), &new).await?;
+        // Events before the write: a pass that stops in between raises them again.
         if old.phase != new.phase || reason_of(&old) != reason_of(&new) {
             announce(&run, &new, &ctx).await;
         }
+        apply_status(&api, &run.name_any(), &new).await?;
     }
     ctx.metrics.reconciled(KIND, started_at.elapsed());
     ctx.succeeded(KIND, run.as_ref());

@@ -190,11 +190,12 @@ pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Actio
 
     if new != old {
         let api: Api<Gateway> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply_status(&api, &name, &new).await?;
+        // Events before the write: a pass that stops in between raises them again.
         for type_ in [CONDITION_READY, CONDITION_ENDPOINT_REACHABLE] {
             ctx.announce(gateway.as_ref(), &old.conditions, &new.conditions, type_)
                 .await;
         }
+        apply_status(&api, &name, &new).await?;
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     ctx.succeeded(KIND, gateway.as_ref());

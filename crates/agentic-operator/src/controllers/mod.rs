@@ -32,9 +32,9 @@ use kube::api::DynamicObject;
 use kube::core::{DeserializeGuard, PartialObjectMetaExt};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::utils::Backoff;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
@@ -226,11 +226,10 @@ fn namespace_of<K: Resource>(object: &K, kind: &'static str) -> Result<String, E
     })
 }
 
-fn valid<K: Clone>(store: &[Arc<Guarded<K>>]) -> Vec<K> {
-    store
-        .iter()
-        .filter_map(|g| g.0.as_ref().ok().cloned())
-        .collect()
+/// The objects of a cache's state that deserialized, borrowed: a watch event is mapped
+/// without copying the cache (a pod event of a busy namespace used to clone every run).
+fn valid<K>(state: &[Arc<Guarded<K>>]) -> Vec<&K> {
+    state.iter().filter_map(|g| g.0.as_ref().ok()).collect()
 }
 
 /// What a watch maps a changed object to: the valid objects in `store` that `select` picks
@@ -239,14 +238,15 @@ fn valid<K: Clone>(store: &[Arc<Guarded<K>>]) -> Vec<K> {
 fn related<K, C>(
     store: &Store<Guarded<K>>,
     changed: &C,
-    select: impl FnOnce(&[K], &str, &str) -> Vec<ObjectRef<K>>,
+    select: impl FnOnce(Vec<&K>, &str, &str) -> Vec<ObjectRef<K>>,
 ) -> Vec<ObjectRef<Guarded<K>>>
 where
     K: Resource<DynamicType = ()> + Clone,
     C: Resource,
 {
     let namespace = changed.namespace().unwrap_or_default();
-    select(&valid(&store.state()), &namespace, &changed.name_any())
+    let state = store.state();
+    select(valid(&state), &namespace, &changed.name_any())
         .into_iter()
         .map(guard_ref)
         .collect()
@@ -337,7 +337,8 @@ pub struct Controllers {
     pub caches: Caches,
 }
 
-/// The watch caches of the five kinds in one namespace (or in all).
+/// The watch caches of the five kinds in one namespace (or in all), and of the sandboxes
+/// (Pods labelled [`RUN_LABEL`], agent-sandbox Sandboxes) the AgentRun controller follows.
 #[derive(Clone)]
 pub struct Caches {
     skill_cards: Store<Guarded<SkillCard>>,
@@ -345,6 +346,48 @@ pub struct Caches {
     gateways: Store<Guarded<Gateway>>,
     agents: Store<Guarded<Agent>>,
     agent_runs: Store<Guarded<AgentRun>>,
+    pods: Store<Pod>,
+    /// With the agent-sandbox backend only.
+    sandboxes: Option<Store<DynamicObject>>,
+}
+
+/// Whether the watch behind `store` has listed, so that what it lacks is absent.
+fn listed<K>(store: &Store<K>) -> bool
+where
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+}
+
+/// Reads a reference like [`read_reference`], from the watch cache of its namespace when the
+/// object there deserializes and is `usable`; anything else (not cached, not watched, not
+/// usable yet) is read from the API server, so that a cache a moment behind never turns a
+/// run away. A usable object a moment old is what an earlier pass would have read.
+async fn read_cached<K>(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    store: impl Fn(&Caches) -> &Store<Guarded<K>>,
+    usable: impl Fn(&K) -> bool,
+) -> Result<Read<K>, Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + 'static,
+{
+    if let Some(caches) = ctx.caches(namespace) {
+        let key = guard_ref(ObjectRef::<K>::new(name).within(namespace));
+        if let Some(cached) = store(&caches).get(&key)
+            && let Ok(object) = &cached.0
+            && usable(object)
+        {
+            return Ok(Some(Ok(object.clone())));
+        }
+    }
+    read_reference(&ctx.client, namespace, name).await
 }
 
 /// Starts every controller for one namespace (or all); they run until `shutdown` turns true.
@@ -355,13 +398,18 @@ pub fn controllers(
     shutdown: watch::Receiver<bool>,
 ) -> Controllers {
     let client = ctx.client.clone();
-    let stop = move || {
+    let stop = move || -> Stop {
         let mut rx = shutdown.clone();
-        async move {
+        Box::pin(async move {
             let _ = rx.wait_for(|stop| *stop).await;
-        }
+        })
     };
     let config = watcher::Config::default();
+    // Every controller but SkillCard's reconciles at most this many objects at once. A
+    // SkillCard's pass waits for a registry or git server, whose reads are bounded per
+    // registry already (`agentic-oci`): a bound here would let one slow registry's cards
+    // hold every slot.
+    let bounded = ctx.settings.reconcile_concurrency;
     let mut runs: Vec<BoxFuture<'static, ()>> = Vec::new();
     let mut ready: Vec<BoxFuture<'static, bool>> = Vec::new();
 
@@ -373,30 +421,31 @@ pub fn controllers(
     let store = cards.store();
     let card_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
-    let cards = cards
-        .watches(
-            api_for::<Secret>(&client, namespace),
-            config.clone(),
-            move |secret| {
-                related(&store, &secret, |cards, ns, name| {
-                    cards
-                        .iter()
-                        .filter(|c| c.namespace().as_deref() == Some(ns))
-                        .filter(|c| c.spec.pull_secrets.iter().flatten().any(|s| s.name == name))
-                        .map(ObjectRef::from_obj)
-                        .collect()
-                })
-            },
-        )
-        .trigger_backoff(WatchBackoff::new())
-        .graceful_shutdown_on(stop())
-        .run(
-            |obj, ctx| guarded(obj, ctx, skillcard::KIND, skillcard::reconcile),
-            |obj, e, ctx| guarded_error_policy(obj, e, ctx, skillcard::error_policy),
-            ctx.clone(),
-        )
-        .for_each(report(watches, skillcard::KIND));
-    runs.push(Box::pin(drive(cards, card_cache.clone(), stop())));
+    let cards = cards.watches(
+        api_for::<Secret>(&client, namespace),
+        config.clone(),
+        move |secret| {
+            related(&store, &secret, |cards, ns, name| {
+                cards
+                    .into_iter()
+                    .filter(|c| c.namespace().as_deref() == Some(ns))
+                    .filter(|c| c.spec.pull_secrets.iter().flatten().any(|s| s.name == name))
+                    .map(ObjectRef::from_obj)
+                    .collect()
+            })
+        },
+    );
+    runs.push(start(
+        cards,
+        card_cache.clone(),
+        skillcard::KIND,
+        skillcard::reconcile,
+        skillcard::error_policy,
+        ctx.clone(),
+        0,
+        watches,
+        &stop,
+    ));
 
     // SkillCollection: follows the SkillCards it generated or references.
     let collections = Controller::new(
@@ -406,32 +455,29 @@ pub fn controllers(
     let store = collections.store();
     let collection_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
-    let collections = collections
-        .watches(
-            api_for::<Guarded<SkillCard>>(&client, namespace),
-            config.clone(),
-            move |card| {
-                let Ok(card) = &card.0 else {
-                    return Vec::new();
-                };
-                related(&store, card, |collections, ns, _| {
-                    skillcollection::collections_of_card(collections, ns, card)
-                })
-            },
-        )
-        .trigger_backoff(WatchBackoff::new())
-        .graceful_shutdown_on(stop())
-        .run(
-            |obj, ctx| guarded(obj, ctx, skillcollection::KIND, skillcollection::reconcile),
-            |obj, e, ctx| guarded_error_policy(obj, e, ctx, skillcollection::error_policy),
-            ctx.clone(),
-        )
-        .for_each(report(watches, skillcollection::KIND));
-    runs.push(Box::pin(drive(
+    let collections = collections.watches(
+        api_for::<Guarded<SkillCard>>(&client, namespace),
+        config.clone(),
+        move |card| {
+            let Ok(card) = &card.0 else {
+                return Vec::new();
+            };
+            related(&store, card, |collections, ns, _| {
+                skillcollection::collections_of_card(collections, ns, card)
+            })
+        },
+    );
+    runs.push(start(
         collections,
         collection_cache.clone(),
-        stop(),
-    )));
+        skillcollection::KIND,
+        skillcollection::reconcile,
+        skillcollection::error_policy,
+        ctx.clone(),
+        bounded,
+        watches,
+        &stop,
+    ));
 
     // Gateway: re-checked when its Secret appears or changes.
     let gateways = Controller::new(
@@ -441,25 +487,26 @@ pub fn controllers(
     let store = gateways.store();
     let gateway_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
-    let gateways = gateways
-        .watches(
-            api_for::<Secret>(&client, namespace),
-            config.clone(),
-            move |secret| {
-                related(&store, &secret, |gateways, ns, secret| {
-                    gateway::gateways_using_secret(gateways, ns, secret)
-                })
-            },
-        )
-        .trigger_backoff(WatchBackoff::new())
-        .graceful_shutdown_on(stop())
-        .run(
-            |obj, ctx| guarded(obj, ctx, gateway::KIND, gateway::reconcile),
-            |obj, e, ctx| guarded_error_policy(obj, e, ctx, gateway::error_policy),
-            ctx.clone(),
-        )
-        .for_each(report(watches, gateway::KIND));
-    runs.push(Box::pin(drive(gateways, gateway_cache.clone(), stop())));
+    let gateways = gateways.watches(
+        api_for::<Secret>(&client, namespace),
+        config.clone(),
+        move |secret| {
+            related(&store, &secret, |gateways, ns, secret| {
+                gateway::gateways_using_secret(gateways, ns, secret)
+            })
+        },
+    );
+    runs.push(start(
+        gateways,
+        gateway_cache.clone(),
+        gateway::KIND,
+        gateway::reconcile,
+        gateway::error_policy,
+        ctx.clone(),
+        bounded,
+        watches,
+        &stop,
+    ));
 
     // Agent: follows its SkillCards and Gateways through watches.
     let agents = Controller::new(
@@ -477,14 +524,11 @@ pub fn controllers(
             let Ok(collection) = &collection.0 else {
                 return Vec::new();
             };
-            agent::agents_of_collection(
-                &valid(&store.state()),
-                collection,
-                cluster_defaults.as_deref(),
-            )
-            .into_iter()
-            .map(guard_ref)
-            .collect::<Vec<_>>()
+            let state = store.state();
+            agent::agents_of_collection(valid(&state), collection, cluster_defaults.as_deref())
+                .into_iter()
+                .map(guard_ref)
+                .collect::<Vec<_>>()
         }
     };
     let mut agents = agents.watches(
@@ -520,16 +564,18 @@ pub fn controllers(
                     agent::agents_referencing(agents, ns, agent::Reference::Gateway, gw)
                 })
             },
-        )
-        .trigger_backoff(WatchBackoff::new())
-        .graceful_shutdown_on(stop())
-        .run(
-            |obj, ctx| guarded(obj, ctx, agent::KIND, agent::reconcile),
-            |obj, e, ctx| guarded_error_policy(obj, e, ctx, agent::error_policy),
-            ctx.clone(),
-        )
-        .for_each(report(watches, agent::KIND));
-    runs.push(Box::pin(drive(agents, agent_cache.clone(), stop())));
+        );
+    runs.push(start(
+        agents,
+        agent_cache.clone(),
+        agent::KIND,
+        agent::reconcile,
+        agent::error_policy,
+        ctx.clone(),
+        bounded,
+        watches,
+        &stop,
+    ));
 
     // AgentWorkflow: Ready when its stages' Agents are.
     let workflows = Controller::new(
@@ -539,25 +585,26 @@ pub fn controllers(
     let store = workflows.store();
     ready.push(Box::pin(wait_ready(store.clone())));
     let workflow_cache = store.clone();
-    let workflows = workflows
-        .watches(
-            api_for::<Guarded<Agent>>(&client, namespace),
-            config.clone(),
-            move |agent| {
-                related(&store, &agent, |workflows, ns, agent| {
-                    agentworkflow::workflows_of_agent(workflows, ns, agent)
-                })
-            },
-        )
-        .trigger_backoff(WatchBackoff::new())
-        .graceful_shutdown_on(stop())
-        .run(
-            |obj, ctx| guarded(obj, ctx, agentworkflow::KIND, agentworkflow::reconcile),
-            |obj, e, ctx| guarded_error_policy(obj, e, ctx, agentworkflow::error_policy),
-            ctx.clone(),
-        )
-        .for_each(report(watches, agentworkflow::KIND));
-    runs.push(Box::pin(drive(workflows, workflow_cache, stop())));
+    let workflows = workflows.watches(
+        api_for::<Guarded<Agent>>(&client, namespace),
+        config.clone(),
+        move |agent| {
+            related(&store, &agent, |workflows, ns, agent| {
+                agentworkflow::workflows_of_agent(workflows, ns, agent)
+            })
+        },
+    );
+    runs.push(start(
+        workflows,
+        workflow_cache,
+        agentworkflow::KIND,
+        agentworkflow::reconcile,
+        agentworkflow::error_policy,
+        ctx.clone(),
+        bounded,
+        watches,
+        &stop,
+    ));
 
     // AgentWorkflowRun: starts when its workflow turns Ready, follows its stages' runs.
     let workflow_runs = Controller::new(
@@ -578,23 +625,18 @@ pub fn controllers(
                     agentworkflowrun::runs_waiting_on_workflow(runs, ns, workflow)
                 })
             },
-        )
-        .trigger_backoff(WatchBackoff::new())
-        .graceful_shutdown_on(stop())
-        .run(
-            |obj, ctx| {
-                guarded(
-                    obj,
-                    ctx,
-                    agentworkflowrun::KIND,
-                    agentworkflowrun::reconcile,
-                )
-            },
-            |obj, e, ctx| guarded_error_policy(obj, e, ctx, agentworkflowrun::error_policy),
-            ctx.clone(),
-        )
-        .for_each(report(watches, agentworkflowrun::KIND));
-    runs.push(Box::pin(drive(workflow_runs, workflow_run_cache, stop())));
+        );
+    runs.push(start(
+        workflow_runs,
+        workflow_run_cache,
+        agentworkflowrun::KIND,
+        agentworkflowrun::reconcile,
+        agentworkflowrun::error_policy,
+        ctx.clone(),
+        bounded,
+        watches,
+        &stop,
+    ));
 
     // AgentRun: starts when its Agent turns Ready, follows its sandbox and pod.
     let agent_runs = Controller::new(
@@ -605,6 +647,16 @@ pub fn controllers(
     let run_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let pod_config = watcher::Config::default().labels(RUN_LABEL);
+    // The sandboxes' pods and Sandboxes are cached as well as watched: a run reads its
+    // sandbox from the cache (see `agentrun::observe_sandbox`). Nothing reads their
+    // managedFields, which are most of a Pod's bytes: they are not kept.
+    let (pod_cache, pod_writer) = reflector::store::<Pod>();
+    let pod_events = reflector(
+        pod_writer,
+        watcher(api_for::<Pod>(&client, namespace), pod_config)
+            .modify(|pod| pod.managed_fields_mut().clear()),
+    )
+    .touched_objects();
     let agent_store = store.clone();
     let queue_store = store.clone();
     let namespace_cap = ctx
@@ -633,45 +685,104 @@ pub fn controllers(
                 };
                 let agent = (!namespace_cap).then_some(changed.spec.agent_ref.as_str());
                 related(&queue_store, changed, |runs, ns, _| {
-                    agentrun::runs_waiting(runs, ns, agent)
+                    agentrun::runs_queued(runs, ns, agent)
                 })
             },
         )
-        .watches(api_for::<Pod>(&client, namespace), pod_config, move |pod| {
+        .watches_stream(pod_events, move |pod| {
             related(&store, &pod, |runs, ns, _| {
                 agentrun::runs_of_pod(runs, ns, pod.meta())
             })
         });
+    let mut sandbox_cache = None;
     if ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox {
         let resource = agentrun::sandbox_resource();
         let sandboxes: Api<DynamicObject> = match namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
             None => Api::all_with(client.clone(), &resource),
         };
-        agent_runs = agent_runs.owns_with(sandboxes, resource, config.clone());
-    }
-    let agent_runs = agent_runs
-        .trigger_backoff(WatchBackoff::new())
-        .graceful_shutdown_on(stop())
-        .run(
-            |obj, ctx| guarded(obj, ctx, agentrun::KIND, agentrun::reconcile),
-            |obj, e, ctx| guarded_error_policy(obj, e, ctx, agentrun::error_policy),
-            ctx,
+        let writer = reflector::store::Writer::new(resource.clone());
+        sandbox_cache = Some(writer.as_reader());
+        let events = reflector(
+            writer,
+            watcher(sandboxes, config.clone()).modify(|s| s.managed_fields_mut().clear()),
         )
-        .for_each(report(watches, agentrun::KIND));
-    runs.push(Box::pin(drive(agent_runs, run_cache.clone(), stop())));
+        .touched_objects();
+        agent_runs = agent_runs.owns_stream_with(events, resource);
+    }
+    let caches = Caches {
+        skill_cards: card_cache,
+        skill_collections: collection_cache,
+        gateways: gateway_cache,
+        agents: agent_cache,
+        agent_runs: run_cache.clone(),
+        pods: pod_cache,
+        sandboxes: sandbox_cache,
+    };
+    ctx.register_caches(namespace, caches.clone());
+    runs.push(start(
+        agent_runs,
+        run_cache,
+        agentrun::KIND,
+        agentrun::reconcile,
+        agentrun::error_policy,
+        ctx,
+        bounded,
+        watches,
+        &stop,
+    ));
 
     Controllers {
         runs,
         listed: ready,
-        caches: Caches {
-            skill_cards: card_cache,
-            skill_collections: collection_cache,
-            gateways: gateway_cache,
-            agents: agent_cache,
-            agent_runs: run_cache,
-        },
+        caches,
     }
+}
+
+/// What finishes when the controllers are to stop.
+type Stop = std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
+/// Runs `controller` of `kind` under the operator's common policy: the short watch backoff,
+/// graceful shutdown on `stop`, at most `concurrency` reconciles at once (0: no bound), the
+/// guard against objects that do not deserialize, and the report of its stream into
+/// `watches`. Finishes when the controller stops (see [`drive`]).
+///
+/// Timing, counting, backoff and Events stay in each kind's reconcile for now.
+#[allow(clippy::too_many_arguments)]
+fn start<K, R, Fut, E>(
+    controller: Controller<Guarded<K>>,
+    cache: Store<Guarded<K>>,
+    kind: &'static str,
+    reconcile: R,
+    error_policy: E,
+    ctx: Arc<Context>,
+    concurrency: u16,
+    watches: &Arc<watch_health::WatchHealth>,
+    stop: impl Fn() -> Stop,
+) -> BoxFuture<'static, ()>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    R: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + Copy + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+    E: Fn(Arc<K>, &Error, Arc<Context>) -> Action + Send + Sync + Copy + 'static,
+{
+    let stream = controller
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .trigger_backoff(WatchBackoff::new())
+        .graceful_shutdown_on(stop())
+        .run(
+            move |obj, ctx| guarded(obj, ctx, kind, reconcile),
+            move |obj, e, ctx| guarded_error_policy(obj, e, ctx, error_policy),
+            ctx,
+        )
+        .for_each(report(watches, kind));
+    Box::pin(drive(stream, cache, stop()))
 }
 
 /// Drives one controller until it ends. kube-runtime holds a controller's work queue until its
@@ -783,8 +894,10 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
         phase: impl Fn(&K) -> &'static str,
     ) -> Vec<(String, i64)> {
         let mut counts: BTreeMap<&'static str, i64> = BTreeMap::new();
-        for obj in states.flat_map(|state| valid(&state)) {
-            *counts.entry(phase(&obj)).or_default() += 1;
+        for state in states {
+            for obj in valid(&state) {
+                *counts.entry(phase(obj)).or_default() += 1;
+            }
         }
         counts
             .into_iter()
@@ -818,7 +931,8 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
 
     let mut by_reason: BTreeMap<(String, String), i64> = BTreeMap::new();
     let mut queued: BTreeMap<(String, String), i64> = BTreeMap::new();
-    for run in caches.iter().flat_map(|c| valid(&c.agent_runs.state())) {
+    let states: Vec<_> = caches.iter().map(|c| c.agent_runs.state()).collect();
+    for run in states.iter().flat_map(|state| valid(state)) {
         let status = run.status.clone().unwrap_or_default();
         let phase = status.phase.unwrap_or_default().as_str().to_string();
         let reason = find_condition(&status.conditions, CONDITION_READY)

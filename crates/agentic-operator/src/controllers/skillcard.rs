@@ -196,7 +196,7 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
     }
 
     if status != old {
-        apply_status(&api, &card.name_any(), &status).await?;
+        // Events before the write: a pass that stops in between raises them again.
         ctx.announce(
             card.as_ref(),
             &old.conditions,
@@ -204,6 +204,7 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
             CONDITION_READY,
         )
         .await;
+        apply_status(&api, &card.name_any(), &status).await?;
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     if unreachable {
@@ -373,8 +374,9 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
     // A reference pinned by digest that this generation already validated cannot change:
     // skip the registry entirely.
     let old = card.status.clone().unwrap_or_default();
+    let validated = validated_at(&old, card.metadata.generation);
     if image.contains("@sha256:")
-        && validated_at(&old, card.metadata.generation)
+        && validated
         && let (Some(skill), Some(resolved)) = (old.skill, old.resolved_image)
     {
         return Ok(Verdict::Valid {
@@ -397,7 +399,20 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
         Err(verdict) => return Ok(verdict),
     };
     let options = &ctx.settings.registry;
-    let checked = match agentic_oci::resolve_digest(image, &auth, options).await {
+    // A refresh of content this generation validated takes a tag resolution another card
+    // of the same reference and credentials made within the refresh interval: one request
+    // per reference and interval, however many cards share it. The first read of a
+    // generation asks the registry, so a tag pushed a moment ago is what it sees.
+    let max_age = if validated {
+        ctx.settings.tag_refresh_interval
+    } else {
+        std::time::Duration::ZERO
+    };
+    let resolved = ctx
+        .resolutions
+        .resolve(image, &auth, options, max_age)
+        .await;
+    let checked = match resolved {
         Ok(resolved) => {
             ctx.skills
                 .fetch_skill(&resolved, card.spec.sub_path.as_deref(), &auth, options)

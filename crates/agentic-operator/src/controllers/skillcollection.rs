@@ -183,7 +183,7 @@ pub async fn reconcile(collection: Arc<SkillCollection>, ctx: Arc<Context>) -> R
 
     if status != old {
         let api: Api<SkillCollection> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply_status(&api, &name, &status).await?;
+        // Events before the write: a pass that stops in between raises them again.
         ctx.announce(
             collection.as_ref(),
             &old.conditions,
@@ -191,6 +191,7 @@ pub async fn reconcile(collection: Arc<SkillCollection>, ctx: Arc<Context>) -> R
             CONDITION_READY,
         )
         .await;
+        apply_status(&api, &name, &status).await?;
     }
     ctx.metrics.reconciled(KIND, started.elapsed());
     if unreachable {
