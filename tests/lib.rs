@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase};
-use agentic_oci::{RegistryAuth, RegistryOptions};
+use agentic_oci::{RegistryAuth, RegistryClient, RegistryOptions};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
@@ -168,10 +168,11 @@ impl Operator {
         let metrics = Arc::new(Metrics::default());
         let readiness = Arc::new(Readiness::default());
         let settings = Settings {
-            registry: RegistryOptions {
+            registry: RegistryClient::new(RegistryOptions {
                 insecure_registries: insecure.clone(),
                 ..RegistryOptions::default()
-            },
+            })
+            .expect("registry client"),
             git: agentic_git::GitOptions {
                 insecure_hosts: insecure,
                 ..agentic_git::GitOptions::default()

@@ -13,7 +13,7 @@ use agentic_integration_tests::{
     push, registry, run_options, stop_cleanly, wait_agent_ready, wait_for, wait_for_sandbox,
     wait_phase, write_skill,
 };
-use agentic_oci::RegistryOptions;
+use agentic_oci::{RegistryClient, RegistryOptions};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
@@ -138,7 +138,7 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
     assert!(body.contains("have not listed"), "{body}");
 
     let settings = Settings {
-        registry: RegistryOptions::default(),
+        registry: RegistryClient::new(RegistryOptions::default()).expect("registry client"),
         git: agentic_git::GitOptions::default(),
         sandbox_backend: SandboxBackend::Pod,
         tag_refresh_interval: Duration::from_secs(60),

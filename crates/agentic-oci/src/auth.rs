@@ -7,6 +7,7 @@ use base64::Engine as _;
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
 
 use crate::OciError;
 
@@ -110,6 +111,22 @@ impl RegistryAuth {
             ))),
             Err(other) => Err(invalid(format!("for {registry}: {other}"))),
         }
+    }
+
+    /// A digest of the credentials, to key what was obtained with them (tag resolutions,
+    /// registry authorizations) without keeping the credentials themselves as the key.
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
+        let mut hash = Sha256::new();
+        match self {
+            RegistryAuth::Anonymous => hash.update(b"anonymous"),
+            RegistryAuth::Basic { username, password } => {
+                hash.update(b"basic\0");
+                hash.update(username.len().to_le_bytes());
+                hash.update(username.as_bytes());
+                hash.update(password.as_bytes());
+            }
+        }
+        hash.finalize().into()
     }
 
     pub(crate) fn to_client_auth(&self) -> oci_client::secrets::RegistryAuth {

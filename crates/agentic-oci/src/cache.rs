@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt as _, TryFutureExt as _};
 
-use crate::{OciError, RegistryAuth, RegistryOptions, ResolvedImage, SkillContent, fetch_skill};
+use crate::{OciError, RegistryAuth, RegistryClient, ResolvedImage, SkillContent};
 
 type SharedFetch = Shared<BoxFuture<'static, Result<Arc<SkillContent>, OciError>>>;
 
@@ -132,23 +132,27 @@ impl SkillCache {
         self
     }
 
-    /// [`fetch_skill`] through the cache.
+    /// [`RegistryClient::fetch_skill`] through the cache.
     pub async fn fetch_skill(
         &self,
         resolved: &ResolvedImage,
         sub_path: Option<&str>,
         auth: &RegistryAuth,
-        opts: &RegistryOptions,
+        client: &RegistryClient,
     ) -> Result<Arc<SkillContent>, OciError> {
-        let (image, owned_sub_path, auth, opts) = (
+        let (image, owned_sub_path, auth, client) = (
             resolved.clone(),
             sub_path.map(str::to_string),
             auth.clone(),
-            opts.clone(),
+            client.clone(),
         );
         self.get_or_fetch(resolved, sub_path, move || {
-            async move { fetch_skill(&image, owned_sub_path.as_deref(), &auth, &opts).await }
-                .boxed()
+            async move {
+                client
+                    .fetch_skill(&image, owned_sub_path.as_deref(), &auth)
+                    .await
+            }
+            .boxed()
         })
         .await
     }

@@ -48,7 +48,7 @@ pub use pack::{
     pack_skills,
 };
 pub use registry::{
-    RegistryOptions, RegistryStats, ResolvedImage, SkillContent, SkillListing, fetch_skill,
-    image_registry, list_skills, pull_skill, push_image, registry_stats, resolve_digest,
+    RegistryClient, RegistryOptions, RegistryStats, ResolvedImage, SkillContent, SkillListing,
+    fetch_skill, image_registry, list_skills, pull_skill, push_image, resolve_digest,
 };
 pub use resolutions::Resolutions;

@@ -1,9 +1,10 @@
 //! Talking to registries: resolving tags to digests, reading skills from images, pushing.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _, future};
@@ -56,23 +57,101 @@ const ACCEPTED_LAYERS: [&str; 4] = [
     "application/vnd.docker.image.rootfs.diff.tar.gzip",
 ];
 
-static REQUESTS: AtomicU64 = AtomicU64::new(0);
-static FAILED_REQUESTS: AtomicU64 = AtomicU64::new(0);
+/// How long a pull authorization (a registry's bearer token, or its word that none is
+/// needed) is used again for the same repository and credentials. The distribution spec
+/// gives tokens at least 60 s to live; this stays under that without reading their expiry.
+const AUTHORIZATION_REUSE: Duration = Duration::from_secs(50);
+/// How long the client of credentials nobody used is kept.
+const CLIENT_IDLE: Duration = Duration::from_secs(300);
 
-/// Registry requests made by this process, for metrics.
+/// Registry requests made through one [`RegistryClient`], for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RegistryStats {
-    /// Manifest and blob requests sent (a token exchange, when needed, is not counted apart).
+    /// Requests sent: manifests, blobs, and each authorization (the `/v2/` challenge with
+    /// its token exchange, when one is needed) as one.
     pub requests: u64,
     /// Those among them that failed.
     pub failed_requests: u64,
 }
 
-/// The process-wide registry request counters.
-pub fn registry_stats() -> RegistryStats {
-    RegistryStats {
-        requests: REQUESTS.load(Ordering::Relaxed),
-        failed_requests: FAILED_REQUESTS.load(Ordering::Relaxed),
+/// The way to registries that every image read of a process shares: pooled connections,
+/// pull authorizations reused for [`AUTHORIZATION_REUSE`] per repository and credentials,
+/// and the request counts. Cheap to clone; the operator keeps one for all its controllers,
+/// and the free functions of this crate ([`resolve_digest`], [`fetch_skill`], …) make one
+/// per call.
+#[derive(Clone)]
+pub struct RegistryClient {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    options: RegistryOptions,
+    /// Manifest requests to every registry, whatever the credentials: it pools connections
+    /// only, and each request carries its own authorization.
+    http: reqwest::Client,
+    /// Layer reads and pushes go through oci-client, one client per registry and
+    /// credentials: its token cache is keyed by repository alone, so two credentials must
+    /// never share one.
+    clients: Mutex<HashMap<CredentialKey, Authorizations>>,
+    requests: AtomicU64,
+    failed_requests: AtomicU64,
+}
+
+/// The registry (`host[:port]`) and the credentials' fingerprint.
+type CredentialKey = (String, [u8; 32]);
+
+struct Authorizations {
+    client: Client,
+    last_used: Instant,
+    /// Pull authorizations by repository, with when each was asked for.
+    by_repository: HashMap<String, (Instant, Credentials)>,
+}
+
+impl std::fmt::Debug for RegistryClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryClient")
+            .field("options", &self.shared.options)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegistryClient {
+    /// A client for reads and pushes within `options`.
+    pub fn new(options: RegistryOptions) -> Result<RegistryClient, OciError> {
+        // The workspace builds rustls with ring only (the Kubernetes client's provider); make it
+        // the process default unless the program chose one already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
+            .user_agent(USER_AGENT)
+            .build()
+            .map_err(|error| OciError::Internal {
+                message: format!("cannot build the registry client: {error}"),
+            })?;
+        Ok(RegistryClient {
+            shared: Arc::new(Shared {
+                options,
+                http,
+                clients: Mutex::default(),
+                requests: AtomicU64::new(0),
+                failed_requests: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The options it was made with.
+    pub fn options(&self) -> &RegistryOptions {
+        &self.shared.options
+    }
+
+    /// The requests made through this client (and its clones) so far.
+    pub fn stats(&self) -> RegistryStats {
+        RegistryStats {
+            requests: self.shared.requests.load(Ordering::Relaxed),
+            failed_requests: self.shared.failed_requests.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -189,87 +268,52 @@ pub fn image_registry(reference: &str) -> Result<String, OciError> {
     Ok(parse_reference(reference)?.registry().to_string())
 }
 
-/// Resolves `reference` to the digest it points at now. A reference already pinned by digest
-/// resolves to itself once the registry confirms it has the manifest.
-///
-/// For a multi-platform image the digest is the index's: each node then mounts its own
-/// platform's manifest.
+/// Resolves `reference` to the digest it points at now, through a client of its own; see
+/// [`RegistryClient::resolve_digest`].
 pub async fn resolve_digest(
     reference: &str,
     auth: &RegistryAuth,
     opts: &RegistryOptions,
 ) -> Result<ResolvedImage, OciError> {
-    let parsed = parse_reference(reference)?;
-    let deadline = Instant::now() + opts.fetch_timeout;
-    let resolve = async {
-        let session = Session::open(parsed.clone(), reference, auth, opts, deadline).await?;
-        session.resolve(reference).await
-    };
-    let digest = within(opts.fetch_timeout, reference, resolve).await??;
-    tracing::debug!(%reference, %digest, "resolved image");
-    Ok(ResolvedImage::new(&parsed, &digest))
+    RegistryClient::new(opts.clone())?
+        .resolve_digest(reference, auth)
+        .await
 }
 
-/// Reads and validates the skill of an image: `SKILL.md` at the image root, or under
-/// `sub_path` (validated with the last segment of `sub_path` as the expected name).
-///
-/// An image index is valid only if every platform manifest it lists (attestations aside) is,
-/// and they all carry the same `SKILL.md`: each node mounts its own platform's manifest.
-/// Every manifest, index and layer is checked against its digest before it is used;
-/// manifests and indexes are refused past [`MAX_MANIFEST_BYTES`](crate::MAX_MANIFEST_BYTES)
-/// before their body is read. Layers are streamed in order, gzip or plain tar, with OCI
-/// whiteouts applied; memory and work stay within [`RegistryOptions::limits`], time within
-/// [`RegistryOptions::fetch_timeout`].
-///
-/// Errors: [`OciError::SubPathRequired`] for a multi-skill image read without `sub_path`,
-/// [`OciError::SkillNotFound`], [`OciError::InvalidSkill`] (the report's summary),
-/// [`OciError::UnsafeImageContent`] for path traversal, device nodes, or symlinks and
-/// hardlinks at `SKILL.md` or along its path, [`OciError::ImageTooLarge`],
-/// [`OciError::DigestMismatch`], and the registry errors ([`OciError::ImageNotFound`],
-/// [`OciError::Unauthorized`], [`OciError::RegistryUnavailable`], …).
+/// Reads and validates the skill of an image, through a client of its own; see
+/// [`RegistryClient::fetch_skill`].
 pub async fn fetch_skill(
     resolved: &ResolvedImage,
     sub_path: Option<&str>,
     auth: &RegistryAuth,
     opts: &RegistryOptions,
 ) -> Result<SkillContent, OciError> {
-    if let Some(sub_path) = sub_path {
-        validate_sub_path(sub_path)?;
-    }
-    let deadline = Instant::now() + opts.fetch_timeout;
-    let image = &resolved.repository_with_digest;
-    let read = async {
-        let session = Session::open(resolved.reference(), image, auth, opts, deadline).await?;
-        session
-            .read_skill(resolved, sub_path, false)
-            .await
-            .map(|(content, _)| content)
-    };
-    within(opts.fetch_timeout, &resolved.repository_with_digest, read).await?
+    RegistryClient::new(opts.clone())?
+        .fetch_skill(resolved, sub_path, auth)
+        .await
 }
 
-/// Like [`fetch_skill`], with every regular file of the skill directory, sorted by path (the
-/// `SKILL.md` among them), for writing it to disk (`agentic-operator skill pull`). The same
-/// limits and checks apply, and a symlink or hardlink anywhere in the skill directory is
-/// [`OciError::UnsafeImageContent`]. Of an image index, the files of the first platform's
-/// manifest are returned; every platform must carry the same `SKILL.md`, as for
-/// [`fetch_skill`].
+/// A skill with its files, through a client of its own; see [`RegistryClient::pull_skill`].
 pub async fn pull_skill(
     resolved: &ResolvedImage,
     sub_path: Option<&str>,
     auth: &RegistryAuth,
     opts: &RegistryOptions,
 ) -> Result<(SkillContent, Vec<SkillFile>), OciError> {
-    if let Some(sub_path) = sub_path {
-        validate_sub_path(sub_path)?;
-    }
-    let deadline = Instant::now() + opts.fetch_timeout;
-    let image = &resolved.repository_with_digest;
-    let read = async {
-        let session = Session::open(resolved.reference(), image, auth, opts, deadline).await?;
-        session.read_skill(resolved, sub_path, true).await
-    };
-    within(opts.fetch_timeout, &resolved.repository_with_digest, read).await?
+    RegistryClient::new(opts.clone())?
+        .pull_skill(resolved, sub_path, auth)
+        .await
+}
+
+/// The skills of an image, through a client of its own; see [`RegistryClient::list_skills`].
+pub async fn list_skills(
+    resolved: &ResolvedImage,
+    auth: &RegistryAuth,
+    opts: &RegistryOptions,
+) -> Result<SkillListing, OciError> {
+    RegistryClient::new(opts.clone())?
+        .list_skills(resolved, auth)
+        .await
 }
 
 /// The skills an image holds, as [`list_skills`] found them.
@@ -284,100 +328,262 @@ pub struct SkillListing {
     pub directories: Vec<String>,
 }
 
-/// Lists the skills of an image through the registry API, within the same limits, digest
-/// checks and deadline as [`fetch_skill`], without validating any of them: that is for the
-/// reader of each skill (with its directory as `subPath`). An image index must carry the
-/// same skills on every platform it lists.
-pub async fn list_skills(
-    resolved: &ResolvedImage,
-    auth: &RegistryAuth,
-    opts: &RegistryOptions,
-) -> Result<SkillListing, OciError> {
-    let deadline = Instant::now() + opts.fetch_timeout;
-    let image = &resolved.repository_with_digest;
-    let read = async {
-        let session = Session::open(resolved.reference(), image, auth, opts, deadline).await?;
-        session.list_skills(resolved).await
-    };
-    within(opts.fetch_timeout, image, read).await?
-}
+impl RegistryClient {
+    /// Resolves `reference` to the digest it points at now. A reference already pinned by
+    /// digest resolves to itself once the registry confirms it has the manifest.
+    ///
+    /// For a multi-platform image the digest is the index's: each node then mounts its own
+    /// platform's manifest.
+    pub async fn resolve_digest(
+        &self,
+        reference: &str,
+        auth: &RegistryAuth,
+    ) -> Result<ResolvedImage, OciError> {
+        let parsed = parse_reference(reference)?;
+        let digest = self
+            .within(reference, parsed.clone(), auth, |session| async move {
+                session.resolve(reference).await
+            })
+            .await?;
+        tracing::debug!(%reference, %digest, "resolved image");
+        Ok(ResolvedImage::new(&parsed, &digest))
+    }
 
-/// Runs `work` for at most `timeout`.
-async fn within<T>(
-    timeout: Duration,
-    image: &str,
-    work: impl Future<Output = T>,
-) -> Result<T, OciError> {
-    tokio::time::timeout(timeout, work)
+    /// Reads and validates the skill of an image: `SKILL.md` at the image root, or under
+    /// `sub_path` (validated with the last segment of `sub_path` as the expected name).
+    ///
+    /// An image index is valid only if every platform manifest it lists (attestations aside)
+    /// is, and they all carry the same `SKILL.md`: each node mounts its own platform's
+    /// manifest. Every manifest, index and layer is checked against its digest before it is
+    /// used; manifests and indexes are refused past
+    /// [`MAX_MANIFEST_BYTES`](crate::MAX_MANIFEST_BYTES) before their body is read. Layers
+    /// are streamed in order, gzip or plain tar, with OCI whiteouts applied; memory and work
+    /// stay within [`RegistryOptions::limits`], time within [`RegistryOptions::fetch_timeout`].
+    ///
+    /// Errors: [`OciError::SubPathRequired`] for a multi-skill image read without `sub_path`,
+    /// [`OciError::SkillNotFound`], [`OciError::InvalidSkill`] (the report's summary),
+    /// [`OciError::UnsafeImageContent`] for path traversal, device nodes, or symlinks and
+    /// hardlinks at `SKILL.md` or along its path, [`OciError::ImageTooLarge`],
+    /// [`OciError::DigestMismatch`], and the registry errors ([`OciError::ImageNotFound`],
+    /// [`OciError::Unauthorized`], [`OciError::RegistryUnavailable`], …).
+    pub async fn fetch_skill(
+        &self,
+        resolved: &ResolvedImage,
+        sub_path: Option<&str>,
+        auth: &RegistryAuth,
+    ) -> Result<SkillContent, OciError> {
+        self.read_skill(resolved, sub_path, auth, false)
+            .await
+            .map(|(content, _)| content)
+    }
+
+    /// Like [`RegistryClient::fetch_skill`], with every regular file of the skill directory,
+    /// sorted by path (the `SKILL.md` among them), for writing it to disk
+    /// (`agentic-operator skill pull`). The same limits and checks apply, and a symlink or
+    /// hardlink anywhere in the skill directory is [`OciError::UnsafeImageContent`]. Of an
+    /// image index, the files of the first platform's manifest are returned; every platform
+    /// must carry the same `SKILL.md`, as for [`RegistryClient::fetch_skill`].
+    pub async fn pull_skill(
+        &self,
+        resolved: &ResolvedImage,
+        sub_path: Option<&str>,
+        auth: &RegistryAuth,
+    ) -> Result<(SkillContent, Vec<SkillFile>), OciError> {
+        self.read_skill(resolved, sub_path, auth, true).await
+    }
+
+    async fn read_skill(
+        &self,
+        resolved: &ResolvedImage,
+        sub_path: Option<&str>,
+        auth: &RegistryAuth,
+        collect: bool,
+    ) -> Result<(SkillContent, Vec<SkillFile>), OciError> {
+        if let Some(sub_path) = sub_path {
+            validate_sub_path(sub_path)?;
+        }
+        self.within(
+            &resolved.repository_with_digest,
+            resolved.reference(),
+            auth,
+            |session| async move { session.read_skill(resolved, sub_path, collect).await },
+        )
         .await
-        .map_err(|_| OciError::RegistryUnavailable {
-            image: image.to_string(),
-            message: format!(
-                "the registry did not answer within {timeout:?} (RegistryOptions::fetch_timeout)"
-            ),
-        })
+    }
+
+    /// Lists the skills of an image through the registry API, within the same limits,
+    /// digest checks and deadline as [`RegistryClient::fetch_skill`], without validating any
+    /// of them: that is for the reader of each skill (with its directory as `subPath`). An
+    /// image index must carry the same skills on every platform it lists.
+    pub async fn list_skills(
+        &self,
+        resolved: &ResolvedImage,
+        auth: &RegistryAuth,
+    ) -> Result<SkillListing, OciError> {
+        self.within(
+            &resolved.repository_with_digest,
+            resolved.reference(),
+            auth,
+            |session| async move { session.list_skills(resolved).await },
+        )
+        .await
+    }
+
+    /// Opens a session on `reference` and runs `work` in it, the two together within
+    /// [`RegistryOptions::fetch_timeout`].
+    async fn within<T, F, Fut>(
+        &self,
+        image: &str,
+        reference: Reference,
+        auth: &RegistryAuth,
+        work: F,
+    ) -> Result<T, OciError>
+    where
+        F: FnOnce(Session) -> Fut,
+        Fut: Future<Output = Result<T, OciError>>,
+    {
+        let timeout = self.shared.options.fetch_timeout;
+        let deadline = Instant::now() + timeout;
+        let read = async {
+            let session = Session::open(&self.shared, reference, image, auth, deadline).await?;
+            work(session).await
+        };
+        tokio::time::timeout(timeout, read)
+            .await
+            .map_err(|_| OciError::RegistryUnavailable {
+                image: image.to_string(),
+                message: format!(
+                    "the registry did not answer within {timeout:?} (RegistryOptions::fetch_timeout)"
+                ),
+            })?
+    }
 }
 
 /// What reading one image needs: the clients, the credentials and the deadline.
 struct Session {
+    shared: Arc<Shared>,
     /// The repository read; its tag or digest names the first manifest.
     reference: Reference,
     limits: Limits,
     deadline: Instant,
-    /// Layers go through oci-client, which verifies them and reuses the token below.
+    /// Layers go through oci-client, which verifies them and keeps the token for them.
     client: Client,
-    /// Manifests are read here, where their size can be bounded before the body is read.
-    http: reqwest::Client,
     scheme: &'static str,
+    /// What manifest requests (read apart, where their size can be bounded before the body
+    /// is read) authenticate with.
     credentials: Credentials,
 }
 
+#[derive(Clone)]
 enum Credentials {
     None,
     Bearer(String),
     Basic { username: String, password: String },
 }
 
+impl Shared {
+    /// The client for `auth` at `registry`, with the pull authorization for `repository`
+    /// when one was asked for within [`AUTHORIZATION_REUSE`]. Forgets what has not been used
+    /// for longer than that (authorizations) or [`CLIENT_IDLE`] (clients).
+    fn client_for(
+        &self,
+        key: &CredentialKey,
+        repository: &str,
+    ) -> Result<(Client, Option<Credentials>), OciError> {
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        clients.retain(|_, entry| entry.last_used.elapsed() < CLIENT_IDLE);
+        let entry = match clients.entry(key.clone()) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(vacant) => vacant.insert(Authorizations {
+                client: layer_client(&self.options)?,
+                last_used: Instant::now(),
+                by_repository: HashMap::new(),
+            }),
+        };
+        entry.last_used = Instant::now();
+        entry
+            .by_repository
+            .retain(|_, (asked, _)| asked.elapsed() < AUTHORIZATION_REUSE);
+        let reused = entry
+            .by_repository
+            .get(repository)
+            .map(|(_, credentials)| credentials.clone());
+        Ok((entry.client.clone(), reused))
+    }
+
+    /// Keeps the pull authorization asked for at `asked` for reuse.
+    fn remember(
+        &self,
+        key: &CredentialKey,
+        repository: &str,
+        asked: Instant,
+        credentials: &Credentials,
+    ) {
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = clients.get_mut(key) {
+            entry
+                .by_repository
+                .insert(repository.to_string(), (asked, credentials.clone()));
+        }
+    }
+
+    /// Runs one registry request and counts it.
+    async fn counted<T, E>(&self, request: impl Future<Output = Result<T, E>>) -> Result<T, E> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let result = request.await;
+        if result.is_err() {
+            self.failed_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
 impl Session {
     async fn open(
+        shared: &Arc<Shared>,
         reference: Reference,
         image: &str,
         auth: &RegistryAuth,
-        opts: &RegistryOptions,
         deadline: Instant,
     ) -> Result<Session, OciError> {
-        let client = client(opts)?;
-        // Also stores the token for the layer requests made through `client`.
-        let token = client
-            .auth(&reference, &auth.to_client_auth(), RegistryOperation::Pull)
-            .await
-            .map_err(|error| registry_error(error, image))?;
-        let credentials = match (token, auth) {
-            (Some(token), _) => Credentials::Bearer(token),
-            (None, RegistryAuth::Basic { username, password }) => Credentials::Basic {
-                username: username.clone(),
-                password: password.clone(),
-            },
-            (None, RegistryAuth::Anonymous) => Credentials::None,
+        let key = (reference.registry().to_string(), auth.fingerprint());
+        let (client, reused) = shared.client_for(&key, reference.repository())?;
+        let credentials = match reused {
+            Some(credentials) => credentials,
+            None => {
+                let asked = Instant::now();
+                // Also stores the token for the layer requests made through `client`.
+                let token = shared
+                    .counted(client.auth(
+                        &reference,
+                        &auth.to_client_auth(),
+                        RegistryOperation::Pull,
+                    ))
+                    .await
+                    .map_err(|error| registry_error(error, image))?;
+                let credentials = match (token, auth) {
+                    (Some(token), _) => Credentials::Bearer(token),
+                    (None, RegistryAuth::Basic { username, password }) => Credentials::Basic {
+                        username: username.clone(),
+                        password: password.clone(),
+                    },
+                    (None, RegistryAuth::Anonymous) => Credentials::None,
+                };
+                shared.remember(&key, reference.repository(), asked, &credentials);
+                credentials
+            }
         };
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .read_timeout(READ_TIMEOUT)
-            .user_agent(USER_AGENT)
-            .build()
-            .map_err(|error| OciError::Internal {
-                message: format!("cannot build the registry client: {error}"),
-            })?;
-        let insecure = opts
+        let insecure = shared
+            .options
             .insecure_registries
             .iter()
             .any(|registry| registry == reference.registry());
         Ok(Session {
+            shared: Arc::clone(shared),
             reference,
-            limits: opts.limits,
+            limits: shared.options.limits,
             deadline,
             client,
-            http,
             scheme: if insecure { "http" } else { "https" },
             credentials,
         })
@@ -391,7 +597,9 @@ impl Session {
             .or(self.reference.tag())
             .unwrap_or("latest")
             .to_string();
-        let head = counted(self.manifest_request(reqwest::Method::HEAD, &wanted).send())
+        let head = self
+            .shared
+            .counted(self.manifest_request(reqwest::Method::HEAD, &wanted).send())
             .await
             .map_err(|error| unavailable(image, &error))?;
         let status = head.status();
@@ -411,7 +619,7 @@ impl Session {
             Some(digest) => digest,
             None => {
                 let request = self.manifest_request(reqwest::Method::GET, &wanted);
-                sha256_digest(&counted(read_bounded(request, image)).await?)
+                sha256_digest(&self.shared.counted(read_bounded(request, image)).await?)
             }
         };
         check_digest(&digest, image)?;
@@ -502,6 +710,7 @@ impl Session {
             self.reference.repository()
         );
         let request = self
+            .shared
             .http
             .request(method, &url)
             .header(http::header::ACCEPT, ACCEPTED_MANIFESTS.join(", "));
@@ -518,7 +727,7 @@ impl Session {
     async fn pull_manifest(&self, digest: &str, image: &str) -> Result<ManifestDocument, OciError> {
         check_digest(digest, image)?;
         let request = self.manifest_request(reqwest::Method::GET, digest);
-        let body = counted(read_bounded(request, image)).await?;
+        let body = self.shared.counted(read_bounded(request, image)).await?;
         let actual = sha256_digest(&body);
         if actual != digest {
             return Err(OciError::DigestMismatch {
@@ -627,12 +836,14 @@ impl Session {
                 size: layer.size,
             };
             // Only the digest is passed on: foreign-layer `urls` are never followed.
-            let sized = counted(
-                self.client
-                    .pull_blob_stream(reference, layer.digest.as_str()),
-            )
-            .await
-            .map_err(|error| registry_error(error, &blob.name))?;
+            let sized = self
+                .shared
+                .counted(
+                    self.client
+                        .pull_blob_stream(reference, layer.digest.as_str()),
+                )
+                .await
+                .map_err(|error| registry_error(error, &blob.name))?;
             // oci-client verifies the digest too, but reports a mismatch as an opaque I/O error
             // at the end of the stream; ending the stream there lets our own check name it.
             let stream = sized.stream.take_while(|item| {
@@ -769,56 +980,75 @@ fn on_platform(error: OciError, platform: &str) -> OciError {
     }
 }
 
-/// Pushes a packed image to `reference` (`host/repository:tag`; `latest` when the tag is
-/// left out) and returns it pinned: `host/repository:tag@sha256:…`. Blobs the registry
-/// already has are not uploaded again.
+/// Pushes a packed image, through a client of its own; see [`RegistryClient::push_image`].
 pub async fn push_image(
     image: &PackedImage,
     reference: &str,
     auth: &RegistryAuth,
     opts: &RegistryOptions,
 ) -> Result<String, OciError> {
-    let parsed = parse_reference(reference)?;
-    if parsed.digest().is_some() {
-        return Err(OciError::InvalidReference {
-            reference: reference.to_string(),
-            message: "push to a tag; the digest is computed from the content".to_string(),
-        });
-    }
-    let client = client(opts)?;
-    client
-        .store_auth_if_needed(parsed.resolve_registry(), &auth.to_client_auth())
-        .await;
-    let failed = |error| registry_error(error, reference);
-    for (bytes, digest) in [
-        (&image.layer, &image.layer_digest),
-        (&image.config, &image.config_digest),
-    ] {
-        if counted(client.blob_exists(&parsed, digest))
-            .await
-            .map_err(failed)?
-        {
-            tracing::debug!(%reference, %digest, "blob already in the registry");
-        } else {
-            counted(client.push_blob(&parsed, bytes.clone(), digest))
-                .await
-                .map_err(failed)?;
+    RegistryClient::new(opts.clone())?
+        .push_image(image, reference, auth)
+        .await
+}
+
+impl RegistryClient {
+    /// Pushes a packed image to `reference` (`host/repository:tag`; `latest` when the tag is
+    /// left out) and returns it pinned: `host/repository:tag@sha256:…`. Blobs the registry
+    /// already has are not uploaded again.
+    pub async fn push_image(
+        &self,
+        image: &PackedImage,
+        reference: &str,
+        auth: &RegistryAuth,
+    ) -> Result<String, OciError> {
+        let parsed = parse_reference(reference)?;
+        if parsed.digest().is_some() {
+            return Err(OciError::InvalidReference {
+                reference: reference.to_string(),
+                message: "push to a tag; the digest is computed from the content".to_string(),
+            });
         }
+        // A client of its own: the shared ones hold pull tokens, and a push needs another scope.
+        let client = layer_client(&self.shared.options)?;
+        client
+            .store_auth_if_needed(parsed.resolve_registry(), &auth.to_client_auth())
+            .await;
+        let failed = |error| registry_error(error, reference);
+        let shared = &self.shared;
+        for (bytes, digest) in [
+            (&image.layer, &image.layer_digest),
+            (&image.config, &image.config_digest),
+        ] {
+            if shared
+                .counted(client.blob_exists(&parsed, digest))
+                .await
+                .map_err(failed)?
+            {
+                tracing::debug!(%reference, %digest, "blob already in the registry");
+            } else {
+                shared
+                    .counted(client.push_blob(&parsed, bytes.clone(), digest))
+                    .await
+                    .map_err(failed)?;
+            }
+        }
+        shared
+            .counted(client.push_manifest_raw(
+                &parsed,
+                image.manifest.clone(),
+                http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
+            ))
+            .await
+            .map_err(failed)?;
+        Ok(format!(
+            "{}/{}:{}@{}",
+            parsed.registry(),
+            parsed.repository(),
+            parsed.tag().unwrap_or("latest"),
+            image.manifest_digest
+        ))
     }
-    counted(client.push_manifest_raw(
-        &parsed,
-        image.manifest.clone(),
-        http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
-    ))
-    .await
-    .map_err(failed)?;
-    Ok(format!(
-        "{}/{}:{}@{}",
-        parsed.registry(),
-        parsed.repository(),
-        parsed.tag().unwrap_or("latest"),
-        image.manifest_digest
-    ))
 }
 
 fn parse_reference(reference: &str) -> Result<Reference, OciError> {
@@ -830,10 +1060,7 @@ fn parse_reference(reference: &str) -> Result<Reference, OciError> {
         })
 }
 
-fn client(opts: &RegistryOptions) -> Result<Client, OciError> {
-    // The workspace builds rustls with ring only (the Kubernetes client's provider); make it
-    // the process default unless the program chose one already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+fn layer_client(opts: &RegistryOptions) -> Result<Client, OciError> {
     let protocol = if opts.insecure_registries.is_empty() {
         ClientProtocol::Https
     } else {
@@ -851,16 +1078,6 @@ fn client(opts: &RegistryOptions) -> Result<Client, OciError> {
     Client::try_from(config).map_err(|error| OciError::Internal {
         message: format!("cannot build the registry client: {error}"),
     })
-}
-
-/// Runs one registry request and counts it.
-async fn counted<T, E>(request: impl Future<Output = Result<T, E>>) -> Result<T, E> {
-    REQUESTS.fetch_add(1, Ordering::Relaxed);
-    let result = request.await;
-    if result.is_err() {
-        FAILED_REQUESTS.fetch_add(1, Ordering::Relaxed);
-    }
-    result
 }
 
 /// A manifest or index, reduced to what is read here.

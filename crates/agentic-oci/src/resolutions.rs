@@ -13,9 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
-use crate::{OciError, RegistryAuth, RegistryOptions, ResolvedImage};
+use crate::{OciError, RegistryAuth, RegistryClient, ResolvedImage};
 
 /// How many keys are kept before the ones not in use and older than the longest age asked
 /// for are dropped.
@@ -32,7 +30,7 @@ pub struct Resolutions {
 }
 
 impl Resolutions {
-    /// Resolves `reference` like [`crate::resolve_digest`], taking an answer made since this
+    /// Resolves `reference` like [`RegistryClient::resolve_digest`], taking an answer made since this
     /// call began (by a concurrent caller) or at most `max_age` old. `Duration::ZERO` asks for
     /// a fresh answer: the first read of a card's generation, so a tag pushed a moment ago is
     /// seen.
@@ -40,11 +38,11 @@ impl Resolutions {
         &self,
         reference: &str,
         auth: &RegistryAuth,
-        opts: &RegistryOptions,
+        client: &RegistryClient,
         max_age: Duration,
     ) -> Result<ResolvedImage, OciError> {
         self.resolve_with(reference, auth, max_age, || {
-            crate::resolve_digest(reference, auth, opts)
+            client.resolve_digest(reference, auth)
         })
         .await
     }
@@ -61,7 +59,7 @@ impl Resolutions {
         Fut: Future<Output = Result<ResolvedImage, OciError>>,
     {
         let asked_at = Instant::now();
-        let slot = self.slot((reference.to_string(), fingerprint(auth)), max_age);
+        let slot = self.slot((reference.to_string(), auth.fingerprint()), max_age);
         let mut answer = slot.lock().await;
         if let Some((at, outcome)) = answer.as_ref() {
             let concurrent = *at >= asked_at;
@@ -93,21 +91,6 @@ impl Resolutions {
         }
         slots.entry(key).or_default().clone()
     }
-}
-
-/// Which credentials a resolution was made with, without keeping them.
-fn fingerprint(auth: &RegistryAuth) -> [u8; 32] {
-    let mut hash = Sha256::new();
-    match auth {
-        RegistryAuth::Anonymous => hash.update(b"anonymous"),
-        RegistryAuth::Basic { username, password } => {
-            hash.update(b"basic\0");
-            hash.update(username.len().to_le_bytes());
-            hash.update(username.as_bytes());
-            hash.update(password.as_bytes());
-        }
-    }
-    hash.finalize().into()
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agentic_oci::{
-    PackedImage, RegistryAuth, RegistryOptions, ResolvedImage, SkillCache, fetch_skill,
-    pack_skills, resolve_digest,
+    PackedImage, RegistryAuth, RegistryClient, RegistryOptions, ResolvedImage, SkillCache,
+    fetch_skill, pack_skills, resolve_digest,
 };
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -200,11 +200,12 @@ async fn a_digest_read_in_one_repository_does_not_vouch_for_another() {
     );
     let registry = FakeRegistry::start(routes).await;
     let opts = registry.options();
+    let client = RegistryClient::new(opts.clone()).unwrap();
     let cache = SkillCache::new(16);
 
     let good = registry.pinned("good/skill", &image.manifest_digest);
     let content = cache
-        .fetch_skill(&good, None, &ANONYMOUS, &opts)
+        .fetch_skill(&good, None, &ANONYMOUS, &client)
         .await
         .unwrap();
     assert_eq!(content.image, good);
@@ -218,7 +219,7 @@ async fn a_digest_read_in_one_repository_does_not_vouch_for_another() {
     .unwrap();
     assert_eq!(liar.repository, "liar/skill", "HEAD alone resolves");
     let error = cache
-        .fetch_skill(&liar, None, &ANONYMOUS, &opts)
+        .fetch_skill(&liar, None, &ANONYMOUS, &client)
         .await
         .unwrap_err();
     assert_eq!(error.reason(), "ImageNotFound", "{error}");

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentic_oci::{
-    DockerConfig, OciError, PackedImage, RegistryAuth, RegistryOptions, ResolvedImage, SkillCache,
-    fetch_skill, pack_skills, push_image, resolve_digest,
+    DockerConfig, OciError, PackedImage, RegistryAuth, RegistryClient, RegistryOptions,
+    ResolvedImage, SkillCache, fetch_skill, pack_skills, push_image, resolve_digest,
 };
 use agentic_testenv::Registry;
 use flate2::read::GzDecoder;
@@ -468,14 +468,15 @@ async fn registry_failures_are_reported_by_reason() {
     let opts = options(&addr);
     let root = tempfile::tempdir().unwrap();
     let image = pack_skills(&[write_skill(root.path(), "demo")]).unwrap();
-    let before = agentic_oci::registry_stats();
-    push_image(&image, &format!("{addr}/skills/demo:v1"), &ANONYMOUS, &opts)
+    let client = RegistryClient::new(opts.clone()).unwrap();
+    client
+        .push_image(&image, &format!("{addr}/skills/demo:v1"), &ANONYMOUS)
         .await
         .unwrap();
-    let after = agentic_oci::registry_stats();
+    let stats = client.stats();
     assert!(
-        after.requests >= before.requests + 3,
-        "blobs and manifest are counted: {before:?} {after:?}"
+        stats.requests >= 3 && stats.failed_requests == 0,
+        "blobs and manifest are counted: {stats:?}"
     );
 
     for missing in [
@@ -535,11 +536,12 @@ async fn the_cache_fetches_each_digest_and_sub_path_once() {
     let resolved = ResolvedImage::from_pinned(&pushed).unwrap();
 
     let cache = Arc::new(SkillCache::new(16));
+    let client = RegistryClient::new(opts.clone()).unwrap();
     let fetches = (0..8).map(|_| {
-        let (cache, resolved, opts) = (cache.clone(), resolved.clone(), opts.clone());
+        let (cache, resolved, client) = (cache.clone(), resolved.clone(), client.clone());
         tokio::spawn(async move {
             cache
-                .fetch_skill(&resolved, Some("alpha"), &ANONYMOUS, &opts)
+                .fetch_skill(&resolved, Some("alpha"), &ANONYMOUS, &client)
                 .await
         })
     });
@@ -557,7 +559,7 @@ async fn the_cache_fetches_each_digest_and_sub_path_once() {
     // A content verdict is kept; it comes from the cache the second time.
     for _ in 0..2 {
         let error = cache
-            .fetch_skill(&resolved, None, &ANONYMOUS, &opts)
+            .fetch_skill(&resolved, None, &ANONYMOUS, &client)
             .await
             .unwrap_err();
         assert_eq!(error.reason(), "SubPathRequired");
@@ -570,9 +572,10 @@ async fn the_cache_fetches_each_digest_and_sub_path_once() {
     let unreachable =
         ResolvedImage::from_pinned(&format!("{closed}/skills/x@{}", image.manifest_digest))
             .unwrap();
+    let to_closed = RegistryClient::new(options(&closed)).unwrap();
     for _ in 0..2 {
         let error = cache
-            .fetch_skill(&unreachable, Some("other"), &ANONYMOUS, &options(&closed))
+            .fetch_skill(&unreachable, Some("other"), &ANONYMOUS, &to_closed)
             .await
             .unwrap_err();
         assert_eq!(error.reason(), "RegistryUnavailable");
@@ -658,4 +661,53 @@ async fn credentials_come_from_pull_secrets() {
 fn base64_user_password(user: &str, password: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+}
+
+#[tokio::test]
+async fn one_client_authorizes_each_repository_and_credentials_once() {
+    let registry = auth_registry().await;
+    let addr = registry.addr();
+    let client = RegistryClient::new(options(&addr)).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let image = pack_skills(&[write_skill(root.path(), "shared")]).unwrap();
+    let reference = format!("{addr}/team/shared:v1");
+    let auth = RegistryAuth::Basic {
+        username: USER.to_string(),
+        password: PASSWORD.to_string(),
+    };
+    client.push_image(&image, &reference, &auth).await.unwrap();
+    let pushed = client.stats();
+
+    let resolved = client.resolve_digest(&reference, &auth).await.unwrap();
+    let first = client.stats();
+    assert_eq!(
+        first.requests - pushed.requests,
+        2,
+        "the authorization and the HEAD: {first:?}"
+    );
+    client.resolve_digest(&reference, &auth).await.unwrap();
+    let second = client.stats();
+    assert_eq!(
+        second.requests - first.requests,
+        1,
+        "the authorization is reused: {second:?}"
+    );
+    let skill = client.fetch_skill(&resolved, None, &auth).await.unwrap();
+    assert_eq!(skill.report.frontmatter.unwrap().name, "shared");
+
+    // What one set of credentials obtained never serves another, through the same client.
+    let wrong = RegistryAuth::Basic {
+        username: USER.to_string(),
+        password: "nope".to_string(),
+    };
+    for other in [&ANONYMOUS, &wrong] {
+        let error = client.resolve_digest(&reference, other).await.unwrap_err();
+        assert_eq!(error.reason(), "Unauthorized", "{other:?}: {error}");
+        let error = client
+            .fetch_skill(&resolved, None, other)
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason(), "Unauthorized", "{other:?}: {error}");
+    }
+    client.fetch_skill(&resolved, None, &auth).await.unwrap();
 }

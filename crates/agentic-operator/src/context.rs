@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use agentic_api::ConditionStatus;
 use agentic_core::conditions::{find_condition, truncate};
 use agentic_core::sandbox::TtlDefaults;
-use agentic_oci::{RegistryOptions, SkillCache, SkillListing};
+use agentic_oci::{RegistryClient, SkillCache, SkillListing};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
 use kube::runtime::controller::Action;
@@ -36,7 +36,8 @@ pub enum SandboxBackend {
 /// Settings of the controllers that come from the command line.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub registry: RegistryOptions,
+    /// Connections, authorizations and request counts shared by every registry read.
+    pub registry: RegistryClient,
     /// How git servers are reached (insecure hosts, timeouts, limits).
     pub git: agentic_git::GitOptions,
     pub sandbox_backend: SandboxBackend,

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use agentic_api::{
     Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard, SkillCollection,
 };
-use agentic_oci::RegistryOptions;
+use agentic_oci::{RegistryClient, RegistryOptions};
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client, Resource};
@@ -321,10 +321,10 @@ async fn lead(
     };
 
     let settings = Settings {
-        registry: RegistryOptions {
+        registry: RegistryClient::new(RegistryOptions {
             insecure_registries: options.insecure_registries.clone(),
             ..RegistryOptions::default()
-        },
+        })?,
         git: agentic_git::GitOptions {
             insecure_hosts: options.insecure_git_hosts.clone(),
             ..agentic_git::GitOptions::default()

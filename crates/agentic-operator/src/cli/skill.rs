@@ -286,13 +286,13 @@ fn validate(output: Output, paths: &[PathBuf]) -> ExitCode {
 }
 
 /// Runs `work` on a fresh runtime with the docker config's credentials for `reference`'s
-/// registry and, with `insecure`, plain HTTP to it.
+/// registry and one client for all its requests (with `insecure`, plain HTTP to it).
 fn with_registry<T>(
     reference: &str,
     insecure: bool,
     work: impl AsyncFnOnce(
         agentic_oci::RegistryAuth,
-        agentic_oci::RegistryOptions,
+        agentic_oci::RegistryClient,
     ) -> Result<T, agentic_oci::OciError>,
 ) -> Result<T, String> {
     let runtime =
@@ -300,11 +300,11 @@ fn with_registry<T>(
     let result = runtime.block_on(async {
         let registry = agentic_oci::image_registry(reference)?;
         let auth = agentic_oci::RegistryAuth::from_default_docker_config(&registry)?;
-        let options = agentic_oci::RegistryOptions {
+        let client = agentic_oci::RegistryClient::new(agentic_oci::RegistryOptions {
             insecure_registries: if insecure { vec![registry] } else { Vec::new() },
             ..agentic_oci::RegistryOptions::default()
-        };
-        work(auth, options).await
+        })?;
+        work(auth, client).await
     });
     result.map_err(|e| {
         // Speaking HTTPS to a plain-HTTP registry fails as a broken connection.
@@ -317,9 +317,9 @@ fn with_registry<T>(
 }
 
 fn push(dirs: &[PathBuf], reference: &str, insecure: bool) -> ExitCode {
-    let pushed = with_registry(reference, insecure, async |auth, options| {
+    let pushed = with_registry(reference, insecure, async |auth, client| {
         let image = agentic_oci::pack_skills(dirs)?;
-        agentic_oci::push_image(&image, reference, &auth, &options).await
+        client.push_image(&image, reference, &auth).await
     });
     match pushed {
         Ok(pushed) => {
@@ -361,10 +361,10 @@ struct Inspection {
 async fn skills_of_image(
     reference: &str,
     auth: &agentic_oci::RegistryAuth,
-    options: &agentic_oci::RegistryOptions,
+    client: &agentic_oci::RegistryClient,
 ) -> Result<(agentic_oci::ResolvedImage, Vec<Option<String>>), agentic_oci::OciError> {
-    let resolved = agentic_oci::resolve_digest(reference, auth, options).await?;
-    let listing = agentic_oci::list_skills(&resolved, auth, options).await?;
+    let resolved = client.resolve_digest(reference, auth).await?;
+    let listing = client.list_skills(&resolved, auth).await?;
     let sub_paths = if listing.root {
         vec![None]
     } else {
@@ -374,12 +374,13 @@ async fn skills_of_image(
 }
 
 fn inspect(reference: &str, insecure: bool, output: Output) -> ExitCode {
-    let inspected = with_registry(reference, insecure, async |auth, options| {
-        let (resolved, sub_paths) = skills_of_image(reference, &auth, &options).await?;
+    let inspected = with_registry(reference, insecure, async |auth, client| {
+        let (resolved, sub_paths) = skills_of_image(reference, &auth, &client).await?;
         let mut skills = Vec::new();
         for sub_path in sub_paths {
-            let read =
-                agentic_oci::fetch_skill(&resolved, sub_path.as_deref(), &auth, &options).await;
+            let read = client
+                .fetch_skill(&resolved, sub_path.as_deref(), &auth)
+                .await;
             skills.push(inspected_skill(sub_path, read));
         }
         Ok(Inspection {
@@ -479,8 +480,8 @@ struct Pulled {
 
 /// Reads every skill of `reference`, then writes them below `dir`; returns what to print.
 fn pull(reference: &str, insecure: bool, force: bool, dir: &Path) -> Result<String, String> {
-    let pulled = with_registry(reference, insecure, async |auth, options| {
-        let (resolved, sub_paths) = skills_of_image(reference, &auth, &options).await?;
+    let pulled = with_registry(reference, insecure, async |auth, client| {
+        let (resolved, sub_paths) = skills_of_image(reference, &auth, &client).await?;
         let mut pulled = Pulled {
             image: resolved.repository_with_digest.clone(),
             skills: Vec::new(),
@@ -491,7 +492,10 @@ fn pull(reference: &str, insecure: bool, force: bool, dir: &Path) -> Result<Stri
                 || "(image root)".to_string(),
                 |dir| format!("subPath {dir}"),
             );
-            match agentic_oci::pull_skill(&resolved, sub_path.as_deref(), &auth, &options).await {
+            match client
+                .pull_skill(&resolved, sub_path.as_deref(), &auth)
+                .await
+            {
                 Ok((content, files)) => {
                     let name = content
                         .report

@@ -398,7 +398,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
         Ok(auth) => auth,
         Err(verdict) => return Ok(verdict),
     };
-    let options = &ctx.settings.registry;
+    let client = &ctx.settings.registry;
     // A refresh of content this generation validated takes a tag resolution another card
     // of the same reference and credentials made within the refresh interval: one request
     // per reference and interval, however many cards share it. The first read of a
@@ -408,14 +408,11 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
     } else {
         std::time::Duration::ZERO
     };
-    let resolved = ctx
-        .resolutions
-        .resolve(image, &auth, options, max_age)
-        .await;
+    let resolved = ctx.resolutions.resolve(image, &auth, client, max_age).await;
     let checked = match resolved {
         Ok(resolved) => {
             ctx.skills
-                .fetch_skill(&resolved, card.spec.sub_path.as_deref(), &auth, options)
+                .fetch_skill(&resolved, card.spec.sub_path.as_deref(), &auth, client)
                 .await
         }
         Err(e) => Err(e),
@@ -457,7 +454,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
 
 fn sync_registry_metrics(ctx: &Context) {
     let cache = ctx.skills.stats();
-    let registry = agentic_oci::registry_stats();
+    let registry = ctx.settings.registry.stats();
     ctx.metrics
         .sync_registry_stats(registry.requests, cache.hits, cache.misses);
 }

@@ -238,15 +238,15 @@ async fn list_image(
     ctx: &Context,
 ) -> std::result::Result<(String, ImageSkills), Verdict> {
     let auth = RegistryAuth::Anonymous;
-    let options = &ctx.settings.registry;
+    let client = &ctx.settings.registry;
     let registry = agentic_oci::image_registry(image)
         .map_err(|e| refused(e.reason(), format!("spec.image: {e}")))?;
     let answer = async {
-        let resolved = agentic_oci::resolve_digest(image, &auth, options).await?;
+        let resolved = client.resolve_digest(image, &auth).await?;
         let listing = match ctx.listing(&resolved.repository_with_digest) {
             Some(listing) => listing,
             None => {
-                let listing = agentic_oci::list_skills(&resolved, &auth, options).await?;
+                let listing = client.list_skills(&resolved, &auth).await?;
                 ctx.remember_listing(listing.clone());
                 listing
             }
