@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase, SkillCard};
 use agentic_integration_tests::{
-    CONVERGE, apply, env, has_condition, http_get, llm_gateway, operator_binary, operator_command,
-    push, registry, run_options, stop_cleanly, wait_agent_ready, wait_for, wait_for_sandbox,
-    wait_phase, write_skill,
+    CONVERGE, apply, env, eventually, has_condition, http_get, llm_gateway, operator_binary,
+    operator_command, push, registry, run_options, stop_cleanly, wait_agent_ready, wait_for,
+    wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_oci::{RegistryClient, RegistryOptions};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
@@ -265,8 +265,81 @@ async fn metrics_count_reconciles_errors_registry_reads_cache_hits_and_objects()
         "{text}"
     );
     let metrics = samples(&text);
-    let reconciles = sample(&metrics, r#"agentic_reconciles_total{kind="SkillCard"}"#);
+    let reconciles = sample(
+        &metrics,
+        r#"agentic_reconciles_total{kind="SkillCard",result="ok"}"#,
+    );
     assert!(reconciles >= 3.0, "{reconciles}");
+    let failed = sample(
+        &metrics,
+        r#"agentic_reconciles_total{kind="SkillCard",result="error"}"#,
+    );
+    assert!(
+        failed >= 1.0,
+        "the unreachable card's pass failed: {failed}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"agentic_reconciles_total{kind="AgentRun",result="error"}"#
+        ),
+        0.0,
+        "every kind's series is there before its first pass"
+    );
+    assert_eq!(
+        sample(&metrics, "agentic_leader"),
+        1.0,
+        "no election: it leads"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            &format!(
+                r#"agentic_build_info{{version="{}"}}"#,
+                env!("CARGO_PKG_VERSION")
+            )
+        ),
+        1.0
+    );
+    let registry_requests = |registry: &str, outcome: &str| {
+        sample(
+            &metrics,
+            &format!(
+                r#"agentic_registry_request_duration_seconds_count{{registry="{registry}",outcome="{outcome}"}}"#
+            ),
+        )
+    };
+    assert!(registry_requests(&registry().await, "ok") >= 2.0);
+    assert!(registry_requests("127.0.0.1:1", "error") >= 1.0);
+
+    // A failed pass raises a Warning on the object, without the cause (hosts and ports stay
+    // in the operator's log).
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let failure = eventually("the failed pass's Warning event", || async {
+        events
+            .list(&Default::default())
+            .await
+            .expect("list events")
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("RegistryUnavailable")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("unreachable")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("retried with backoff"))
+            })
+    })
+    .await;
+    assert_eq!(failure.type_.as_deref(), Some("Warning"));
+    assert!(
+        !failure
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("127.0.0.1"),
+        "{failure:?}"
+    );
     assert!(
         sample(
             &metrics,
@@ -482,10 +555,17 @@ async fn skill_card_reconciles(metrics_addr: SocketAddr) -> f64 {
     let (_, body) = http_get(metrics_addr, "/metrics")
         .await
         .expect("GET /metrics");
-    samples(&body)
-        .get(r#"agentic_reconciles_total{kind="SkillCard"}"#)
-        .copied()
-        .unwrap_or(0.0)
+    let samples = samples(&body);
+    ["ok", "error"]
+        .iter()
+        .filter_map(|result| {
+            samples
+                .get(&format!(
+                    r#"agentic_reconciles_total{{kind="SkillCard",result="{result}"}}"#
+                ))
+                .copied()
+        })
+        .sum()
 }
 
 #[tokio::test]

@@ -384,7 +384,10 @@ async fn run_as_service_account(prefix: &str, backend: BackendChoice) {
     assert!(
         metrics
             .lines()
-            .any(|l| l.starts_with(r#"agentic_reconciles_total{kind="AgentRun"}"#)),
+            .filter_map(
+                |l| l.strip_prefix(r#"agentic_reconciles_total{kind="AgentRun",result="ok"} "#)
+            )
+            .any(|count| count.parse::<f64>().is_ok_and(|count| count >= 1.0)),
         "the operator reconciled the run:\n{metrics}"
     );
     for kind in ["ConfigMap", "Secret"] {

@@ -48,7 +48,8 @@ pub use pack::{
     pack_skills,
 };
 pub use registry::{
-    RegistryClient, RegistryOptions, RegistryStats, ResolvedImage, SkillContent, SkillListing,
-    fetch_skill, image_registry, list_skills, pull_skill, push_image, resolve_digest,
+    RegistryClient, RegistryObserver, RegistryOptions, RegistryRequest, RegistryStats,
+    ResolvedImage, SkillContent, SkillListing, fetch_skill, image_registry, list_skills,
+    pull_skill, push_image, resolve_digest,
 };
 pub use resolutions::Resolutions;

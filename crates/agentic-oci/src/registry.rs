@@ -84,8 +84,23 @@ pub struct RegistryClient {
     shared: Arc<Shared>,
 }
 
+/// One finished registry request, as a [`RegistryClient`] reports it to its observer.
+#[derive(Debug, Clone, Copy)]
+pub struct RegistryRequest<'a> {
+    /// `host[:port]`, as the image reference names it.
+    pub registry: &'a str,
+    /// False when the request failed, was refused or went unanswered.
+    pub ok: bool,
+    /// From sending it to its answer (for a layer, to the start of its body).
+    pub took: Duration,
+}
+
+/// What a [`RegistryClient`] tells of each request it makes (metrics, for the operator).
+pub type RegistryObserver = Arc<dyn Fn(&RegistryRequest<'_>) + Send + Sync>;
+
 struct Shared {
     options: RegistryOptions,
+    observer: Option<RegistryObserver>,
     /// Manifest requests to every registry, whatever the credentials: it pools connections
     /// only, and each request carries its own authorization.
     http: reqwest::Client,
@@ -119,6 +134,21 @@ impl std::fmt::Debug for RegistryClient {
 impl RegistryClient {
     /// A client for reads and pushes within `options`.
     pub fn new(options: RegistryOptions) -> Result<RegistryClient, OciError> {
+        RegistryClient::build(options, None)
+    }
+
+    /// Like [`RegistryClient::new`], telling `observer` of every request.
+    pub fn observed(
+        options: RegistryOptions,
+        observer: RegistryObserver,
+    ) -> Result<RegistryClient, OciError> {
+        RegistryClient::build(options, Some(observer))
+    }
+
+    fn build(
+        options: RegistryOptions,
+        observer: Option<RegistryObserver>,
+    ) -> Result<RegistryClient, OciError> {
         // The workspace builds rustls with ring only (the Kubernetes client's provider); make it
         // the process default unless the program chose one already.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -133,6 +163,7 @@ impl RegistryClient {
         Ok(RegistryClient {
             shared: Arc::new(Shared {
                 options,
+                observer,
                 http,
                 clients: Mutex::default(),
                 requests: AtomicU64::new(0),
@@ -527,12 +558,24 @@ impl Shared {
         }
     }
 
-    /// Runs one registry request and counts it.
-    async fn counted<T, E>(&self, request: impl Future<Output = Result<T, E>>) -> Result<T, E> {
+    /// Runs one request to `registry`, counts it and tells the observer.
+    async fn counted<T, E>(
+        &self,
+        registry: &str,
+        request: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        let sent = Instant::now();
         let result = request.await;
         if result.is_err() {
             self.failed_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(observer) = &self.observer {
+            observer(&RegistryRequest {
+                registry,
+                ok: result.is_ok(),
+                took: sent.elapsed(),
+            });
         }
         result
     }
@@ -554,11 +597,10 @@ impl Session {
                 let asked = Instant::now();
                 // Also stores the token for the layer requests made through `client`.
                 let token = shared
-                    .counted(client.auth(
-                        &reference,
-                        &auth.to_client_auth(),
-                        RegistryOperation::Pull,
-                    ))
+                    .counted(
+                        reference.registry(),
+                        client.auth(&reference, &auth.to_client_auth(), RegistryOperation::Pull),
+                    )
                     .await
                     .map_err(|error| registry_error(error, image))?;
                 let credentials = match (token, auth) {
@@ -599,7 +641,10 @@ impl Session {
             .to_string();
         let head = self
             .shared
-            .counted(self.manifest_request(reqwest::Method::HEAD, &wanted).send())
+            .counted(
+                self.reference.registry(),
+                self.manifest_request(reqwest::Method::HEAD, &wanted).send(),
+            )
             .await
             .map_err(|error| unavailable(image, &error))?;
         let status = head.status();
@@ -619,7 +664,12 @@ impl Session {
             Some(digest) => digest,
             None => {
                 let request = self.manifest_request(reqwest::Method::GET, &wanted);
-                sha256_digest(&self.shared.counted(read_bounded(request, image)).await?)
+                sha256_digest(
+                    &self
+                        .shared
+                        .counted(self.reference.registry(), read_bounded(request, image))
+                        .await?,
+                )
             }
         };
         check_digest(&digest, image)?;
@@ -727,7 +777,10 @@ impl Session {
     async fn pull_manifest(&self, digest: &str, image: &str) -> Result<ManifestDocument, OciError> {
         check_digest(digest, image)?;
         let request = self.manifest_request(reqwest::Method::GET, digest);
-        let body = self.shared.counted(read_bounded(request, image)).await?;
+        let body = self
+            .shared
+            .counted(self.reference.registry(), read_bounded(request, image))
+            .await?;
         let actual = sha256_digest(&body);
         if actual != digest {
             return Err(OciError::DigestMismatch {
@@ -839,6 +892,7 @@ impl Session {
             let sized = self
                 .shared
                 .counted(
+                    reference.registry(),
                     self.client
                         .pull_blob_stream(reference, layer.digest.as_str()),
                 )
@@ -1021,24 +1075,30 @@ impl RegistryClient {
             (&image.config, &image.config_digest),
         ] {
             if shared
-                .counted(client.blob_exists(&parsed, digest))
+                .counted(parsed.registry(), client.blob_exists(&parsed, digest))
                 .await
                 .map_err(failed)?
             {
                 tracing::debug!(%reference, %digest, "blob already in the registry");
             } else {
                 shared
-                    .counted(client.push_blob(&parsed, bytes.clone(), digest))
+                    .counted(
+                        parsed.registry(),
+                        client.push_blob(&parsed, bytes.clone(), digest),
+                    )
                     .await
                     .map_err(failed)?;
             }
         }
         shared
-            .counted(client.push_manifest_raw(
-                &parsed,
-                image.manifest.clone(),
-                http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
-            ))
+            .counted(
+                parsed.registry(),
+                client.push_manifest_raw(
+                    &parsed,
+                    image.manifest.clone(),
+                    http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
+                ),
+            )
             .await
             .map_err(failed)?;
         Ok(format!(

@@ -20,6 +20,41 @@ pub struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassLabels {
+    pub kind: &'static str,
+    /// `ok`, or `error` for a pass that failed (and is retried with backoff).
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RegistryLabels {
+    /// `host[:port]`, or `other` past [`MAX_REGISTRY_HOSTS`] distinct ones.
+    pub registry: String,
+    /// `ok`, or `error` (refused, failed or unanswered).
+    pub outcome: &'static str,
+}
+
+/// The kinds the operator reconciles: their series exist from the start, at zero.
+pub const KINDS: [&str; 7] = [
+    "SkillCard",
+    "SkillCollection",
+    "Gateway",
+    "Agent",
+    "AgentRun",
+    "AgentWorkflow",
+    "AgentWorkflowRun",
+];
+
+/// Registries named in their own series; any further one is counted as `other`, so tenants
+/// naming hosts cannot grow the exposition without bound.
+pub const MAX_REGISTRY_HOSTS: usize = 32;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     pub kind: &'static str,
     pub reason: &'static str,
@@ -52,7 +87,11 @@ pub struct AgentLabels {
 /// Every metric the operator exports, registered once at start.
 pub struct Metrics {
     registry: Mutex<Registry>,
-    reconciles: Family<KindLabels, Counter>,
+    reconciles: Family<PassLabels, Counter>,
+    leader: Gauge,
+    registry_latency: Family<RegistryLabels, Histogram>,
+    /// The registries that have a series of their own.
+    registry_hosts: Mutex<HashSet<String>>,
     errors: Family<ErrorLabels, Counter>,
     duration: Family<KindLabels, Histogram>,
     objects: Family<PhaseLabels, Gauge>,
@@ -72,7 +111,18 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("agentic");
-        let reconciles = Family::<KindLabels, Counter>::default();
+        let reconciles = Family::<PassLabels, Counter>::default();
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        let leader = Gauge::default();
+        // 5 ms to about 80 s: a HEAD on loopback to a layer read at the fetch deadline.
+        let registry_latency = Family::<RegistryLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.005, 2.0, 15))
+        });
         let errors = Family::<ErrorLabels, Counter>::default();
         let duration = Family::<KindLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.005, 2.0, 14))
@@ -90,7 +140,26 @@ impl Default for Metrics {
         let registry_requests = Counter::default();
         let cache_hits = Counter::default();
         let cache_misses = Counter::default();
-        registry.register("reconciles", "Reconcile passes by kind", reconciles.clone());
+        registry.register(
+            "reconciles",
+            "Reconcile passes by kind and result (ok, or error for a failed pass)",
+            reconciles.clone(),
+        );
+        registry.register(
+            "build_info",
+            "The operator's version, as a label of a series that is always 1",
+            build_info,
+        );
+        registry.register(
+            "leader",
+            "1 while this replica runs the controllers (it holds the Lease, or leader election is off), 0 while it waits",
+            leader.clone(),
+        );
+        registry.register(
+            "registry_request_duration_seconds",
+            "Duration of requests to OCI registries by registry host and outcome (ok or error); an authorization counts as one request",
+            registry_latency.clone(),
+        );
         registry.register(
             "reconcile_errors",
             "Failed reconcile passes by kind and reason",
@@ -146,9 +215,19 @@ impl Default for Metrics {
             "Skill validations that had to read the image",
             cache_misses.clone(),
         );
+        // Zero series from the start, so that rates and alerts see a kind before it fails.
+        for kind in KINDS {
+            for result in ["ok", "error"] {
+                drop(reconciles.get_or_create(&PassLabels { kind, result }));
+            }
+            drop(duration.get_or_create(&KindLabels { kind }));
+        }
         Self {
             registry: Mutex::new(registry),
             reconciles,
+            leader,
+            registry_latency,
+            registry_hosts: Mutex::default(),
             errors,
             duration,
             objects,
@@ -166,8 +245,12 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn reconciled(&self, kind: &'static str, took: Duration) {
-        self.reconciles.get_or_create(&KindLabels { kind }).inc();
+    /// Counts and times one pass, failed (`ok` false) or not.
+    pub fn reconciled(&self, kind: &'static str, took: Duration, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.reconciles
+            .get_or_create(&PassLabels { kind, result })
+            .inc();
         self.duration
             .get_or_create(&KindLabels { kind })
             .observe(took.as_secs_f64());
@@ -282,6 +365,32 @@ impl Metrics {
             .is_some()
     }
 
+    /// Whether this replica runs the controllers.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Times one registry request to `registry`.
+    pub fn registry_request(&self, registry: &str, ok: bool, took: Duration) {
+        let registry = {
+            let mut hosts = self
+                .registry_hosts
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if hosts.contains(registry)
+                || (hosts.len() < MAX_REGISTRY_HOSTS && hosts.insert(registry.to_string()))
+            {
+                registry.to_string()
+            } else {
+                "other".to_string()
+            }
+        };
+        let outcome = if ok { "ok" } else { "error" };
+        self.registry_latency
+            .get_or_create(&RegistryLabels { registry, outcome })
+            .observe(took.as_secs_f64());
+    }
+
     /// Copies the registry client's and skill cache's running totals into the counters.
     pub fn sync_registry_stats(&self, requests: u64, hits: u64, misses: u64) {
         advance(&self.registry_requests, requests);
@@ -382,7 +491,8 @@ mod tests {
     fn the_charts_alerts_and_dashboard_query_only_exported_series() {
         // A family is printed once it has a series: give each one.
         let metrics = Metrics::default();
-        metrics.reconciled("SkillCard", Duration::from_millis(5));
+        metrics.reconciled("SkillCard", Duration::from_millis(5), true);
+        metrics.registry_request("registry.test", true, Duration::from_millis(5));
         metrics.failed("SkillCard", "RegistryUnavailable");
         metrics.set_objects("SkillCard", &[("Ready".to_string(), 1)]);
         metrics.set_runs(
@@ -463,6 +573,73 @@ mod tests {
             sample("count").parse().expect("a count"),
             sample("sum").parse().expect("a sum"),
         )
+    }
+
+    #[test]
+    fn every_kind_has_its_pass_series_from_the_start_and_the_build_is_named() {
+        let text = Metrics::default().encode();
+        for kind in KINDS {
+            for result in ["ok", "error"] {
+                let series =
+                    format!("agentic_reconciles_total{{kind=\"{kind}\",result=\"{result}\"}} 0");
+                assert!(text.contains(&series), "{series} in:\n{text}");
+            }
+        }
+        let build = format!(
+            "agentic_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&build), "{text}");
+        assert!(text.contains("agentic_leader 0"), "{text}");
+    }
+
+    #[test]
+    fn failed_passes_are_counted_apart_and_the_leader_gauge_follows() {
+        let metrics = Metrics::default();
+        metrics.reconciled("Agent", Duration::from_millis(3), true);
+        metrics.reconciled("Agent", Duration::from_millis(3), false);
+        metrics.reconciled("Agent", Duration::from_millis(3), false);
+        metrics.set_leader(true);
+        let text = metrics.encode();
+        assert!(text.contains("agentic_reconciles_total{kind=\"Agent\",result=\"ok\"} 1"));
+        assert!(text.contains("agentic_reconciles_total{kind=\"Agent\",result=\"error\"} 2"));
+        assert!(
+            text.contains("agentic_reconcile_duration_seconds_count{kind=\"Agent\"} 3"),
+            "failed passes are timed too: {text}"
+        );
+        assert!(text.contains("agentic_leader 1"));
+        metrics.set_leader(false);
+        assert!(metrics.encode().contains("agentic_leader 0"));
+    }
+
+    #[test]
+    fn registry_hosts_past_the_bound_share_one_series() {
+        let metrics = Metrics::default();
+        for n in 0..MAX_REGISTRY_HOSTS + 10 {
+            metrics.registry_request(&format!("r{n}.test"), n % 2 == 0, Duration::from_millis(1));
+        }
+        metrics.registry_request("r0.test", false, Duration::from_millis(1));
+        let text = metrics.encode();
+        let count = |registry: &str, outcome: &str| {
+            let prefix = format!(
+                "agentic_registry_request_duration_seconds_count{{registry=\"{registry}\",outcome=\"{outcome}\"}} "
+            );
+            text.lines()
+                .find_map(|line| line.strip_prefix(&prefix))
+                .map(|value| value.parse::<u64>().expect("a count"))
+        };
+        assert_eq!(count("r0.test", "ok"), Some(1));
+        assert_eq!(
+            count("r0.test", "error"),
+            Some(1),
+            "a known host keeps its series"
+        );
+        assert_eq!(count("r31.test", "error"), Some(1));
+        assert_eq!(count("r32.test", "ok"), None, "past the bound");
+        assert_eq!(
+            count("other", "ok").unwrap_or(0) + count("other", "error").unwrap_or(0),
+            10
+        );
     }
 
     #[test]

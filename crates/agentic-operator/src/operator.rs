@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use agentic_api::{
     Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard, SkillCollection,
 };
-use agentic_oci::{RegistryClient, RegistryOptions};
+use agentic_oci::{RegistryClient, RegistryOptions, RegistryRequest};
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client, Resource};
@@ -321,10 +321,18 @@ async fn lead(
     };
 
     let settings = Settings {
-        registry: RegistryClient::new(RegistryOptions {
-            insecure_registries: options.insecure_registries.clone(),
-            ..RegistryOptions::default()
-        })?,
+        registry: RegistryClient::observed(
+            RegistryOptions {
+                insecure_registries: options.insecure_registries.clone(),
+                ..RegistryOptions::default()
+            },
+            {
+                let metrics = Arc::clone(&metrics);
+                Arc::new(move |request: &RegistryRequest| {
+                    metrics.registry_request(request.registry, request.ok, request.took);
+                })
+            },
+        )?,
         git: agentic_git::GitOptions {
             insecure_hosts: options.insecure_git_hosts.clone(),
             ..agentic_git::GitOptions::default()
@@ -341,6 +349,8 @@ async fn lead(
             }
         }),
     };
+    let leading = Arc::clone(&metrics);
+    leading.set_leader(true);
     let ctx = Arc::new(Context::new(client, settings, metrics));
     let watches = readiness.watches.clone();
     let controllers = controllers::run(ctx, options.scope, readiness, stop.subscribe());
@@ -360,6 +370,7 @@ async fn lead(
         }
     };
     let _ = stop.send(true);
+    leading.set_leader(false);
     match interrupted {
         // Without the Lease nothing may act any more: in-flight reconciles are dropped with
         // the controllers, not finished (each is idempotent, as after a kill), so a reconcile

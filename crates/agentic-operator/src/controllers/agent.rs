@@ -2,7 +2,6 @@
 //! skill names are unique.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use agentic_api::{
     Agent, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
@@ -30,7 +29,6 @@ pub const KIND: &str = "Agent";
 pub use agentic_core::skills::CONDITION_SKILL_DELIVERY_RESOLVED as CONDITION_SKILL_DELIVERY;
 
 pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
-    let started = Instant::now();
     let namespace = namespace_of(agent.as_ref(), KIND)?;
 
     // Dereference.
@@ -203,8 +201,6 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
         }
         apply_status(&api, &agent.name_any(), &new).await?;
     }
-    ctx.metrics.reconciled(KIND, started.elapsed());
-    ctx.succeeded(KIND, agent.as_ref());
     Ok(Action::await_change())
 }
 

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentRunStatus, CONDITION_READY, Gateway, PinnedSkill,
@@ -65,7 +64,6 @@ pub fn sandbox_resource() -> ApiResource {
 }
 
 pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> {
-    let started = Instant::now();
     let namespace = namespace_of(run.as_ref(), KIND)?;
     let uid = run.uid().unwrap_or_default();
     let old = ctx.run_status(&uid, run.status.clone().unwrap_or_default());
@@ -99,7 +97,6 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
             Some(left) => Action::requeue(left + std::time::Duration::from_secs(1)),
             None => Action::await_change(),
         };
-        ctx.succeeded(KIND, run.as_ref());
         return Ok(action);
     }
 
@@ -171,8 +168,6 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     if let Some(sandbox) = stopped_sandbox(&run, &new) {
         stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
     }
-    ctx.metrics.reconciled(KIND, started.elapsed());
-    ctx.succeeded(KIND, run.as_ref());
     Ok(if outcome.reason == REASON_OBJECT_NAME_TAKEN {
         Action::requeue(NAME_TAKEN_RETRY)
     } else if ["GatewayNotFound", "GatewayNotReady"].contains(&outcome.reason) {

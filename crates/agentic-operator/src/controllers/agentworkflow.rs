@@ -1,7 +1,6 @@
 //! AgentWorkflow: Ready when every stage's Agent exists and is Ready.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use agentic_api::{Agent, AgentWorkflow, CONDITION_READY};
 use agentic_core::conditions::set_condition;
@@ -18,7 +17,6 @@ use crate::error::{Error, Result};
 pub const KIND: &str = "AgentWorkflow";
 
 pub async fn reconcile(workflow: Arc<AgentWorkflow>, ctx: Arc<Context>) -> Result<Action> {
-    let started = Instant::now();
     let namespace = namespace_of(workflow.as_ref(), KIND)?;
     let mut agents = Vec::new();
     for stage in &workflow.spec.stages {
@@ -56,8 +54,6 @@ pub async fn reconcile(workflow: Arc<AgentWorkflow>, ctx: Arc<Context>) -> Resul
         .await;
         apply_status(&api, &workflow.name_any(), &new).await?;
     }
-    ctx.metrics.reconciled(KIND, started.elapsed());
-    ctx.succeeded(KIND, workflow.as_ref());
     Ok(Action::await_change())
 }
 

@@ -9,7 +9,7 @@
 //! never adopted or changed.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunStatus,
@@ -40,7 +40,6 @@ pub const KIND: &str = "AgentWorkflowRun";
 const AGENT_RETRY: Duration = Duration::from_secs(10);
 
 pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<Action> {
-    let started_at = Instant::now();
     let namespace = namespace_of(run.as_ref(), KIND)?;
     let old = run.status.clone().unwrap_or_default();
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
@@ -64,7 +63,6 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
             Some(left) => Action::requeue(left + Duration::from_secs(1)),
             None => Action::await_change(),
         };
-        ctx.succeeded(KIND, run.as_ref());
         return Ok(action);
     }
 
@@ -141,8 +139,6 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
         }
         apply_status(&api, &run.name_any(), &new).await?;
     }
-    ctx.metrics.reconciled(KIND, started_at.elapsed());
-    ctx.succeeded(KIND, run.as_ref());
     Ok(if retry {
         Action::requeue(AGENT_RETRY)
     } else {

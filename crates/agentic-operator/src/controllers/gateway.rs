@@ -47,7 +47,6 @@ pub struct LastCheck {
 }
 
 pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Action> {
-    let started = Instant::now();
     let namespace = namespace_of(gateway.as_ref(), KIND)?;
     let name = gateway.name_any();
     let spec = &gateway.spec;
@@ -197,8 +196,6 @@ pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Actio
         }
         apply_status(&api, &name, &new).await?;
     }
-    ctx.metrics.reconciled(KIND, started.elapsed());
-    ctx.succeeded(KIND, gateway.as_ref());
     Ok(recheck.map_or_else(Action::await_change, Action::requeue))
 }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentic_api::{
     Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, CONDITION_READY, ConditionStatus,
@@ -79,7 +79,7 @@ impl Readiness {
     /// The controllers whose watches have been failing for [`watch_health::UNREADY_AFTER`].
     pub fn broken_watches(&self) -> Vec<watch_health::BrokenWatch> {
         self.watches
-            .broken(watch_health::UNREADY_AFTER, std::time::Instant::now())
+            .broken(watch_health::UNREADY_AFTER, Instant::now())
     }
 
     /// The CRDs (`plural.group`) the controllers need that the API server does not serve.
@@ -123,9 +123,11 @@ type Guarded<K> = DeserializeGuard<K>;
 /// The reason of the Warning event on an object that does not deserialize.
 pub const REASON_MALFORMED_OBJECT: &str = "MalformedObject";
 
-/// Runs an inner reconcile on an object that deserialized. One that did not is reported (a
-/// Warning event on it, a log line, the error metric) once per change and left alone, so a
-/// malformed object never stops the watch for the others.
+/// Runs an inner reconcile on an object that deserialized, timed and counted by result, its
+/// backoff forgotten when it succeeds and a Warning event on the object when it fails (the
+/// error policy then logs the cause and backs off). One that did not deserialize is reported
+/// (a Warning event on it, a log line, the error metric) once per change and left alone, so
+/// a malformed object never stops the watch for the others.
 async fn guarded<K, F, Fut>(
     obj: Arc<Guarded<K>>,
     ctx: Arc<Context>,
@@ -138,7 +140,28 @@ where
     Fut: Future<Output = Result<Action, Error>>,
 {
     match &obj.0 {
-        Ok(k) => inner(Arc::new(k.clone()), ctx).await,
+        Ok(k) => {
+            let object = Arc::new(k.clone());
+            let started = Instant::now();
+            let result = inner(Arc::clone(&object), Arc::clone(&ctx)).await;
+            ctx.metrics
+                .reconciled(kind, started.elapsed(), result.is_ok());
+            match &result {
+                Ok(_) => ctx.succeeded(kind, object.as_ref()),
+                Err(error) => {
+                    // The cause stays in the operator's log: it can name hosts and ports the
+                    // object's author should not learn about.
+                    let note = format!(
+                        "reconciling {kind} {} failed ({}); it is retried with backoff, and the operator's log has the cause",
+                        object.name_any(),
+                        error.reason()
+                    );
+                    ctx.publish(object.as_ref(), EventType::Warning, error.reason(), note)
+                        .await;
+                }
+            }
+            result
+        }
         Err(invalid) => {
             ctx.metrics.failed(kind, REASON_MALFORMED_OBJECT);
             let name = invalid.metadata.name.as_deref().unwrap_or_default();
@@ -265,7 +288,7 @@ fn log_result<K: Resource, QueueError: std::error::Error + 'static>(
         Err(controller::Error::QueueError(error)) => {
             let error = Chain(&error).to_string();
             tracing::warn!(kind, error, "watch failed; retrying");
-            watches.failed(kind, error, std::time::Instant::now());
+            watches.failed(kind, error, Instant::now());
         }
         Err(error) => tracing::debug!(kind, error = %Chain(&error), "controller event"),
     }
@@ -747,7 +770,8 @@ type Stop = std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 /// guard against objects that do not deserialize, and the report of its stream into
 /// `watches`. Finishes when the controller stops (see [`drive`]).
 ///
-/// Timing, counting, backoff and Events stay in each kind's reconcile for now.
+/// Each pass is timed, counted and its backoff reset by [`guarded`]; the error policy backs
+/// off; Events of transitions stay in each kind's reconcile, next to the status they describe.
 #[allow(clippy::too_many_arguments)]
 fn start<K, R, Fut, E>(
     controller: Controller<Guarded<K>>,
@@ -959,4 +983,23 @@ fn ready_phase(conditions: Option<&[Condition]>) -> &'static str {
         .and_then(|c| find_condition(c, CONDITION_READY))
         .is_some_and(|c| c.status == ConditionStatus::True.as_str());
     if ready { "Ready" } else { "NotReady" }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_metrics_precreate_the_series_of_every_controller() {
+        let controllers = BTreeSet::from([
+            super::agent::KIND,
+            super::agentrun::KIND,
+            super::agentworkflow::KIND,
+            super::agentworkflowrun::KIND,
+            super::gateway::KIND,
+            super::skillcard::KIND,
+            super::skillcollection::KIND,
+        ]);
+        assert_eq!(controllers, BTreeSet::from(crate::metrics::KINDS));
+    }
 }

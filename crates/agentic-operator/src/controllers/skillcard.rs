@@ -5,7 +5,6 @@
 //! text) → build (inline ConfigMap) → apply → status.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use agentic_api::{
     CONDITION_READY, ConditionStatus, DeliveryMode, SkillCard, SkillCardStatus, SkillFrontmatter,
@@ -79,7 +78,6 @@ fn rejected(reason: &'static str, message: impl Into<String>) -> Verdict {
 }
 
 pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action> {
-    let started = Instant::now();
     let namespace = namespace_of(card.as_ref(), KIND)?;
     let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
     let generation = card.metadata.generation;
@@ -206,7 +204,6 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
         .await;
         apply_status(&api, &card.name_any(), &status).await?;
     }
-    ctx.metrics.reconciled(KIND, started.elapsed());
     if unreachable {
         let what = format!("SkillCard {namespace}/{}", card.name_any());
         return Err(if card.spec.source.is_some() {
@@ -215,7 +212,6 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
             Error::RegistryUnavailable(what)
         });
     }
-    ctx.succeeded(KIND, card.as_ref());
     Ok(if name_taken {
         Action::requeue(NAME_TAKEN_RETRY)
     } else if card.spec.image.is_some() || card.spec.source.is_some() {

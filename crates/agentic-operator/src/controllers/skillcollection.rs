@@ -7,7 +7,6 @@
 //! cards it controls, leave any other card of the name alone) → prune → status.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use agentic_api::{
     CONDITION_READY, ConditionStatus, SKILL_COLLECTION_LABEL, SkillCard, SkillCollection,
@@ -55,7 +54,6 @@ fn refused(reason: &'static str, message: impl Into<String>) -> Verdict {
 }
 
 pub async fn reconcile(collection: Arc<SkillCollection>, ctx: Arc<Context>) -> Result<Action> {
-    let started = Instant::now();
     let namespace = namespace_of(collection.as_ref(), KIND)?;
     let name = collection.name_any();
     let owner = collection
@@ -193,13 +191,11 @@ pub async fn reconcile(collection: Arc<SkillCollection>, ctx: Arc<Context>) -> R
         .await;
         apply_status(&api, &name, &status).await?;
     }
-    ctx.metrics.reconciled(KIND, started.elapsed());
     if unreachable {
         return Err(Error::RegistryUnavailable(format!(
             "SkillCollection {namespace}/{name}"
         )));
     }
-    ctx.succeeded(KIND, collection.as_ref());
     Ok(if name_taken {
         Action::requeue(NAME_TAKEN_RETRY)
     } else if collection
