@@ -29,7 +29,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::DynamicObject;
-use kube::core::{DeserializeGuard, PartialObjectMetaExt};
+use kube::core::{DeserializeGuard, PartialObjectMeta, PartialObjectMetaExt};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
@@ -119,6 +119,13 @@ where
 }
 
 type Guarded<K> = DeserializeGuard<K>;
+
+/// Secrets are watched for their names and versions only (kube asks for metadata alone for
+/// a `PartialObjectMeta`): a Secret's data never reaches the operator through a watch (a pass
+/// reads the one it needs), and a namespace's many large Secrets (Helm releases,
+/// certificates) cost a few hundred bytes of event each; a change of data still changes the
+/// version, which triggers the pass.
+type SecretMeta = PartialObjectMeta<Secret>;
 
 /// The reason of the Warning event on an object that does not deserialize.
 pub const REASON_MALFORMED_OBJECT: &str = "MalformedObject";
@@ -445,7 +452,7 @@ pub fn controllers(
     let card_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let cards = cards.watches(
-        api_for::<Secret>(&client, namespace),
+        api_for::<SecretMeta>(&client, namespace),
         config.clone(),
         move |secret| {
             related(&store, &secret, |cards, ns, name| {
@@ -511,7 +518,7 @@ pub fn controllers(
     let gateway_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
     let gateways = gateways.watches(
-        api_for::<Secret>(&client, namespace),
+        api_for::<SecretMeta>(&client, namespace),
         config.clone(),
         move |secret| {
             related(&store, &secret, |gateways, ns, secret| {
