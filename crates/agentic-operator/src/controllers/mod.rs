@@ -127,6 +127,34 @@ type Guarded<K> = DeserializeGuard<K>;
 /// version, which triggers the pass.
 type SecretMeta = PartialObjectMeta<Secret>;
 
+/// The controller of the `K`s in `namespace` (every namespace for `None`), as
+/// `Controller::new` builds it, its cache kept without managedFields: nothing reads them, and
+/// with one entry per field manager (the creator's, ours for status) they are a large share
+/// of a cached object's bytes.
+fn controller_for<K>(
+    client: &Client,
+    namespace: Option<&str>,
+    config: &watcher::Config,
+) -> Controller<Guarded<K>>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (cache, writer) = reflector::store::<Guarded<K>>();
+    let objects = reflector(
+        writer,
+        watcher(api_for::<Guarded<K>>(client, namespace), config.clone())
+            .modify(|object| object.managed_fields_mut().clear()),
+    )
+    .applied_objects();
+    Controller::for_stream(objects, cache)
+}
+
 /// The reason of the Warning event on an object that does not deserialize.
 pub const REASON_MALFORMED_OBJECT: &str = "MalformedObject";
 
@@ -444,10 +472,7 @@ pub fn controllers(
     let mut ready: Vec<BoxFuture<'static, bool>> = Vec::new();
 
     // SkillCard: re-read when a pull secret changes.
-    let cards = Controller::new(
-        api_for::<Guarded<SkillCard>>(&client, namespace),
-        config.clone(),
-    );
+    let cards = controller_for::<SkillCard>(&client, namespace, &config);
     let store = cards.store();
     let card_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
@@ -478,10 +503,7 @@ pub fn controllers(
     ));
 
     // SkillCollection: follows the SkillCards it generated or references.
-    let collections = Controller::new(
-        api_for::<Guarded<SkillCollection>>(&client, namespace),
-        config.clone(),
-    );
+    let collections = controller_for::<SkillCollection>(&client, namespace, &config);
     let store = collections.store();
     let collection_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
@@ -510,10 +532,7 @@ pub fn controllers(
     ));
 
     // Gateway: re-checked when its Secret appears or changes.
-    let gateways = Controller::new(
-        api_for::<Guarded<Gateway>>(&client, namespace),
-        config.clone(),
-    );
+    let gateways = controller_for::<Gateway>(&client, namespace, &config);
     let store = gateways.store();
     let gateway_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
@@ -539,10 +558,7 @@ pub fn controllers(
     ));
 
     // Agent: follows its SkillCards and Gateways through watches.
-    let agents = Controller::new(
-        api_for::<Guarded<Agent>>(&client, namespace),
-        config.clone(),
-    );
+    let agents = controller_for::<Agent>(&client, namespace, &config);
     let store = agents.store();
     let agent_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
@@ -608,10 +624,7 @@ pub fn controllers(
     ));
 
     // AgentWorkflow: Ready when its stages' Agents are.
-    let workflows = Controller::new(
-        api_for::<Guarded<AgentWorkflow>>(&client, namespace),
-        config.clone(),
-    );
+    let workflows = controller_for::<AgentWorkflow>(&client, namespace, &config);
     let store = workflows.store();
     ready.push(Box::pin(wait_ready(store.clone())));
     let workflow_cache = store.clone();
@@ -637,10 +650,7 @@ pub fn controllers(
     ));
 
     // AgentWorkflowRun: starts when its workflow turns Ready, follows its stages' runs.
-    let workflow_runs = Controller::new(
-        api_for::<Guarded<AgentWorkflowRun>>(&client, namespace),
-        config.clone(),
-    );
+    let workflow_runs = controller_for::<AgentWorkflowRun>(&client, namespace, &config);
     let store = workflow_runs.store();
     ready.push(Box::pin(wait_ready(store.clone())));
     let workflow_run_cache = store.clone();
@@ -669,10 +679,7 @@ pub fn controllers(
     ));
 
     // AgentRun: starts when its Agent turns Ready, follows its sandbox and pod.
-    let agent_runs = Controller::new(
-        api_for::<Guarded<AgentRun>>(&client, namespace),
-        config.clone(),
-    );
+    let agent_runs = controller_for::<AgentRun>(&client, namespace, &config);
     let store = agent_runs.store();
     let run_cache = store.clone();
     ready.push(Box::pin(wait_ready(store.clone())));
