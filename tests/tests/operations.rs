@@ -323,11 +323,11 @@ async fn metrics_count_reconciles_errors_registry_reads_cache_hits_and_objects()
             .items
             .into_iter()
             .find(|e| {
-                e.reason.as_deref() == Some("RegistryUnavailable")
+                e.reason.as_deref() == Some("ReconcileFailed")
                     && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("unreachable")
-                    && e.note
-                        .as_deref()
-                        .is_some_and(|n| n.contains("retried with backoff"))
+                    && e.note.as_deref().is_some_and(|n| {
+                        n.contains("(RegistryUnavailable)") && n.contains("retried with backoff")
+                    })
             })
     })
     .await;

@@ -155,6 +155,11 @@ where
     Controller::for_stream(objects, cache)
 }
 
+/// The reason of the Warning event on the object of a failed pass. A reason of its own: the
+/// recorder folds Events of one reason into one series, and a failure must not vanish into
+/// the series of the condition's transition that carries the same reason word.
+pub const REASON_RECONCILE_FAILED: &str = "ReconcileFailed";
+
 /// The reason of the Warning event on an object that does not deserialize.
 pub const REASON_MALFORMED_OBJECT: &str = "MalformedObject";
 
@@ -191,8 +196,13 @@ where
                         object.name_any(),
                         error.reason()
                     );
-                    ctx.publish(object.as_ref(), EventType::Warning, error.reason(), note)
-                        .await;
+                    ctx.publish(
+                        object.as_ref(),
+                        EventType::Warning,
+                        REASON_RECONCILE_FAILED,
+                        note,
+                    )
+                    .await;
                 }
             }
             result
