@@ -62,6 +62,10 @@ struct Args {
     /// The operator binary (`make bench` builds it with `--release`).
     #[arg(long, default_value = "target/release/agentic-operator")]
     operator: PathBuf,
+    /// One more argument for `agentic-operator run`, e.g.
+    /// `--operator-arg=--reconcile-concurrency=64`; repeatable.
+    #[arg(long = "operator-arg", value_name = "ARG", allow_hyphen_values = true)]
+    operator_args: Vec<String>,
 }
 
 /// The Agent every run names.
@@ -107,7 +111,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let ns = env.namespace("bench").await?;
     let registry = env.registry_addr().context("the registry")?;
     let log = tempfile::NamedTempFile::new()?;
-    let mut child = start_operator(&operator, &env, &ns, &registry, &log)?;
+    let mut child = start_operator(&operator, &args.operator_args, &env, &ns, &registry, &log)?;
     let pid = child.id().context("the operator's pid")?;
     eprintln!(
         "operator pid {pid}, log {}; setting up the Agent",
@@ -215,6 +219,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn start_operator(
     binary: &std::path::Path,
+    extra_args: &[String],
     env: &TestEnv,
     ns: &str,
     registry: &str,
@@ -222,6 +227,7 @@ fn start_operator(
 ) -> anyhow::Result<tokio::process::Child> {
     operator_command(binary, env, ns)
         .args(["--insecure-registry", registry])
+        .args(extra_args)
         .stdout(log.reopen()?)
         .stderr(log.reopen()?)
         .spawn()
