@@ -260,10 +260,10 @@ impl Context {
     }
 
     /// Held while a run of the Agent `agent` in `namespace` (`None`: of any Agent, under the
-    /// namespace cap) decides whether it may start and records its sandbox, so that two runs
+    /// namespace cap) decides whether it may start and creates its sandbox, so that two runs
     /// reconciled at once cannot both take the last slot of the Agent's
-    /// `spec.maxConcurrentRuns` or of the namespace. The count itself is always read from the
-    /// API.
+    /// `spec.maxConcurrentRuns` or of the namespace. Taken only under a cap. The count itself
+    /// is always read from the API.
     pub async fn admission(
         &self,
         namespace: &str,

@@ -100,17 +100,6 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         return Ok(action);
     }
 
-    // A run that has not started yet decides and records its start under its Agent's lock.
-    // Under a namespace cap every run of the namespace counts, so they share one lock.
-    let _admission = if old.sandbox_name.is_none() {
-        let scope = match ctx.settings.run_defaults.max_concurrent_runs_per_namespace {
-            Some(_) => None,
-            None => Some(run.spec.agent_ref.as_str()),
-        };
-        Some(ctx.admission(&namespace, scope).await)
-    } else {
-        None
-    };
     let mut new = old.clone();
     let Enforced {
         outcome,
@@ -401,7 +390,21 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
         Err(e) => return blocked(RunOutcome::failed(e.reason(), e.to_string())),
     };
     let namespace_cap = ctx.settings.run_defaults.max_concurrent_runs_per_namespace;
-    if agent.spec.max_concurrent_runs.is_some() || namespace_cap.is_some() {
+    // Under a cap, a run counts the others and creates its sandbox under its Agent's lock
+    // (under a namespace cap every run of the namespace counts, so they share one lock): two
+    // runs reconciled at once cannot both take the last slot. Once its sandbox exists the
+    // run holds its slot, whatever its status says, so the status is written after the lock
+    // is gone. Without a cap, starts do not depend on each other and take no lock.
+    let capped = agent.spec.max_concurrent_runs.is_some() || namespace_cap.is_some();
+    let _admission = if capped {
+        let scope = namespace_cap
+            .is_none()
+            .then_some(run.spec.agent_ref.as_str());
+        Some(ctx.admission(namespace, scope).await)
+    } else {
+        None
+    };
+    if capped {
         // Read from the API server, not the watch cache: a run admitted a moment ago counts.
         let mut runs: Vec<AgentRun> = list_readable(ctx, namespace).await?;
         // A run whose sandbox exists holds a slot even when its status does not say so yet:
