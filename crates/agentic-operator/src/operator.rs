@@ -65,7 +65,7 @@ pub struct RunOptions {
     pub default_skills_namespace: Option<String>,
     /// The operator's own image, which the init containers of git skills run.
     pub operator_image: Option<String>,
-    /// How long a controller's watches may keep failing before the operator stops (and
+    /// How long the watches of a kind may keep failing before the operator stops (and
     /// exits, so that its restart or the standby takes over); None never.
     pub watch_failure_timeout: Option<Duration>,
 }
@@ -405,7 +405,7 @@ async fn lead(
     Ok(())
 }
 
-/// Returns the first controller whose watches have been failing for `timeout`; never when
+/// Returns the first kind whose watches have been failing for `timeout`; never when
 /// there is no timeout.
 async fn watches_broken(
     watches: &controllers::watch_health::WatchHealth,

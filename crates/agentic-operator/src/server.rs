@@ -35,7 +35,7 @@ use crate::metrics::Metrics;
 
 /// `/healthz` answers while the process runs; `/readyz` once every watch has listed, or while
 /// the replica waits for leadership, and never while a CRD the controllers need is missing
-/// or a controller's watches keep failing (it names them).
+/// or the watches of a kind keep failing (it names them).
 pub fn health_router(readiness: Arc<Readiness>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))

@@ -140,7 +140,7 @@ pub struct RunArgs {
     )]
     pub leader_election_lease: String,
 
-    /// Seconds a controller's watches may keep failing (the API server refuses or does not
+    /// Seconds the operator's watches may keep failing (the API server refuses or does not
     /// answer them) before the operator stops reconciling and exits, so that its restart, or
     /// the standby replica, takes over; 0 never. /readyz reports failing watches after 15 s.
     #[arg(long, env = "AGENTIC_WATCH_FAILURE_SECONDS", default_value_t = 120)]

@@ -9,6 +9,7 @@ pub mod skillcard;
 pub mod skillcollection;
 mod sweep;
 pub mod watch_health;
+mod watches;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -17,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agentic_api::{
-    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, CONDITION_READY, ConditionStatus,
-    DEFAULT_SKILLS_LABEL, Gateway, SkillCard, SkillCollection,
+    Agent, AgentRun, AgentWorkflow, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL,
+    Gateway, SkillCard, SkillCollection,
 };
 use agentic_core::conditions::find_condition;
 use agentic_core::sandbox::REASON_QUEUED;
@@ -28,19 +29,20 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, ObjectMeta};
 use kube::core::{DeserializeGuard, PartialObjectMeta, PartialObjectMetaExt};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::Backoff;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Chain, Error};
 use crate::metrics::Metrics;
+use watches::SharedWatch;
 
 /// Label every object the operator creates for a run carries, naming the run.
 pub use agentic_core::sandbox::RUN_LABEL;
@@ -126,34 +128,6 @@ type Guarded<K> = DeserializeGuard<K>;
 /// certificates) cost a few hundred bytes of event each; a change of data still changes the
 /// version, which triggers the pass.
 type SecretMeta = PartialObjectMeta<Secret>;
-
-/// The controller of the `K`s in `namespace` (every namespace for `None`), as
-/// `Controller::new` builds it, its cache kept without managedFields: nothing reads them, and
-/// with one entry per field manager (the creator's, ours for status) they are a large share
-/// of a cached object's bytes.
-fn controller_for<K>(
-    client: &Client,
-    namespace: Option<&str>,
-    config: &watcher::Config,
-) -> Controller<Guarded<K>>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (cache, writer) = reflector::store::<Guarded<K>>();
-    let objects = reflector(
-        writer,
-        watcher(api_for::<Guarded<K>>(client, namespace), config.clone())
-            .modify(|object| object.managed_fields_mut().clear()),
-    )
-    .applied_objects();
-    Controller::for_stream(objects, cache)
-}
 
 /// The reason of the Warning event on the object of a failed pass. A reason of its own: the
 /// recorder folds Events of one reason into one series, and a failure must not vanish into
@@ -320,46 +294,10 @@ where
         .collect()
 }
 
-/// Logs what a controller's stream reports besides finished reconciles. A failed reconcile was
-/// logged (and raised as an Event) where it failed; a watch that cannot reach the API server
-/// is worth a warning, with its cause, and is recorded in `watches`.
-fn log_result<K: Resource, QueueError: std::error::Error + 'static>(
-    watches: &watch_health::WatchHealth,
-    kind: &'static str,
-    result: ControllerItem<K, QueueError>,
-) {
-    match result {
-        Ok(_) => {}
-        Err(controller::Error::QueueError(error)) => {
-            let error = Chain(&error).to_string();
-            tracing::warn!(kind, error, "watch failed; retrying");
-            watches.failed(kind, error, Instant::now());
-        }
-        Err(error) => tracing::debug!(kind, error = %Chain(&error), "controller event"),
-    }
-}
-
-/// One item of a controller's stream: a finished reconcile, or why there was none.
-type ControllerItem<K, QueueError> =
-    Result<(ObjectRef<K>, Action), controller::Error<Error, QueueError>>;
-
-/// What a controller's stream is drained with: [`log_result`] for each item.
-fn report<K: Resource, QueueError: std::error::Error + 'static>(
-    watches: &Arc<watch_health::WatchHealth>,
-    kind: &'static str,
-) -> impl FnMut(ControllerItem<K, QueueError>) -> futures::future::Ready<()> + use<K, QueueError> {
-    let watches = watches.clone();
-    move |result| {
-        log_result(&watches, kind, result);
-        futures::future::ready(())
-    }
-}
-
-/// How soon a controller's watches retry after an error: 100 ms, doubling up to 1 s, with
-/// jitter. kube-runtime's default grows to 30 s and resets only after two minutes without
-/// errors, so after an API server outage (and the `410 Gone` of every watch once it is back)
-/// the watches stayed down for minutes after the server had returned. The pause applies to
-/// all of a controller's watches at once, each error in turn, so it is kept short.
+/// How soon a watch retries after an error: 100 ms, doubling up to 1 s, with jitter.
+/// kube-runtime's default grows to 30 s and resets only after two minutes without errors,
+/// so after an API server outage (and the `410 Gone` of every watch once it is back) the
+/// watches stayed down for minutes after the server had returned.
 struct WatchBackoff {
     builder: backon::ExponentialBuilder,
     delays: backon::ExponentialBackoff,
@@ -458,11 +396,12 @@ where
     read_reference(&ctx.client, namespace, name).await
 }
 
-/// Starts every controller for one namespace (or all); they run until `shutdown` turns true.
+/// Starts every controller for one namespace (or all), and the shared watches they follow;
+/// they run until `shutdown` turns true.
 pub fn controllers(
     ctx: Arc<Context>,
     namespace: Option<&str>,
-    watches: &Arc<watch_health::WatchHealth>,
+    health: &Arc<watch_health::WatchHealth>,
     shutdown: watch::Receiver<bool>,
 ) -> Controllers {
     let client = ctx.client.clone();
@@ -472,25 +411,60 @@ pub fn controllers(
             let _ = rx.wait_for(|stop| *stop).await;
         })
     };
-    let config = watcher::Config::default();
+    let all = watcher::Config::default;
     // Every controller but SkillCard's reconciles at most this many objects at once. A
     // SkillCard's pass waits for a registry or git server, whose reads are bounded per
     // registry already (`agentic-oci`): a bound here would let one slow registry's cards
     // hold every slot.
     let bounded = ctx.settings.reconcile_concurrency;
     let mut runs: Vec<BoxFuture<'static, ()>> = Vec::new();
-    let mut ready: Vec<BoxFuture<'static, bool>> = Vec::new();
+
+    // One watch per kind in this scope, whichever controllers follow it.
+    let mut secrets = SharedWatch::new("Secret", api_for::<SecretMeta>(&client, namespace), all());
+    let mut skill_cards = SharedWatch::new(skillcard::KIND, api_for(&client, namespace), all());
+    let mut skill_collections =
+        SharedWatch::new(skillcollection::KIND, api_for(&client, namespace), all());
+    let mut gateways = SharedWatch::new(gateway::KIND, api_for(&client, namespace), all());
+    let mut agents = SharedWatch::new(agent::KIND, api_for(&client, namespace), all());
+    let mut workflows = SharedWatch::new(agentworkflow::KIND, api_for(&client, namespace), all());
+    let mut workflow_runs =
+        SharedWatch::new(agentworkflowrun::KIND, api_for(&client, namespace), all());
+    let mut agent_runs = SharedWatch::new(agentrun::KIND, api_for(&client, namespace), all());
+    // The sandboxes' pods and Sandboxes are cached as well as watched: a run reads its
+    // sandbox from the cache (see `agentrun::observe_sandbox`).
+    let mut pods = SharedWatch::new("Pod", api_for(&client, namespace), all().labels(RUN_LABEL));
+    let mut sandboxes = (ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox).then(|| {
+        let resource = agentrun::sandbox_resource();
+        let api = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        SharedWatch::<DynamicObject>::with_type("Sandbox", api, all(), resource)
+    });
+    // Watching some namespaces only: the cluster-wide defaults live in another one.
+    let mut default_collections = match (namespace, &ctx.settings.default_skills_namespace) {
+        (Some(watched), Some(defaults)) if watched != defaults => Some(SharedWatch::new(
+            skillcollection::KIND,
+            Api::<Guarded<SkillCollection>>::namespaced(client.clone(), defaults),
+            all().labels(&format!("{DEFAULT_SKILLS_LABEL}=true")),
+        )),
+        _ => None,
+    };
+    let caches = Caches {
+        skill_cards: skill_cards.store(),
+        skill_collections: skill_collections.store(),
+        gateways: gateways.store(),
+        agents: agents.store(),
+        agent_runs: agent_runs.store(),
+        pods: pods.store(),
+        sandboxes: sandboxes.as_ref().map(SharedWatch::store),
+    };
 
     // SkillCard: re-read when a pull secret changes.
-    let cards = controller_for::<SkillCard>(&client, namespace, &config);
-    let store = cards.store();
-    let card_cache = store.clone();
-    ready.push(Box::pin(wait_ready(store.clone())));
-    let cards = cards.watches(
-        api_for::<SecretMeta>(&client, namespace),
-        config.clone(),
-        move |secret| {
-            related(&store, &secret, |cards, ns, name| {
+    let store = caches.skill_cards.clone();
+    let cards = Controller::for_shared_stream(skill_cards.applied(), store.clone())
+        .watches_shared_stream(secrets.touched(), move |secret: Arc<SecretMeta>| {
+            related(&store, secret.as_ref(), |cards, ns, name| {
                 cards
                     .into_iter()
                     .filter(|c| c.namespace().as_deref() == Some(ns))
@@ -498,85 +472,67 @@ pub fn controllers(
                     .map(ObjectRef::from_obj)
                     .collect()
             })
-        },
-    );
+        });
     runs.push(start(
         cards,
-        card_cache.clone(),
+        caches.skill_cards.clone(),
         skillcard::KIND,
         skillcard::reconcile,
         skillcard::error_policy,
         ctx.clone(),
         0,
-        watches,
         &stop,
     ));
 
     // SkillCollection: follows the SkillCards it generated or references.
-    let collections = controller_for::<SkillCollection>(&client, namespace, &config);
-    let store = collections.store();
-    let collection_cache = store.clone();
-    ready.push(Box::pin(wait_ready(store.clone())));
-    let collections = collections.watches(
-        api_for::<Guarded<SkillCard>>(&client, namespace),
-        config.clone(),
-        move |card| {
-            let Ok(card) = &card.0 else {
-                return Vec::new();
-            };
-            related(&store, card, |collections, ns, _| {
-                skillcollection::collections_of_card(collections, ns, card)
-            })
-        },
-    );
+    let store = caches.skill_collections.clone();
+    let collections = Controller::for_shared_stream(skill_collections.applied(), store.clone())
+        .watches_shared_stream(
+            skill_cards.touched(),
+            move |card: Arc<Guarded<SkillCard>>| {
+                let Ok(card) = &card.0 else {
+                    return Vec::new();
+                };
+                related(&store, card, |collections, ns, _| {
+                    skillcollection::collections_of_card(collections, ns, card)
+                })
+            },
+        );
     runs.push(start(
         collections,
-        collection_cache.clone(),
+        caches.skill_collections.clone(),
         skillcollection::KIND,
         skillcollection::reconcile,
         skillcollection::error_policy,
         ctx.clone(),
         bounded,
-        watches,
         &stop,
     ));
 
     // Gateway: re-checked when its Secret appears or changes.
-    let gateways = controller_for::<Gateway>(&client, namespace, &config);
-    let store = gateways.store();
-    let gateway_cache = store.clone();
-    ready.push(Box::pin(wait_ready(store.clone())));
-    let gateways = gateways.watches(
-        api_for::<SecretMeta>(&client, namespace),
-        config.clone(),
-        move |secret| {
-            related(&store, &secret, |gateways, ns, secret| {
+    let store = caches.gateways.clone();
+    let gateway_controller = Controller::for_shared_stream(gateways.applied(), store.clone())
+        .watches_shared_stream(secrets.touched(), move |secret: Arc<SecretMeta>| {
+            related(&store, secret.as_ref(), |gateways, ns, secret| {
                 gateway::gateways_using_secret(gateways, ns, secret)
             })
-        },
-    );
+        });
     runs.push(start(
-        gateways,
-        gateway_cache.clone(),
+        gateway_controller,
+        caches.gateways.clone(),
         gateway::KIND,
         gateway::reconcile,
         gateway::error_policy,
         ctx.clone(),
         bounded,
-        watches,
         &stop,
     ));
 
-    // Agent: follows its SkillCards and Gateways through watches.
-    let agents = controller_for::<Agent>(&client, namespace, &config);
-    let store = agents.store();
-    let agent_cache = store.clone();
-    ready.push(Box::pin(wait_ready(store.clone())));
-    let card_store = store.clone();
+    // Agent: follows its SkillCards, SkillCollections (the defaults too) and Gateways.
     let agents_of_collection = {
-        let store = store.clone();
+        let store = caches.agents.clone();
         let cluster_defaults = ctx.settings.default_skills_namespace.clone();
-        move |collection: Guarded<SkillCollection>| {
+        move |collection: Arc<Guarded<SkillCollection>>| {
             let Ok(collection) = &collection.0 else {
                 return Vec::new();
             };
@@ -587,212 +543,200 @@ pub fn controllers(
                 .collect::<Vec<_>>()
         }
     };
-    let mut agents = agents.watches(
-        api_for::<Guarded<SkillCollection>>(&client, namespace),
-        config.clone(),
-        agents_of_collection.clone(),
-    );
-    // Watching some namespaces only: the cluster-wide defaults live in another one.
-    if let (Some(watched), Some(defaults)) = (namespace, &ctx.settings.default_skills_namespace)
-        && watched != defaults
-    {
-        agents = agents.watches(
-            Api::<Guarded<SkillCollection>>::namespaced(client.clone(), defaults),
-            watcher::Config::default().labels(&format!("{DEFAULT_SKILLS_LABEL}=true")),
-            agents_of_collection,
-        );
+    let mut agent_controller =
+        Controller::for_shared_stream(agents.applied(), caches.agents.clone())
+            .watches_shared_stream(skill_collections.touched(), agents_of_collection.clone());
+    if let Some(defaults) = &mut default_collections {
+        agent_controller =
+            agent_controller.watches_shared_stream(defaults.touched(), agents_of_collection);
     }
-    let agents = agents
-        .watches(
-            api_for::<Guarded<SkillCard>>(&client, namespace),
-            config.clone(),
-            move |card| {
-                related(&card_store, &card, |agents, ns, card| {
+    let card_store = caches.agents.clone();
+    let gateway_store = caches.agents.clone();
+    let agent_controller = agent_controller
+        .watches_shared_stream(
+            skill_cards.touched(),
+            move |card: Arc<Guarded<SkillCard>>| {
+                related(&card_store, card.as_ref(), |agents, ns, card| {
                     agent::agents_referencing(agents, ns, agent::Reference::SkillCard, card)
                 })
             },
         )
-        .watches(
-            api_for::<Guarded<Gateway>>(&client, namespace),
-            config.clone(),
-            move |gw| {
-                related(&store, &gw, |agents, ns, gw| {
-                    agent::agents_referencing(agents, ns, agent::Reference::Gateway, gw)
-                })
-            },
-        );
+        .watches_shared_stream(gateways.touched(), move |gateway: Arc<Guarded<Gateway>>| {
+            related(&gateway_store, gateway.as_ref(), |agents, ns, gateway| {
+                agent::agents_referencing(agents, ns, agent::Reference::Gateway, gateway)
+            })
+        });
     runs.push(start(
-        agents,
-        agent_cache.clone(),
+        agent_controller,
+        caches.agents.clone(),
         agent::KIND,
         agent::reconcile,
         agent::error_policy,
         ctx.clone(),
         bounded,
-        watches,
         &stop,
     ));
 
     // AgentWorkflow: Ready when its stages' Agents are.
-    let workflows = controller_for::<AgentWorkflow>(&client, namespace, &config);
-    let store = workflows.store();
-    ready.push(Box::pin(wait_ready(store.clone())));
-    let workflow_cache = store.clone();
-    let workflows = workflows.watches(
-        api_for::<Guarded<Agent>>(&client, namespace),
-        config.clone(),
-        move |agent| {
-            related(&store, &agent, |workflows, ns, agent| {
+    let workflow_cache = workflows.store();
+    let store = workflow_cache.clone();
+    let workflow_controller = Controller::for_shared_stream(workflows.applied(), store.clone())
+        .watches_shared_stream(agents.touched(), move |agent: Arc<Guarded<Agent>>| {
+            related(&store, agent.as_ref(), |workflows, ns, agent| {
                 agentworkflow::workflows_of_agent(workflows, ns, agent)
             })
-        },
-    );
+        });
     runs.push(start(
-        workflows,
+        workflow_controller,
         workflow_cache,
         agentworkflow::KIND,
         agentworkflow::reconcile,
         agentworkflow::error_policy,
         ctx.clone(),
         bounded,
-        watches,
         &stop,
     ));
 
     // AgentWorkflowRun: starts when its workflow turns Ready, follows its stages' runs.
-    let workflow_runs = controller_for::<AgentWorkflowRun>(&client, namespace, &config);
-    let store = workflow_runs.store();
-    ready.push(Box::pin(wait_ready(store.clone())));
-    let workflow_run_cache = store.clone();
-    let stage_runs = watcher::Config::default().labels(agentic_core::workflow::WORKFLOW_RUN_LABEL);
-    let workflow_runs = workflow_runs
-        .owns(api_for::<Guarded<AgentRun>>(&client, namespace), stage_runs)
-        .watches(
-            api_for::<Guarded<AgentWorkflow>>(&client, namespace),
-            config.clone(),
-            move |workflow| {
-                related(&store, &workflow, |runs, ns, workflow| {
-                    agentworkflowrun::runs_waiting_on_workflow(runs, ns, workflow)
-                })
-            },
-        );
+    let workflow_run_cache = workflow_runs.store();
+    let store = workflow_run_cache.clone();
+    let workflow_run_controller =
+        Controller::for_shared_stream(workflow_runs.applied(), store.clone())
+            .owns_shared_stream(agent_runs.touched())
+            .watches_shared_stream(
+                workflows.touched(),
+                move |workflow: Arc<Guarded<AgentWorkflow>>| {
+                    related(&store, workflow.as_ref(), |runs, ns, workflow| {
+                        agentworkflowrun::runs_waiting_on_workflow(runs, ns, workflow)
+                    })
+                },
+            );
     runs.push(start(
-        workflow_runs,
+        workflow_run_controller,
         workflow_run_cache,
         agentworkflowrun::KIND,
         agentworkflowrun::reconcile,
         agentworkflowrun::error_policy,
         ctx.clone(),
         bounded,
-        watches,
         &stop,
     ));
 
     // AgentRun: starts when its Agent turns Ready, follows its sandbox and pod.
-    let agent_runs = controller_for::<AgentRun>(&client, namespace, &config);
-    let store = agent_runs.store();
-    let run_cache = store.clone();
-    ready.push(Box::pin(wait_ready(store.clone())));
-    let pod_config = watcher::Config::default().labels(RUN_LABEL);
-    // The sandboxes' pods and Sandboxes are cached as well as watched: a run reads its
-    // sandbox from the cache (see `agentrun::observe_sandbox`). Nothing reads their
-    // managedFields, which are most of a Pod's bytes: they are not kept.
-    let (pod_cache, pod_writer) = reflector::store::<Pod>();
-    let pod_events = reflector(
-        pod_writer,
-        watcher(api_for::<Pod>(&client, namespace), pod_config)
-            .modify(|pod| pod.managed_fields_mut().clear()),
-    )
-    .touched_objects();
-    let agent_store = store.clone();
-    let queue_store = store.clone();
+    let agent_store = caches.agent_runs.clone();
+    let queue_store = caches.agent_runs.clone();
+    let pod_store = caches.agent_runs.clone();
     let namespace_cap = ctx
         .settings
         .run_defaults
         .max_concurrent_runs_per_namespace
         .is_some();
-    let mut agent_runs = agent_runs
-        .watches(
-            api_for::<Guarded<Agent>>(&client, namespace),
-            config.clone(),
-            move |agent| {
-                related(&agent_store, &agent, |runs, ns, agent| {
+    let mut run_controller =
+        Controller::for_shared_stream(agent_runs.applied(), caches.agent_runs.clone())
+            .watches_shared_stream(agents.touched(), move |agent: Arc<Guarded<Agent>>| {
+                related(&agent_store, agent.as_ref(), |runs, ns, agent| {
                     agentrun::runs_waiting_on_agent(runs, ns, agent)
                 })
-            },
-        )
-        // A run that changes (finishes) or goes frees a slot for the runs queued on its Agent,
-        // or on its namespace under the namespace cap.
-        .watches(
-            api_for::<Guarded<AgentRun>>(&client, namespace),
-            config.clone(),
-            move |changed| {
-                let Ok(changed) = &changed.0 else {
-                    return Vec::new();
-                };
-                let agent = (!namespace_cap).then_some(changed.spec.agent_ref.as_str());
-                related(&queue_store, changed, |runs, ns, _| {
-                    agentrun::runs_queued(runs, ns, agent)
-                })
-            },
-        )
-        .watches_stream(pod_events, move |pod| {
-            related(&store, &pod, |runs, ns, _| {
-                agentrun::runs_of_pod(runs, ns, pod.meta())
             })
-        });
-    let mut sandbox_cache = None;
-    if ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox {
-        let resource = agentrun::sandbox_resource();
-        let sandboxes: Api<DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
-        let writer = reflector::store::Writer::new(resource.clone());
-        sandbox_cache = Some(writer.as_reader());
-        let events = reflector(
-            writer,
-            watcher(sandboxes, config.clone()).modify(|s| s.managed_fields_mut().clear()),
-        )
-        .touched_objects();
-        agent_runs = agent_runs.owns_stream_with(events, resource);
+            // A run that changes (finishes) or goes frees a slot for the runs queued on its
+            // Agent, or on its namespace under the namespace cap.
+            .watches_shared_stream(
+                agent_runs.touched(),
+                move |changed: Arc<Guarded<AgentRun>>| {
+                    let Ok(changed) = &changed.0 else {
+                        return Vec::new();
+                    };
+                    let agent = (!namespace_cap).then_some(changed.spec.agent_ref.as_str());
+                    related(&queue_store, changed, |runs, ns, _| {
+                        agentrun::runs_queued(runs, ns, agent)
+                    })
+                },
+            )
+            .watches_shared_stream(pods.touched(), move |pod: Arc<Pod>| {
+                related(&pod_store, pod.as_ref(), |runs, ns, _| {
+                    agentrun::runs_of_pod(runs, ns, pod.meta())
+                })
+            });
+    if let Some(sandboxes) = &mut sandboxes {
+        run_controller = run_controller.watches_shared_stream_with(
+            sandboxes.touched(),
+            |sandbox: Arc<DynamicObject>| owning_runs(sandbox.meta()),
+            agentrun::sandbox_resource(),
+        );
     }
-    let caches = Caches {
-        skill_cards: card_cache,
-        skill_collections: collection_cache,
-        gateways: gateway_cache,
-        agents: agent_cache,
-        agent_runs: run_cache.clone(),
-        pods: pod_cache,
-        sandboxes: sandbox_cache,
-    };
     ctx.register_caches(namespace, caches.clone());
     runs.push(start(
-        agent_runs,
-        run_cache,
+        run_controller,
+        caches.agent_runs.clone(),
         agentrun::KIND,
         agentrun::reconcile,
         agentrun::error_policy,
         ctx,
         bounded,
-        watches,
         &stop,
     ));
 
+    // Every subscription is made: the watches can start.
+    let mut listed: Vec<BoxFuture<'static, bool>> = Vec::new();
+    let mut watch = |run: BoxFuture<'static, ()>, ready: BoxFuture<'static, bool>| {
+        runs.push(run);
+        listed.push(ready);
+    };
+    macro_rules! start_watch {
+        ($shared:expr) => {{
+            let shared = $shared;
+            let ready = Box::pin(wait_ready(shared.store()));
+            watch(shared.run(health.clone(), stop()), ready);
+        }};
+    }
+    start_watch!(secrets);
+    start_watch!(skill_cards);
+    start_watch!(skill_collections);
+    start_watch!(gateways);
+    start_watch!(agents);
+    start_watch!(workflows);
+    start_watch!(workflow_runs);
+    start_watch!(agent_runs);
+    start_watch!(pods);
+    if let Some(sandboxes) = sandboxes {
+        start_watch!(sandboxes);
+    }
+    if let Some(defaults) = default_collections {
+        start_watch!(defaults);
+    }
+
     Controllers {
         runs,
-        listed: ready,
+        listed,
         caches,
     }
+}
+
+/// The AgentRuns that own `sandbox` (its controller reference names one), as keys of the
+/// guarded runs the AgentRun controller reconciles.
+fn owning_runs(sandbox: &ObjectMeta) -> Vec<ObjectRef<Guarded<AgentRun>>> {
+    let Some(namespace) = &sandbox.namespace else {
+        return Vec::new();
+    };
+    let api_version = AgentRun::api_version(&());
+    let kind = AgentRun::kind(&());
+    sandbox
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|owner| owner.api_version == api_version && owner.kind == kind)
+        .map(|owner| ObjectRef::new(&owner.name).within(namespace))
+        .collect()
 }
 
 /// What finishes when the controllers are to stop.
 type Stop = std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
-/// Runs `controller` of `kind` under the operator's common policy: the short watch backoff,
-/// graceful shutdown on `stop`, at most `concurrency` reconciles at once (0: no bound), the
-/// guard against objects that do not deserialize, and the report of its stream into
-/// `watches`. Finishes when the controller stops (see [`drive`]).
+/// Runs `controller` of `kind` under the operator's common policy: graceful shutdown on
+/// `stop`, at most `concurrency` reconciles at once (0: no bound), the guard against objects
+/// that do not deserialize, and a log line for what its stream reports. Finishes when the
+/// controller stops (see [`drive`]). The shared watches it follows own their backoff and the
+/// report of their failures ([`watches::SharedWatch`]).
 ///
 /// Each pass is timed, counted and its backoff reset by [`guarded`]; the error policy backs
 /// off; Events of transitions stay in each kind's reconcile, next to the status they describe.
@@ -805,7 +749,6 @@ fn start<K, R, Fut, E>(
     error_policy: E,
     ctx: Arc<Context>,
     concurrency: u16,
-    watches: &Arc<watch_health::WatchHealth>,
     stop: impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()>
 where
@@ -822,14 +765,20 @@ where
 {
     let stream = controller
         .with_config(controller::Config::default().concurrency(concurrency))
-        .trigger_backoff(WatchBackoff::new())
         .graceful_shutdown_on(stop())
         .run(
             move |obj, ctx| guarded(obj, ctx, kind, reconcile),
             move |obj, e, ctx| guarded_error_policy(obj, e, ctx, error_policy),
             ctx,
         )
-        .for_each(report(watches, kind));
+        .for_each(move |result| {
+            if let Err(error) = result {
+                // A failed pass was logged, and raised as an Event, where it failed; what
+                // is left (an object gone before its pass) is routine.
+                tracing::debug!(kind, error = %Chain(&error), "controller event");
+            }
+            futures::future::ready(())
+        });
     Box::pin(drive(stream, cache, stop()))
 }
 

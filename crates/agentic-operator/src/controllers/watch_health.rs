@@ -2,8 +2,8 @@
 //! `/readyz` and, past `--watch-failure-seconds`, stops the operator, so that a restart (or
 //! the standby replica) takes over instead of a leader that holds its Lease and sees nothing.
 //!
-//! kube-runtime reports each failed watch request as an error of the controller's stream
-//! and says nothing when a watch works again. A broken watch is retried at least once a
+//! A shared watch ([`super::watches::SharedWatch`]) reports each failed watch request here,
+//! and nothing when it works again. A broken watch is retried at least once a
 //! second ([`super::WatchBackoff`]), and a request to a silent API server fails within the
 //! client's connect timeout, so a watch is taken as failing while its errors come less than
 //! [`QUIET`] apart, and as working once that long has passed without one.
@@ -17,7 +17,7 @@ pub const QUIET: Duration = Duration::from_secs(45);
 /// How long a watch must have been failing before `/readyz` reports it.
 pub const UNREADY_AFTER: Duration = Duration::from_secs(15);
 
-/// The current failure of one controller's watches.
+/// The current failure of the watches of one kind.
 #[derive(Clone, Debug)]
 struct Failure {
     since: Instant,
@@ -25,10 +25,10 @@ struct Failure {
     error: String,
 }
 
-/// A controller whose watches have failed for a while.
+/// A kind whose watches have failed for a while.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokenWatch {
-    /// The kind the controller reconciles.
+    /// The kind watched.
     pub kind: &'static str,
     /// How long its watches have been failing.
     pub failing_for: Duration,
@@ -48,14 +48,14 @@ impl std::fmt::Display for BrokenWatch {
     }
 }
 
-/// The watch failures of every controller, by kind.
+/// The watch failures, by the kind watched.
 #[derive(Default)]
 pub struct WatchHealth {
     failures: Mutex<BTreeMap<&'static str, Failure>>,
 }
 
 impl WatchHealth {
-    /// Records a failed watch request of the `kind` controller at `now`.
+    /// Records a failed request of a watch of `kind` at `now`.
     pub fn failed(&self, kind: &'static str, error: String, now: Instant) {
         let mut failures = self.lock();
         match failures.get_mut(kind) {
@@ -76,7 +76,7 @@ impl WatchHealth {
         }
     }
 
-    /// The controllers whose watches have been failing for at least `threshold` at `now`.
+    /// The kinds whose watches have been failing for at least `threshold` at `now`.
     pub fn broken(&self, threshold: Duration, now: Instant) -> Vec<BrokenWatch> {
         self.lock()
             .iter()

@@ -1,0 +1,214 @@
+//! One watch per kind and scope, shared by every controller that follows the kind.
+//!
+//! Each [`SharedWatch`] lists and watches its kind once, keeps the only cache of it, and hands
+//! every change to its subscribers as an `Arc` of the one decoded object. Before, each
+//! controller opened its own watches: an AgentRun event was sent by the API server, and
+//! decoded here, three times (the AgentRun controller's own watch, its queue trigger, the
+//! AgentWorkflowRun controller's), an Agent or SkillCard event three times, a Secret's twice.
+//!
+//! The watch owns what kube-runtime's controllers did for their own watches: the short
+//! retry backoff ([`WatchBackoff`]), the report of a failing watch into [`WatchHealth`], and
+//! the end on shutdown. Subscribers get unbounded channels, so a busy controller never holds
+//! back the cache or the other controllers; a controller drains its triggers into its work
+//! queue as they come, and what a channel holds is pointers to objects decoded once.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use kube::Resource;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use super::watch_health::WatchHealth;
+use super::{Stop, WatchBackoff};
+use crate::error::Chain;
+
+/// The watch of one kind in one scope, its cache, and who follows it.
+pub(super) struct SharedWatch<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// What `/readyz` and the logs call it: the kind it watches.
+    kind: &'static str,
+    events: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
+    writer: Writer<K>,
+    /// Subscribers to created and changed objects: controllers of the kind itself.
+    applied: Vec<UnboundedSender<Arc<K>>>,
+    /// Subscribers to created, changed and deleted objects: controllers of related kinds.
+    touched: Vec<UnboundedSender<Arc<K>>>,
+}
+
+impl<K> SharedWatch<K>
+where
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
+{
+    /// The watch of the `K`s `api` can see that `config` selects, cached without
+    /// managedFields: nothing reads them, and with one entry per field manager (the creator's,
+    /// ours for status) they are a large share of a cached object's bytes.
+    pub fn new(kind: &'static str, api: kube::Api<K>, config: watcher::Config) -> Self {
+        Self::with_type(kind, api, config, Default::default())
+    }
+}
+
+impl<K> SharedWatch<K>
+where
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    /// [`SharedWatch::new`] for a kind known at run time (agent-sandbox's `Sandbox`).
+    pub fn with_type(
+        kind: &'static str,
+        api: kube::Api<K>,
+        config: watcher::Config,
+        dyntype: K::DynamicType,
+    ) -> Self {
+        let events = watcher(api, config)
+            .backoff(WatchBackoff::new())
+            .modify(|object| object.meta_mut().managed_fields = None)
+            .boxed();
+        Self {
+            kind,
+            events,
+            writer: Writer::new(dyntype),
+            applied: Vec::new(),
+            touched: Vec::new(),
+        }
+    }
+
+    /// The cache this watch fills.
+    pub fn store(&self) -> Store<K> {
+        self.writer.as_reader()
+    }
+
+    /// The objects created or changed, for the controller of the kind: a deleted object has
+    /// nothing left to reconcile.
+    pub fn applied(&mut self) -> UnboundedReceiver<Arc<K>> {
+        let (sender, receiver) = unbounded();
+        self.applied.push(sender);
+        receiver
+    }
+
+    /// The objects created, changed or deleted, for the controllers of the kinds that
+    /// depend on this one: a deleted Secret or pod changes what its dependants are.
+    pub fn touched(&mut self) -> UnboundedReceiver<Arc<K>> {
+        let (sender, receiver) = unbounded();
+        self.touched.push(sender);
+        receiver
+    }
+
+    /// Runs the watch until `shutdown`, then closes the subscribers' channels.
+    pub fn run(self, health: Arc<WatchHealth>, shutdown: Stop) -> BoxFuture<'static, ()> {
+        let Self {
+            kind,
+            events,
+            writer,
+            mut applied,
+            mut touched,
+        } = self;
+        let mut events = reflector::reflector(writer, events).boxed();
+        async move {
+            let watching = async {
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(event) => fan_out(event, &mut applied, &mut touched),
+                        Err(error) => {
+                            let error = Chain(&error).to_string();
+                            tracing::warn!(kind, error, "watch failed; retrying");
+                            health.failed(kind, error, Instant::now());
+                        }
+                    }
+                }
+            };
+            tokio::select! {
+                () = watching => {}
+                () = shutdown => {}
+            }
+        }
+        .boxed()
+    }
+}
+
+/// Hands the objects of one event to the subscribers that want them; a subscriber whose
+/// controller has stopped is dropped.
+fn fan_out<K>(
+    event: watcher::Event<K>,
+    applied: &mut Vec<UnboundedSender<Arc<K>>>,
+    touched: &mut Vec<UnboundedSender<Arc<K>>>,
+) {
+    let (object, deleted) = match event {
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => (object, false),
+        watcher::Event::Delete(object) => (object, true),
+        watcher::Event::Init | watcher::Event::InitDone => return,
+    };
+    let object = Arc::new(object);
+    touched.retain(|subscriber| subscriber.unbounded_send(Arc::clone(&object)).is_ok());
+    if !deleted {
+        applied.retain(|subscriber| subscriber.unbounded_send(Arc::clone(&object)).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn config_map(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    fn names(receiver: &mut UnboundedReceiver<Arc<ConfigMap>>) -> Vec<String> {
+        let mut names = Vec::new();
+        while let Ok(object) = receiver.try_recv() {
+            names.push(object.metadata.name.clone().unwrap_or_default());
+        }
+        names
+    }
+
+    #[test]
+    fn deletions_reach_only_the_subscribers_of_touched_objects() {
+        let (applied_tx, mut applied_rx) = unbounded();
+        let (touched_tx, mut touched_rx) = unbounded();
+        let (mut applied, mut touched) = (vec![applied_tx], vec![touched_tx]);
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(config_map("listed")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(config_map("changed")),
+            watcher::Event::Delete(config_map("deleted")),
+        ] {
+            fan_out(event, &mut applied, &mut touched);
+        }
+        assert_eq!(names(&mut applied_rx), ["listed", "changed"]);
+        assert_eq!(names(&mut touched_rx), ["listed", "changed", "deleted"]);
+    }
+
+    #[test]
+    fn a_subscriber_that_stopped_is_dropped_and_the_others_still_get_events() {
+        let (gone, _) = unbounded();
+        let (kept, mut kept_rx) = unbounded();
+        let (mut applied, mut touched) = (vec![gone, kept], Vec::new());
+        fan_out(
+            watcher::Event::Apply(config_map("a")),
+            &mut applied,
+            &mut touched,
+        );
+        assert_eq!(applied.len(), 1);
+        assert_eq!(names(&mut kept_rx), ["a"]);
+    }
+}
