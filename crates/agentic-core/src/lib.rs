@@ -106,6 +106,7 @@
 pub mod collections;
 pub mod conditions;
 mod error;
+pub mod events;
 pub mod gateway;
 pub mod git;
 pub mod names;

@@ -33,7 +33,7 @@ mod objects;
 mod outcome;
 mod pod;
 
-pub use events::{RunEvent, run_events};
+pub use events::run_events;
 pub use files::RESERVED_DIRS;
 pub use lifecycle::{
     Enforced, FATAL_WAITING_REASONS, Limits, REASON_CANCELLED, REASON_DEADLINE_EXCEEDED,

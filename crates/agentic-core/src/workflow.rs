@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 
 use crate::Error;
 use crate::conditions::{find_condition, set_condition};
+use crate::events::StatusEvent;
 use crate::names::{collection_skill_card_name, label_value};
 use crate::params::{resolve_params, value_text};
 use crate::sandbox::{
@@ -476,6 +477,28 @@ pub fn advance(
             }
         }
     }
+}
+
+/// The Event for a workflow run whose status goes from `old` to `new`: one when its phase or
+/// its `Ready` reason changes, with the new reason and message; a Warning when it failed.
+pub fn workflow_run_events(
+    old: &AgentWorkflowRunStatus,
+    new: &AgentWorkflowRunStatus,
+) -> Vec<StatusEvent> {
+    let reason = |status: &AgentWorkflowRunStatus| {
+        find_condition(&status.conditions, CONDITION_READY).map(|c| c.reason.clone())
+    };
+    if old.phase == new.phase && reason(old) == reason(new) {
+        return Vec::new();
+    }
+    find_condition(&new.conditions, CONDITION_READY)
+        .map(|ready| StatusEvent {
+            warning: new.phase == Some(AgentRunPhase::Failed),
+            reason: ready.reason.clone(),
+            note: ready.message.clone(),
+        })
+        .into_iter()
+        .collect()
 }
 
 /// The status after the controller found, on creating it, that an object it does not

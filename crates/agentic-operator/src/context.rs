@@ -5,11 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentic_api::ConditionStatus;
-use agentic_core::conditions::{find_condition, truncate};
+use agentic_core::conditions::truncate;
 use agentic_core::sandbox::TtlDefaults;
 use agentic_oci::{RegistryClient, SkillCache, SkillListing};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -302,28 +300,6 @@ impl Context {
                 "publishing event failed"
             );
         }
-    }
-
-    /// Emits one event when the condition `type_` changes status or reason; an unchanged pass
-    /// emits nothing. True is Normal, anything else a Warning.
-    pub async fn announce<K>(&self, obj: &K, old: &[Condition], new: &[Condition], type_: &str)
-    where
-        K: Resource<DynamicType = ()>,
-    {
-        let Some(after) = find_condition(new, type_) else {
-            return;
-        };
-        let before = find_condition(old, type_);
-        if before.is_some_and(|b| b.status == after.status && b.reason == after.reason) {
-            return;
-        }
-        let event_type = if after.status == ConditionStatus::True.as_str() {
-            EventType::Normal
-        } else {
-            EventType::Warning
-        };
-        self.publish(obj, event_type, &after.reason, after.message.clone())
-            .await;
     }
 
     /// The delay before the next attempt for an object whose reconcile failed: doubles with

@@ -1,24 +1,10 @@
-//! The Events a run's status change raises.
-//!
-//! Events are derived from the change between the status a pass read and the status it
-//! writes, and are raised before that write. A pass that dies after raising them and before
-//! writing raises them again on the next pass, so an Event may repeat but is never lost.
+//! The Events a run's status change raises (see [`crate::events`]).
 
 use agentic_api::{AgentRunPhase, AgentRunStatus, CONDITION_READY};
 
 use super::{REASON_POD_PENDING, REASON_SANDBOX_CREATING};
 use crate::conditions::find_condition;
-
-/// One Event about a run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunEvent {
-    /// A Warning (the run failed) rather than a Normal event.
-    pub warning: bool,
-    /// The Event's reason: the `Ready` reason the run moved to.
-    pub reason: String,
-    /// What happened, for the user.
-    pub note: String,
-}
+use crate::events::StatusEvent;
 
 /// The Events for a run whose status goes from `old` to `new`, oldest first.
 ///
@@ -29,7 +15,7 @@ pub struct RunEvent {
 ///   otherwise never be announced. The usual first pass costs one Event, not two.
 /// - A change of phase or of the `Ready` reason raises an Event with the new reason and
 ///   message; a Warning when the run failed.
-pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<RunEvent> {
+pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<StatusEvent> {
     let mut events = Vec::new();
     let reason = |status: &AgentRunStatus| {
         find_condition(&status.conditions, CONDITION_READY).map(|c| c.reason.clone())
@@ -41,7 +27,7 @@ pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<RunEvent> {
             Some(REASON_SANDBOX_CREATING | REASON_POD_PENDING)
         )
     {
-        events.push(RunEvent {
+        events.push(StatusEvent {
             warning: false,
             reason: REASON_SANDBOX_CREATING.to_string(),
             note: format!("sandbox {sandbox} created"),
@@ -50,7 +36,7 @@ pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<RunEvent> {
     if (old.phase != new.phase || old_reason != new_reason)
         && let Some(ready) = find_condition(&new.conditions, CONDITION_READY)
     {
-        events.push(RunEvent {
+        events.push(StatusEvent {
             warning: new.phase == Some(AgentRunPhase::Failed),
             reason: ready.reason.clone(),
             note: ready.message.clone(),
@@ -84,7 +70,7 @@ mod tests {
         status
     }
 
-    fn reasons(events: &[RunEvent]) -> Vec<&str> {
+    fn reasons(events: &[StatusEvent]) -> Vec<&str> {
         events.iter().map(|e| e.reason.as_str()).collect()
     }
 

@@ -689,3 +689,46 @@ fn only_runs_controlled_by_a_workflow_run_are_stage_runs() {
     };
     assert!(!is_stage_run(&unowned));
 }
+
+#[test]
+fn a_workflow_run_raises_an_event_per_phase_or_reason_change_and_a_warning_when_it_fails() {
+    let status = |phase: AgentRunPhase, reason: &str, message: &str| {
+        let mut status = AgentWorkflowRunStatus {
+            phase: Some(phase),
+            ..AgentWorkflowRunStatus::default()
+        };
+        set_condition(
+            &mut status.conditions,
+            CONDITION_READY,
+            ConditionStatus::False,
+            reason,
+            message,
+            Some(1),
+            now(),
+        );
+        status
+    };
+    let first = status(AgentRunPhase::Running, REASON_STAGE_RUNNING, "stage one");
+    let next_stage = status(AgentRunPhase::Running, REASON_STAGE_RUNNING, "stage two");
+    assert_eq!(
+        workflow_run_events(&first, &next_stage),
+        [],
+        "a new message alone is no transition"
+    );
+    let failed = status(
+        AgentRunPhase::Failed,
+        REASON_STAGE_FAILED,
+        "stage two failed",
+    );
+    assert_eq!(
+        workflow_run_events(&next_stage, &failed),
+        [StatusEvent {
+            warning: true,
+            reason: "StageFailed".into(),
+            note: "stage two failed".into(),
+        }]
+    );
+    let events = workflow_run_events(&AgentWorkflowRunStatus::default(), &first);
+    assert_eq!(events.len(), 1);
+    assert!(!events[0].warning, "{events:?}");
+}

@@ -4,23 +4,24 @@
 use std::sync::Arc;
 
 use agentic_api::{
-    Agent, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
+    Agent, AgentStatus, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
     SkillCollection,
 };
 use agentic_core::conditions::{find_condition, remove_condition, set_condition};
+use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::skills::{
     CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT, CardRef,
     DefaultCollection, DefaultScope, Lookup, ResolvedSkills, apply_defaults, collection_cards,
     gateway_configured, resolve_gateways, resolve_skill_delivery, resolve_skills, rules_fit,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::{Read, lookup, namespace_of, read_reference};
-use crate::apply::apply_status;
+use super::{Pass, Read, Reconciled, lookup, namespace_of, read_cached, read_reference};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -28,32 +29,94 @@ pub const KIND: &str = "Agent";
 /// Condition reporting how `spec.skillDelivery` was understood.
 pub use agentic_core::skills::CONDITION_SKILL_DELIVERY_RESOLVED as CONDITION_SKILL_DELIVERY;
 
-pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
-    let namespace = namespace_of(agent.as_ref(), KIND)?;
+impl Reconciled for Agent {
+    const KIND: &'static str = KIND;
+    type Status = AgentStatus;
 
-    // Dereference.
+    fn last_status(&self, _: &Context) -> AgentStatus {
+        self.status.clone().unwrap_or_default()
+    }
+
+    fn events(old: &AgentStatus, new: &AgentStatus) -> Vec<StatusEvent> {
+        condition_events(
+            &old.conditions,
+            &new.conditions,
+            &[
+                CONDITION_READY,
+                CONDITION_SKILL_DELIVERY,
+                CONDITION_GATEWAY_CONFIGURED,
+                CONDITION_DEFAULT_SKILLS,
+                CONDITION_RULES_FIT_CONTEXT,
+            ],
+        )
+    }
+}
+
+/// An Agent's pass: read what it names, then decide its status. An Agent owns no objects,
+/// so there is nothing to apply.
+pub async fn reconcile(
+    agent: Arc<Agent>,
+    ctx: Arc<Context>,
+    old: AgentStatus,
+) -> Result<Pass<AgentStatus>> {
+    let namespace = namespace_of(agent.as_ref(), KIND)?;
+    let world = dereference(&agent, &namespace, &ctx).await?;
+    let status = decide(&agent, world, old, &crate::now());
+    Ok(Pass::then(status, Action::await_change()))
+}
+
+/// What an Agent names, as read.
+struct World {
+    /// Each of `spec.gateways`, by name.
+    gateways: Vec<(String, Read<Gateway>)>,
+    /// Its own skill set resolved, or why it cannot be.
+    skills: std::result::Result<ResolvedSkills, agentic_core::Error>,
+    /// The default-skills collections that apply to it (none when it opted out or its own
+    /// skills do not resolve).
+    defaults: Vec<ReadDefault>,
+}
+
+/// Reads the Gateways, SkillCards and SkillCollections the Agent names, from the caches the
+/// watches keep (an object not cached is read from the API server), and the default-skills
+/// collections that apply to it.
+async fn dereference(agent: &Agent, namespace: &str, ctx: &Context) -> Result<World> {
     let mut gateways = Vec::new();
     for r in &agent.spec.gateways {
-        let gateway = read_reference::<Gateway>(&ctx.client, &namespace, &r.name).await?;
+        let gateway = read_cached(ctx, namespace, &r.name, |c| &c.gateways, |_| true).await?;
         gateways.push((r.name.clone(), gateway));
     }
+    let skills = skill_set(agent, namespace, ctx).await?;
+    let defaults = if skills.is_ok() && agent.spec.default_skills != Some(false) {
+        read_defaults(agent, namespace, ctx).await?
+    } else {
+        Vec::new()
+    };
+    Ok(World {
+        gateways,
+        skills,
+        defaults,
+    })
+}
+
+/// The Agent's next status, from what it names: pure.
+fn decide(agent: &Agent, world: World, old: AgentStatus, now: &Time) -> AgentStatus {
+    let World {
+        gateways,
+        skills,
+        defaults,
+    } = world;
     let gateway_refs: Vec<(&str, Lookup<Gateway>)> = gateways
         .iter()
         .map(|(n, g)| (n.as_str(), lookup(g)))
         .collect();
     let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
-
-    // Validate and build the status.
     let generation = agent.metadata.generation;
-    let old = agent.status.clone().unwrap_or_default();
-    let mut new = old.clone();
+    let mut new = old;
     new.observed_generation = generation;
     new.delivery_mode = Some(delivery.mode.as_str().to_string());
-    let now = crate::now();
-    let (skills, defaults) = match skill_set(&agent, &namespace, &ctx).await? {
+    let (skills, defaults) = match skills {
         Ok(resolved) if agent.spec.default_skills != Some(false) => {
-            let read = read_defaults(&agent, &namespace, &ctx).await?;
-            let defaults: Vec<DefaultCollection> = read
+            let defaults: Vec<DefaultCollection> = defaults
                 .iter()
                 .map(|d| DefaultCollection {
                     namespace: &d.namespace,
@@ -103,105 +166,68 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action> {
             (ConditionStatus::False, e.reason(), e.to_string())
         }
     };
-    set_condition(
-        &mut new.conditions,
-        CONDITION_READY,
-        ready.0,
-        ready.1,
-        &ready.2,
-        generation,
-        now.clone(),
-    );
-    match &delivery.unknown {
-        Some(value) => set_condition(
-            &mut new.conditions,
-            CONDITION_SKILL_DELIVERY,
-            ConditionStatus::False,
-            agentic_core::skills::REASON_UNKNOWN_SKILL_DELIVERY,
-            &delivery.fallback_message().unwrap_or_else(|| value.clone()),
-            generation,
-            now.clone(),
-        ),
-        None => set_condition(
-            &mut new.conditions,
-            CONDITION_SKILL_DELIVERY,
-            ConditionStatus::True,
-            "KnownSkillDelivery",
-            &format!("runs use skill delivery {}", delivery.mode.as_str()),
-            generation,
-            now.clone(),
-        ),
+    let truth = |holds: bool| {
+        if holds {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        }
     };
-    let (status, reason, message) = gateway_configured(&agent.spec.gateways);
-    set_condition(
-        &mut new.conditions,
-        CONDITION_GATEWAY_CONFIGURED,
-        status,
-        reason,
-        &message,
-        generation,
-        now,
+    // Sets the condition `type_`, or removes it for `None`.
+    let mut put = |type_: &str, condition: Option<(ConditionStatus, &str, &str)>| match condition {
+        Some((status, reason, message)) => {
+            set_condition(
+                &mut new.conditions,
+                type_,
+                status,
+                reason,
+                message,
+                generation,
+                now.clone(),
+            );
+        }
+        None => {
+            remove_condition(&mut new.conditions, type_);
+        }
+    };
+    put(CONDITION_READY, Some((ready.0, ready.1, &ready.2)));
+    let delivery_message = match &delivery.unknown {
+        Some(value) => delivery.fallback_message().unwrap_or_else(|| value.clone()),
+        None => format!("runs use skill delivery {}", delivery.mode.as_str()),
+    };
+    put(
+        CONDITION_SKILL_DELIVERY,
+        Some(match &delivery.unknown {
+            Some(_) => (
+                ConditionStatus::False,
+                agentic_core::skills::REASON_UNKNOWN_SKILL_DELIVERY,
+                &delivery_message,
+            ),
+            None => (
+                ConditionStatus::True,
+                "KnownSkillDelivery",
+                &delivery_message,
+            ),
+        }),
     );
-
-    match defaults {
-        Some((applied, reason, message)) => {
-            set_condition(
-                &mut new.conditions,
-                CONDITION_DEFAULT_SKILLS,
-                if applied {
-                    ConditionStatus::True
-                } else {
-                    ConditionStatus::False
-                },
-                reason,
-                &message,
-                generation,
-                crate::now(),
-            );
-        }
-        None => {
-            remove_condition(&mut new.conditions, CONDITION_DEFAULT_SKILLS);
-        }
-    }
-
-    match rules {
-        Some((fits, reason, message)) => {
-            set_condition(
-                &mut new.conditions,
-                CONDITION_RULES_FIT_CONTEXT,
-                if fits {
-                    ConditionStatus::True
-                } else {
-                    ConditionStatus::False
-                },
-                reason,
-                &message,
-                generation,
-                crate::now(),
-            );
-        }
-        None => {
-            remove_condition(&mut new.conditions, CONDITION_RULES_FIT_CONTEXT);
-        }
-    }
-
-    // Apply.
-    if new != old {
-        let api: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
-        // Events before the write: a pass that stops in between raises them again.
-        for type_ in [
-            CONDITION_READY,
-            CONDITION_SKILL_DELIVERY,
-            CONDITION_GATEWAY_CONFIGURED,
-            CONDITION_DEFAULT_SKILLS,
-            CONDITION_RULES_FIT_CONTEXT,
-        ] {
-            ctx.announce(agent.as_ref(), &old.conditions, &new.conditions, type_)
-                .await;
-        }
-        apply_status(&api, &agent.name_any(), &new).await?;
-    }
-    Ok(Action::await_change())
+    let (status, reason, message) = gateway_configured(&agent.spec.gateways);
+    put(
+        CONDITION_GATEWAY_CONFIGURED,
+        Some((status, reason, &message)),
+    );
+    put(
+        CONDITION_DEFAULT_SKILLS,
+        defaults
+            .as_ref()
+            .map(|(applied, reason, message)| (truth(*applied), *reason, message.as_str())),
+    );
+    put(
+        CONDITION_RULES_FIT_CONTEXT,
+        rules
+            .as_ref()
+            .map(|(fits, reason, message)| (truth(*fits), *reason, message.as_str())),
+    );
+    new
 }
 
 /// Reads and resolves the Agent's skill set: its `spec.skillCards`, then the SkillCards of
@@ -213,7 +239,8 @@ async fn skill_set(
 ) -> Result<std::result::Result<ResolvedSkills, agentic_core::Error>> {
     let mut collections = Vec::new();
     for r in &agent.spec.skill_collections {
-        let collection = read_reference::<SkillCollection>(&ctx.client, namespace, &r.name).await?;
+        let collection =
+            read_cached(ctx, namespace, &r.name, |c| &c.skill_collections, |_| true).await?;
         collections.push((r.name.clone(), collection));
     }
     let collection_refs: Vec<(&str, Lookup<SkillCollection>)> = collections
@@ -236,7 +263,7 @@ async fn skill_set(
     }
     let mut read = Vec::new();
     for (collection, name) in cards {
-        let card = read_reference::<SkillCard>(&ctx.client, namespace, &name).await?;
+        let card = read_cached(ctx, namespace, &name, |c| &c.skill_cards, |_| true).await?;
         read.push((collection, name, card));
     }
     let card_refs: Vec<CardRef> = read

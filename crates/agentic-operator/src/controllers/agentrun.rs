@@ -13,6 +13,7 @@ use agentic_api::{
     SkillCard,
 };
 use agentic_core::conditions::{find_condition, is_ready};
+use agentic_core::events::StatusEvent;
 use agentic_core::names::sandbox_name;
 use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
 use agentic_core::params::resolve_run;
@@ -32,13 +33,12 @@ use kube::api::{
 };
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::{listed, lookup, namespace_of, read_cached};
+use super::{Pass, Reconciled, listed, lookup, namespace_of, read_cached};
 use crate::apply::{
-    NAME_TAKEN_RETRY, NameTaken, apply_status, create_or_apply_owned, create_owned, delete_expired,
+    NAME_TAKEN_RETRY, NameTaken, create_or_apply_owned, create_owned, delete_expired,
 };
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
@@ -63,12 +63,36 @@ pub fn sandbox_resource() -> ApiResource {
     )
 }
 
-pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> {
+impl Reconciled for AgentRun {
+    const KIND: &'static str = KIND;
+    type Status = AgentRunStatus;
+
+    /// The status this process last wrote, while the cache has not caught up with it.
+    fn last_status(&self, ctx: &Context) -> AgentRunStatus {
+        let uid = self.uid().unwrap_or_default();
+        ctx.run_status(&uid, self.status.clone().unwrap_or_default())
+    }
+
+    fn events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<StatusEvent> {
+        run_events(old, new)
+    }
+
+    fn written(&self, ctx: &Context, old: &AgentRunStatus, new: &AgentRunStatus) {
+        ctx.wrote_run_status(&self.uid().unwrap_or_default(), new);
+        ctx.metrics.run_transitioned(self, old, new);
+    }
+}
+
+pub async fn reconcile(
+    run: Arc<AgentRun>,
+    ctx: Arc<Context>,
+    old: AgentRunStatus,
+) -> Result<Pass<AgentRunStatus>> {
     let namespace = namespace_of(run.as_ref(), KIND)?;
-    let uid = run.uid().unwrap_or_default();
-    let old = ctx.run_status(&uid, run.status.clone().unwrap_or_default());
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
-        // Also after a restart between the status write and the deletion below.
+        // The status is written first, so a run is never left unfinished without its
+        // sandbox: the sandbox of a run the operator ended goes in the pass after (also
+        // after a restart in between).
         if let Some(sandbox) = stopped_sandbox(&run, &old) {
             stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
         }
@@ -97,7 +121,7 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
             Some(left) => Action::requeue(left + std::time::Duration::from_secs(1)),
             None => Action::await_change(),
         };
-        return Ok(action);
+        return Ok(Pass::then(old, action));
     }
 
     let mut new = old.clone();
@@ -137,27 +161,10 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     };
     outcome.apply(&mut new, run.metadata.generation, crate::now());
 
-    if new != old {
-        // Events before the write: a pass that stops in between raises them again.
-        for event in run_events(&old, &new) {
-            let type_ = if event.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
-            ctx.publish(run.as_ref(), type_, &event.reason, event.note)
-                .await;
-        }
-        let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply_status(&api, &run.name_any(), &new).await?;
-        ctx.wrote_run_status(&uid, &new);
-        ctx.metrics.run_transitioned(run.as_ref(), &old, &new);
-    }
-    // Status first: a run is never left unfinished without its sandbox.
-    if let Some(sandbox) = stopped_sandbox(&run, &new) {
-        stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
-    }
-    Ok(if outcome.reason == REASON_OBJECT_NAME_TAKEN {
+    let next = if stopped_sandbox(&run, &new).is_some() {
+        // Its sandbox goes in the next pass, right after the status is written.
+        Action::requeue(std::time::Duration::ZERO)
+    } else if outcome.reason == REASON_OBJECT_NAME_TAKEN {
         Action::requeue(NAME_TAKEN_RETRY)
     } else if ["GatewayNotFound", "GatewayNotReady"].contains(&outcome.reason) {
         // No watch brings back a run waiting on a Gateway its Agent does not list.
@@ -169,7 +176,8 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         Action::requeue(after + std::time::Duration::from_secs(1))
     } else {
         Action::await_change()
-    })
+    };
+    Ok(Pass::then(new, next))
 }
 
 /// The sandbox of a run the operator ended (cancelled, a deadline, a pod that cannot start),

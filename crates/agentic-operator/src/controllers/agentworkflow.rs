@@ -2,27 +2,47 @@
 
 use std::sync::Arc;
 
-use agentic_api::{Agent, AgentWorkflow, CONDITION_READY};
+use agentic_api::{AgentWorkflow, AgentWorkflowStatus, CONDITION_READY};
 use agentic_core::conditions::set_condition;
+use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::workflow::workflow_readiness;
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, ResourceExt};
 
-use super::{lookup, namespace_of, read_reference};
-use crate::apply::apply_status;
+use super::{Pass, Reconciled, lookup, namespace_of, read_cached};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
 pub const KIND: &str = "AgentWorkflow";
 
-pub async fn reconcile(workflow: Arc<AgentWorkflow>, ctx: Arc<Context>) -> Result<Action> {
+impl Reconciled for AgentWorkflow {
+    const KIND: &'static str = KIND;
+    type Status = AgentWorkflowStatus;
+
+    fn last_status(&self, _: &Context) -> AgentWorkflowStatus {
+        self.status.clone().unwrap_or_default()
+    }
+
+    fn events(old: &AgentWorkflowStatus, new: &AgentWorkflowStatus) -> Vec<StatusEvent> {
+        condition_events(&old.conditions, &new.conditions, &[CONDITION_READY])
+    }
+}
+
+pub async fn reconcile(
+    workflow: Arc<AgentWorkflow>,
+    ctx: Arc<Context>,
+    old: AgentWorkflowStatus,
+) -> Result<Pass<AgentWorkflowStatus>> {
     let namespace = namespace_of(workflow.as_ref(), KIND)?;
+    // Dereference: each stage's Agent, from the cache its own watch keeps.
     let mut agents = Vec::new();
     for stage in &workflow.spec.stages {
-        let agent = read_reference::<Agent>(&ctx.client, &namespace, &stage.agent_ref).await?;
+        let agent =
+            read_cached(&ctx, &namespace, &stage.agent_ref, |c| &c.agents, |_| true).await?;
         agents.push((stage.name.as_str(), stage.agent_ref.as_str(), agent));
     }
+    // Decide.
     let lookups: Vec<_> = agents
         .iter()
         .map(|(stage, agent, read)| (*stage, *agent, lookup(read)))
@@ -30,8 +50,7 @@ pub async fn reconcile(workflow: Arc<AgentWorkflow>, ctx: Arc<Context>) -> Resul
     let (ready, reason, message) = workflow_readiness(&workflow, &lookups);
 
     let generation = workflow.metadata.generation;
-    let old = workflow.status.clone().unwrap_or_default();
-    let mut new = old.clone();
+    let mut new = old;
     new.observed_generation = generation;
     set_condition(
         &mut new.conditions,
@@ -42,19 +61,7 @@ pub async fn reconcile(workflow: Arc<AgentWorkflow>, ctx: Arc<Context>) -> Resul
         generation,
         crate::now(),
     );
-    if new != old {
-        let api: Api<AgentWorkflow> = Api::namespaced(ctx.client.clone(), &namespace);
-        // Events before the write: a pass that stops in between raises them again.
-        ctx.announce(
-            workflow.as_ref(),
-            &old.conditions,
-            &new.conditions,
-            CONDITION_READY,
-        )
-        .await;
-        apply_status(&api, &workflow.name_any(), &new).await?;
-    }
-    Ok(Action::await_change())
+    Ok(Pass::then(new, Action::await_change()))
 }
 
 pub fn error_policy(workflow: Arc<AgentWorkflow>, error: &Error, ctx: Arc<Context>) -> Action {

@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunStatus,
-    CONDITION_READY,
 };
-use agentic_core::conditions::find_condition;
+use agentic_core::events::StatusEvent;
 use agentic_core::owners::is_controlled_by;
 use agentic_core::sandbox::time_to_live;
 use agentic_core::workflow::{
     self, EVENT_PARAMS_FILTERED, StageRun, advance, current_stage, stage_run_name, start, started,
+    workflow_run_events,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams};
@@ -29,8 +29,8 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::{Read, lookup, namespace_of, read_reference};
-use crate::apply::{apply_status, create_owned, delete_expired};
+use super::{Pass, Read, Reconciled, lookup, namespace_of, read_reference};
+use crate::apply::{create_owned, delete_expired};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -39,9 +39,25 @@ pub const KIND: &str = "AgentWorkflowRun";
 /// for workflow runs.
 const AGENT_RETRY: Duration = Duration::from_secs(10);
 
-pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<Action> {
+impl Reconciled for AgentWorkflowRun {
+    const KIND: &'static str = KIND;
+    type Status = AgentWorkflowRunStatus;
+
+    fn last_status(&self, _: &Context) -> AgentWorkflowRunStatus {
+        self.status.clone().unwrap_or_default()
+    }
+
+    fn events(old: &AgentWorkflowRunStatus, new: &AgentWorkflowRunStatus) -> Vec<StatusEvent> {
+        workflow_run_events(old, new)
+    }
+}
+
+pub async fn reconcile(
+    run: Arc<AgentWorkflowRun>,
+    ctx: Arc<Context>,
+    old: AgentWorkflowRunStatus,
+) -> Result<Pass<AgentWorkflowRunStatus>> {
     let namespace = namespace_of(run.as_ref(), KIND)?;
-    let old = run.status.clone().unwrap_or_default();
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
         let ttl = time_to_live(
             old.phase,
@@ -63,7 +79,7 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
             Some(left) => Action::requeue(left + Duration::from_secs(1)),
             None => Action::await_change(),
         };
-        return Ok(action);
+        return Ok(Pass::then(old, action));
     }
 
     let now = crate::now();
@@ -100,7 +116,7 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
                     error = %invalid.error,
                     "the current stage's AgentRun does not match the schema; waiting"
                 );
-                return Ok(Action::await_change());
+                return Ok(Pass::then(old, Action::await_change()));
             }
             Some(Err(_)) => StageRun::Foreign,
         };
@@ -131,19 +147,12 @@ pub async fn reconcile(run: Arc<AgentWorkflowRun>, ctx: Arc<Context>) -> Result<
         (status, step.retry)
     };
 
-    if new != old {
-        let api: Api<AgentWorkflowRun> = Api::namespaced(ctx.client.clone(), &namespace);
-        // Events before the write: a pass that stops in between raises them again.
-        if old.phase != new.phase || reason_of(&old) != reason_of(&new) {
-            announce(&run, &new, &ctx).await;
-        }
-        apply_status(&api, &run.name_any(), &new).await?;
-    }
-    Ok(if retry {
+    let next = if retry {
         Action::requeue(AGENT_RETRY)
     } else {
         Action::await_change()
-    })
+    };
+    Ok(Pass::then(new, next))
 }
 
 pub fn error_policy(run: Arc<AgentWorkflowRun>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -205,22 +214,6 @@ async fn cancel_stage_run(runs: &Api<AgentRun>, name: &str) -> Result<()> {
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-async fn announce(run: &AgentWorkflowRun, status: &AgentWorkflowRunStatus, ctx: &Context) {
-    let Some(ready) = find_condition(&status.conditions, CONDITION_READY) else {
-        return;
-    };
-    let type_ = match status.phase {
-        Some(AgentRunPhase::Failed) => EventType::Warning,
-        _ => EventType::Normal,
-    };
-    ctx.publish(run, type_, &ready.reason, ready.message.clone())
-        .await;
-}
-
-fn reason_of(status: &AgentWorkflowRunStatus) -> Option<String> {
-    find_condition(&status.conditions, CONDITION_READY).map(|c| c.reason.clone())
 }
 
 fn owner_of(run: &AgentWorkflowRun) -> Result<OwnerReference> {

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentic_api::{CONDITION_READY, ConditionStatus, Gateway};
+use agentic_api::{CONDITION_READY, ConditionStatus, Gateway, GatewayStatus};
 use agentic_core::conditions::{find_condition, remove_condition, set_condition};
+use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::gateway::{
     self as check, CONDITION_ENDPOINT_REACHABLE, Credential, Observation, Plan, Probe,
 };
@@ -16,8 +17,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::namespace_of;
-use crate::apply::apply_status;
+use super::{Pass, Reconciled, namespace_of};
 use crate::context::Context;
 use crate::error::{Chain, Error, Result};
 
@@ -46,7 +46,28 @@ pub struct LastCheck {
     verified: bool,
 }
 
-pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Action> {
+impl Reconciled for Gateway {
+    const KIND: &'static str = KIND;
+    type Status = GatewayStatus;
+
+    fn last_status(&self, _: &Context) -> GatewayStatus {
+        self.status.clone().unwrap_or_default()
+    }
+
+    fn events(old: &GatewayStatus, new: &GatewayStatus) -> Vec<StatusEvent> {
+        condition_events(
+            &old.conditions,
+            &new.conditions,
+            &[CONDITION_READY, CONDITION_ENDPOINT_REACHABLE],
+        )
+    }
+}
+
+pub async fn reconcile(
+    gateway: Arc<Gateway>,
+    ctx: Arc<Context>,
+    old: GatewayStatus,
+) -> Result<Pass<GatewayStatus>> {
     let namespace = namespace_of(gateway.as_ref(), KIND)?;
     let name = gateway.name_any();
     let spec = &gateway.spec;
@@ -90,7 +111,6 @@ pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Actio
     };
 
     let generation = gateway.metadata.generation;
-    let old = gateway.status.clone().unwrap_or_default();
     let mut new = old.clone();
     new.observed_generation = generation;
     let now = crate::now();
@@ -187,16 +207,10 @@ pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Actio
         }
     };
 
-    if new != old {
-        let api: Api<Gateway> = Api::namespaced(ctx.client.clone(), &namespace);
-        // Events before the write: a pass that stops in between raises them again.
-        for type_ in [CONDITION_READY, CONDITION_ENDPOINT_REACHABLE] {
-            ctx.announce(gateway.as_ref(), &old.conditions, &new.conditions, type_)
-                .await;
-        }
-        apply_status(&api, &name, &new).await?;
-    }
-    Ok(recheck.map_or_else(Action::await_change, Action::requeue))
+    Ok(Pass::then(
+        new,
+        recheck.map_or_else(Action::await_change, Action::requeue),
+    ))
 }
 
 pub fn error_policy(gateway: Arc<Gateway>, error: &Error, ctx: Arc<Context>) -> Action {

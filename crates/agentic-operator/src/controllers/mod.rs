@@ -5,6 +5,7 @@ pub mod agentrun;
 pub mod agentworkflow;
 pub mod agentworkflowrun;
 pub mod gateway;
+mod pipeline;
 pub mod skillcard;
 pub mod skillcollection;
 mod sweep;
@@ -12,7 +13,7 @@ pub mod watch_health;
 mod watches;
 
 use std::collections::BTreeMap;
-use std::future::Future;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -25,14 +26,13 @@ use agentic_core::conditions::find_condition;
 use agentic_core::sandbox::REASON_QUEUED;
 use agentic_core::skills::Lookup;
 use backon::BackoffBuilder as _;
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DynamicObject, ObjectMeta};
-use kube::core::{DeserializeGuard, PartialObjectMeta, PartialObjectMetaExt};
-use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::EventType;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
@@ -40,9 +40,12 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
 use crate::context::{Context, SandboxBackend};
-use crate::error::{Chain, Error};
+use crate::error::Error;
 use crate::metrics::Metrics;
+use pipeline::{Policy, Stop, start};
 use watches::SharedWatch;
+
+pub use pipeline::{Pass, REASON_MALFORMED_OBJECT, REASON_RECONCILE_FAILED, Reconciled};
 
 /// Label every object the operator creates for a run carries, naming the run.
 pub use agentic_core::sandbox::RUN_LABEL;
@@ -129,80 +132,6 @@ type Guarded<K> = DeserializeGuard<K>;
 /// version, which triggers the pass.
 type SecretMeta = PartialObjectMeta<Secret>;
 
-/// The reason of the Warning event on the object of a failed pass. A reason of its own: the
-/// recorder folds Events of one reason into one series, and a failure must not vanish into
-/// the series of the condition's transition that carries the same reason word.
-pub const REASON_RECONCILE_FAILED: &str = "ReconcileFailed";
-
-/// The reason of the Warning event on an object that does not deserialize.
-pub const REASON_MALFORMED_OBJECT: &str = "MalformedObject";
-
-/// Runs an inner reconcile on an object that deserialized, timed and counted by result, its
-/// backoff forgotten when it succeeds and a Warning event on the object when it fails (the
-/// error policy then logs the cause and backs off). One that did not deserialize is reported
-/// (a Warning event on it, a log line, the error metric) once per change and left alone, so
-/// a malformed object never stops the watch for the others.
-async fn guarded<K, F, Fut>(
-    obj: Arc<Guarded<K>>,
-    ctx: Arc<Context>,
-    kind: &'static str,
-    inner: F,
-) -> Result<Action, Error>
-where
-    K: Resource<DynamicType = ()> + Clone,
-    F: FnOnce(Arc<K>, Arc<Context>) -> Fut,
-    Fut: Future<Output = Result<Action, Error>>,
-{
-    match &obj.0 {
-        Ok(k) => {
-            let object = Arc::new(k.clone());
-            let started = Instant::now();
-            let result = inner(Arc::clone(&object), Arc::clone(&ctx)).await;
-            ctx.metrics
-                .reconciled(kind, started.elapsed(), result.is_ok());
-            match &result {
-                Ok(_) => ctx.succeeded(kind, object.as_ref()),
-                Err(error) => {
-                    // The cause stays in the operator's log: it can name hosts and ports the
-                    // object's author should not learn about.
-                    let note = format!(
-                        "reconciling {kind} {} failed ({}); it is retried with backoff, and the operator's log has the cause",
-                        object.name_any(),
-                        error.reason()
-                    );
-                    ctx.publish(
-                        object.as_ref(),
-                        EventType::Warning,
-                        REASON_RECONCILE_FAILED,
-                        note,
-                    )
-                    .await;
-                }
-            }
-            result
-        }
-        Err(invalid) => {
-            ctx.metrics.failed(kind, REASON_MALFORMED_OBJECT);
-            let name = invalid.metadata.name.as_deref().unwrap_or_default();
-            tracing::warn!(
-                kind,
-                namespace = invalid.metadata.namespace.as_deref().unwrap_or_default(),
-                name,
-                error = %invalid.error,
-                "skipping an object that does not match the API schema"
-            );
-            let note = format!(
-                "{kind} {name} does not match the schema this operator reads and is ignored until it is fixed: {}",
-                invalid.error
-            );
-            let object = invalid.metadata.clone().into_request_partial::<K>();
-            ctx.publish(&object, EventType::Warning, REASON_MALFORMED_OBJECT, note)
-                .await;
-            Ok(Action::await_change())
-        }
-    }
-}
-
 /// An object a reference names, as read: `None` when absent, `Some(Err(error))` with the
 /// deserialization error when it does not deserialize.
 type Read<K> = Option<Result<K, String>>;
@@ -230,22 +159,6 @@ fn lookup<K>(read: &Read<K>) -> Lookup<'_, K> {
         None => Lookup::Missing,
         Some(Ok(object)) => Lookup::Found(object),
         Some(Err(error)) => Lookup::Malformed(error),
-    }
-}
-
-fn guarded_error_policy<K, F>(
-    obj: Arc<Guarded<K>>,
-    error: &Error,
-    ctx: Arc<Context>,
-    inner: F,
-) -> Action
-where
-    K: Clone,
-    F: FnOnce(Arc<K>, &Error, Arc<Context>) -> Action,
-{
-    match &obj.0 {
-        Ok(k) => inner(Arc::new(k.clone()), error, ctx),
-        Err(_) => Action::await_change(),
     }
 }
 
@@ -476,11 +389,12 @@ pub fn controllers(
     runs.push(start(
         cards,
         caches.skill_cards.clone(),
-        skillcard::KIND,
-        skillcard::reconcile,
-        skillcard::error_policy,
+        Policy {
+            reconcile: skillcard::reconcile,
+            error_policy: skillcard::error_policy,
+            concurrency: 0,
+        },
         ctx.clone(),
-        0,
         &stop,
     ));
 
@@ -501,11 +415,12 @@ pub fn controllers(
     runs.push(start(
         collections,
         caches.skill_collections.clone(),
-        skillcollection::KIND,
-        skillcollection::reconcile,
-        skillcollection::error_policy,
+        Policy {
+            reconcile: skillcollection::reconcile,
+            error_policy: skillcollection::error_policy,
+            concurrency: bounded,
+        },
         ctx.clone(),
-        bounded,
         &stop,
     ));
 
@@ -520,11 +435,12 @@ pub fn controllers(
     runs.push(start(
         gateway_controller,
         caches.gateways.clone(),
-        gateway::KIND,
-        gateway::reconcile,
-        gateway::error_policy,
+        Policy {
+            reconcile: gateway::reconcile,
+            error_policy: gateway::error_policy,
+            concurrency: bounded,
+        },
         ctx.clone(),
-        bounded,
         &stop,
     ));
 
@@ -569,11 +485,12 @@ pub fn controllers(
     runs.push(start(
         agent_controller,
         caches.agents.clone(),
-        agent::KIND,
-        agent::reconcile,
-        agent::error_policy,
+        Policy {
+            reconcile: agent::reconcile,
+            error_policy: agent::error_policy,
+            concurrency: bounded,
+        },
         ctx.clone(),
-        bounded,
         &stop,
     ));
 
@@ -589,11 +506,12 @@ pub fn controllers(
     runs.push(start(
         workflow_controller,
         workflow_cache,
-        agentworkflow::KIND,
-        agentworkflow::reconcile,
-        agentworkflow::error_policy,
+        Policy {
+            reconcile: agentworkflow::reconcile,
+            error_policy: agentworkflow::error_policy,
+            concurrency: bounded,
+        },
         ctx.clone(),
-        bounded,
         &stop,
     ));
 
@@ -614,11 +532,12 @@ pub fn controllers(
     runs.push(start(
         workflow_run_controller,
         workflow_run_cache,
-        agentworkflowrun::KIND,
-        agentworkflowrun::reconcile,
-        agentworkflowrun::error_policy,
+        Policy {
+            reconcile: agentworkflowrun::reconcile,
+            error_policy: agentworkflowrun::error_policy,
+            concurrency: bounded,
+        },
         ctx.clone(),
-        bounded,
         &stop,
     ));
 
@@ -668,11 +587,12 @@ pub fn controllers(
     runs.push(start(
         run_controller,
         caches.agent_runs.clone(),
-        agentrun::KIND,
-        agentrun::reconcile,
-        agentrun::error_policy,
+        Policy {
+            reconcile: agentrun::reconcile,
+            error_policy: agentrun::error_policy,
+            concurrency: bounded,
+        },
         ctx,
-        bounded,
         &stop,
     ));
 
@@ -727,84 +647,6 @@ fn owning_runs(sandbox: &ObjectMeta) -> Vec<ObjectRef<Guarded<AgentRun>>> {
         .filter(|owner| owner.api_version == api_version && owner.kind == kind)
         .map(|owner| ObjectRef::new(&owner.name).within(namespace))
         .collect()
-}
-
-/// What finishes when the controllers are to stop.
-type Stop = std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
-
-/// Runs `controller` of `kind` under the operator's common policy: graceful shutdown on
-/// `stop`, at most `concurrency` reconciles at once (0: no bound), the guard against objects
-/// that do not deserialize, and a log line for what its stream reports. Finishes when the
-/// controller stops (see [`drive`]). The shared watches it follows own their backoff and the
-/// report of their failures ([`watches::SharedWatch`]).
-///
-/// Each pass is timed, counted and its backoff reset by [`guarded`]; the error policy backs
-/// off; Events of transitions stay in each kind's reconcile, next to the status they describe.
-#[allow(clippy::too_many_arguments)]
-fn start<K, R, Fut, E>(
-    controller: Controller<Guarded<K>>,
-    cache: Store<Guarded<K>>,
-    kind: &'static str,
-    reconcile: R,
-    error_policy: E,
-    ctx: Arc<Context>,
-    concurrency: u16,
-    stop: impl Fn() -> Stop,
-) -> BoxFuture<'static, ()>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    R: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + Copy + 'static,
-    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
-    E: Fn(Arc<K>, &Error, Arc<Context>) -> Action + Send + Sync + Copy + 'static,
-{
-    let stream = controller
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(stop())
-        .run(
-            move |obj, ctx| guarded(obj, ctx, kind, reconcile),
-            move |obj, e, ctx| guarded_error_policy(obj, e, ctx, error_policy),
-            ctx,
-        )
-        .for_each(move |result| {
-            if let Err(error) = result {
-                // A failed pass was logged, and raised as an Event, where it failed; what
-                // is left (an object gone before its pass) is routine.
-                tracing::debug!(kind, error = %Chain(&error), "controller event");
-            }
-            futures::future::ready(())
-        });
-    Box::pin(drive(stream, cache, stop()))
-}
-
-/// Drives one controller until it ends. kube-runtime holds a controller's work queue until its
-/// watch has listed once, and its graceful shutdown waits for that queue, so a controller
-/// whose watch never listed (forbidden, or the API server unreachable) would never stop.
-/// Such a controller has nothing in flight: on shutdown it is dropped instead.
-async fn drive<K>(
-    controller: impl Future<Output = ()>,
-    cache: Store<K>,
-    shutdown: impl Future<Output = ()>,
-) where
-    K: kube::runtime::reflector::Lookup + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    let never_listed = async {
-        shutdown.await;
-        if cache.wait_until_ready().now_or_never().is_none() {
-            return;
-        }
-        std::future::pending::<()>().await;
-    };
-    tokio::select! {
-        () = controller => {}
-        () = never_listed => tracing::warn!("stopping a controller whose watch never listed"),
-    }
 }
 
 /// True once the watch behind `store` has listed; false when it stopped before that.

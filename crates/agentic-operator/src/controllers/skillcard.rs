@@ -10,6 +10,7 @@ use agentic_api::{
     CONDITION_READY, ConditionStatus, DeliveryMode, SkillCard, SkillCardStatus, SkillFrontmatter,
 };
 use agentic_core::conditions::{find_condition, set_condition};
+use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
 use agentic_oci::{DockerConfig, RegistryAuth};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -17,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
-use super::namespace_of;
+use super::{Pass, Reconciled, namespace_of};
 use crate::apply::{NAME_TAKEN_RETRY, apply_owned, apply_status};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -77,12 +78,30 @@ fn rejected(reason: &'static str, message: impl Into<String>) -> Verdict {
     }
 }
 
-pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action> {
+impl Reconciled for SkillCard {
+    const KIND: &'static str = KIND;
+    type Status = SkillCardStatus;
+
+    fn last_status(&self, _: &Context) -> SkillCardStatus {
+        self.status.clone().unwrap_or_default()
+    }
+
+    fn events(old: &SkillCardStatus, new: &SkillCardStatus) -> Vec<StatusEvent> {
+        condition_events(&old.conditions, &new.conditions, &[CONDITION_READY])
+    }
+}
+
+pub async fn reconcile(
+    card: Arc<SkillCard>,
+    ctx: Arc<Context>,
+    old: SkillCardStatus,
+) -> Result<Pass<SkillCardStatus>> {
     let namespace = namespace_of(card.as_ref(), KIND)?;
-    let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
     let generation = card.metadata.generation;
-    let old = card.status.clone().unwrap_or_default();
+    // The one write a pass makes before its end: a progress mark, with no Event, so that a
+    // slow registry read does not leave the card without a word for this generation.
     if let Some(validating) = validating(&card, &old, generation) {
+        let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
         apply_status(&api, &card.name_any(), &validating).await?;
     }
     let verdict = evaluate(&card, &namespace, &ctx).await?;
@@ -193,32 +212,21 @@ pub async fn reconcile(card: Arc<SkillCard>, ctx: Arc<Context>) -> Result<Action
         moving_ref(&card, &mut status.conditions, generation);
     }
 
-    if status != old {
-        // Events before the write: a pass that stops in between raises them again.
-        ctx.announce(
-            card.as_ref(),
-            &old.conditions,
-            &status.conditions,
-            CONDITION_READY,
-        )
-        .await;
-        apply_status(&api, &card.name_any(), &status).await?;
-    }
-    if unreachable {
+    let next = if unreachable {
         let what = format!("SkillCard {namespace}/{}", card.name_any());
-        return Err(if card.spec.source.is_some() {
+        Err(if card.spec.source.is_some() {
             Error::SourceUnavailable(what)
         } else {
             Error::RegistryUnavailable(what)
-        });
-    }
-    Ok(if name_taken {
-        Action::requeue(NAME_TAKEN_RETRY)
+        })
+    } else if name_taken {
+        Ok(Action::requeue(NAME_TAKEN_RETRY))
     } else if card.spec.image.is_some() || card.spec.source.is_some() {
-        Action::requeue(ctx.settings.tag_refresh_interval)
+        Ok(Action::requeue(ctx.settings.tag_refresh_interval))
     } else {
-        Action::await_change()
-    })
+        Ok(Action::await_change())
+    };
+    Ok(Pass { status, next })
 }
 
 /// A card whose registry is down is asked again at least once per tag refresh interval: the

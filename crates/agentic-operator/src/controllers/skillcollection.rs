@@ -14,6 +14,7 @@ use agentic_api::{
 };
 use agentic_core::collections::{ImageSkills, Plan, plan_entries, plan_image, readiness};
 use agentic_core::conditions::{find_condition, set_condition};
+use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::names::label_value;
 use agentic_core::owners::{controlling_collection, is_controlled_by};
 use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
@@ -23,8 +24,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::{lookup, namespace_of, read_reference};
-use crate::apply::{NAME_TAKEN_RETRY, apply_owned, apply_status};
+use super::{Pass, Reconciled, lookup, namespace_of, read_reference};
+use crate::apply::{NAME_TAKEN_RETRY, apply_owned};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -53,7 +54,24 @@ fn refused(reason: &'static str, message: impl Into<String>) -> Verdict {
     }
 }
 
-pub async fn reconcile(collection: Arc<SkillCollection>, ctx: Arc<Context>) -> Result<Action> {
+impl Reconciled for SkillCollection {
+    const KIND: &'static str = KIND;
+    type Status = SkillCollectionStatus;
+
+    fn last_status(&self, _: &Context) -> SkillCollectionStatus {
+        self.status.clone().unwrap_or_default()
+    }
+
+    fn events(old: &SkillCollectionStatus, new: &SkillCollectionStatus) -> Vec<StatusEvent> {
+        condition_events(&old.conditions, &new.conditions, &[CONDITION_READY])
+    }
+}
+
+pub async fn reconcile(
+    collection: Arc<SkillCollection>,
+    ctx: Arc<Context>,
+    old: SkillCollectionStatus,
+) -> Result<Pass<SkillCollectionStatus>> {
     let namespace = namespace_of(collection.as_ref(), KIND)?;
     let name = collection.name_any();
     let owner = collection
@@ -88,7 +106,6 @@ pub async fn reconcile(collection: Arc<SkillCollection>, ctx: Arc<Context>) -> R
     };
 
     let generation = collection.metadata.generation;
-    let old = collection.status.clone().unwrap_or_default();
     let mut status = old.clone();
     status.observed_generation = generation;
     let now = crate::now();
@@ -179,25 +196,12 @@ pub async fn reconcile(collection: Arc<SkillCollection>, ctx: Arc<Context>) -> R
         }
     }
 
-    if status != old {
-        let api: Api<SkillCollection> = Api::namespaced(ctx.client.clone(), &namespace);
-        // Events before the write: a pass that stops in between raises them again.
-        ctx.announce(
-            collection.as_ref(),
-            &old.conditions,
-            &status.conditions,
-            CONDITION_READY,
-        )
-        .await;
-        apply_status(&api, &name, &status).await?;
-    }
-    if unreachable {
-        return Err(Error::RegistryUnavailable(format!(
+    let next = if unreachable {
+        Err(Error::RegistryUnavailable(format!(
             "SkillCollection {namespace}/{name}"
-        )));
-    }
-    Ok(if name_taken {
-        Action::requeue(NAME_TAKEN_RETRY)
+        )))
+    } else if name_taken {
+        Ok(Action::requeue(NAME_TAKEN_RETRY))
     } else if collection
         .spec
         .image
@@ -205,10 +209,11 @@ pub async fn reconcile(collection: Arc<SkillCollection>, ctx: Arc<Context>) -> R
         .is_some_and(|image| !image.contains("@sha256:"))
     {
         // A tag may move: list it again, like a SkillCard's tag.
-        Action::requeue(ctx.settings.tag_refresh_interval)
+        Ok(Action::requeue(ctx.settings.tag_refresh_interval))
     } else {
-        Action::await_change()
-    })
+        Ok(Action::await_change())
+    };
+    Ok(Pass { status, next })
 }
 
 /// A collection whose registry is down is asked again at least once per tag refresh.
