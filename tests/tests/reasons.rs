@@ -166,3 +166,39 @@ fn documented_and_declared_reasons_are_the_same() {
         "reasons docs/conditions.md lists that no code writes: {stale:?}"
     );
 }
+
+/// The reason of the Warning Event on a failed pass: an Event's, never a condition's.
+const EVENT_ONLY: &[&str] = &[agentic_operator::controllers::REASON_RECONCILE_FAILED];
+
+#[test]
+fn every_reason_the_code_declares_is_in_a_kinds_table_and_every_table_entry_is_declared() {
+    use agentic_core::reasons::{RECONCILE_ERRORS, VOCABULARY};
+
+    let declared = declared(&sources());
+    let tables: BTreeSet<String> = VOCABULARY
+        .iter()
+        .flat_map(|vocabulary| vocabulary.reasons.iter())
+        .chain(RECONCILE_ERRORS)
+        .map(|reason| (*reason).to_owned())
+        .collect();
+    let untabled: Vec<_> = declared
+        .iter()
+        .filter(|reason| {
+            !tables.contains(*reason)
+                && !NOT_CONDITIONS.contains(&reason.as_str())
+                && !EVENT_ONLY.contains(&reason.as_str())
+        })
+        .collect();
+    assert!(
+        untabled.is_empty(),
+        "reasons the code declares that no table of agentic_core::reasons lists: {untabled:?}"
+    );
+    let undeclared: Vec<_> = tables
+        .iter()
+        .filter(|reason| !declared.contains(*reason))
+        .collect();
+    assert!(
+        undeclared.is_empty(),
+        "reasons a table lists that no constant or error reason() declares: {undeclared:?}"
+    );
+}

@@ -9,6 +9,7 @@ use agentic_api::{
 };
 use agentic_core::conditions::{find_condition, remove_condition, set_condition};
 use agentic_core::events::{StatusEvent, condition_events};
+use agentic_core::reasons::{REASON_AGENT_READY, REASON_KNOWN_SKILL_DELIVERY};
 use agentic_core::skills::{
     CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT, CardRef,
     DefaultCollection, DefaultScope, Lookup, ResolvedSkills, apply_defaults, collection_cards,
@@ -153,7 +154,7 @@ fn decide(agent: &Agent, world: World, old: AgentStatus, now: &Time) -> AgentSta
             );
             new.skills = resolved.skills;
             new.rules = resolved.rules;
-            (ConditionStatus::True, "AgentReady", message)
+            (ConditionStatus::True, REASON_AGENT_READY, message)
         }
         (Err(e), _) => {
             new.skills.clear();
@@ -205,7 +206,7 @@ fn decide(agent: &Agent, world: World, old: AgentStatus, now: &Time) -> AgentSta
             ),
             None => (
                 ConditionStatus::True,
-                "KnownSkillDelivery",
+                REASON_KNOWN_SKILL_DELIVERY,
                 &delivery_message,
             ),
         }),

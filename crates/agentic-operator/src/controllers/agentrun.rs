@@ -17,6 +17,7 @@ use agentic_core::events::StatusEvent;
 use agentic_core::names::sandbox_name;
 use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
 use agentic_core::params::resolve_run;
+use agentic_core::reasons::{REASON_GATEWAY_NOT_FOUND, REASON_GATEWAY_NOT_READY};
 use agentic_core::sandbox::{
     Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome,
     SANDBOX_KIND, SandboxInputs, admit, admit_in_namespace, build_acp_secret, build_pod,
@@ -166,7 +167,7 @@ pub async fn reconcile(
         Action::requeue(std::time::Duration::ZERO)
     } else if outcome.reason == REASON_OBJECT_NAME_TAKEN {
         Action::requeue(NAME_TAKEN_RETRY)
-    } else if ["GatewayNotFound", "GatewayNotReady"].contains(&outcome.reason) {
+    } else if [REASON_GATEWAY_NOT_FOUND, REASON_GATEWAY_NOT_READY].contains(&outcome.reason) {
         // No watch brings back a run waiting on a Gateway its Agent does not list.
         Action::requeue(GATEWAY_RETRY)
     } else if outcome.reason == REASON_QUEUED {
@@ -339,14 +340,14 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
                 && !is_ready(&gateway.status.clone().unwrap_or_default().conditions) =>
         {
             return blocked(RunOutcome::pending(
-                "GatewayNotReady",
+                REASON_GATEWAY_NOT_READY,
                 format!("Gateway {gateway_name:?} is not Ready"),
             ));
         }
         Lookup::Found(gateway) => gateway,
         Lookup::Missing => {
             return blocked(RunOutcome::pending(
-                "GatewayNotFound",
+                REASON_GATEWAY_NOT_FOUND,
                 format!("Gateway {gateway_name:?} not found"),
             ));
         }

@@ -11,6 +11,12 @@ use agentic_api::{
 };
 use agentic_core::conditions::{find_condition, set_condition};
 use agentic_core::events::{StatusEvent, condition_events};
+use agentic_core::reasons::{
+    REASON_DEFAULT_BRANCH, REASON_DIGEST_RESOLVED, REASON_INVALID_PULL_SECRET,
+    REASON_INVALID_SOURCE_SECRET, REASON_PULL_SECRET_NOT_FOUND, REASON_REF_RESOLVED,
+    REASON_REF_SET, REASON_REGISTRY_UNAVAILABLE, REASON_SKILL_VALID,
+    REASON_SOURCE_SECRET_NOT_FOUND,
+};
 use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
 use agentic_oci::{DockerConfig, RegistryAuth};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -31,7 +37,7 @@ pub const CONDITION_SOURCE_REACHABLE: &str = "SourceReachable";
 /// Condition telling whether a git card follows the repository's default branch.
 pub const CONDITION_MOVING_REF: &str = "MovingRef";
 /// `Ready` is Unknown: the registry or git server is being asked about this generation.
-pub const REASON_VALIDATING: &str = "Validating";
+pub use agentic_core::reasons::REASON_VALIDATING;
 
 /// What a pass concluded about the card's content.
 enum Verdict {
@@ -142,7 +148,7 @@ pub async fn reconcile(
                 &mut status.conditions,
                 CONDITION_READY,
                 ConditionStatus::True,
-                "SkillValid",
+                REASON_SKILL_VALID,
                 &message,
                 generation,
                 now.clone(),
@@ -249,13 +255,13 @@ fn reachability_of(card: &SkillCard) -> Option<Reachability> {
     if card.spec.image.is_some() {
         Some(Reachability {
             condition: CONDITION_REGISTRY_REACHABLE,
-            reason: "DigestResolved",
+            reason: REASON_DIGEST_RESOLVED,
             message: "the registry answered the last digest check",
         })
     } else if card.spec.source.is_some() {
         Some(Reachability {
             condition: CONDITION_SOURCE_REACHABLE,
-            reason: "RefResolved",
+            reason: REASON_REF_RESOLVED,
             message: "the git server answered the last ref check",
         })
     } else {
@@ -288,12 +294,12 @@ fn moving_ref(card: &SkillCard, conditions: &mut Vec<Condition>, generation: Opt
     let (status, reason, message) = match card.spec.git_ref.as_deref() {
         None | Some("") => (
             ConditionStatus::True,
-            "DefaultBranch",
+            REASON_DEFAULT_BRANCH,
             "spec.ref is empty: the card follows the repository's default branch, resolved again every tag refresh; set spec.ref to a tag or commit to pin it".to_string(),
         ),
         Some(git_ref) => (
             ConditionStatus::False,
-            "RefSet",
+            REASON_REF_SET,
             format!("the card follows spec.ref {git_ref}"),
         ),
     };
@@ -445,7 +451,7 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
                 "registry unreachable"
             );
             Verdict::Unreachable {
-                reason: "RegistryUnavailable",
+                reason: REASON_REGISTRY_UNAVAILABLE,
                 message: format!(
                     "registry {registry} did not answer; the operator's log has the cause"
                 ),
@@ -498,13 +504,13 @@ async fn pull_auth(
                     Some(Ok(config)) => configs.push(config),
                     Some(Err(e)) => {
                         return Ok(Err(invalid(
-                            "InvalidPullSecret",
+                            REASON_INVALID_PULL_SECRET,
                             format!("spec.pullSecrets: {e}"),
                         )));
                     }
                     None => {
                         return Ok(Err(invalid(
-                            "InvalidPullSecret",
+                            REASON_INVALID_PULL_SECRET,
                             format!(
                                 "spec.pullSecrets: Secret {name} has no .dockerconfigjson key; use a Secret of type kubernetes.io/dockerconfigjson"
                             ),
@@ -517,7 +523,7 @@ async fn pull_auth(
     }
     if !missing.is_empty() {
         return Ok(Err(invalid(
-            "PullSecretNotFound",
+            REASON_PULL_SECRET_NOT_FOUND,
             format!(
                 "spec.pullSecrets: Secret(s) not found in namespace {namespace}: {}",
                 missing.join(", ")
@@ -686,7 +692,7 @@ async fn source_auth(
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let Some(secret) = secrets.get_opt(name).await? else {
         return Ok(Err(invalid(
-            "SourceSecretNotFound",
+            REASON_SOURCE_SECRET_NOT_FOUND,
             format!("spec.sourceSecret: Secret {name} not found in namespace {namespace}"),
         )));
     };
@@ -702,7 +708,7 @@ async fn source_auth(
             Ok(Ok(agentic_git::GitAuth::Basic { username, password }))
         }
         _ => Ok(Err(invalid(
-            "InvalidSourceSecret",
+            REASON_INVALID_SOURCE_SECRET,
             format!(
                 "spec.sourceSecret: Secret {name} needs the keys username and password (UTF-8), as a Secret of type kubernetes.io/basic-auth has"
             ),

@@ -17,6 +17,7 @@ use agentic_core::conditions::{find_condition, set_condition};
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::names::label_value;
 use agentic_core::owners::{controlling_collection, is_controlled_by};
+use agentic_core::reasons::REASON_REGISTRY_UNAVAILABLE;
 use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
 use agentic_oci::{RegistryAuth, SkillListing};
 use kube::api::{DeleteParams, ListParams, Preconditions};
@@ -187,7 +188,7 @@ pub async fn reconcile(
                     &mut status.conditions,
                     CONDITION_READY,
                     ConditionStatus::False,
-                    "RegistryUnavailable",
+                    REASON_REGISTRY_UNAVAILABLE,
                     &message,
                     generation,
                     now,
