@@ -808,6 +808,15 @@ pub fn runs_waiting_on_agent<'a>(
         .collect()
 }
 
+/// Whether the run has finished (its phase is `Succeeded` or `Failed`), and so no longer
+/// holds a slot under a cap.
+pub fn is_finished(run: &AgentRun) -> bool {
+    run.status
+        .as_ref()
+        .and_then(|status| status.phase)
+        .is_some_and(AgentRunPhase::is_finished)
+}
+
 /// The runs in `namespace` queued for a slot (reason `Queued`), of the Agent `agent` or
 /// (`None`) of any: what a run that finishes or goes may let start. No other run needs
 /// waking then, and waking every run without a sandbox on each run event made a burst of N

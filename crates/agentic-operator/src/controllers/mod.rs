@@ -23,6 +23,7 @@ use agentic_api::{
     Gateway, SkillCard, SkillCollection,
 };
 use agentic_core::conditions::find_condition;
+use agentic_core::owners::controlling_run;
 use agentic_core::sandbox::REASON_QUEUED;
 use agentic_core::skills::Lookup;
 use backon::BackoffBuilder as _;
@@ -344,8 +345,11 @@ pub fn controllers(
         SharedWatch::new(agentworkflowrun::KIND, api_for(&client, namespace), all());
     let mut agent_runs = SharedWatch::new(agentrun::KIND, api_for(&client, namespace), all());
     // The sandboxes' pods and Sandboxes are cached as well as watched: a run reads its
-    // sandbox from the cache (see `agentrun::observe_sandbox`).
-    let mut pods = SharedWatch::new("Pod", api_for(&client, namespace), all().labels(RUN_LABEL));
+    // sandbox from the cache (see `agentrun::observe_sandbox`). It reads a pod's metadata and
+    // status and a Sandbox's metadata only, so neither spec is kept: the pod template
+    // (containers, env, the skills' volumes) is most of their bytes, once per run.
+    let mut pods = SharedWatch::new("Pod", api_for(&client, namespace), all().labels(RUN_LABEL))
+        .trimmed(|pod: &mut Pod| pod.spec = None);
     let mut sandboxes = (ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox).then(|| {
         let resource = agentrun::sandbox_resource();
         let api = match namespace {
@@ -353,6 +357,7 @@ pub fn controllers(
             None => Api::all_with(client.clone(), &resource),
         };
         SharedWatch::<DynamicObject>::with_type("Sandbox", api, all(), resource)
+            .trimmed(|sandbox| sandbox.data = serde_json::Value::Null)
     });
     // Watching some namespaces only: the cluster-wide defaults live in another one.
     let mut default_collections = match (namespace, &ctx.settings.default_skills_namespace) {
@@ -543,13 +548,22 @@ pub fn controllers(
 
     // AgentRun: starts when its Agent turns Ready, follows its sandbox and pod.
     let agent_store = caches.agent_runs.clone();
-    let queue_store = caches.agent_runs.clone();
     let pod_store = caches.agent_runs.clone();
     let namespace_cap = ctx
         .settings
         .run_defaults
         .max_concurrent_runs_per_namespace
         .is_some();
+    let queued_behind = {
+        let store = caches.agent_runs.clone();
+        move |run: &AgentRun| {
+            let agent = (!namespace_cap).then_some(run.spec.agent_ref.as_str());
+            related(&store, run, |runs, ns, _| {
+                agentrun::runs_queued(runs, ns, agent)
+            })
+        }
+    };
+    let freed_by_deletion = queued_behind.clone();
     let mut run_controller =
         Controller::for_shared_stream(agent_runs.applied(), caches.agent_runs.clone())
             .watches_shared_stream(agents.touched(), move |agent: Arc<Guarded<Agent>>| {
@@ -557,21 +571,30 @@ pub fn controllers(
                     agentrun::runs_waiting_on_agent(runs, ns, agent)
                 })
             })
-            // A run that changes (finishes) or goes frees a slot for the runs queued on its
-            // Agent, or on its namespace under the namespace cap.
+            // A run that finishes or goes frees a slot for the runs queued on its Agent, or on
+            // its namespace under the namespace cap. No other change of a run does, and each
+            // wake-up looks through the namespace's runs: not once per run event.
             .watches_shared_stream(
-                agent_runs.touched(),
-                move |changed: Arc<Guarded<AgentRun>>| {
-                    let Ok(changed) = &changed.0 else {
-                        return Vec::new();
-                    };
-                    let agent = (!namespace_cap).then_some(changed.spec.agent_ref.as_str());
-                    related(&queue_store, changed, |runs, ns, _| {
-                        agentrun::runs_queued(runs, ns, agent)
-                    })
+                agent_runs.applied(),
+                move |changed: Arc<Guarded<AgentRun>>| match &changed.0 {
+                    Ok(run) if agentrun::is_finished(run) => queued_behind(run),
+                    _ => Vec::new(),
                 },
             )
+            .watches_shared_stream(agent_runs.deleted(), move |gone: Arc<Guarded<AgentRun>>| {
+                match &gone.0 {
+                    Ok(run) => freed_by_deletion(run),
+                    Err(_) => Vec::new(),
+                }
+            })
             .watches_shared_stream(pods.touched(), move |pod: Arc<Pod>| {
+                // A pod of the `pod` backend names its run as its controller: no need to look
+                // through the runs (a pod event per run made that quadratic).
+                if let (Some(run), Some(namespace)) =
+                    (controlling_run(pod.meta()), &pod.metadata.namespace)
+                {
+                    return vec![guard_ref(ObjectRef::new(run).within(namespace))];
+                }
                 related(&pod_store, pod.as_ref(), |runs, ns, _| {
                     agentrun::runs_of_pod(runs, ns, pod.meta())
                 })

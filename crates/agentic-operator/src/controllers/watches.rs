@@ -43,6 +43,8 @@ where
     applied: Vec<UnboundedSender<Arc<K>>>,
     /// Subscribers to created, changed and deleted objects: controllers of related kinds.
     touched: Vec<UnboundedSender<Arc<K>>>,
+    /// Subscribers to deleted objects only.
+    deleted: Vec<UnboundedSender<Arc<K>>>,
 }
 
 impl<K> SharedWatch<K>
@@ -80,7 +82,15 @@ where
             writer: Writer::new(dyntype),
             applied: Vec::new(),
             touched: Vec::new(),
+            deleted: Vec::new(),
         }
+    }
+
+    /// The watch with `trim` applied to each object before it is cached and handed on:
+    /// for the fields no reader of the kind needs.
+    pub fn trimmed(mut self, mut trim: impl FnMut(&mut K) + Send + 'static) -> Self {
+        self.events = self.events.modify(move |object| trim(object)).boxed();
+        self
     }
 
     /// The cache this watch fills.
@@ -104,6 +114,13 @@ where
         receiver
     }
 
+    /// The objects deleted: what frees what they held (a run's slot under a cap).
+    pub fn deleted(&mut self) -> UnboundedReceiver<Arc<K>> {
+        let (sender, receiver) = unbounded();
+        self.deleted.push(sender);
+        receiver
+    }
+
     /// Runs the watch until `shutdown`, then closes the subscribers' channels.
     pub fn run(self, health: Arc<WatchHealth>, shutdown: Stop) -> BoxFuture<'static, ()> {
         let Self {
@@ -112,13 +129,21 @@ where
             writer,
             mut applied,
             mut touched,
+            mut deleted,
         } = self;
         let mut events = reflector::reflector(writer, events).boxed();
         async move {
             let watching = async {
                 while let Some(event) = events.next().await {
                     match event {
-                        Ok(event) => fan_out(event, &mut applied, &mut touched),
+                        Ok(event) => fan_out(
+                            event,
+                            &mut Subscribers {
+                                applied: &mut applied,
+                                touched: &mut touched,
+                                deleted: &mut deleted,
+                            },
+                        ),
                         Err(error) => {
                             let error = Chain(&error).to_string();
                             tracing::warn!(kind, error, "watch failed; retrying");
@@ -136,22 +161,30 @@ where
     }
 }
 
+/// The subscribers of a watch, by what they follow.
+struct Subscribers<'a, K> {
+    applied: &'a mut Vec<UnboundedSender<Arc<K>>>,
+    touched: &'a mut Vec<UnboundedSender<Arc<K>>>,
+    deleted: &'a mut Vec<UnboundedSender<Arc<K>>>,
+}
+
 /// Hands the objects of one event to the subscribers that want them; a subscriber whose
 /// controller has stopped is dropped.
-fn fan_out<K>(
-    event: watcher::Event<K>,
-    applied: &mut Vec<UnboundedSender<Arc<K>>>,
-    touched: &mut Vec<UnboundedSender<Arc<K>>>,
-) {
+fn fan_out<K>(event: watcher::Event<K>, subscribers: &mut Subscribers<'_, K>) {
     let (object, deleted) = match event {
         watcher::Event::Apply(object) | watcher::Event::InitApply(object) => (object, false),
         watcher::Event::Delete(object) => (object, true),
         watcher::Event::Init | watcher::Event::InitDone => return,
     };
     let object = Arc::new(object);
-    touched.retain(|subscriber| subscriber.unbounded_send(Arc::clone(&object)).is_ok());
-    if !deleted {
-        applied.retain(|subscriber| subscriber.unbounded_send(Arc::clone(&object)).is_ok());
+    let send = |subscriber: &UnboundedSender<Arc<K>>| {
+        subscriber.unbounded_send(Arc::clone(&object)).is_ok()
+    };
+    subscribers.touched.retain(send);
+    if deleted {
+        subscribers.deleted.retain(send);
+    } else {
+        subscribers.applied.retain(send);
     }
 }
 
@@ -181,10 +214,12 @@ mod tests {
     }
 
     #[test]
-    fn deletions_reach_only_the_subscribers_of_touched_objects() {
+    fn each_subscriber_gets_what_it_follows() {
         let (applied_tx, mut applied_rx) = unbounded();
         let (touched_tx, mut touched_rx) = unbounded();
-        let (mut applied, mut touched) = (vec![applied_tx], vec![touched_tx]);
+        let (deleted_tx, mut deleted_rx) = unbounded();
+        let (mut applied, mut touched, mut deleted) =
+            (vec![applied_tx], vec![touched_tx], vec![deleted_tx]);
         for event in [
             watcher::Event::Init,
             watcher::Event::InitApply(config_map("listed")),
@@ -192,22 +227,29 @@ mod tests {
             watcher::Event::Apply(config_map("changed")),
             watcher::Event::Delete(config_map("deleted")),
         ] {
-            fan_out(event, &mut applied, &mut touched);
+            let mut subscribers = Subscribers {
+                applied: &mut applied,
+                touched: &mut touched,
+                deleted: &mut deleted,
+            };
+            fan_out(event, &mut subscribers);
         }
         assert_eq!(names(&mut applied_rx), ["listed", "changed"]);
         assert_eq!(names(&mut touched_rx), ["listed", "changed", "deleted"]);
+        assert_eq!(names(&mut deleted_rx), ["deleted"]);
     }
 
     #[test]
     fn a_subscriber_that_stopped_is_dropped_and_the_others_still_get_events() {
         let (gone, _) = unbounded();
         let (kept, mut kept_rx) = unbounded();
-        let (mut applied, mut touched) = (vec![gone, kept], Vec::new());
-        fan_out(
-            watcher::Event::Apply(config_map("a")),
-            &mut applied,
-            &mut touched,
-        );
+        let (mut applied, mut touched, mut deleted) = (vec![gone, kept], Vec::new(), Vec::new());
+        let mut subscribers = Subscribers {
+            applied: &mut applied,
+            touched: &mut touched,
+            deleted: &mut deleted,
+        };
+        fan_out(watcher::Event::Apply(config_map("a")), &mut subscribers);
         assert_eq!(applied.len(), 1);
         assert_eq!(names(&mut kept_rx), ["a"]);
     }
