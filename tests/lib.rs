@@ -1,7 +1,6 @@
 //! Shared helpers for the integration tests: run the operator in-process against the
 //! shared test control plane, wait for conditions, and publish skills to its registry.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
@@ -651,21 +650,6 @@ pub fn operator_binary() -> &'static Path {
     })
 }
 
-/// A plain HTTP/1.1 GET of the operator's probe and metrics endpoints: the status code and
+/// A GET of the operator's probe and metrics endpoints (plain HTTP): the status code and
 /// the body.
-pub async fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidData, response.clone());
-    let (head, body) = response.split_once("\r\n\r\n").ok_or_else(invalid)?;
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(invalid)?;
-    Ok((code, body.to_owned()))
-}
+pub use agentic_testenv::http_get;

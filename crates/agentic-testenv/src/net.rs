@@ -1,10 +1,7 @@
-//! Loopback ports and a minimal plain-HTTP probe for readiness checks.
+//! Loopback ports and a plain-HTTP probe for readiness checks.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::error::{Error, Result};
 
@@ -30,25 +27,30 @@ pub(crate) fn free_port() -> Result<u16> {
 /// The HTTP status code of `GET path` on a plain-HTTP server, or `None` when it doesn't
 /// answer (yet) within a second.
 pub(crate) async fn http_get_status(addr: SocketAddr, path: &str) -> Option<u16> {
-    let exchange = async {
-        let mut stream = TcpStream::connect(addr).await.ok()?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        // The status line is all we need: "HTTP/1.1 200 OK".
-        let mut head = [0u8; 64];
-        let mut filled = 0;
-        while filled < 12 {
-            let read = stream.read(&mut head[filled..]).await.ok()?;
-            if read == 0 {
-                break;
-            }
-            filled += read;
-        }
-        let status_line = std::str::from_utf8(&head[..filled]).ok()?;
-        status_line.split(' ').nth(1)?.get(..3)?.parse().ok()
-    };
-    tokio::time::timeout(Duration::from_secs(1), exchange)
+    get(addr, path, Duration::from_secs(1))
         .await
         .ok()
-        .flatten()
+        .map(|(code, _)| code)
+}
+
+/// `GET path` of a plain-HTTP server on loopback (the operator's probes and metrics): the
+/// status code and the body, or why there is none within 30 s.
+pub async fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    get(addr, path, Duration::from_secs(30))
+        .await
+        .map_err(std::io::Error::other)
+}
+
+async fn get(addr: SocketAddr, path: &str, timeout: Duration) -> reqwest::Result<(u16, String)> {
+    // reqwest is built without a crypto provider of its own; the process's is ring. A
+    // client per request: its pool belongs to the runtime that first used it, and each test
+    // has a runtime of its own.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(timeout)
+        .build()?;
+    let response = client.get(format!("http://{addr}{path}")).send().await?;
+    let code = response.status().as_u16();
+    Ok((code, response.text().await?))
 }
