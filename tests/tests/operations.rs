@@ -7,7 +7,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentic_api::{Agent, AgentRun, AgentRunPhase, SkillCard};
+use agentic_api::{
+    Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowSpec, AgentWorkflowStage, SkillCard,
+};
 use agentic_integration_tests::{
     CONVERGE, apply, env, eventually, has_condition, http_get, llm_gateway, operator_binary,
     operator_command, push, registry, run_options, stop_cleanly, wait_agent_ready, wait_for,
@@ -248,11 +250,32 @@ async fn metrics_count_reconciles_errors_registry_reads_cache_hits_and_objects()
     )
     .await;
 
+    // A workflow whose stage's Agent does not exist: counted NotReady.
+    let workflows: Api<AgentWorkflow> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &workflows,
+        &AgentWorkflow::new(
+            "orphaned",
+            AgentWorkflowSpec {
+                stages: vec![AgentWorkflowStage {
+                    name: "plan".into(),
+                    agent_ref: "no-such-agent".into(),
+                    instructions: None,
+                    execution: None,
+                }],
+                ..AgentWorkflowSpec::default()
+            },
+        ),
+    )
+    .await;
+
     let text = until_http(started.metrics_addr, "/metrics", |code, body| {
         let metrics = samples(body);
         code == 200
             && metrics.get(r#"agentic_objects{kind="SkillCard",phase="Ready"}"#) == Some(&3.0)
             && metrics.get(r#"agentic_objects{kind="SkillCard",phase="NotReady"}"#) == Some(&1.0)
+            && metrics.get(r#"agentic_objects{kind="AgentWorkflow",phase="NotReady"}"#)
+                == Some(&1.0)
     })
     .await;
     assert!(

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agentic_api::{
-    Agent, AgentRun, AgentWorkflow, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL,
-    Gateway, SkillCard, SkillCollection,
+    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, CONDITION_READY, ConditionStatus,
+    DEFAULT_SKILLS_LABEL, Gateway, SkillCard, SkillCollection,
 };
 use agentic_core::conditions::find_condition;
 use agentic_core::owners::controlling_run;
@@ -257,7 +257,7 @@ pub struct Controllers {
     pub caches: Caches,
 }
 
-/// The watch caches of the five kinds in one namespace (or in all), and of the sandboxes
+/// The watch caches of the seven kinds in one namespace (or in all), and of the sandboxes
 /// (Pods labelled [`RUN_LABEL`], agent-sandbox Sandboxes) the AgentRun controller follows.
 #[derive(Clone)]
 pub struct Caches {
@@ -265,6 +265,8 @@ pub struct Caches {
     skill_collections: Store<Guarded<SkillCollection>>,
     gateways: Store<Guarded<Gateway>>,
     agents: Store<Guarded<Agent>>,
+    workflows: Store<Guarded<AgentWorkflow>>,
+    workflow_runs: Store<Guarded<AgentWorkflowRun>>,
     agent_runs: Store<Guarded<AgentRun>>,
     pods: Store<Pod>,
     /// With the agent-sandbox backend only.
@@ -373,6 +375,8 @@ pub fn controllers(
         skill_collections: skill_collections.store(),
         gateways: gateways.store(),
         agents: agents.store(),
+        workflows: workflows.store(),
+        workflow_runs: workflow_runs.store(),
         agent_runs: agent_runs.store(),
         pods: pods.store(),
         sandboxes: sandboxes.as_ref().map(SharedWatch::store),
@@ -500,8 +504,7 @@ pub fn controllers(
     ));
 
     // AgentWorkflow: Ready when its stages' Agents are.
-    let workflow_cache = workflows.store();
-    let store = workflow_cache.clone();
+    let store = caches.workflows.clone();
     let workflow_controller = Controller::for_shared_stream(workflows.applied(), store.clone())
         .watches_shared_stream(agents.touched(), move |agent: Arc<Guarded<Agent>>| {
             related(&store, agent.as_ref(), |workflows, ns, agent| {
@@ -510,7 +513,7 @@ pub fn controllers(
         });
     runs.push(start(
         workflow_controller,
-        workflow_cache,
+        caches.workflows.clone(),
         Policy {
             reconcile: agentworkflow::reconcile,
             error_policy: agentworkflow::error_policy,
@@ -521,8 +524,7 @@ pub fn controllers(
     ));
 
     // AgentWorkflowRun: starts when its workflow turns Ready, follows its stages' runs.
-    let workflow_run_cache = workflow_runs.store();
-    let store = workflow_run_cache.clone();
+    let store = caches.workflow_runs.clone();
     let workflow_run_controller =
         Controller::for_shared_stream(workflow_runs.applied(), store.clone())
             .owns_shared_stream(agent_runs.touched())
@@ -536,7 +538,7 @@ pub fn controllers(
             );
     runs.push(start(
         workflow_run_controller,
-        workflow_run_cache,
+        caches.workflow_runs.clone(),
         Policy {
             reconcile: agentworkflowrun::reconcile,
             error_policy: agentworkflowrun::error_policy,
@@ -778,6 +780,16 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
     let agents = tally(caches.iter().map(|c| c.agents.state()), |o| {
         ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
     });
+    let workflows = tally(caches.iter().map(|c| c.workflows.state()), |o| {
+        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
+    });
+    let workflow_runs = tally(caches.iter().map(|c| c.workflow_runs.state()), |o| {
+        o.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or_default()
+            .as_str()
+    });
     let agent_runs = tally(caches.iter().map(|c| c.agent_runs.state()), |o| {
         o.status
             .as_ref()
@@ -789,6 +801,8 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
     metrics.set_objects(skillcollection::KIND, &skill_collections);
     metrics.set_objects(gateway::KIND, &gateways);
     metrics.set_objects(agent::KIND, &agents);
+    metrics.set_objects(agentworkflow::KIND, &workflows);
+    metrics.set_objects(agentworkflowrun::KIND, &workflow_runs);
     metrics.set_objects(agentrun::KIND, &agent_runs);
 
     let mut by_reason: BTreeMap<(String, String), i64> = BTreeMap::new();
