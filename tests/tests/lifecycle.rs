@@ -10,8 +10,10 @@ use agentic_integration_tests::{
 };
 use agentic_operator::context::{RunDefaults, SandboxBackend};
 use agentic_operator::controllers::agentrun::sandbox_resource;
-use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, SecretKeySelector};
-use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectReference, Pod, SecretKeySelector};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
@@ -666,6 +668,32 @@ async fn allow(client: &Client, name: &str) {
         .expect("delete the policy");
 }
 
+/// An Event about the AgentRun `probe`, as the operator would raise one.
+fn probe_event(ns: &str) -> Event {
+    Event {
+        metadata: ObjectMeta {
+            generate_name: Some("probe-".into()),
+            namespace: Some(ns.into()),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        reporting_controller: Some("lifecycle-test".into()),
+        reporting_instance: Some("lifecycle-test".into()),
+        action: Some("Probe".into()),
+        reason: Some("Probe".into()),
+        type_: Some("Normal".into()),
+        note: Some("are Events about runs accepted again?".into()),
+        regarding: Some(ObjectReference {
+            api_version: Some("konveyor.io/v1alpha1".into()),
+            kind: Some("AgentRun".into()),
+            name: Some("probe".into()),
+            namespace: Some(ns.into()),
+            ..ObjectReference::default()
+        }),
+        ..Event::default()
+    }
+}
+
 /// The reasons and notes of the Events about the AgentRun `name`.
 async fn run_events(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
@@ -769,6 +797,25 @@ async fn the_sandbox_of_a_run_is_announced_after_a_kill_9_before_its_status_was_
     operator.wait().await.expect("the operator is gone");
     allow(&client, &held_status).await;
     allow(&client, &held_events).await;
+    // The policies go as they came, within a moment: the restarted operator must not meet
+    // one of them still refusing (an Event refused is logged, not retried).
+    eventually("the policies to be lifted", || async {
+        let status = runs
+            .patch_status(
+                "probe",
+                &PatchParams::apply("lifecycle-test").force(),
+                &Patch::Apply(json!({
+                    "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
+                    "status": {"sandboxName": "probe"},
+                })),
+            )
+            .await;
+        let event = Api::<Event>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &probe_event(&ns))
+            .await;
+        (status.is_ok() && event.is_ok()).then_some(())
+    })
+    .await;
     let mut operator = operator_process(testenv, &ns, &registry);
 
     wait_phase(&runs, "late", AgentRunPhase::Running).await;
