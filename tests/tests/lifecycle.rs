@@ -668,6 +668,19 @@ async fn allow(client: &Client, name: &str) {
         .expect("delete the policy");
 }
 
+/// A status write to the AgentRun `probe`, as the operator would make one.
+async fn write_probe_status(runs: &Api<AgentRun>) -> kube::Result<AgentRun> {
+    runs.patch_status(
+        "probe",
+        &PatchParams::apply("lifecycle-test").force(),
+        &Patch::Apply(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
+            "status": {"sandboxName": "probe"},
+        })),
+    )
+    .await
+}
+
 /// An Event about the AgentRun `probe`, as the operator would raise one.
 fn probe_event(ns: &str) -> Event {
     Event {
@@ -749,16 +762,7 @@ async fn the_sandbox_of_a_run_is_announced_after_a_kill_9_before_its_status_was_
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &run("probe", "no-such-agent", vec![])).await;
     eventually("the status policy to refuse writes", || async {
-        let written = runs
-            .patch_status(
-                "probe",
-                &PatchParams::apply("lifecycle-test").force(),
-                &Patch::Apply(json!({
-                    "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
-                    "status": {"sandboxName": "probe"},
-                })),
-            )
-            .await;
+        let written = write_probe_status(&runs).await;
         matches!(written, Err(kube::Error::Api(status)) if status.message.contains("held by the test"))
             .then_some(())
     })
@@ -800,16 +804,7 @@ async fn the_sandbox_of_a_run_is_announced_after_a_kill_9_before_its_status_was_
     // The policies go as they came, within a moment: the restarted operator must not meet
     // one of them still refusing (an Event refused is logged, not retried).
     eventually("the policies to be lifted", || async {
-        let status = runs
-            .patch_status(
-                "probe",
-                &PatchParams::apply("lifecycle-test").force(),
-                &Patch::Apply(json!({
-                    "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
-                    "status": {"sandboxName": "probe"},
-                })),
-            )
-            .await;
+        let status = write_probe_status(&runs).await;
         let event = Api::<Event>::namespaced(client.clone(), &ns)
             .create(&PostParams::default(), &probe_event(&ns))
             .await;
