@@ -474,6 +474,28 @@ pub fn run_options(ns: &str) -> RunOptions {
     }
 }
 
+/// The Events in `ns` about the `kind` named `name`.
+pub async fn events_about(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    events
+        .list(&Default::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
+        })
+        .collect()
+}
+
 /// Polls `probe` until it returns a value; panics after [`CONVERGE`].
 pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
 where

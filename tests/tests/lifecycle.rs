@@ -5,8 +5,9 @@
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef};
 use agentic_integration_tests::{
-    Operator, apply, condition, eventually, llm_gateway, node_env, node_scenario, operator_binary,
-    operator_command, registry, stub_agent, wait_agent_ready, wait_for, wait_gone, wait_phase,
+    Operator, apply, condition, events_about, eventually, llm_gateway, node_env, node_scenario,
+    operator_binary, operator_command, registry, stub_agent, wait_agent_ready, wait_for, wait_gone,
+    wait_phase,
 };
 use agentic_operator::context::{RunDefaults, SandboxBackend};
 use agentic_operator::controllers::agentrun::sandbox_resource;
@@ -709,18 +710,9 @@ fn probe_event(ns: &str) -> Event {
 
 /// The reasons and notes of the Events about the AgentRun `name`.
 async fn run_events(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
-    events
-        .list(&Default::default())
+    events_about(client, ns, "AgentRun", name)
         .await
-        .expect("list events")
-        .items
         .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().is_some_and(|r| {
-                r.kind.as_deref() == Some("AgentRun") && r.name.as_deref() == Some(name)
-            })
-        })
         .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()
 }

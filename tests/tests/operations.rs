@@ -11,9 +11,9 @@ use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowSpec, AgentWorkflowStage, SkillCard,
 };
 use agentic_integration_tests::{
-    CONVERGE, apply, env, eventually, has_condition, http_get, llm_gateway, operator_binary,
-    operator_command, push, registry, run_options, stop_cleanly, wait_agent_ready, wait_for,
-    wait_for_sandbox, wait_phase, write_skill,
+    CONVERGE, apply, env, events_about, eventually, has_condition, http_get, llm_gateway,
+    operator_binary, operator_command, push, registry, run_options, stop_cleanly, wait_agent_ready,
+    wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_oci::{RegistryClient, RegistryOptions};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
@@ -337,17 +337,12 @@ async fn metrics_count_reconciles_errors_registry_reads_cache_hits_and_objects()
 
     // A failed pass raises a Warning on the object, without the cause (hosts and ports stay
     // in the operator's log).
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
     let failure = eventually("the failed pass's Warning event", || async {
-        events
-            .list(&Default::default())
+        events_about(&client, &ns, "SkillCard", "unreachable")
             .await
-            .expect("list events")
-            .items
             .into_iter()
             .find(|e| {
                 e.reason.as_deref() == Some("ReconcileFailed")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("unreachable")
                     && e.note.as_deref().is_some_and(|n| {
                         n.contains("(RegistryUnavailable)") && n.contains("retried with backoff")
                     })
