@@ -35,6 +35,7 @@ mod error;
 mod layers;
 mod limits;
 mod pack;
+mod reference;
 mod registry;
 mod resolutions;
 

@@ -1112,12 +1112,10 @@ impl RegistryClient {
 }
 
 fn parse_reference(reference: &str) -> Result<Reference, OciError> {
-    reference
-        .parse::<Reference>()
-        .map_err(|error| OciError::InvalidReference {
-            reference: reference.to_string(),
-            message: error.to_string(),
-        })
+    crate::reference::parse(reference).map_err(|message| OciError::InvalidReference {
+        reference: reference.to_string(),
+        message,
+    })
 }
 
 fn layer_client(opts: &RegistryOptions) -> Result<Client, OciError> {
