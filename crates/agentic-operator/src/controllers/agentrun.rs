@@ -511,9 +511,10 @@ fn owner_of(run: &AgentRun) -> Result<OwnerReference> {
         })
 }
 
-/// Creates the run's Secret, ConfigMap and sandbox, in that order, stopping at the first name
-/// another object holds; the skills the sandbox mounts (from its annotation: a sandbox an
-/// earlier pass created keeps its own) and the sandbox as created.
+/// Creates the run's Secret and ConfigMap (side by side: neither needs the other), then its
+/// sandbox, which mounts both, stopping at the first name another object holds; the skills
+/// the sandbox mounts (from its annotation: a sandbox an earlier pass created keeps its own)
+/// and the sandbox as created.
 async fn create_sandbox_objects(
     ctx: &Context,
     namespace: &str,
@@ -526,13 +527,15 @@ async fn create_sandbox_objects(
     // under a sandbox that already uses it.
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let secret = build_acp_secret(inputs, random_key(), owner.clone());
-    if let Err(taken) = create_owned(&secrets, &secret, "Secret", &uid).await? {
-        return Ok(Err(taken));
-    }
-
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let config_map = build_run_config_map(inputs, owner.clone());
-    if let Err(taken) = create_or_apply_owned(&config_maps, config_map, "ConfigMap", &uid).await? {
+    // When one name is taken the other object may still be created: it is the run's own,
+    // and goes with the run.
+    let (secret, config_map) = futures::try_join!(
+        create_owned(&secrets, &secret, "Secret", &uid),
+        create_or_apply_owned(&config_maps, config_map, "ConfigMap", &uid),
+    )?;
+    if let Err(taken) = secret.map(drop).and(config_map) {
         return Ok(Err(taken));
     }
 
