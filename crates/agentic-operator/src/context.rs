@@ -88,9 +88,10 @@ pub const DEFAULT_STARTUP_DEADLINE_SECONDS: u64 = 600;
 pub const DEFAULT_ORPHAN_SWEEP_INTERVAL: Duration = Duration::from_secs(300);
 
 /// How many objects of one kind are reconciled at once by default (`--reconcile-concurrency`).
-/// A pass mostly waits for the API server: 16 keep it busy without crowding out its other
-/// clients, and bound the memory of passes in flight.
-pub const DEFAULT_RECONCILE_CONCURRENCY: u16 = 16;
+/// A pass mostly waits for the API server: 32 keep it busy (16 left it idle between
+/// requests, see docs/performance.md) without crowding out its other clients, and bound the
+/// memory of passes in flight.
+pub const DEFAULT_RECONCILE_CONCURRENCY: u16 = 32;
 
 /// How long a status this process wrote is preferred to the watch cache's: far longer than
 /// a watch event takes, short enough that the memory of deleted runs is bounded.
