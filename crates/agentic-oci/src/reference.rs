@@ -70,12 +70,10 @@ fn check_name(name: &str) -> Result<(), String> {
         Some((first, rest)) if !rest.is_empty() && is_host(first) => rest,
         _ => &components[..],
     };
+    let first_of_several = path.len() == components.len() && components.len() > 1;
     match path.iter().position(|c| !is_path_component(c)) {
         None => Ok(()),
-        Some(0) if path.len() < components.len() || components.len() == 1 => {
-            Err(bad_component(path[0]))
-        }
-        Some(0) => Err(format!(
+        Some(0) if first_of_several => Err(format!(
             "{:?} is neither a registry host[:port] nor a path component (lowercase letters and digits, separated by '.', '_', '__' or dashes)",
             path[0]
         )),
