@@ -2,7 +2,7 @@
 //!
 //! oci-client parses them with one regular expression whose Unicode `\w{0,127}` for the tag
 //! compiles to an automaton of about 15 MB, built on the first parse and kept for the life of
-//! the process: half of an idle operator's heap. This parser follows the same grammar (the
+//! the process: most of an idle operator's peak heap. This parser follows the same grammar (the
 //! distribution project's `reference` package) and normalizes the same way (`docker.io`,
 //! `library/`, the `latest` tag), with one difference: tags are ASCII, as the distribution
 //! spec has them, where the regular expression also takes any Unicode word character.
@@ -31,9 +31,7 @@ pub(crate) fn parse(reference: &str) -> Result<Reference, String> {
     };
     // A ':' after the last '/' starts the tag; one before it belongs to the host's port.
     let (name, tag) = match rest.rfind(':') {
-        Some(colon) if rest[colon..].find('/').is_none() => {
-            (&rest[..colon], Some(&rest[colon + 1..]))
-        }
+        Some(colon) if !rest[colon..].contains('/') => (&rest[..colon], Some(&rest[colon + 1..])),
         _ => (rest, None),
     };
     check_name(name)?;
