@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use agentic_core::conditions::truncate;
 use agentic_core::sandbox::TtlDefaults;
 use agentic_oci::{RegistryClient, SkillCache, SkillListing};
+use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
+use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
@@ -107,7 +110,10 @@ pub struct Context {
     /// Verdicts on git skills by repository, commit and subPath.
     pub git_skills: agentic_git::SkillCache,
     pub metrics: Arc<Metrics>,
+    /// Posts the Events that can repeat (a pass failing again and again), as a series.
     recorder: Recorder,
+    /// Who the transition Events come from, which are posted without the recorder.
+    reporter: Reporter,
     backoff: Backoff,
     admissions: std::sync::Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
     /// The skills of the images SkillCollections point at, by `repository@digest`: what a
@@ -129,6 +135,8 @@ type AgentKey = (String, Option<String>);
 
 /// The Events API rejects notes over 1 kB.
 const MAX_EVENT_NOTE_BYTES: usize = 1000;
+/// The `action` of every Event the operator posts.
+const EVENT_ACTION: &str = "Reconcile";
 /// Skills (digest and subPath) kept validated in memory; each entry holds one SKILL.md.
 const SKILL_CACHE_ENTRIES: usize = 4096;
 /// Image listings kept for SkillCollections; past this many, the cache starts over.
@@ -141,7 +149,8 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            reporter,
             skills: SkillCache::new(SKILL_CACHE_ENTRIES),
             resolutions: agentic_oci::Resolutions::default(),
             git_skills: agentic_git::SkillCache::new(SKILL_CACHE_ENTRIES),
@@ -281,7 +290,9 @@ impl Context {
         lock.lock_owned().await
     }
 
-    /// Publishes an event about `obj`. Failing to publish is logged, never fatal.
+    /// Publishes an event about `obj` that can repeat, such as a pass failing again: the
+    /// recorder folds repeats into one Event's series, and keeps each Event it posted for
+    /// that for six minutes. Failing to publish is logged, never fatal.
     pub async fn publish<K>(&self, obj: &K, type_: EventType, reason: &str, note: String)
     where
         K: Resource<DynamicType = ()>,
@@ -290,16 +301,57 @@ impl Context {
             type_,
             reason: reason.to_string(),
             note: Some(truncate(&note, MAX_EVENT_NOTE_BYTES).to_string()),
-            action: "Reconcile".to_string(),
+            action: EVENT_ACTION.to_string(),
             secondary: None,
         };
         if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
-            tracing::warn!(
-                namespace = obj.meta().namespace.as_deref().unwrap_or_default(),
-                name = %obj.name_any(),
-                error = %Chain(&e),
-                "publishing event failed"
-            );
+            event_failed(obj, &e);
+        }
+    }
+
+    /// Publishes an event about `obj` that a change of its status raises: posted once,
+    /// without the recorder, whose cache would keep one Event per run for six minutes (most
+    /// of the operator's memory for Events, docs/performance.md) to fold repeats that a
+    /// transition does not have. Failing to publish is logged, never fatal.
+    pub async fn publish_transition<K>(&self, obj: &K, type_: EventType, reason: &str, note: String)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let regarding = obj.object_ref(&());
+        let namespace = regarding.namespace.clone().unwrap_or_default();
+        let controller = &self.reporter.controller;
+        let event = events::Event {
+            metadata: ObjectMeta {
+                // A '-', not the recorder's '.': a generated name's prefix must itself be
+                // a DNS subdomain but for a trailing dash.
+                generate_name: Some(format!("{}-", obj.name_any())),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            action: Some(EVENT_ACTION.to_string()),
+            reason: Some(reason.to_string()),
+            note: Some(truncate(&note, MAX_EVENT_NOTE_BYTES).to_string()),
+            type_: Some(
+                match type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .to_string(),
+            ),
+            event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+            regarding: Some(regarding),
+            reporting_controller: Some(controller.clone()),
+            reporting_instance: Some(
+                self.reporter
+                    .instance
+                    .clone()
+                    .unwrap_or_else(|| controller.clone()),
+            ),
+            ..events::Event::default()
+        };
+        let api: Api<events::Event> = Api::namespaced(self.client.clone(), &namespace);
+        if let Err(e) = api.create(&PostParams::default(), &event).await {
+            event_failed(obj, &e);
         }
     }
 
@@ -344,4 +396,13 @@ fn key_of<K: Resource>(kind: &'static str, obj: &K) -> ObjectKey {
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     )
+}
+
+fn event_failed<K: Resource>(obj: &K, error: &kube::Error) {
+    tracing::warn!(
+        namespace = obj.meta().namespace.as_deref().unwrap_or_default(),
+        name = obj.meta().name.as_deref().unwrap_or_default(),
+        error = %Chain(error),
+        "publishing event failed"
+    );
 }

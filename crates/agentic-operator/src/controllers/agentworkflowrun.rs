@@ -197,7 +197,7 @@ async fn filtered_event(runs: &Api<AgentRun>, built: &AgentRun, dropped: &[Strin
         built.spec.agent_ref,
         dropped.join(", ")
     );
-    ctx.publish(&created, EventType::Normal, EVENT_PARAMS_FILTERED, note)
+    ctx.publish_transition(&created, EventType::Normal, EVENT_PARAMS_FILTERED, note)
         .await;
 }
 

@@ -117,7 +117,7 @@ async fn pass<K: Reconciled>(
             } else {
                 EventType::Normal
             };
-            ctx.publish(object.as_ref(), type_, &event.reason, event.note)
+            ctx.publish_transition(object.as_ref(), type_, &event.reason, event.note)
                 .await;
         }
         let namespace = namespace_of(object.as_ref(), K::KIND)?;
@@ -300,7 +300,7 @@ mod tests {
     use kube::core::DeserializeGuard;
 
     use super::*;
-    use crate::context::{RunDefaults, SandboxBackend, Settings};
+    use crate::context::{FIELD_MANAGER, RunDefaults, SandboxBackend, Settings};
     use crate::metrics::Metrics;
 
     type Requests = Arc<Mutex<Vec<(String, String)>>>;
@@ -404,11 +404,20 @@ mod tests {
         assert_eq!(action, Action::await_change());
         assert_eq!(lines(&requests), [EVENTS_PATH, STATUS_PATH]);
         let requests = requests.lock().expect("not poisoned");
-        assert!(
-            requests[0].1.contains("AllAgentsReady"),
-            "{}",
-            requests[0].1
-        );
+        // A transition's Event is posted whole, as the recorder would post it, and once.
+        let event: k8s_openapi::api::events::v1::Event =
+            serde_json::from_str(&requests[0].1).expect("an Event");
+        assert_eq!(event.reason.as_deref(), Some("AllAgentsReady"));
+        assert_eq!(event.type_.as_deref(), Some("Normal"));
+        assert_eq!(event.action.as_deref(), Some("Reconcile"));
+        assert_eq!(event.reporting_controller.as_deref(), Some(FIELD_MANAGER));
+        assert!(event.reporting_instance.is_some() && event.event_time.is_some());
+        assert!(event.series.is_none());
+        let regarding = event.regarding.expect("regarding");
+        let name = regarding.name.clone().expect("a name");
+        assert_eq!(regarding.kind.as_deref(), Some("AgentWorkflow"));
+        assert_eq!(event.metadata.generate_name, Some(format!("{name}-")));
+        assert_eq!(event.metadata.namespace, regarding.namespace);
         assert!(
             requests[1].1.contains("\"status\":\"True\""),
             "{}",
