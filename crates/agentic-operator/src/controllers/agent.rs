@@ -32,11 +32,6 @@ pub use agentic_core::skills::CONDITION_SKILL_DELIVERY_RESOLVED as CONDITION_SKI
 
 impl Reconciled for Agent {
     const KIND: &'static str = KIND;
-    type Status = AgentStatus;
-
-    fn last_status(&self, _: &Context) -> AgentStatus {
-        self.status.clone().unwrap_or_default()
-    }
 
     fn events(old: &AgentStatus, new: &AgentStatus) -> Vec<StatusEvent> {
         condition_events(

@@ -66,7 +66,6 @@ pub fn sandbox_resource() -> ApiResource {
 
 impl Reconciled for AgentRun {
     const KIND: &'static str = KIND;
-    type Status = AgentRunStatus;
 
     /// The status this process last wrote, while the cache has not caught up with it.
     fn last_status(&self, ctx: &Context) -> AgentRunStatus {

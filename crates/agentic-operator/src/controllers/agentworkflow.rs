@@ -18,11 +18,6 @@ pub const KIND: &str = "AgentWorkflow";
 
 impl Reconciled for AgentWorkflow {
     const KIND: &'static str = KIND;
-    type Status = AgentWorkflowStatus;
-
-    fn last_status(&self, _: &Context) -> AgentWorkflowStatus {
-        self.status.clone().unwrap_or_default()
-    }
 
     fn events(old: &AgentWorkflowStatus, new: &AgentWorkflowStatus) -> Vec<StatusEvent> {
         condition_events(&old.conditions, &new.conditions, &[CONDITION_READY])

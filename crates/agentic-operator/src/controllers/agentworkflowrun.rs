@@ -41,11 +41,6 @@ const AGENT_RETRY: Duration = Duration::from_secs(10);
 
 impl Reconciled for AgentWorkflowRun {
     const KIND: &'static str = KIND;
-    type Status = AgentWorkflowRunStatus;
-
-    fn last_status(&self, _: &Context) -> AgentWorkflowRunStatus {
-        self.status.clone().unwrap_or_default()
-    }
 
     fn events(old: &AgentWorkflowRunStatus, new: &AgentWorkflowRunStatus) -> Vec<StatusEvent> {
         workflow_run_events(old, new)

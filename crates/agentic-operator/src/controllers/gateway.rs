@@ -48,11 +48,6 @@ pub struct LastCheck {
 
 impl Reconciled for Gateway {
     const KIND: &'static str = KIND;
-    type Status = GatewayStatus;
-
-    fn last_status(&self, _: &Context) -> GatewayStatus {
-        self.status.clone().unwrap_or_default()
-    }
 
     fn events(old: &GatewayStatus, new: &GatewayStatus) -> Vec<StatusEvent> {
         condition_events(

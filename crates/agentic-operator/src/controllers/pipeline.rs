@@ -16,6 +16,7 @@ use agentic_core::events::StatusEvent;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use kube::core::PartialObjectMetaExt;
+use kube::core::object::HasStatus;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
@@ -39,6 +40,7 @@ pub const REASON_MALFORMED_OBJECT: &str = "MalformedObject";
 /// A kind the operator reconciles, as the pipeline sees it.
 pub trait Reconciled:
     Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + HasStatus<Status: Serialize + PartialEq + Clone + Default + Send + Sync + 'static>
     + Clone
     + DeserializeOwned
     + std::fmt::Debug
@@ -48,12 +50,12 @@ pub trait Reconciled:
 {
     /// The kind's name in metrics, logs and Events.
     const KIND: &'static str;
-    /// The kind's `status`.
-    type Status: Serialize + PartialEq + Clone + Send + Sync + 'static;
 
-    /// The status a pass starts from: the object's, unless this process wrote a newer one
-    /// the cache does not show yet.
-    fn last_status(&self, ctx: &Context) -> Self::Status;
+    /// The status a pass starts from: the object's (runs: unless this process wrote a newer
+    /// one the cache does not show yet).
+    fn last_status(&self, _ctx: &Context) -> Self::Status {
+        self.status().cloned().unwrap_or_default()
+    }
 
     /// The Events that announce the change from `old` to `new`, raised in this order.
     fn events(old: &Self::Status, new: &Self::Status) -> Vec<StatusEvent>;

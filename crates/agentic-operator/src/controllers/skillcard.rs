@@ -86,11 +86,6 @@ fn rejected(reason: &'static str, message: impl Into<String>) -> Verdict {
 
 impl Reconciled for SkillCard {
     const KIND: &'static str = KIND;
-    type Status = SkillCardStatus;
-
-    fn last_status(&self, _: &Context) -> SkillCardStatus {
-        self.status.clone().unwrap_or_default()
-    }
 
     fn events(old: &SkillCardStatus, new: &SkillCardStatus) -> Vec<StatusEvent> {
         condition_events(&old.conditions, &new.conditions, &[CONDITION_READY])

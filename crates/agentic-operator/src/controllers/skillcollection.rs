@@ -57,11 +57,6 @@ fn refused(reason: &'static str, message: impl Into<String>) -> Verdict {
 
 impl Reconciled for SkillCollection {
     const KIND: &'static str = KIND;
-    type Status = SkillCollectionStatus;
-
-    fn last_status(&self, _: &Context) -> SkillCollectionStatus {
-        self.status.clone().unwrap_or_default()
-    }
 
     fn events(old: &SkillCollectionStatus, new: &SkillCollectionStatus) -> Vec<StatusEvent> {
         condition_events(&old.conditions, &new.conditions, &[CONDITION_READY])
