@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentic_core::conditions::truncate;
 use agentic_core::sandbox::TtlDefaults;
@@ -21,6 +21,7 @@ use crate::controllers::Caches;
 use crate::controllers::gateway::LastCheck;
 use crate::error::{Chain, Error};
 use crate::metrics::Metrics;
+use crate::written::WrittenStatuses;
 
 /// The one field manager for every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "agentic-operator";
@@ -96,10 +97,6 @@ pub const DEFAULT_ORPHAN_SWEEP_INTERVAL: Duration = Duration::from_secs(300);
 /// memory of passes in flight.
 pub const DEFAULT_RECONCILE_CONCURRENCY: u16 = 32;
 
-/// How long a status this process wrote is preferred to the watch cache's: far longer than
-/// a watch event takes, short enough that the memory of deleted runs is bounded.
-const CACHE_LAG_LIMIT: Duration = Duration::from_secs(60);
-
 /// Shared state of all controllers.
 pub struct Context {
     pub client: Client,
@@ -122,9 +119,8 @@ pub struct Context {
     gateway_checks: std::sync::Mutex<HashMap<GatewayKey, LastCheck>>,
     /// The controllers' watch caches, by the namespace they watch (`None`: every namespace).
     caches: std::sync::RwLock<Vec<(Option<String>, Caches)>>,
-    /// The status this process last wrote to each AgentRun (by UID) that its cache has not
-    /// shown yet, and when.
-    run_statuses: std::sync::Mutex<HashMap<String, (Instant, agentic_api::AgentRunStatus)>>,
+    /// The statuses this process wrote that the watch caches do not show yet.
+    pub written: WrittenStatuses,
 }
 
 /// A Gateway's namespace and name.
@@ -162,7 +158,7 @@ impl Context {
             listings: std::sync::Mutex::default(),
             gateway_checks: std::sync::Mutex::default(),
             caches: std::sync::RwLock::default(),
-            run_statuses: std::sync::Mutex::default(),
+            written: WrittenStatuses::default(),
         }
     }
 
@@ -204,46 +200,6 @@ impl Context {
             .iter()
             .find(|(watched, _)| watched.as_deref().is_none_or(|w| w == namespace))
             .map(|(_, caches)| caches.clone())
-    }
-
-    /// The status a pass of the AgentRun `uid` starts from: `cached`, the status in the watch
-    /// cache, unless this process has written one since that the cache does not show yet.
-    /// The operator is the only writer of a run's status, so the status it wrote last is the
-    /// run's status; a pass woken by the run's pod before the run's own watch event arrived
-    /// would otherwise start from the status before that write, and write it again.
-    pub fn run_status(
-        &self,
-        uid: &str,
-        cached: agentic_api::AgentRunStatus,
-    ) -> agentic_api::AgentRunStatus {
-        let mut written = self
-            .run_statuses
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match written.get(uid) {
-            Some((at, status)) if *status != cached && at.elapsed() < CACHE_LAG_LIMIT => {
-                status.clone()
-            }
-            // The cache caught up (or the run is gone): nothing to remember any more.
-            Some(_) => {
-                written.remove(uid);
-                cached
-            }
-            None => cached,
-        }
-    }
-
-    /// Remembers `status`, just written to the AgentRun `uid`, until its cache shows it.
-    pub fn wrote_run_status(&self, uid: &str, status: &agentic_api::AgentRunStatus) {
-        let mut written = self
-            .run_statuses
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if written.len() >= 1024 {
-            // Runs deleted before their cache caught up are never asked about again.
-            written.retain(|_, (at, _)| at.elapsed() < CACHE_LAG_LIMIT);
-        }
-        written.insert(uid.to_string(), (Instant::now(), status.clone()));
     }
 
     /// The last check of a Gateway's endpoint made by this process.

@@ -12,6 +12,7 @@ pub mod error;
 pub mod metrics;
 pub mod operator;
 pub mod server;
+pub mod written;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;

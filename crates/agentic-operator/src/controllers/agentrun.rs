@@ -67,18 +67,11 @@ pub fn sandbox_resource() -> ApiResource {
 impl Reconciled for AgentRun {
     const KIND: &'static str = KIND;
 
-    /// The status this process last wrote, while the cache has not caught up with it.
-    fn last_status(&self, ctx: &Context) -> AgentRunStatus {
-        let uid = self.uid().unwrap_or_default();
-        ctx.run_status(&uid, self.status.clone().unwrap_or_default())
-    }
-
     fn events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<StatusEvent> {
         run_events(old, new)
     }
 
     fn written(&self, ctx: &Context, old: &AgentRunStatus, new: &AgentRunStatus) {
-        ctx.wrote_run_status(&self.uid().unwrap_or_default(), new);
         ctx.metrics.run_transitioned(self, old, new);
     }
 }

@@ -51,17 +51,10 @@ pub trait Reconciled:
     /// The kind's name in metrics, logs and Events.
     const KIND: &'static str;
 
-    /// The status a pass starts from: the object's (runs: unless this process wrote a newer
-    /// one the cache does not show yet).
-    fn last_status(&self, _ctx: &Context) -> Self::Status {
-        self.status().cloned().unwrap_or_default()
-    }
-
     /// The Events that announce the change from `old` to `new`, raised in this order.
     fn events(old: &Self::Status, new: &Self::Status) -> Vec<StatusEvent>;
 
-    /// What the kind keeps once `new` is written (runs: the status the cache may lag, and
-    /// the metrics of their transitions).
+    /// What the kind records once `new` is written (runs: the metrics of their transitions).
     fn written(&self, _ctx: &Context, _old: &Self::Status, _new: &Self::Status) {}
 }
 
@@ -103,13 +96,16 @@ where
 
 /// One pass over `object`, and the status step every pass ends with: when the status
 /// changed, its Events and then one server-side apply. Events go first: a pass that stops
-/// in between raises them again rather than losing them.
+/// in between raises them again rather than losing them. The pass starts from the status
+/// this process wrote last when the watch cache does not show it yet
+/// ([`crate::written`]).
 async fn pass<K: Reconciled>(
     object: Arc<K>,
     ctx: &Arc<Context>,
     reconcile: impl Reconcile<K>,
 ) -> Result<Action> {
-    let old = object.last_status(ctx);
+    let cached = object.status().cloned().unwrap_or_default();
+    let old = ctx.written.current(K::KIND, object.as_ref(), cached);
     let Pass { status, next } =
         reconcile(Arc::clone(&object), Arc::clone(ctx), old.clone()).await?;
     if status != old {
@@ -125,6 +121,8 @@ async fn pass<K: Reconciled>(
         let namespace = namespace_of(object.as_ref(), K::KIND)?;
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
         apply_status(&api, &object.name_any(), &status).await?;
+        ctx.written
+            .remember(K::KIND, object.as_ref(), status.clone());
         object.written(ctx, &old, &status);
     }
     next
@@ -440,6 +438,31 @@ mod tests {
             .await
             .expect("a pass");
         assert_eq!(lines(&requests), Vec::<String>::new());
+    }
+
+    #[tokio::test]
+    async fn a_pass_starts_from_the_status_it_wrote_while_the_cache_is_behind() {
+        let object = workflow(None);
+        let (client, requests) = fake_api(&object);
+        let ctx = context(client);
+        pass(Arc::new(object.clone()), &ctx, ready)
+            .await
+            .expect("a pass");
+        assert_eq!(lines(&requests), [EVENTS_PATH, STATUS_PATH]);
+        // The cache still shows the workflow without a status: the next pass starts from the
+        // status written, finds nothing new, and neither writes nor announces it again.
+        pass(Arc::new(object.clone()), &ctx, ready)
+            .await
+            .expect("a pass");
+        assert_eq!(lines(&requests), [EVENTS_PATH, STATUS_PATH]);
+        // Once the cache shows it, the cache is the source again.
+        let Pass { status, .. } = ready(Arc::new(object), Arc::clone(&ctx), Default::default())
+            .await
+            .expect("a pass");
+        pass(Arc::new(workflow(Some(status))), &ctx, ready)
+            .await
+            .expect("a pass");
+        assert_eq!(lines(&requests), [EVENTS_PATH, STATUS_PATH]);
     }
 
     #[tokio::test]

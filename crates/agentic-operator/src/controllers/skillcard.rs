@@ -104,8 +104,9 @@ pub async fn reconcile(
     if let Some(validating) = validating(&card, &old, generation) {
         let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
         apply_status(&api, &card.name_any(), &validating).await?;
+        ctx.written.remember(KIND, card.as_ref(), validating);
     }
-    let verdict = evaluate(&card, &namespace, &ctx).await?;
+    let verdict = evaluate(&card, &old, &namespace, &ctx).await?;
 
     let mut status = old.clone();
     status.observed_generation = generation;
@@ -362,12 +363,19 @@ fn validated_at(status: &SkillCardStatus, generation: Option<i64>) -> bool {
             .is_some_and(|c| c.status == ConditionStatus::True.as_str())
 }
 
-async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Verdict> {
+/// The verdict on the card's content; `old` is the status the pass started from, with what
+/// this generation already validated.
+async fn evaluate(
+    card: &SkillCard,
+    old: &SkillCardStatus,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<Verdict> {
     if let Some(text) = &card.spec.inline {
         return evaluate_inline(card, text, namespace, ctx).await;
     }
     if let Some(url) = &card.spec.source {
-        return evaluate_source(card, url, namespace, ctx).await;
+        return evaluate_source(card, old, url, namespace, ctx).await;
     }
     let Some(image) = &card.spec.image else {
         return Ok(invalid(
@@ -378,11 +386,10 @@ async fn evaluate(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<Ve
 
     // A reference pinned by digest that this generation already validated cannot change:
     // skip the registry entirely.
-    let old = card.status.clone().unwrap_or_default();
-    let validated = validated_at(&old, card.metadata.generation);
+    let validated = validated_at(old, card.metadata.generation);
     if image.contains("@sha256:")
         && validated
-        && let (Some(skill), Some(resolved)) = (old.skill, old.resolved_image)
+        && let (Some(skill), Some(resolved)) = (old.skill.clone(), old.resolved_image.clone())
     {
         return Ok(Verdict::Valid {
             skill,
@@ -533,6 +540,7 @@ async fn pull_auth(
 /// another card did it before.
 async fn evaluate_source(
     card: &SkillCard,
+    old: &SkillCardStatus,
     url: &str,
     namespace: &str,
     ctx: &Context,
@@ -546,7 +554,6 @@ async fn evaluate_source(
         Ok(auth) => auth,
         Err(verdict) => return Ok(verdict),
     };
-    let old = card.status.clone().unwrap_or_default();
     let git_ref = card.spec.git_ref.clone();
     let sub_path = card.spec.sub_path.clone();
     let pinned = |commit: &str| format!("{url}@{commit}");
@@ -555,7 +562,7 @@ async fn evaluate_source(
         .as_deref()
         .is_some_and(|r| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()));
     if is_commit
-        && validated_at(&old, card.metadata.generation)
+        && validated_at(old, card.metadata.generation)
         && let (Some(skill), Some(resolved)) = (old.skill.clone(), old.resolved_source.clone())
     {
         return Ok(Verdict::Valid {
@@ -576,10 +583,11 @@ async fn evaluate_source(
     };
     let resolved = match resolved {
         Ok(Ok(resolved)) => resolved,
-        Ok(Err(e)) => return Ok(source_failure(card, namespace, &source, e)),
+        Ok(Err(e)) => return Ok(source_failure(card, old, namespace, &source, e)),
         Err(e) => {
             return Ok(source_failure(
                 card,
+                old,
                 namespace,
                 &source,
                 join_failure(&source, e),
@@ -619,7 +627,7 @@ async fn evaluate_source(
             delivery: DeliveryMode::Source,
             body_bytes: skill.body_bytes.and_then(|n| i64::try_from(n).ok()),
         },
-        Err(e) => source_failure(card, namespace, &source, e),
+        Err(e) => source_failure(card, old, namespace, &source, e),
     })
 }
 
@@ -638,6 +646,7 @@ fn join_failure(
 /// card validated at this generation Ready on its pinned commit.
 fn source_failure(
     card: &SkillCard,
+    old: &SkillCardStatus,
     namespace: &str,
     source: &agentic_git::SourceUrl,
     error: agentic_git::GitError,
@@ -659,10 +668,7 @@ fn source_failure(
         };
     }
     if let agentic_git::GitError::RefNotFound { .. } = &error
-        && validated_at(
-            card.status.as_ref().unwrap_or(&SkillCardStatus::default()),
-            card.metadata.generation,
-        )
+        && validated_at(old, card.metadata.generation)
     {
         return Verdict::Unreachable {
             reason: error.reason(),
