@@ -13,11 +13,14 @@ WORKDIR /src
 # .dockerignore keeps the context to the Cargo workspace.
 COPY . .
 # Cache mounts keep downloaded crates and build output between builds; the binary is copied
-# out of the cached target directory because cache mounts are not part of the image.
+# out of the cached target directory because cache mounts are not part of the image. The
+# binary is position-dependent, as the Makefile's `build` explains.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
-    cargo build --release --locked -p agentic-operator \
-    && install -D -m 0755 target/release/agentic-operator /out/agentic-operator
+    triple="$(rustc -vV | sed -n 's/^host: //p')" \
+    && RUSTFLAGS="-C relocation-model=static" \
+       cargo build --release --locked --target "$triple" -p agentic-operator \
+    && install -D -m 0755 "target/$triple/release/agentic-operator" /out/agentic-operator
 
 # Debian 12 glibc, as in the builder.
 FROM gcr.io/distroless/cc-debian12:nonroot

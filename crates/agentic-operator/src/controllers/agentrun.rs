@@ -719,7 +719,7 @@ fn cached_sandbox(ctx: &Context, namespace: &str, name: &str) -> Option<World> {
             let pod = pod?;
             Some(World {
                 sandbox_created: Some(pod.metadata.creation_timestamp.clone()),
-                pod: Some(Pod::clone(&pod)),
+                pod: Some(pod.to_pod()),
                 cached: true,
             })
         }
@@ -734,7 +734,7 @@ fn cached_sandbox(ctx: &Context, namespace: &str, name: &str) -> Option<World> {
                 return None;
             }
             Some(World {
-                pod: pod.map(|p| Pod::clone(&p)),
+                pod: pod.map(|p| p.to_pod()),
                 sandbox_created: Some(sandbox.metadata.creation_timestamp.clone()),
                 cached: true,
             })

@@ -6,6 +6,7 @@ pub mod agentworkflow;
 pub mod agentworkflowrun;
 pub mod gateway;
 mod pipeline;
+mod sandbox_pod;
 pub mod skillcard;
 pub mod skillcollection;
 mod sweep;
@@ -29,7 +30,7 @@ use agentic_core::skills::Lookup;
 use backon::BackoffBuilder as _;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DynamicObject, ObjectMeta};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
@@ -44,6 +45,7 @@ use crate::context::{Context, SandboxBackend};
 use crate::error::Error;
 use crate::metrics::Metrics;
 use pipeline::{Policy, Stop, start};
+use sandbox_pod::SandboxPod;
 use watches::SharedWatch;
 
 pub use pipeline::{Pass, REASON_MALFORMED_OBJECT, REASON_RECONCILE_FAILED, Reconciled};
@@ -268,7 +270,7 @@ pub struct Caches {
     workflows: Store<Guarded<AgentWorkflow>>,
     workflow_runs: Store<Guarded<AgentWorkflowRun>>,
     agent_runs: Store<Guarded<AgentRun>>,
-    pods: Store<Pod>,
+    pods: Store<SandboxPod>,
     /// With the agent-sandbox backend only.
     sandboxes: Option<Store<DynamicObject>>,
 }
@@ -336,7 +338,15 @@ pub fn controllers(
     let mut runs: Vec<BoxFuture<'static, ()>> = Vec::new();
 
     // One watch per kind in this scope, whichever controllers follow it.
-    let mut secrets = SharedWatch::new("Secret", api_for::<SecretMeta>(&client, namespace), all());
+    // The Secrets users name (pull secrets, source secrets, Gateway credentials); not the ACP
+    // Secret the operator creates for each run, which no controller follows: it was one
+    // watch event and one cached object per run.
+    let not_runs = format!("!{RUN_LABEL}");
+    let mut secrets = SharedWatch::new(
+        "Secret",
+        api_for::<SecretMeta>(&client, namespace),
+        all().labels(&not_runs),
+    );
     let mut skill_cards = SharedWatch::new(skillcard::KIND, api_for(&client, namespace), all());
     let mut skill_collections =
         SharedWatch::new(skillcollection::KIND, api_for(&client, namespace), all());
@@ -349,9 +359,13 @@ pub fn controllers(
     // The sandboxes' pods and Sandboxes are cached as well as watched: a run reads its
     // sandbox from the cache (see `agentrun::observe_sandbox`). It reads a pod's metadata and
     // status and a Sandbox's metadata only, so neither spec is kept: the pod template
-    // (containers, env, the skills' volumes) is most of their bytes, once per run.
-    let mut pods = SharedWatch::new("Pod", api_for(&client, namespace), all().labels(RUN_LABEL))
-        .trimmed(|pod: &mut Pod| pod.spec = None);
+    // (containers, env, the skills' volumes) is most of their bytes, once per run. A pod's
+    // spec is not even decoded (`SandboxPod`).
+    let mut pods = SharedWatch::new(
+        "Pod",
+        api_for::<SandboxPod>(&client, namespace),
+        all().labels(RUN_LABEL),
+    );
     let mut sandboxes = (ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox).then(|| {
         let resource = agentrun::sandbox_resource();
         let api = match namespace {
@@ -589,7 +603,7 @@ pub fn controllers(
                     Err(_) => Vec::new(),
                 }
             })
-            .watches_shared_stream(pods.touched(), move |pod: Arc<Pod>| {
+            .watches_shared_stream(pods.touched(), move |pod: Arc<SandboxPod>| {
                 // A pod of the `pod` backend names its run as its controller: no need to look
                 // through the runs (a pod event per run made that quadratic).
                 if let (Some(run), Some(namespace)) =

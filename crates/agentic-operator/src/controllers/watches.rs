@@ -9,8 +9,11 @@
 //! The watch owns what kube-runtime's controllers did for their own watches: the short
 //! retry backoff ([`WatchBackoff`]), the report of a failing watch into [`WatchHealth`], and
 //! the end on shutdown. Subscribers get unbounded channels, so a busy controller never holds
-//! back the cache or the other controllers; a controller drains its triggers into its work
-//! queue as they come, and what a channel holds is pointers to objects decoded once.
+//! back the cache or the other controllers. A controller whose reconciles are all busy stops
+//! draining its triggers until one ends, so a channel can hold an event per object in a
+//! burst: what it holds is the cache's own copy of each object, not a second one (the
+//! reflector stores a clone of what it decodes; handing on the decoded object kept every
+//! pending event's object twice, 3 MB of a 13.6 MB peak heap at 1000 runs).
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -39,6 +42,7 @@ where
     kind: &'static str,
     events: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
     writer: Writer<K>,
+    dyntype: K::DynamicType,
     /// Subscribers to created and changed objects: controllers of the kind itself.
     applied: Vec<UnboundedSender<Arc<K>>>,
     /// Subscribers to created, changed and deleted objects: controllers of related kinds.
@@ -79,7 +83,8 @@ where
         Self {
             kind,
             events,
-            writer: Writer::new(dyntype),
+            writer: Writer::new(dyntype.clone()),
+            dyntype,
             applied: Vec::new(),
             touched: Vec::new(),
             deleted: Vec::new(),
@@ -127,10 +132,12 @@ where
             kind,
             events,
             writer,
+            dyntype,
             mut applied,
             mut touched,
             mut deleted,
         } = self;
+        let cache = writer.as_reader();
         let mut events = reflector::reflector(writer, events).boxed();
         async move {
             let watching = async {
@@ -138,6 +145,8 @@ where
                     match event {
                         Ok(event) => fan_out(
                             event,
+                            &cache,
+                            &dyntype,
                             &mut Subscribers {
                                 applied: &mut applied,
                                 touched: &mut touched,
@@ -168,24 +177,51 @@ struct Subscribers<'a, K> {
     deleted: &'a mut Vec<UnboundedSender<Arc<K>>>,
 }
 
-/// Hands the objects of one event to the subscribers that want them; a subscriber whose
-/// controller has stopped is dropped.
-fn fan_out<K>(event: watcher::Event<K>, subscribers: &mut Subscribers<'_, K>) {
-    let (object, deleted) = match event {
-        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => (object, false),
-        watcher::Event::Delete(object) => (object, true),
-        watcher::Event::Init | watcher::Event::InitDone => return,
-    };
-    let object = Arc::new(object);
-    let send = |subscriber: &UnboundedSender<Arc<K>>| {
-        subscriber.unbounded_send(Arc::clone(&object)).is_ok()
-    };
-    subscribers.touched.retain(send);
-    if deleted {
-        subscribers.deleted.retain(send);
-    } else {
-        subscribers.applied.retain(send);
+/// Hands the objects of one event, already applied to `cache`, to the subscribers that want
+/// them; a subscriber whose controller has stopped is dropped. A created or changed object
+/// is handed on as the cache holds it; a listed one when the list is complete, which is
+/// when the cache takes the list.
+fn fan_out<K>(
+    event: watcher::Event<K>,
+    cache: &Store<K>,
+    dyntype: &K::DynamicType,
+    subscribers: &mut Subscribers<'_, K>,
+) where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    match event {
+        watcher::Event::Init | watcher::Event::InitApply(_) => {}
+        watcher::Event::InitDone => {
+            for object in cache.state() {
+                subscribers.applied_or_touched(&object);
+            }
+        }
+        watcher::Event::Apply(object) => {
+            let key = reflector::ObjectRef::from_obj_with(&object, dyntype.clone());
+            let object = cache.get(&key).unwrap_or_else(|| Arc::new(object));
+            subscribers.applied_or_touched(&object);
+        }
+        watcher::Event::Delete(object) => {
+            let object = Arc::new(object);
+            let send = sender(&object);
+            subscribers.touched.retain(&send);
+            subscribers.deleted.retain(send);
+        }
     }
+}
+
+impl<K> Subscribers<'_, K> {
+    fn applied_or_touched(&mut self, object: &Arc<K>) {
+        let send = sender(object);
+        self.touched.retain(&send);
+        self.applied.retain(send);
+    }
+}
+
+/// Sends `object` to a subscriber; false when its controller has stopped.
+fn sender<K>(object: &Arc<K>) -> impl Fn(&UnboundedSender<Arc<K>>) -> bool + '_ {
+    |subscriber| subscriber.unbounded_send(Arc::clone(object)).is_ok()
 }
 
 #[cfg(test)]
@@ -213,6 +249,16 @@ mod tests {
         names
     }
 
+    /// Applies `event` to the cache as the reflector does, then hands it on.
+    fn deliver(
+        event: watcher::Event<ConfigMap>,
+        writer: &mut Writer<ConfigMap>,
+        subscribers: &mut Subscribers<'_, ConfigMap>,
+    ) {
+        writer.apply_watcher_event(&event);
+        fan_out(event, &writer.as_reader(), &(), subscribers);
+    }
+
     #[test]
     fn each_subscriber_gets_what_it_follows() {
         let (applied_tx, mut applied_rx) = unbounded();
@@ -220,6 +266,7 @@ mod tests {
         let (deleted_tx, mut deleted_rx) = unbounded();
         let (mut applied, mut touched, mut deleted) =
             (vec![applied_tx], vec![touched_tx], vec![deleted_tx]);
+        let mut writer = Writer::default();
         for event in [
             watcher::Event::Init,
             watcher::Event::InitApply(config_map("listed")),
@@ -232,11 +279,34 @@ mod tests {
                 touched: &mut touched,
                 deleted: &mut deleted,
             };
-            fan_out(event, &mut subscribers);
+            deliver(event, &mut writer, &mut subscribers);
         }
         assert_eq!(names(&mut applied_rx), ["listed", "changed"]);
         assert_eq!(names(&mut touched_rx), ["listed", "changed", "deleted"]);
         assert_eq!(names(&mut deleted_rx), ["deleted"]);
+    }
+
+    #[test]
+    fn a_subscriber_gets_the_cached_object_itself_not_a_copy() {
+        let (applied_tx, mut applied_rx) = unbounded();
+        let (mut applied, mut touched, mut deleted) = (vec![applied_tx], Vec::new(), Vec::new());
+        let mut writer = Writer::default();
+        let mut subscribers = Subscribers {
+            applied: &mut applied,
+            touched: &mut touched,
+            deleted: &mut deleted,
+        };
+        deliver(
+            watcher::Event::Apply(config_map("a")),
+            &mut writer,
+            &mut subscribers,
+        );
+        let handed = applied_rx.try_recv().expect("an object");
+        let cached = writer
+            .as_reader()
+            .get(&reflector::ObjectRef::new("a").within("ns"))
+            .expect("cached");
+        assert!(Arc::ptr_eq(&handed, &cached));
     }
 
     #[test]
@@ -249,7 +319,11 @@ mod tests {
             touched: &mut touched,
             deleted: &mut deleted,
         };
-        fan_out(watcher::Event::Apply(config_map("a")), &mut subscribers);
+        deliver(
+            watcher::Event::Apply(config_map("a")),
+            &mut Writer::default(),
+            &mut subscribers,
+        );
         assert_eq!(applied.len(), 1);
         assert_eq!(names(&mut kept_rx), ["a"]);
     }
