@@ -10,13 +10,16 @@
 //!   up in a watch;
 //! - API requests per run by verb and resource, from the API server's own
 //!   `apiserver_request_total`, diffed before/after, less the loader's own creates;
-//! - the operator's CPU seconds (`/proc/<pid>/stat`) and peak RSS (`VmHWM`);
+//! - the CPU seconds (`/proc/<pid>/stat`) of the operator, kube-apiserver, etcd and the bench
+//!   itself during the runs, and the operator's peak RSS (`VmHWM`);
 //! - the writes in `--idle-seconds` after convergence.
 //!
 //! `--ceiling` measures the API server instead: the operator only sets up the Agent, then
 //! stops, and the loader itself makes exactly one run's writes per run (the run, its ACP
 //! Secret, its ConfigMap, its Pod, one status apply and one Event), built with the
-//! operator's own builders.
+//! operator's own builders. Both modes watch the runs and pods the same way and end at the
+//! same moment (the last run seen with its sandbox recorded), so the harness puts the same
+//! load on the machine in both and only the operator differs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -121,13 +124,14 @@ async fn bench(args: Args) -> anyhow::Result<()> {
 
     if args.ceiling {
         child.kill().await?;
-        let report = ceiling(&client, &ns, &args).await?;
+        let report = ceiling(&client, &ns, &args, &Processes::of(&env, None)?).await?;
         println!("{report}");
         return Ok(());
     }
 
+    let processes = Processes::of(&env, Some(pid))?;
     let seen = Seen::watch(&client, &ns).await?;
-    let cpu_before = cpu_seconds(pid)?;
+    let cpu_before = processes.cpu()?;
     let before = request_counts(&client).await?;
     let created = Arc::new(Mutex::new(HashMap::new()));
     let started = Instant::now();
@@ -152,9 +156,9 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let limit = Duration::from_secs(60) + CONVERGE_PER_RUN * args.runs as u32;
     let last = seen.converged(args.runs, limit).await?;
     let elapsed = last.duration_since(started);
+    let cpu_runs = processes.cpu()?.since(&cpu_before);
     let quiet = quiesce(&client).await?;
     let after = request_counts(&client).await?;
-    let cpu_runs = cpu_seconds(pid)? - cpu_before;
 
     let latencies = {
         let created = lock(&created);
@@ -197,9 +201,8 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         percentile(&latencies, 0.50),
         percentile(&latencies, 0.99)
     );
-    println!(
-        "  operator CPU              {cpu_runs:.2} s during the runs, {cpu_total:.2} s in all"
-    );
+    cpu_runs.print(n, elapsed);
+    println!("  operator CPU in all       {cpu_total:.2} s");
     println!("  operator peak RSS         {rss:.1} MB");
     println!("  quiet after               {:.1} s", quiet.as_secs_f64());
     let (reads, writes) = print_table("API requests per run (operator's)", &diff, n);
@@ -543,8 +546,14 @@ fn peak_rss_mb(pid: u32) -> anyhow::Result<f64> {
     Ok(kb / 1024.0)
 }
 
-/// The API server's ceiling for one run's writes, made by the loader itself.
-async fn ceiling(client: &Client, ns: &str, args: &Args) -> anyhow::Result<String> {
+/// The API server's ceiling for one run's writes, made by the loader itself, measured as the
+/// operator's rounds are: from the first create to the last run seen with its sandbox.
+async fn ceiling(
+    client: &Client,
+    ns: &str,
+    args: &Args,
+    processes: &Processes,
+) -> anyhow::Result<String> {
     let agent: Agent = Api::namespaced(client.clone(), ns).get(AGENT).await?;
     let gateway: agentic_api::Gateway = Api::namespaced(client.clone(), ns).get("llm").await?;
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
@@ -564,6 +573,8 @@ async fn ceiling(client: &Client, ns: &str, args: &Args) -> anyhow::Result<Strin
         },
     );
     let shared = Arc::new((agent, gateway, skills, recorder));
+    let seen = Seen::watch(client, ns).await?;
+    let cpu_before = processes.cpu()?;
     let before = request_counts(client).await?;
     let started = Instant::now();
     futures::stream::iter(0..args.runs)
@@ -587,13 +598,19 @@ async fn ceiling(client: &Client, ns: &str, args: &Args) -> anyhow::Result<Strin
         .buffer_unordered(args.concurrency)
         .try_collect::<()>()
         .await?;
-    let elapsed = started.elapsed();
+    let limit = Duration::from_secs(60);
+    let elapsed = seen
+        .converged(args.runs, limit)
+        .await?
+        .duration_since(started);
+    let cpu = processes.cpu()?.since(&cpu_before);
     let after = request_counts(client).await?;
     let n = args.runs as f64;
     println!(
         "API server ceiling: {} runs' writes, concurrency {}",
         args.runs, args.concurrency
     );
+    cpu.print(n, elapsed);
     let (reads, writes) = print_table(
         "API requests per run (loader's)",
         &subtract(&after, &before),
@@ -601,11 +618,131 @@ async fn ceiling(client: &Client, ns: &str, args: &Args) -> anyhow::Result<Strin
     );
     println!("  per run: {reads:.2} reads, {writes:.2} writes");
     Ok(format!(
-        "  ceiling: {:.1} runs/s ({} runs in {:.2} s)",
+        "  ceiling: {:.1} runs/s ({} runs in {:.2} s, create of the first to status of the last)",
         n / elapsed.as_secs_f64(),
         args.runs,
         elapsed.as_secs_f64()
     ))
+}
+
+/// The processes whose CPU the bench reports: the operator (not in `--ceiling` rounds), the
+/// API server and etcd (what the operator's requests and watches cost them), and the bench
+/// itself (the loader and the watches that time the runs). On a machine that is saturated,
+/// as this one is during a round, runs/s is about the cores over their CPU per run, so their
+/// sum compares the operator with the ceiling more steadily than runs/s when the machine is
+/// shared; the time the hypervisor gave to other guests (steal) says how shared it was.
+struct Processes {
+    operator: Option<u32>,
+    apiserver: u32,
+    etcd: u32,
+}
+
+/// CPU seconds of [`Processes`] and the machine's stolen seconds, at one moment or between
+/// two.
+struct Cpu {
+    /// `None` in a `--ceiling` round.
+    operator: Option<f64>,
+    apiserver: f64,
+    etcd: f64,
+    bench: f64,
+    stolen: f64,
+}
+
+impl Processes {
+    fn of(env: &TestEnv, operator: Option<u32>) -> anyhow::Result<Self> {
+        let named = |name: &str| {
+            env.pids()
+                .into_iter()
+                .find(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|comm| comm.trim() == name)
+                })
+                .with_context(|| format!("no {name} process in the test environment"))
+        };
+        Ok(Self {
+            operator,
+            apiserver: named("kube-apiserver")?,
+            etcd: named("etcd")?,
+        })
+    }
+
+    fn cpu(&self) -> anyhow::Result<Cpu> {
+        Ok(Cpu {
+            operator: self.operator.map(cpu_seconds).transpose()?,
+            apiserver: cpu_seconds(self.apiserver)?,
+            etcd: cpu_seconds(self.etcd)?,
+            bench: cpu_seconds(std::process::id())?,
+            stolen: stolen_seconds()?,
+        })
+    }
+}
+
+impl Cpu {
+    fn since(&self, before: &Self) -> Self {
+        Self {
+            operator: self
+                .operator
+                .zip(before.operator)
+                .map(|(now, then)| now - then),
+            apiserver: self.apiserver - before.apiserver,
+            etcd: self.etcd - before.etcd,
+            bench: self.bench - before.bench,
+            stolen: self.stolen - before.stolen,
+        }
+    }
+
+    /// Prints each process's seconds and milliseconds per run over `n` runs, their sum per
+    /// run, and the machine's stolen seconds in `elapsed`.
+    fn print(&self, n: f64, elapsed: Duration) {
+        let per_run = |seconds: f64| seconds * 1000.0 / n;
+        let processes: Vec<(&str, f64)> = self
+            .operator
+            .map(|seconds| ("operator", seconds))
+            .into_iter()
+            .chain([
+                ("kube-apiserver", self.apiserver),
+                ("etcd", self.etcd),
+                ("bench (loader, watches)", self.bench),
+            ])
+            .collect();
+        println!("  CPU during the runs:");
+        for &(who, seconds) in &processes {
+            println!(
+                "    {who:<25} {seconds:>6.2} s  {:>6.2} ms per run",
+                per_run(seconds)
+            );
+        }
+        let total: f64 = processes.iter().map(|(_, seconds)| seconds).sum();
+        println!(
+            "    {:<25} {total:>6.2} s  {:>6.2} ms per run",
+            "all of them",
+            per_run(total)
+        );
+        println!(
+            "  stolen by other guests    {:.2} s of {:.2} s (both cores)",
+            self.stolen,
+            2.0 * elapsed.as_secs_f64()
+        );
+    }
+}
+
+/// The machine's stolen time (the hypervisor running other guests), in seconds summed over
+/// its cores, from `/proc/stat`.
+fn stolen_seconds() -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let ticks = steal_ticks(&stat).context("the steal field of /proc/stat")?;
+    Ok(ticks / clock_ticks())
+}
+
+/// The steal field of the summary line of `/proc/stat`: `cpu  user nice system idle iowait
+/// irq softirq steal ...`, in clock ticks.
+fn steal_ticks(stat: &str) -> Option<f64> {
+    let summary = stat.lines().next()?;
+    let mut fields = summary.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    fields.nth(7)?.parse().ok()
 }
 
 /// What the operator writes for one run, plus the run itself: the run, its ACP Secret, its
@@ -675,4 +812,23 @@ async fn one_runs_writes(
     };
     recorder.publish(&event, &run.object_ref(&())).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steal_is_the_eighth_number_of_the_summary_line() {
+        let stat =
+            "cpu  288396 98685 71170 180239 1345 0 1905 9693 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n";
+        assert_eq!(steal_ticks(stat), Some(9693.0));
+    }
+
+    #[test]
+    fn a_stat_without_the_summary_line_has_no_steal() {
+        assert_eq!(steal_ticks("cpu0 1 2 3 4 5 6 7 8 0 0\n"), None);
+        assert_eq!(steal_ticks("cpu  1 2 3\n"), None);
+        assert_eq!(steal_ticks(""), None);
+    }
 }
