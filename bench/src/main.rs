@@ -718,10 +718,11 @@ impl Cpu {
             "all of them",
             per_run(total)
         );
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         println!(
-            "  stolen by other guests    {:.2} s of {:.2} s (both cores)",
+            "  stolen by other guests    {:.2} s of {:.2} s ({cores} cores)",
             self.stolen,
-            2.0 * elapsed.as_secs_f64()
+            cores as f64 * elapsed.as_secs_f64()
         );
     }
 }
