@@ -525,14 +525,19 @@ fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     Ok(ticks / clock_ticks())
 }
 
+/// Clock ticks per second, asked of `getconf` once: a CPU snapshot reads five counters at
+/// the edge of the measured window.
 fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
 
 /// `VmHWM` of `pid` in MB.
