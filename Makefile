@@ -53,6 +53,8 @@ e2e-kind: ## End-to-end test on kind (needs Docker, kind >= 0.33, kubectl, helm)
 test: registry node-packages shellcheck ## Run every test: unit, CRD drift, differential validation, integration on a real control plane and node
 	export AGENTIC_TESTENV_BIN="$$(hack/testenv-tools.sh | tail -n1)"; \
 	export AGENTSKILLS_BIN="$$(hack/install-skills-ref.sh | tail -n1)"; \
+	export GOOSE_BIN="$$(hack/install-goose.sh | tail -n1)"; \
+	export GOOSE_PREVIOUS_BIN="$$(hack/install-goose.sh previous | tail -n1)"; \
 	cargo test --workspace --all-targets --all-features --locked
 
 .PHONY: test-unit
