@@ -54,7 +54,7 @@ pub enum Error {
     /// `spec.prompt` or `spec.instructions` references a param that has no value.
     #[error(
         "{field} references {reference}, which {}",
-        if reference.starts_with("$(workflow.") { "spec.workflowParams does not set" } else { "is not a declared param with a value or a default" }
+        if reference.starts_with("$(workflow.") { "spec.workflowParams does not set" } else { "is not a param the Agent declares" }
     )]
     UnresolvedReference {
         /// Where the reference is: `spec.prompt` (the Agent's) or `spec.instructions`.
@@ -304,8 +304,12 @@ impl Error {
 fn expectation(expected: ParamType) -> &'static str {
     match expected {
         ParamType::String => "a string",
-        ParamType::Number => "a number in JSON syntax (for example 3, -1 or 2.5)",
-        ParamType::Boolean => "true or false",
+        ParamType::Number => {
+            "a finite number as Go's strconv reads it (for example 3, +5, 2.5, 1e3 or 0x1p4)"
+        }
+        ParamType::Boolean => {
+            "a boolean as Go's strconv reads it (true, false, 1, 0, t, f, T, F, TRUE, FALSE, True or False)"
+        }
     }
 }
 
