@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds, once, the binaries the test control plane runs (kube-apiserver, etcd,
-# the agent-sandbox controller), the test node's (containerd with its runc shim and
-# ctr, kubelet, kube-scheduler, and the pause program of its sandbox image) and the
-# clients tests drive them with (kubectl, helm) from the Go module proxy, plus the
-# agent-sandbox CRD manifests, into a cache outside the repository:
+# kube-controller-manager, the agent-sandbox controller), the test node's (containerd with
+# its runc shim and ctr, kubelet, kube-scheduler, and the pause program of its sandbox
+# image) and the clients tests drive them with (kubectl, helm) from the Go module proxy,
+# plus the agent-sandbox CRD manifests, into a cache outside the repository:
 #
 #   ${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv/<key>/bin
 #   ${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}/testenv/<key>/crds/agent-sandbox/*.yaml
@@ -15,9 +15,9 @@
 # build never leaves a half-filled cache. Progress goes to stderr; the last line
 # of stdout is the bin directory (export it as AGENTIC_TESTENV_BIN).
 #
-# kube-apiserver and kubectl report the k8s.io/kubernetes release they come from;
-# helm reports its own release and, like a release build, takes that Kubernetes
-# version as its default for `helm template` and `helm lint`.
+# kube-apiserver, kube-controller-manager and kubectl report the k8s.io/kubernetes release
+# they come from; helm reports its own release and, like a release build, takes that
+# Kubernetes version as its default for `helm template` and `helm lint`.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,7 +51,7 @@ key="k8s-${k8s_version}_etcd-${etcd_version}_sandbox-${sandbox_version}_helm-${h
 key+="_containerd-${containerd_version}_${recipe_digest}"
 target="$cache_root/$key"
 
-binaries=(kube-apiserver kubectl etcd agent-sandbox-controller helm
+binaries=(kube-apiserver kube-controller-manager kubectl etcd agent-sandbox-controller helm
     containerd containerd-shim-runc-v2 ctr kubelet kube-scheduler pause)
 complete() { # whether $target has every binary
     local binary
@@ -131,6 +131,7 @@ build kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$k8s_ldfla
 build kubernetes k8s.io/kubernetes/cmd/kubectl kubectl "$k8s_ldflags"
 build kubernetes k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "$k8s_ldflags"
 build kubernetes k8s.io/kubernetes/cmd/kubelet kubelet "$k8s_ldflags"
+build kubernetes k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager "$k8s_ldflags"
 
 # containerd as its release Makefile builds it: no snapshotters that need kernel
 # headers or tools this machine lacks, the version stamped, and a static shim.

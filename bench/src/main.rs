@@ -107,6 +107,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         with_agent_sandbox: false,
         with_registry: true,
         with_node: false,
+        with_workloads: false,
         bin_dir: None,
     })
     .await?;

@@ -52,6 +52,7 @@ async fn readyz_names_a_missing_crd_until_it_is_installed() {
         with_agent_sandbox: false,
         with_registry: false,
         with_node: false,
+        with_workloads: false,
         bin_dir: None,
     })
     .await

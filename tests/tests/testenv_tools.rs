@@ -58,7 +58,12 @@ fn kubectl_and_the_kubernetes_servers_report_their_release() {
     assert_eq!(client["minor"], minor(&version), "{text}");
     assert_eq!(client["gitTreeState"], "clean", "{text}");
 
-    for binary in ["kube-apiserver", "kubelet", "kube-scheduler"] {
+    for binary in [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kubelet",
+        "kube-scheduler",
+    ] {
         let text = run_ok(Command::new(testenv_tool(binary)).arg("--version"));
         assert_eq!(text.trim(), format!("Kubernetes {version}"), "{binary}");
     }

@@ -20,6 +20,7 @@ fn main() {
                     with_agent_sandbox: true,
                     with_registry: true,
                     with_node: false,
+                    with_workloads: false,
                     bin_dir: None,
                 })
                 .await

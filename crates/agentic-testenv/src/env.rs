@@ -1,6 +1,7 @@
-//! etcd + kube-apiserver (+ the agent-sandbox controller, + a registry) on loopback.
+//! etcd + kube-apiserver (+ the agent-sandbox controller, + a registry, + a node,
+//! + kube-controller-manager) on loopback.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, WebhookClientConfig,
 };
@@ -20,7 +21,7 @@ use tokio::sync::OnceCell;
 use crate::error::{Error, Result};
 use crate::images::TestImages;
 use crate::net::{BIND_ATTEMPTS, free_port, http_get_status, port_taken};
-use crate::node::{Node, NodeBinaries};
+use crate::node::{Node, NodeBinaries, PodAccess};
 use crate::pki::Pki;
 use crate::registry::Registry;
 use crate::supervisor::Supervisor;
@@ -33,6 +34,14 @@ pub const BIN_DIR_ENV: &str = "AGENTIC_TESTENV_BIN";
 
 const ETCD: &str = "etcd";
 const APISERVER: &str = "kube-apiserver";
+const CONTROLLER_MANAGER: &str = "kube-controller-manager";
+/// The controllers a Deployment and the pods of a chart need: Deployments and ReplicaSets
+/// create the pods, the garbage collector removes what an uninstall leaves to it, every
+/// namespace gets its `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap that
+/// token volumes project, and deleted namespaces go.
+const CONTROLLERS: &str = "deployment-controller,replicaset-controller,\
+garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,\
+root-ca-certificate-publisher-controller,namespace-controller";
 const SANDBOX_CONTROLLER: &str = "agent-sandbox-controller";
 const NODE_BINARIES: [&str; 5] = [
     "containerd",
@@ -42,8 +51,10 @@ const NODE_BINARIES: [&str; 5] = [
     "pause",
 ];
 const FIELD_MANAGER: &str = "agentic-testenv";
-/// The service network the API server allocates ClusterIPs from; nothing routes it.
+/// The service network the API server allocates ClusterIPs from; nothing routes it but, with
+/// [`TestEnvOptions::with_workloads`], the first address (the `kubernetes` Service).
 const SERVICE_CIDR: &str = "10.0.0.0/24";
+const KUBERNETES_SERVICE: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 443);
 const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
 const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -51,6 +62,8 @@ const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(20);
 const APISERVER_READY_TIMEOUT: Duration = Duration::from_secs(90);
 const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 const CONTROLLER_READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Generous, like the API server's: it starts every informer before its first sync.
+const CONTROLLER_MANAGER_READY_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// What [`TestEnv::start`] runs besides etcd and kube-apiserver.
 #[derive(Debug, Clone, Default)]
@@ -65,6 +78,15 @@ pub struct TestEnvOptions {
     /// scheduled, pull their images and run; see [`TestEnv::images`]. Implies a registry:
     /// the node's images are pushed there. Needs root.
     pub with_node: bool,
+    /// Make the cluster one that workloads such as the operator's chart run on: run
+    /// kube-controller-manager (Deployments, ReplicaSets, garbage collection, ServiceAccounts
+    /// and their tokens, namespace deletion), turn the `ServiceAccount` admission plugin on
+    /// (pods get a token), and let pods on the node reach the API server through the
+    /// `kubernetes` Service and the registry at [`TestEnv::pod_registry_addr`]. Implies
+    /// [`TestEnvOptions::with_node`]. Both stay bound to loopback; see the `node` module.
+    /// The `konveyor.io` CRDs are not installed: the chart or configuration under test
+    /// installs them, as on a fresh cluster.
+    pub with_workloads: bool,
     /// The directory of control-plane binaries; `None` reads [`BIN_DIR_ENV`].
     pub bin_dir: Option<PathBuf>,
 }
@@ -75,9 +97,9 @@ pub struct TestEnvOptions {
 ///
 /// Without [`TestEnvOptions::with_node`] there are no nodes and no scheduler: Pods stay
 /// Pending. With it, one node called `localhost` runs them for real (see the `node` module).
-/// There is never a controller-manager: nothing garbage-collects owned objects, and deleted
-/// namespaces stay Terminating. The
-/// `ServiceAccount` admission plugin is off, because without the controller-manager no
+/// Unless [`TestEnvOptions::with_workloads`] asks for one, there is no controller-manager:
+/// nothing garbage-collects owned objects, deleted namespaces stay Terminating, and
+/// Deployments create no pods. The `ServiceAccount` admission plugin is then off, because no
 /// namespace gets a `default` ServiceAccount and every Pod would be rejected; Pods are
 /// therefore stored exactly as created, without a token volume. RBAC is enforced for
 /// everyone but the admin of [`TestEnv::client`], who is in `system:masters`; ServiceAccount
@@ -98,19 +120,23 @@ pub struct TestEnv {
 
 static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
 static SHARED_WITH_NODE: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
+static SHARED_WITH_WORKLOADS: OnceCell<std::result::Result<TestEnv, String>> =
+    OnceCell::const_new();
 
 impl TestEnv {
     /// Starts a control plane and waits until it serves, with every CRD established.
     pub async fn start(options: TestEnvOptions) -> Result<TestEnv> {
         let started = Instant::now();
+        let with_node = options.with_node || options.with_workloads;
         let bins = Binaries::locate(
             options.bin_dir.as_deref(),
             options.with_agent_sandbox,
-            options.with_node,
+            with_node,
+            options.with_workloads,
         )?;
         let sandbox_crds = read_sandbox_crds(&bins.crd_dir)?;
         let registry = async {
-            if options.with_registry || options.with_node {
+            if options.with_registry || with_node {
                 Registry::start().await.map(Some)
             } else {
                 Ok(None)
@@ -130,12 +156,18 @@ impl TestEnv {
                             message: error.to_string(),
                         }
                     })?;
+                let pod_access = options.with_workloads.then(|| PodAccess {
+                    apiserver: control_plane.apiserver_addr,
+                    kubernetes_service: KUBERNETES_SERVICE,
+                    registry: registry.socket_addr(),
+                });
                 Some(
                     Node::start(
                         node_bins,
                         &client,
                         &control_plane.kubeconfig_path,
                         &registry.addr(),
+                        pod_access.as_ref(),
                     )
                     .await?,
                 )
@@ -146,6 +178,7 @@ impl TestEnv {
             apiserver = %control_plane.apiserver_url,
             registry = registry.as_ref().map(Registry::addr),
             node = node.is_some(),
+            workloads = options.with_workloads,
             elapsed = ?started.elapsed(),
             "test environment ready"
         );
@@ -163,7 +196,13 @@ impl TestEnv {
     /// pods run. Test binaries that write pod status by hand use [`TestEnv::shared`], where
     /// no kubelet competes with them.
     pub async fn shared_with_node() -> Result<&'static TestEnv> {
-        Self::shared_in(&SHARED_WITH_NODE, true).await
+        Self::shared_in(&SHARED_WITH_NODE, true, false).await
+    }
+
+    /// Like [`TestEnv::shared_with_node`], for workloads ([`TestEnvOptions::with_workloads`]):
+    /// Deployments run, and their pods reach the API server with their ServiceAccount's token.
+    pub async fn shared_with_workloads() -> Result<&'static TestEnv> {
+        Self::shared_in(&SHARED_WITH_WORKLOADS, true, true).await
     }
 
     /// One environment per test binary, with the agent-sandbox controller and a registry,
@@ -173,12 +212,13 @@ impl TestEnv {
     /// Statics are never dropped; the watchdog stops the processes and removes the work
     /// directory when the test binary exits. If starting fails, every caller gets the error.
     pub async fn shared() -> Result<&'static TestEnv> {
-        Self::shared_in(&SHARED, false).await
+        Self::shared_in(&SHARED, false, false).await
     }
 
     async fn shared_in(
         cell: &'static OnceCell<std::result::Result<TestEnv, String>>,
         with_node: bool,
+        with_workloads: bool,
     ) -> Result<&'static TestEnv> {
         let outcome = cell
             .get_or_init(|| async {
@@ -186,6 +226,7 @@ impl TestEnv {
                     with_agent_sandbox: true,
                     with_registry: true,
                     with_node,
+                    with_workloads,
                     bin_dir: None,
                 })
                 .await
@@ -229,6 +270,13 @@ impl TestEnv {
     /// `127.0.0.1:PORT` of the registry, if one was started.
     pub fn registry_addr(&self) -> Option<String> {
         self.registry.as_ref().map(Registry::addr)
+    }
+
+    /// `10.250.N.1:PORT`: the registry as pods on the node reach it, and containerd pulls
+    /// from it, over plain HTTP; `None` without [`TestEnvOptions::with_workloads`]. Push
+    /// images an operator pod resolves (skills) here.
+    pub fn pod_registry_addr(&self) -> Option<String> {
+        self.node.as_ref().and_then(Node::pod_registry_addr)
     }
 
     /// Creates a namespace named `<prefix>-<random suffix>` for one test and returns its name.
@@ -335,6 +383,8 @@ impl std::fmt::Debug for TestEnv {
 struct Binaries {
     etcd: PathBuf,
     apiserver: PathBuf,
+    /// With [`TestEnvOptions::with_workloads`].
+    controller_manager: Option<PathBuf>,
     sandbox_controller: PathBuf,
     crd_dir: PathBuf,
     node: Option<NodeBinaries>,
@@ -345,6 +395,7 @@ impl Binaries {
         bin_dir: Option<&Path>,
         with_agent_sandbox: bool,
         with_node: bool,
+        with_workloads: bool,
     ) -> Result<Binaries> {
         let bin_dir = match bin_dir {
             Some(dir) => dir.to_path_buf(),
@@ -386,8 +437,14 @@ impl Binaries {
         } else {
             None
         };
+        let controller_manager = if with_workloads {
+            Some(require(CONTROLLER_MANAGER)?)
+        } else {
+            None
+        };
         Ok(Binaries {
             node,
+            controller_manager,
             etcd: require(ETCD)?,
             apiserver: require(APISERVER)?,
             sandbox_controller,
@@ -431,6 +488,7 @@ struct ControlPlane {
     config: kube::Config,
     kubeconfig_path: PathBuf,
     apiserver_url: String,
+    apiserver_addr: SocketAddr,
 }
 
 impl ControlPlane {
@@ -499,7 +557,8 @@ impl ControlPlane {
         .await?;
 
         let apiserver_port = free_port()?;
-        let apiserver_url = format!("https://127.0.0.1:{apiserver_port}");
+        let apiserver_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, apiserver_port));
+        let apiserver_url = format!("https://{apiserver_addr}");
         let mut apiserver = Command::new(&bins.apiserver);
         apiserver
             .arg(format!("--etcd-servers={etcd_url}"))
@@ -527,13 +586,15 @@ impl ControlPlane {
                 "--service-account-signing-key-file={}",
                 sa_key.display()
             ))
-            // No controller-manager creates `default` ServiceAccounts; see the type docs.
-            .arg("--disable-admission-plugins=ServiceAccount")
             .arg("--allow-privileged=true")
             // The test node's kubelet serves on 127.0.0.1 only; the node is called
             // `localhost`, so its Hostname address reaches it.
             .arg("--kubelet-preferred-address-types=Hostname,InternalIP")
             .arg("--profiling=false");
+        if bins.controller_manager.is_none() {
+            // No controller-manager creates `default` ServiceAccounts; see the type docs.
+            apiserver.arg("--disable-admission-plugins=ServiceAccount");
+        }
         supervisor.spawn(APISERVER, apiserver)?;
 
         let kubeconfig_path = write("kubeconfig", &kubeconfig(&apiserver_url, &pki))?;
@@ -564,10 +625,15 @@ impl ControlPlane {
                 }
             }
         }
-        let crds: Vec<CustomResourceDefinition> = agentic_api::crds()
-            .into_iter()
-            .chain(sandbox_crds)
-            .collect();
+        // A cluster for workloads is a fresh one: the chart or configuration under test
+        // installs the konveyor.io CRDs, as it does for users.
+        let konveyor_crds = if bins.controller_manager.is_some() {
+            Vec::new()
+        } else {
+            agentic_api::crds()
+        };
+        let crds: Vec<CustomResourceDefinition> =
+            konveyor_crds.into_iter().chain(sandbox_crds).collect();
         install_crds(&client, crds).await?;
 
         if with_agent_sandbox {
@@ -612,13 +678,52 @@ impl ControlPlane {
             .await?;
         }
 
+        if let Some(binary) = &bins.controller_manager {
+            let mut controller_manager = Command::new(binary);
+            controller_manager
+                .arg(format!("--kubeconfig={}", kubeconfig_path.display()))
+                .arg(format!("--controllers={CONTROLLERS}"))
+                .arg("--leader-elect=false")
+                // Nothing needs its health or metrics endpoints: the tests see it work.
+                .arg("--secure-port=0")
+                .arg(format!(
+                    "--service-account-private-key-file={}",
+                    sa_key.display()
+                ))
+                .arg(format!("--root-ca-file={}", ca_file.display()))
+                .arg("--profiling=false");
+            supervisor.spawn(CONTROLLER_MANAGER, controller_manager)?;
+            wait_controller_manager(&mut supervisor, &client).await?;
+        }
+
         Ok(ControlPlane {
             supervisor,
             config,
             kubeconfig_path,
             apiserver_url,
+            apiserver_addr,
         })
     }
+}
+
+/// Waits until kube-controller-manager has given the `default` namespace what every pod
+/// there needs: its ServiceAccount and the CA bundle its token volume projects.
+async fn wait_controller_manager(supervisor: &mut Supervisor, client: &kube::Client) -> Result<()> {
+    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), "default");
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    wait_for(
+        supervisor,
+        CONTROLLER_MANAGER,
+        "kube-controller-manager (ServiceAccount default/default and ConfigMap \
+         default/kube-root-ca.crt)"
+            .to_owned(),
+        CONTROLLER_MANAGER_READY_TIMEOUT,
+        || async {
+            matches!(accounts.get_opt("default").await, Ok(Some(_)))
+                && matches!(config_maps.get_opt("kube-root-ca.crt").await, Ok(Some(_)))
+        },
+    )
+    .await
 }
 
 /// Waits until kube-apiserver answers `/readyz`, failing early with its log if it exits.

@@ -3,7 +3,7 @@
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
-use agentic_testenv::{BIN_DIR_ENV, TestEnv, TestEnvOptions};
+use agentic_testenv::{BIN_DIR_ENV, TestEnv, TestEnvOptions, push_operator_image};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
@@ -25,7 +25,9 @@ enum Command {
     /// Writes DIR/kubeconfig (cluster admin) and DIR/registry (host:port), then creates
     /// DIR/ready once everything answers; DIR/ready is removed again on shutdown. With
     /// --with-node, also DIR/images.json (the node's test images, pinned by digest) and
-    /// DIR/node-ready once the node is Ready.
+    /// DIR/node-ready once the node is Ready. With --with-workloads, also DIR/pod-registry
+    /// (host:port, the registry as pods reach it); with --operator-image, DIR/operator-image
+    /// (the pushed image, pinned by digest).
     Up {
         /// Where to write kubeconfig, registry and ready.
         #[arg(long)]
@@ -37,6 +39,15 @@ enum Command {
         /// Needs root.
         #[arg(long)]
         with_node: bool,
+        /// Also run kube-controller-manager, give pods ServiceAccount tokens, and let pods
+        /// on the node reach the API server (the `kubernetes` Service) and the registry, so
+        /// that Deployments such as the operator's chart run. Implies --with-node.
+        #[arg(long)]
+        with_workloads: bool,
+        /// Build an image of the operator from BINARY (a build of agentic-operator for this
+        /// machine, with the shared libraries it links) and push it to the registry.
+        #[arg(long, value_name = "BINARY")]
+        operator_image: Option<PathBuf>,
         /// The directory of control-plane binaries printed by `make testenv`.
         #[arg(long, env = BIN_DIR_ENV)]
         bin_dir: Option<PathBuf>,
@@ -58,20 +69,27 @@ async fn main() -> anyhow::Result<()> {
             dir,
             with_agent_sandbox,
             with_node,
+            with_workloads,
+            operator_image,
             bin_dir,
         } => {
             let options = TestEnvOptions {
                 with_agent_sandbox,
                 with_registry: true,
                 with_node,
+                with_workloads,
                 bin_dir,
             };
-            up(&dir, options).await
+            up(&dir, options, operator_image.as_deref()).await
         }
     }
 }
 
-async fn up(dir: &Path, options: TestEnvOptions) -> anyhow::Result<()> {
+async fn up(
+    dir: &Path,
+    options: TestEnvOptions,
+    operator_binary: Option<&Path>,
+) -> anyhow::Result<()> {
     let ready = dir.join("ready");
     let node_ready = dir.join("node-ready");
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -84,6 +102,7 @@ async fn up(dir: &Path, options: TestEnvOptions) -> anyhow::Result<()> {
     tracing::info!(
         with_agent_sandbox = options.with_agent_sandbox,
         with_node = options.with_node,
+        with_workloads = options.with_workloads,
         "starting etcd, kube-apiserver and a registry"
     );
     let env = tokio::select! {
@@ -106,6 +125,19 @@ async fn up(dir: &Path, options: TestEnvOptions) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", images_file.display()))?;
         std::fs::write(&node_ready, "")
             .with_context(|| format!("writing {}", node_ready.display()))?;
+    }
+    if let Some(pod_registry) = env.pod_registry_addr() {
+        let path = dir.join("pod-registry");
+        std::fs::write(&path, pod_registry)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(binary) = operator_binary {
+        let image = push_operator_image(&registry, binary)
+            .await
+            .with_context(|| format!("pushing an operator image of {}", binary.display()))?;
+        let path = dir.join("operator-image");
+        std::fs::write(&path, &image).with_context(|| format!("writing {}", path.display()))?;
+        tracing::info!(%image, "operator image pushed");
     }
     std::fs::write(&ready, "").with_context(|| format!("writing {}", ready.display()))?;
     tracing::info!(

@@ -24,9 +24,15 @@
 //! other and the host's bridge address; the host's `ip_forward` is left alone. kubelet
 //! serves on 127.0.0.1 only; the node is called `localhost`, so the API server reaches it
 //! for logs through its `Hostname` address.
+//!
+//! With [`PodAccess`], pods also reach the API server and the registry, which stay bound to
+//! loopback: a forwarder on the bridge address relays each (on the same port), pods get a
+//! route to the `kubernetes` Service's address through the bridge, and one iptables rule
+//! rewrites that address to the API server's forwarder, as kube-proxy would. The rule goes
+//! with the cleanup script.
 
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -38,7 +44,7 @@ use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::images::TestImages;
-use crate::net::free_port;
+use crate::net::{Forwarder, free_port};
 use crate::supervisor::Supervisor;
 use crate::wait_for;
 
@@ -117,6 +123,43 @@ impl Layout {
     }
 }
 
+/// What pods on the node reach on this machine besides each other: what an operator running
+/// as a pod needs.
+pub(crate) struct PodAccess {
+    /// The API server, on loopback.
+    pub(crate) apiserver: SocketAddr,
+    /// The `kubernetes` Service's ClusterIP and port, which kubelet gives every pod as
+    /// `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`.
+    pub(crate) kubernetes_service: SocketAddrV4,
+    /// The registry, on loopback.
+    pub(crate) registry: SocketAddr,
+}
+
+impl PodAccess {
+    /// The iptables arguments (after `-t nat -A` or `-D`) of the rule that sends pods'
+    /// connections to the `kubernetes` Service to the API server's forwarder.
+    fn service_rule(&self, bridge: &str, host: Ipv4Addr) -> Vec<String> {
+        let service = self.kubernetes_service;
+        [
+            "PREROUTING",
+            "-i",
+            bridge,
+            "-d",
+            &format!("{}/32", service.ip()),
+            "-p",
+            "tcp",
+            "--dport",
+            &service.port().to_string(),
+            "-j",
+            "DNAT",
+            "--to-destination",
+            &format!("{host}:{}", self.apiserver.port()),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+}
+
 /// Binaries the node runs, all from the directory `hack/testenv-tools.sh` fills.
 pub(crate) struct NodeBinaries {
     pub(crate) bin_dir: PathBuf,
@@ -132,16 +175,20 @@ pub(crate) struct Node {
     supervisor: Supervisor,
     images: TestImages,
     host_address: Ipv4Addr,
+    /// The API server's and the registry's, with [`PodAccess`].
+    forwarders: Vec<Forwarder>,
 }
 
 impl Node {
     /// Pushes the test images to `registry`, starts the node against the API server of
-    /// `client`/`kubeconfig`, and waits until the Node is Ready and schedulable.
+    /// `client`/`kubeconfig`, and waits until the Node is Ready and schedulable. With
+    /// `pod_access`, pods reach the API server and the registry too (see the module docs).
     pub(crate) async fn start(
         bins: &NodeBinaries,
         client: &kube::Client,
         kubeconfig: &Path,
         registry: &str,
+        pod_access: Option<&PodAccess>,
     ) -> Result<Node> {
         for (name, path) in [("runc", RUNC), ("the CNI bridge plugin", CNI_BRIDGE)] {
             if !Path::new(path).is_file() {
@@ -159,7 +206,14 @@ impl Node {
         let cgroup_root = format!("agentic-testenv-{:08x}", id);
         let subnet = free_subnet()?;
         let preexisting_chains = iptables_chains();
-        let cleanup = cleanup_script(&bridge, &cgroup_root, &preexisting_chains);
+        let host_address = Ipv4Addr::new(10, 250, subnet, 1);
+        let service_rule = pod_access.map(|access| access.service_rule(&bridge, host_address));
+        let cleanup = cleanup_script(
+            &bridge,
+            &cgroup_root,
+            &preexisting_chains,
+            service_rule.as_deref(),
+        );
         let mut supervisor = Supervisor::with_cleanup("agentic-testenv-node-", cleanup)?;
         let layout = Layout {
             dir: supervisor.dir().to_path_buf(),
@@ -172,7 +226,27 @@ impl Node {
 
         create_bridge(&layout)?;
         create_cgroup_root(&layout.cgroup_root)?;
-        write_configs(&layout, registry, &images)?;
+        let mut forwarders = Vec::new();
+        if let Some(access) = pod_access {
+            for target in [access.apiserver, access.registry] {
+                let listen = SocketAddr::from((host_address, target.port()));
+                forwarders.push(Forwarder::start(listen, target)?);
+            }
+        }
+        if let Some(rule) = &service_rule {
+            let mut args = vec!["-t", "nat", "-A"];
+            args.extend(rule.iter().map(String::as_str));
+            run("iptables", &args)?;
+        }
+        let pod_registry =
+            pod_access.map(|access| format!("{host_address}:{}", access.registry.port()));
+        write_configs(
+            &layout,
+            registry,
+            pod_registry.as_deref(),
+            pod_access.map(|access| *access.kubernetes_service.ip()),
+            &images,
+        )?;
 
         let holder_pid = start_namespace(&mut supervisor, &layout, bins).await?;
         let enter = |program: &Path| {
@@ -249,8 +323,16 @@ impl Node {
         Ok(Node {
             supervisor,
             images,
-            host_address: layout.host_address(),
+            host_address,
+            forwarders,
         })
+    }
+
+    /// `10.250.N.1:PORT`: the registry as pods (and containerd) reach it, with [`PodAccess`].
+    pub(crate) fn pod_registry_addr(&self) -> Option<String> {
+        self.forwarders
+            .get(1)
+            .map(|forwarder| forwarder.addr().to_string())
     }
 
     /// The images pushed for the node.
@@ -454,9 +536,18 @@ fn iptables_chains() -> Vec<(String, String)> {
 }
 
 /// Undoes what the node did in the host's namespaces; runs after every node process is gone.
-fn cleanup_script(bridge: &str, cgroup_root: &str, keep_chains: &[(String, String)]) -> String {
+/// `service_rule` is the nat rule of [`PodAccess`], when one was added.
+fn cleanup_script(
+    bridge: &str,
+    cgroup_root: &str,
+    keep_chains: &[(String, String)],
+    service_rule: Option<&[String]>,
+) -> String {
     let mut script = String::new();
     let _ = writeln!(script, "ip link del {bridge} 2>/dev/null");
+    if let Some(rule) = service_rule {
+        let _ = writeln!(script, "iptables -t nat -D {} 2>/dev/null", rule.join(" "));
+    }
     let kept: Vec<String> = keep_chains
         .iter()
         .map(|(table, chain)| format!("{table}/{chain}"))
@@ -500,8 +591,15 @@ done
 }
 
 /// containerd's, the CNI network's and kubelet's configuration, and the registry's
-/// plain-HTTP host entry.
-fn write_configs(layout: &Layout, registry: &str, images: &TestImages) -> Result<()> {
+/// plain-HTTP host entries: at `registry` and, with [`PodAccess`], at `pod_registry`, the
+/// address pods reach it at; pods then get a route to `kubernetes_service` through the host.
+fn write_configs(
+    layout: &Layout,
+    registry: &str,
+    pod_registry: Option<&str>,
+    kubernetes_service: Option<Ipv4Addr>,
+    images: &TestImages,
+) -> Result<()> {
     let write = |path: PathBuf, contents: String| -> Result<()> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(Error::io("creating", parent))?;
@@ -513,12 +611,18 @@ fn write_configs(layout: &Layout, registry: &str, images: &TestImages) -> Result
     let certs_dir = containerd_dir.join("certs.d");
     let cni_conf_dir = dir.join("cni-conf");
 
-    write(
-        certs_dir.join(registry).join("hosts.toml"),
-        format!(
-            "server = \"http://{registry}\"\n\n[host.\"http://{registry}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
-        ),
-    )?;
+    for registry in std::iter::once(registry).chain(pod_registry) {
+        write(
+            certs_dir.join(registry).join("hosts.toml"),
+            format!(
+                "server = \"http://{registry}\"\n\n[host.\"http://{registry}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+            ),
+        )?;
+    }
+    let routes: Vec<serde_json::Value> = kubernetes_service
+        .map(|service| json!({ "dst": format!("{service}/32"), "gw": layout.host_address() }))
+        .into_iter()
+        .collect();
 
     write(
         cni_conf_dir.join("10-agentic-testenv.conflist"),
@@ -537,6 +641,7 @@ fn write_configs(layout: &Layout, registry: &str, images: &TestImages) -> Result
                         "subnet": format!("10.250.{}.0/24", layout.subnet),
                         "rangeStart": format!("10.250.{}.10", layout.subnet),
                     }]],
+                    "routes": routes,
                     "dataDir": dir.join("cni-ipam"),
                 },
             }],

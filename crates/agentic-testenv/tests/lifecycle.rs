@@ -13,6 +13,7 @@ fn options() -> TestEnvOptions {
         with_agent_sandbox: true,
         with_registry: true,
         with_node: false,
+        with_workloads: false,
         bin_dir: None,
     }
 }
