@@ -158,9 +158,15 @@ async fn execute(args: AgentRunArgs) -> Result<ExitCode, String> {
             if follow {
                 return follow_run(&runs, &pods, &run).await;
             }
-            let pod = sandbox_of(&runs, &run).await?.ok_or_else(|| {
-                format!("AgentRun {namespace}/{run} has no sandbox yet; use --follow to wait")
-            })?;
+            let found = runs
+                .get(&run)
+                .await
+                .map_err(|e| format!("reading AgentRun {namespace}/{run}: {e}"))?;
+            let pod = found
+                .status
+                .as_ref()
+                .and_then(|status| status.sandbox_name.clone())
+                .ok_or_else(|| no_sandbox(&namespace, &found))?;
             let log = pods
                 .logs(&pod, &agent_log(false))
                 .await
@@ -272,12 +278,22 @@ fn agent_log(follow: bool) -> LogParams {
     }
 }
 
-async fn sandbox_of(runs: &Api<AgentRun>, name: &str) -> Result<Option<String>, String> {
-    let run = runs
-        .get(name)
-        .await
-        .map_err(|e| format!("reading AgentRun {name}: {e}"))?;
-    Ok(run.status.and_then(|s| s.sandbox_name))
+/// Why `logs` has nothing to print for a run without a sandbox: one that ended before it got
+/// one never will (its Ready condition says why), so waiting for it would never end.
+fn no_sandbox(namespace: &str, run: &AgentRun) -> String {
+    let name = run.name_any();
+    let status = run.status.clone().unwrap_or_default();
+    let phase = status.phase.unwrap_or_default();
+    if !phase.is_finished() {
+        return format!("AgentRun {namespace}/{name} has no sandbox yet; use --follow to wait");
+    }
+    let why = find_condition(&status.conditions, CONDITION_READY)
+        .map(|c| format!(" ({}: {})", c.reason, c.message))
+        .unwrap_or_default();
+    format!(
+        "AgentRun {namespace}/{name} {} before it got a sandbox{why}: there is no agent log",
+        phase.as_str()
+    )
 }
 
 /// Waits for the run's agent container to start, prints its log as it is written, then
@@ -347,6 +363,41 @@ fn agent_started(pod: &Pod) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run_in(phase: AgentRunPhase, reason: &str) -> AgentRun {
+        let mut run = AgentRun::new("fix-1", AgentRunSpec::default());
+        run.status = Some(agentic_api::AgentRunStatus {
+            phase: Some(phase),
+            conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: CONDITION_READY.to_owned(),
+                status: "False".to_owned(),
+                reason: reason.to_owned(),
+                message: "Agent team/fixer does not exist".to_owned(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+                observed_generation: None,
+            }],
+            ..Default::default()
+        });
+        run
+    }
+
+    #[test]
+    fn a_run_that_failed_without_a_sandbox_is_not_waited_for() {
+        let message = no_sandbox("team", &run_in(AgentRunPhase::Failed, "AgentNotFound"));
+        assert_eq!(
+            message,
+            "AgentRun team/fix-1 Failed before it got a sandbox (AgentNotFound: Agent team/fixer \
+             does not exist): there is no agent log"
+        );
+        assert!(!message.contains("--follow"), "{message}");
+        let pending = no_sandbox("team", &run_in(AgentRunPhase::Pending, "Queued"));
+        assert_eq!(
+            pending,
+            "AgentRun team/fix-1 has no sandbox yet; use --follow to wait"
+        );
+    }
 
     #[test]
     fn params_split_at_the_first_equals_sign() {
