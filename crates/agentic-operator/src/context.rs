@@ -1,13 +1,14 @@
 //! What every controller shares: the client, the registry and skill cache, events, metrics,
 //! and per-object backoff.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_core::conditions::truncate;
 use agentic_core::sandbox::TtlDefaults;
-use agentic_oci::{RegistryClient, SkillCache, SkillListing};
+use agentic_oci::{RegistryClient, SkillCache};
 use k8s_openapi::api::events::v1 as events;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
@@ -17,8 +18,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::backoff::{Backoff, ObjectKey};
-use crate::controllers::Caches;
-use crate::controllers::gateway::LastCheck;
+use crate::caches::Caches;
 use crate::error::{Chain, Error};
 use crate::metrics::Metrics;
 use crate::written::WrittenStatuses;
@@ -112,22 +112,14 @@ pub struct Context {
     /// Who the transition Events come from, which are posted without the recorder.
     reporter: Reporter,
     backoff: Backoff,
-    admissions: std::sync::Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
-    /// The skills of the images SkillCollections point at, by `repository@digest`: what a
-    /// digest holds never changes, so each is listed through the registry once.
-    listings: std::sync::Mutex<HashMap<String, SkillListing>>,
-    gateway_checks: std::sync::Mutex<HashMap<GatewayKey, LastCheck>>,
+    /// What each kind keeps between its passes, by type: the kinds own their state's types,
+    /// so the context names none of them.
+    kind_states: std::sync::Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     /// The controllers' watch caches, by the namespace they watch (`None`: every namespace).
     caches: std::sync::RwLock<Vec<(Option<String>, Caches)>>,
     /// The statuses this process wrote that the watch caches do not show yet.
     pub written: WrittenStatuses,
 }
-
-/// A Gateway's namespace and name.
-type GatewayKey = (String, String);
-
-/// An Agent's namespace and name; no name for the lock of the whole namespace.
-type AgentKey = (String, Option<String>);
 
 /// The Events API rejects notes over 1 kB.
 const MAX_EVENT_NOTE_BYTES: usize = 1000;
@@ -135,8 +127,6 @@ const MAX_EVENT_NOTE_BYTES: usize = 1000;
 const EVENT_ACTION: &str = "Reconcile";
 /// Skills (digest and subPath) kept validated in memory; each entry holds one SKILL.md.
 const SKILL_CACHE_ENTRIES: usize = 4096;
-/// Image listings kept for SkillCollections; past this many, the cache starts over.
-const LISTING_CACHE_ENTRIES: usize = 1024;
 
 impl Context {
     pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>) -> Self {
@@ -154,33 +144,31 @@ impl Context {
             settings,
             metrics,
             backoff: Backoff::default(),
-            admissions: std::sync::Mutex::default(),
-            listings: std::sync::Mutex::default(),
-            gateway_checks: std::sync::Mutex::default(),
+            kind_states: std::sync::Mutex::default(),
             caches: std::sync::RwLock::default(),
             written: WrittenStatuses::default(),
         }
     }
 
-    /// The skills listed earlier from the image `pinned` (`repository@sha256:...`).
-    pub fn listing(&self, pinned: &str) -> Option<SkillListing> {
-        self.listings
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(pinned)
-            .cloned()
-    }
-
-    /// Keeps the skills listed from an image for [`Context::listing`].
-    pub fn remember_listing(&self, listing: SkillListing) {
-        let mut listings = self
-            .listings
+    /// The state a kind keeps between passes: one `T` per context, made on first use.
+    pub fn kind_state<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let mut states = self
+            .kind_states
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if listings.len() >= LISTING_CACHE_ENTRIES {
-            listings.clear();
+        let entry = states
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()));
+        match Arc::clone(entry).downcast::<T>() {
+            Ok(state) => state,
+            // The entry of `T`'s TypeId is always a `T`; were it not, a fresh one keeps this
+            // total rather than a panic.
+            Err(_) => {
+                let state = Arc::new(T::default());
+                *entry = state.clone();
+                state
+            }
         }
-        listings.insert(listing.image.repository_with_digest.clone(), listing);
     }
 
     /// Keeps the watch caches of the controllers of `namespace` (`None`: of every namespace)
@@ -200,50 +188,6 @@ impl Context {
             .iter()
             .find(|(watched, _)| watched.as_deref().is_none_or(|w| w == namespace))
             .map(|(_, caches)| caches.clone())
-    }
-
-    /// The last check of a Gateway's endpoint made by this process.
-    pub fn gateway_check(&self, key: &GatewayKey) -> Option<LastCheck> {
-        self.gateway_checks().get(key).cloned()
-    }
-
-    /// Remembers the check of a Gateway's endpoint just made.
-    pub fn record_gateway_check(&self, key: GatewayKey, check: LastCheck) {
-        self.gateway_checks().insert(key, check);
-    }
-
-    /// Forgets a Gateway's checks: it is no longer checked (or is gone).
-    pub fn forget_gateway_check(&self, key: &GatewayKey) {
-        self.gateway_checks().remove(key);
-    }
-
-    fn gateway_checks(&self) -> std::sync::MutexGuard<'_, HashMap<GatewayKey, LastCheck>> {
-        self.gateway_checks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Held while a run of the Agent `agent` in `namespace` (`None`: of any Agent, under the
-    /// namespace cap) decides whether it may start and creates its sandbox, so that two runs
-    /// reconciled at once cannot both take the last slot of the Agent's
-    /// `spec.maxConcurrentRuns` or of the namespace. Taken only under a cap. The count itself
-    /// is always read from the API.
-    pub async fn admission(
-        &self,
-        namespace: &str,
-        agent: Option<&str>,
-    ) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut locks = self
-                .admissions
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            locks
-                .entry((namespace.to_string(), agent.map(str::to_string)))
-                .or_default()
-                .clone()
-        };
-        lock.lock_owned().await
     }
 
     /// Publishes an event about `obj` that can repeat, such as a pass failing again: the

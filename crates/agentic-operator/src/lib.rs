@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod backoff;
+pub mod caches;
 pub mod cli;
 pub mod context;
 pub mod controllers;

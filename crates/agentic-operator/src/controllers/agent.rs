@@ -15,20 +15,81 @@ use agentic_core::skills::{
     DefaultCollection, DefaultScope, Lookup, ResolvedSkills, apply_defaults, collection_cards,
     gateway_configured, resolve_gateways, resolve_skill_delivery, resolve_skills, rules_fit,
 };
+use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 use kube::core::DeserializeGuard;
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::{Pass, Read, Reconciled, lookup, namespace_of, read_cached, read_reference};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{Read, guard_ref, lookup, namespace_of, read_cached, read_reference, related};
+use super::watches::{Stop, Watches};
+use crate::caches::{Guarded, valid};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
 pub const KIND: &str = "Agent";
 /// Condition reporting how `spec.skillDelivery` was understood.
 pub use agentic_core::skills::CONDITION_SKILL_DELIVERY_RESOLVED as CONDITION_SKILL_DELIVERY;
+
+/// The Agent controller: follows the Agent's SkillCards, SkillCollections (the cluster's
+/// default collections too) and Gateways.
+pub(super) fn controller(
+    watches: &mut Watches,
+    ctx: &Arc<Context>,
+    stop: &impl Fn() -> Stop,
+) -> BoxFuture<'static, ()> {
+    let store = watches.agents.store();
+    let agents_of_changed_collection = {
+        let store = store.clone();
+        let cluster_defaults = ctx.settings.default_skills_namespace.clone();
+        move |collection: Arc<Guarded<SkillCollection>>| {
+            let Ok(collection) = &collection.0 else {
+                return Vec::new();
+            };
+            let state = store.state();
+            agents_of_collection(valid(&state), collection, cluster_defaults.as_deref())
+                .into_iter()
+                .map(guard_ref)
+                .collect::<Vec<_>>()
+        }
+    };
+    let mut controller = Controller::for_shared_stream(watches.agents.applied(), store.clone())
+        .watches_shared_stream(
+            watches.skill_collections.touched(),
+            agents_of_changed_collection.clone(),
+        );
+    if let Some(defaults) = &mut watches.default_collections {
+        controller =
+            controller.watches_shared_stream(defaults.touched(), agents_of_changed_collection);
+    }
+    let (by_card, by_gateway) = (store.clone(), store.clone());
+    let controller = controller
+        .watches_shared_stream(
+            watches.skill_cards.touched(),
+            move |card: Arc<Guarded<SkillCard>>| {
+                related(&by_card, card.as_ref(), |agents, ns, card| {
+                    agents_referencing(agents, ns, Reference::SkillCard, card)
+                })
+            },
+        )
+        .watches_shared_stream(
+            watches.gateways.touched(),
+            move |gateway: Arc<Guarded<Gateway>>| {
+                related(&by_gateway, gateway.as_ref(), |agents, ns, gateway| {
+                    agents_referencing(agents, ns, Reference::Gateway, gateway)
+                })
+            },
+        );
+    let policy = Policy {
+        reconcile,
+        error_policy,
+        concurrency: ctx.settings.reconcile_concurrency,
+    };
+    run_controller(controller, store, policy, ctx.clone(), stop)
+}
 
 impl Reconciled for Agent {
     const KIND: &'static str = KIND;

@@ -5,7 +5,7 @@
 //! (pod spec, run ConfigMap, ACP key Secret) → apply → status. Once the sandbox exists the run
 //! only observes it: a later change to an Agent or SkillCard never changes a running sandbox.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use agentic_api::{
@@ -27,22 +27,31 @@ use agentic_core::sandbox::{
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
-};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::core::DeserializeGuard;
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::{Pass, Reconciled, listed, lookup, namespace_of, read_cached};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{guard_ref, lookup, namespace_of, read_cached, related};
+use super::watches::{Stop, Watches};
 use crate::apply::{
     NAME_TAKEN_RETRY, NameTaken, create_or_apply_owned, create_owned, delete_expired,
 };
+use crate::caches::{Guarded, SandboxPod, listed};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
+
+mod sweep;
+
+/// The agent-sandbox `Sandbox` kind.
+pub use crate::caches::sandbox_resource;
+pub use sweep::MAX_CANDIDATES_PER_PASS;
+pub(super) use sweep::sweep;
 
 pub const KIND: &str = "AgentRun";
 /// Condition that is True once the run has finished, with the outcome as its reason.
@@ -56,12 +65,96 @@ const QUEUED_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 /// How often a run waiting for its Gateway to exist or be Ready checks again.
 const GATEWAY_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The agent-sandbox `Sandbox` kind.
-pub fn sandbox_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("agents.x-k8s.io", "v1beta1", "Sandbox"),
-        "sandboxes",
-    )
+/// The AgentRun controller: starts a run when its Agent turns Ready (and a slot frees under
+/// a cap), and follows its sandbox and pod.
+pub(super) fn controller(
+    watches: &mut Watches,
+    ctx: &Arc<Context>,
+    stop: &impl Fn() -> Stop,
+) -> BoxFuture<'static, ()> {
+    let store = watches.agent_runs.store();
+    let (by_agent, by_pod) = (store.clone(), store.clone());
+    let namespace_cap = ctx
+        .settings
+        .run_defaults
+        .max_concurrent_runs_per_namespace
+        .is_some();
+    let queued_behind = {
+        let store = store.clone();
+        move |run: &AgentRun| {
+            let agent = (!namespace_cap).then_some(run.spec.agent_ref.as_str());
+            related(&store, run, |runs, ns, _| runs_queued(runs, ns, agent))
+        }
+    };
+    let freed_by_deletion = queued_behind.clone();
+    let mut controller = Controller::for_shared_stream(watches.agent_runs.applied(), store.clone())
+        .watches_shared_stream(
+            watches.agents.touched(),
+            move |agent: Arc<Guarded<Agent>>| {
+                related(&by_agent, agent.as_ref(), |runs, ns, agent| {
+                    runs_waiting_on_agent(runs, ns, agent)
+                })
+            },
+        )
+        // A run that finishes or goes frees a slot for the runs queued on its Agent, or on
+        // its namespace under the namespace cap. No other change of a run does, and each
+        // wake-up looks through the namespace's runs: not once per run event.
+        .watches_shared_stream(
+            watches.agent_runs.applied(),
+            move |changed: Arc<Guarded<AgentRun>>| match &changed.0 {
+                Ok(run) if is_finished(run) => queued_behind(run),
+                _ => Vec::new(),
+            },
+        )
+        .watches_shared_stream(
+            watches.agent_runs.deleted(),
+            move |gone: Arc<Guarded<AgentRun>>| match &gone.0 {
+                Ok(run) => freed_by_deletion(run),
+                Err(_) => Vec::new(),
+            },
+        )
+        .watches_shared_stream(watches.pods.touched(), move |pod: Arc<SandboxPod>| {
+            // A pod of the `pod` backend names its run as its controller: no need to look
+            // through the runs (a pod event per run made that quadratic).
+            if let (Some(run), Some(namespace)) =
+                (controlling_run(pod.meta()), &pod.metadata.namespace)
+            {
+                return vec![guard_ref(ObjectRef::new(run).within(namespace))];
+            }
+            related(&by_pod, pod.as_ref(), |runs, ns, _| {
+                runs_of_pod(runs, ns, pod.meta())
+            })
+        });
+    if let Some(sandboxes) = &mut watches.sandboxes {
+        controller = controller.watches_shared_stream_with(
+            sandboxes.touched(),
+            |sandbox: Arc<DynamicObject>| owning_runs(sandbox.meta()),
+            sandbox_resource(),
+        );
+    }
+    let policy = Policy {
+        reconcile,
+        error_policy,
+        concurrency: ctx.settings.reconcile_concurrency,
+    };
+    run_controller(controller, store, policy, ctx.clone(), stop)
+}
+
+/// The AgentRuns that own `sandbox` (its controller reference names one), as keys of the
+/// guarded runs the AgentRun controller reconciles.
+fn owning_runs(sandbox: &ObjectMeta) -> Vec<ObjectRef<Guarded<AgentRun>>> {
+    let Some(namespace) = &sandbox.namespace else {
+        return Vec::new();
+    };
+    let api_version = AgentRun::api_version(&());
+    let kind = AgentRun::kind(&());
+    sandbox
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|owner| owner.api_version == api_version && owner.kind == kind)
+        .map(|owner| ObjectRef::new(&owner.name).within(namespace))
+        .collect()
 }
 
 impl Reconciled for AgentRun {
@@ -401,7 +494,7 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
         let scope = namespace_cap
             .is_none()
             .then_some(run.spec.agent_ref.as_str());
-        Some(ctx.admission(namespace, scope).await)
+        Some(ctx.kind_state::<Admissions>().admit(namespace, scope).await)
     } else {
         None
     };
@@ -458,7 +551,7 @@ async fn runs_with_sandboxes(
     };
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
     let listed = api
-        .list_metadata(&ListParams::default().labels(super::RUN_LABEL))
+        .list_metadata(&ListParams::default().labels(agentic_core::sandbox::RUN_LABEL))
         .await?;
     Ok(listed
         .items
@@ -595,6 +688,39 @@ fn random_key() -> String {
     use base64::Engine;
     let bytes: [u8; 32] = rand::random();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The locks runs take to be admitted under a cap, by namespace and Agent (no Agent: the lock
+/// of the whole namespace, under the namespace cap).
+#[derive(Default)]
+struct Admissions(std::sync::Mutex<HashMap<AdmissionScope, Arc<tokio::sync::Mutex<()>>>>);
+
+/// A namespace, and the Agent whose runs a lock admits (`None`: every run of the namespace).
+type AdmissionScope = (String, Option<String>);
+
+impl Admissions {
+    /// Held while a run of the Agent `agent` in `namespace` (`None`: of any Agent, under the
+    /// namespace cap) decides whether it may start and creates its sandbox, so that two runs
+    /// reconciled at once cannot both take the last slot of the Agent's
+    /// `spec.maxConcurrentRuns` or of the namespace. Taken only under a cap. The count itself
+    /// is always read from the API.
+    async fn admit(
+        &self,
+        namespace: &str,
+        agent: Option<&str>,
+    ) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            locks
+                .entry((namespace.to_string(), agent.map(str::to_string)))
+                .or_default()
+                .clone()
+        };
+        lock.lock_owned().await
+    }
 }
 
 /// What holds the run's sandbox name before the run has recorded a sandbox.

@@ -2,19 +2,48 @@
 
 use std::sync::Arc;
 
-use agentic_api::{AgentWorkflow, AgentWorkflowStatus, CONDITION_READY};
+use agentic_api::{Agent, AgentWorkflow, AgentWorkflowStatus, CONDITION_READY};
 use agentic_core::conditions::set_condition;
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::workflow::workflow_readiness;
+use futures::future::BoxFuture;
 use kube::ResourceExt;
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 
-use super::{Pass, Reconciled, lookup, namespace_of, read_cached};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{lookup, namespace_of, read_cached, related};
+use super::watches::{Stop, Watches};
+use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Error, Result};
 
 pub const KIND: &str = "AgentWorkflow";
+
+/// The AgentWorkflow controller: Ready when its stages' Agents are.
+pub(super) fn controller(
+    watches: &mut Watches,
+    ctx: &Arc<Context>,
+    stop: &impl Fn() -> Stop,
+) -> BoxFuture<'static, ()> {
+    let store = watches.workflows.store();
+    let workflows = store.clone();
+    let controller = Controller::for_shared_stream(watches.workflows.applied(), store.clone())
+        .watches_shared_stream(
+            watches.agents.touched(),
+            move |agent: Arc<Guarded<Agent>>| {
+                related(&workflows, agent.as_ref(), |workflows, ns, agent| {
+                    workflows_of_agent(workflows, ns, agent)
+                })
+            },
+        );
+    let policy = Policy {
+        reconcile,
+        error_policy,
+        concurrency: ctx.settings.reconcile_concurrency,
+    };
+    run_controller(controller, store, policy, ctx.clone(), stop)
+}
 
 impl Reconciled for AgentWorkflow {
     const KIND: &'static str = KIND;

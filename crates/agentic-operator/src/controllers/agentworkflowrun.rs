@@ -21,16 +21,20 @@ use agentic_core::workflow::{
     self, EVENT_PARAMS_FILTERED, StageRun, advance, current_stage, stage_run_name, start, started,
     workflow_run_events,
 };
+use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams};
 use kube::core::DeserializeGuard;
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::{Pass, Read, Reconciled, lookup, namespace_of, read_reference};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{Read, lookup, namespace_of, read_reference, related};
+use super::watches::{Stop, Watches};
 use crate::apply::{create_owned, delete_expired};
+use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -38,6 +42,33 @@ pub const KIND: &str = "AgentWorkflowRun";
 /// How often a stage waiting for its Agent to exist checks again; no watch follows Agents
 /// for workflow runs.
 const AGENT_RETRY: Duration = Duration::from_secs(10);
+
+/// The AgentWorkflowRun controller: starts a run when its workflow turns Ready, and follows
+/// its stages' runs.
+pub(super) fn controller(
+    watches: &mut Watches,
+    ctx: &Arc<Context>,
+    stop: &impl Fn() -> Stop,
+) -> BoxFuture<'static, ()> {
+    let store = watches.workflow_runs.store();
+    let runs = store.clone();
+    let controller = Controller::for_shared_stream(watches.workflow_runs.applied(), store.clone())
+        .owns_shared_stream(watches.agent_runs.touched())
+        .watches_shared_stream(
+            watches.workflows.touched(),
+            move |workflow: Arc<Guarded<AgentWorkflow>>| {
+                related(&runs, workflow.as_ref(), |runs, ns, workflow| {
+                    runs_waiting_on_workflow(runs, ns, workflow)
+                })
+            },
+        );
+    let policy = Policy {
+        reconcile,
+        error_policy,
+        concurrency: ctx.settings.reconcile_concurrency,
+    };
+    run_controller(controller, store, policy, ctx.clone(), stop)
+}
 
 impl Reconciled for AgentWorkflowRun {
     const KIND: &'static str = KIND;

@@ -3,6 +3,7 @@
 //! while it fails). What to send and what the answer means is decided in
 //! [`agentic_core::gateway`]; where the request runs and why is ADR 0009.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,12 +13,16 @@ use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::gateway::{
     self as check, CONDITION_ENDPOINT_REACHABLE, Credential, Observation, Plan, Probe,
 };
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Controller};
 use kube::{Api, ResourceExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::{Pass, Reconciled, namespace_of};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{namespace_of, related};
+use super::watches::{Stop, Watches};
+use crate::caches::SecretMeta;
 use crate::context::Context;
 use crate::error::{Chain, Error, Result};
 
@@ -28,7 +33,7 @@ const USER_AGENT: &str = concat!("agentic-operator/", env!("CARGO_PKG_VERSION"))
 /// What a check was about: a Gateway (by uid, so a recreated one starts afresh), its
 /// generation and the version of its Secret.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Subject {
+struct Subject {
     uid: Option<String>,
     generation: Option<i64>,
     secret_version: Option<String>,
@@ -38,12 +43,60 @@ pub struct Subject {
 /// status write per check, so an idle cluster sees no writes. A restarted operator checks
 /// every Gateway once.
 #[derive(Clone, Debug)]
-pub struct LastCheck {
+struct LastCheck {
     subject: Subject,
     at: Instant,
     recheck_after: Duration,
     /// A check succeeded for this subject.
     verified: bool,
+}
+
+/// The last check of each Gateway made by this process, by namespace and name: the kind's
+/// own state, kept in the context ([`Context::kind_state`]).
+#[derive(Default)]
+struct Checks(std::sync::Mutex<HashMap<(String, String), LastCheck>>);
+
+impl Checks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), LastCheck>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn last(&self, key: &(String, String)) -> Option<LastCheck> {
+        self.lock().get(key).cloned()
+    }
+
+    fn record(&self, key: (String, String), check: LastCheck) {
+        self.lock().insert(key, check);
+    }
+
+    /// The Gateway is no longer checked (or is gone).
+    fn forget(&self, key: &(String, String)) {
+        self.lock().remove(key);
+    }
+}
+
+/// The Gateway controller: re-checks a Gateway when its Secret appears or changes.
+pub(super) fn controller(
+    watches: &mut Watches,
+    ctx: &Arc<Context>,
+    stop: &impl Fn() -> Stop,
+) -> BoxFuture<'static, ()> {
+    let store = watches.gateways.store();
+    let gateways = store.clone();
+    let controller = Controller::for_shared_stream(watches.gateways.applied(), store.clone())
+        .watches_shared_stream(watches.secrets.touched(), move |secret: Arc<SecretMeta>| {
+            related(&gateways, secret.as_ref(), |gateways, ns, secret| {
+                gateways_using_secret(gateways, ns, secret)
+            })
+        });
+    let policy = Policy {
+        reconcile,
+        error_policy,
+        concurrency: ctx.settings.reconcile_concurrency,
+    };
+    run_controller(controller, store, policy, ctx.clone(), stop)
 }
 
 impl Reconciled for Gateway {
@@ -120,6 +173,7 @@ pub async fn reconcile(
             now.clone(),
         )
     };
+    let checks = ctx.kind_state::<Checks>();
     let checks_key = (namespace.clone(), name.clone());
     let recheck = match plan {
         Plan::Skip(message) => {
@@ -131,7 +185,7 @@ pub async fn reconcile(
             );
             remove_condition(&mut new.conditions, CONDITION_ENDPOINT_REACHABLE);
             new.connection_verified = false;
-            ctx.forget_gateway_check(&checks_key);
+            checks.forget(&checks_key);
             None
         }
         Plan::Refuse(reason, message) => {
@@ -143,7 +197,7 @@ pub async fn reconcile(
             );
             remove_condition(&mut new.conditions, CONDITION_ENDPOINT_REACHABLE);
             new.connection_verified = false;
-            ctx.forget_gateway_check(&checks_key);
+            checks.forget(&checks_key);
             None
         }
         Plan::Check(probe) => {
@@ -152,7 +206,7 @@ pub async fn reconcile(
                 generation,
                 secret_version,
             };
-            let last = ctx.gateway_check(&checks_key);
+            let last = checks.last(&checks_key);
             let same = last.as_ref().filter(|l| l.subject == subject);
             match same {
                 Some(l) if l.at.elapsed() < l.recheck_after => {
@@ -187,7 +241,7 @@ pub async fn reconcile(
                     let r = &checked.ready;
                     ready(r.status, r.reason, &r.message, &mut new.conditions);
                     new.connection_verified = checked.connection_verified;
-                    ctx.record_gateway_check(
+                    checks.record(
                         checks_key,
                         LastCheck {
                             subject,

@@ -6,7 +6,7 @@
 //! every pass shares is here, once: [`guarded`] times and counts the pass, raises the Events
 //! of the status change and then writes the status in one server-side apply (only when it
 //! changed), forgets the object's backoff on success, and raises a Warning Event on failure;
-//! [`start`] runs a kind's controller under the common policy.
+//! [`run_controller`] runs a kind's controller under the common policy.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,8 +24,10 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Guarded, namespace_of};
+use super::support::namespace_of;
+use super::watches::Stop;
 use crate::apply::apply_status;
+use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Chain, Error, Result};
 
@@ -214,9 +216,6 @@ fn guarded_error_policy<K: Clone>(
     }
 }
 
-/// What finishes when the controllers are to stop.
-pub(super) type Stop = std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
-
 /// How a kind's controller runs: its pass, its error policy, and how many objects it
 /// reconciles at once (0: no bound).
 pub(super) struct Policy<R, E> {
@@ -230,7 +229,7 @@ pub(super) struct Policy<R, E> {
 /// [`guarded`], and a log line for what its stream reports. Finishes when the controller
 /// stops (see [`drive`]). The shared watches it follows own their backoff and the report of
 /// their failures ([`super::watches::SharedWatch`]).
-pub(super) fn start<K, R, E>(
+pub(super) fn run_controller<K, R, E>(
     controller: Controller<Guarded<K>>,
     cache: Store<Guarded<K>>,
     policy: Policy<R, E>,

@@ -19,13 +19,18 @@ use agentic_core::reasons::{
 };
 use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
 use agentic_oci::{DockerConfig, RegistryAuth};
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::{Pass, Reconciled, namespace_of};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{namespace_of, related};
+use super::watches::{Stop, Watches};
 use crate::apply::{NAME_TAKEN_RETRY, apply_owned, apply_status};
+use crate::caches::SecretMeta;
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -82,6 +87,36 @@ fn rejected(reason: &'static str, message: impl Into<String>) -> Verdict {
         message: message.into(),
         registry_answered: true,
     }
+}
+
+/// The SkillCard controller: re-reads a card when a pull secret it names changes. It
+/// reconciles any number of cards at once: a pass waits for a registry or git server, whose
+/// reads are bounded per registry already (`agentic-oci`), and a bound here would let one
+/// slow registry's cards hold every slot.
+pub(super) fn controller(
+    watches: &mut Watches,
+    ctx: &Arc<Context>,
+    stop: &impl Fn() -> Stop,
+) -> BoxFuture<'static, ()> {
+    let store = watches.skill_cards.store();
+    let cards = store.clone();
+    let controller = Controller::for_shared_stream(watches.skill_cards.applied(), store.clone())
+        .watches_shared_stream(watches.secrets.touched(), move |secret: Arc<SecretMeta>| {
+            related(&cards, secret.as_ref(), |cards, ns, name| {
+                cards
+                    .into_iter()
+                    .filter(|c| c.namespace().as_deref() == Some(ns))
+                    .filter(|c| c.spec.pull_secrets.iter().flatten().any(|s| s.name == name))
+                    .map(ObjectRef::from_obj)
+                    .collect()
+            })
+        });
+    let policy = Policy {
+        reconcile,
+        error_policy,
+        concurrency: 0,
+    };
+    run_controller(controller, store, policy, ctx.clone(), stop)
 }
 
 impl Reconciled for SkillCard {

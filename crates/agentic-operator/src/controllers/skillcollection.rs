@@ -6,6 +6,7 @@
 //! name) → build (the generated SkillCards, pinned by digest) → apply (create or update the
 //! cards it controls, leave any other card of the name alone) → prune → status.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentic_api::{
@@ -20,13 +21,17 @@ use agentic_core::owners::{controlling_collection, is_controlled_by};
 use agentic_core::reasons::REASON_REGISTRY_UNAVAILABLE;
 use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
 use agentic_oci::{RegistryAuth, SkillListing};
+use futures::future::BoxFuture;
 use kube::api::{DeleteParams, ListParams, Preconditions};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::{Pass, Reconciled, lookup, namespace_of, read_reference};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{lookup, namespace_of, read_reference, related};
+use super::watches::{Stop, Watches};
 use crate::apply::{NAME_TAKEN_RETRY, apply_owned};
+use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -53,6 +58,64 @@ fn refused(reason: &'static str, message: impl Into<String>) -> Verdict {
         reason,
         message: message.into(),
     }
+}
+
+/// Image listings kept; past this many, the cache starts over.
+const LISTING_CACHE_ENTRIES: usize = 1024;
+
+/// The skills of the images SkillCollections point at, by `repository@digest`: what a digest
+/// holds never changes, so each is listed through the registry once per process.
+#[derive(Default)]
+struct Listings(std::sync::Mutex<HashMap<String, SkillListing>>);
+
+impl Listings {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SkillListing>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The skills listed earlier from the image `pinned` (`repository@sha256:...`).
+    fn get(&self, pinned: &str) -> Option<SkillListing> {
+        self.lock().get(pinned).cloned()
+    }
+
+    fn remember(&self, listing: SkillListing) {
+        let mut listings = self.lock();
+        if listings.len() >= LISTING_CACHE_ENTRIES {
+            listings.clear();
+        }
+        listings.insert(listing.image.repository_with_digest.clone(), listing);
+    }
+}
+
+/// The SkillCollection controller: follows the SkillCards it generated or references.
+pub(super) fn controller(
+    watches: &mut Watches,
+    ctx: &Arc<Context>,
+    stop: &impl Fn() -> Stop,
+) -> BoxFuture<'static, ()> {
+    let store = watches.skill_collections.store();
+    let collections = store.clone();
+    let controller =
+        Controller::for_shared_stream(watches.skill_collections.applied(), store.clone())
+            .watches_shared_stream(
+                watches.skill_cards.touched(),
+                move |card: Arc<Guarded<SkillCard>>| {
+                    let Ok(card) = &card.0 else {
+                        return Vec::new();
+                    };
+                    related(&collections, card, |collections, ns, _| {
+                        collections_of_card(collections, ns, card)
+                    })
+                },
+            );
+    let policy = Policy {
+        reconcile,
+        error_policy,
+        concurrency: ctx.settings.reconcile_concurrency,
+    };
+    run_controller(controller, store, policy, ctx.clone(), stop)
 }
 
 impl Reconciled for SkillCollection {
@@ -240,11 +303,12 @@ async fn list_image(
         .map_err(|e| refused(e.reason(), format!("spec.image: {e}")))?;
     let answer = async {
         let resolved = client.resolve_digest(image, &auth).await?;
-        let listing = match ctx.listing(&resolved.repository_with_digest) {
+        let listings = ctx.kind_state::<Listings>();
+        let listing = match listings.get(&resolved.repository_with_digest) {
             Some(listing) => listing,
             None => {
                 let listing = client.list_skills(&resolved, &auth).await?;
-                ctx.remember_listing(listing.clone());
+                listings.remember(listing.clone());
                 listing
             }
         };

@@ -2,9 +2,9 @@
 //! `/readyz` and, past `--watch-failure-seconds`, stops the operator, so that a restart (or
 //! the standby replica) takes over instead of a leader that holds its Lease and sees nothing.
 //!
-//! A shared watch ([`super::watches::SharedWatch`]) reports each failed watch request here,
+//! A shared watch reports each failed watch request here,
 //! and nothing when it works again. A broken watch is retried at least once a
-//! second ([`super::WatchBackoff`]), and a request to a silent API server fails within the
+//! second (the shared watch's backoff), and a request to a silent API server fails within the
 //! client's connect timeout, so a watch is taken as failing while its errors come less than
 //! [`QUIET`] apart, and as working once that long has passed without one.
 

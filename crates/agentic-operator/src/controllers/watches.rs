@@ -17,7 +17,7 @@
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures::future::BoxFuture;
@@ -27,9 +27,199 @@ use kube::Resource;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
+use agentic_api::{
+    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
+    SkillCollection,
+};
+use agentic_core::sandbox::RUN_LABEL;
+use backon::BackoffBuilder as _;
+use kube::api::DynamicObject;
+use kube::runtime::utils::Backoff;
+use kube::{Api, Client};
+
+use super::support::api_for;
 use super::watch_health::WatchHealth;
-use super::{Stop, WatchBackoff};
+use crate::caches::{Caches, Guarded, SandboxPod, SecretMeta, sandbox_resource};
+use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
+
+/// A future that completes when the operator shuts down.
+pub(super) type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>;
+
+/// How soon a watch retries after an error: 100 ms, doubling up to 1 s, with jitter.
+/// kube-runtime's default grows to 30 s and resets only after two minutes without errors,
+/// so after an API server outage (and the `410 Gone` of every watch once it is back) the
+/// watches stayed down for minutes after the server had returned.
+struct WatchBackoff {
+    builder: backon::ExponentialBuilder,
+    delays: backon::ExponentialBackoff,
+}
+
+impl WatchBackoff {
+    fn new() -> Self {
+        let builder = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(1))
+            .with_factor(2.0)
+            .with_jitter()
+            // Never give up: an exhausted backoff would end the controller's stream.
+            .without_max_times();
+        Self {
+            delays: builder.build(),
+            builder,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        self.delays.next()
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.delays = self.builder.build();
+    }
+}
+
+/// The watches of one scope (a namespace, or all): one per kind, whichever controllers
+/// follow it. A kind's controller subscribes to what it follows ([`SharedWatch::applied`],
+/// [`SharedWatch::touched`], [`SharedWatch::deleted`]); [`Watches::start`] then starts them.
+pub(super) struct Watches {
+    /// The Secrets users name (pull secrets, source secrets, Gateway credentials); not the
+    /// ACP Secret the operator creates for each run, which no controller follows: it was one
+    /// watch event and one cached object per run.
+    pub secrets: SharedWatch<SecretMeta>,
+    pub skill_cards: SharedWatch<Guarded<SkillCard>>,
+    pub skill_collections: SharedWatch<Guarded<SkillCollection>>,
+    pub gateways: SharedWatch<Guarded<Gateway>>,
+    pub agents: SharedWatch<Guarded<Agent>>,
+    pub workflows: SharedWatch<Guarded<AgentWorkflow>>,
+    pub workflow_runs: SharedWatch<Guarded<AgentWorkflowRun>>,
+    pub agent_runs: SharedWatch<Guarded<AgentRun>>,
+    /// The sandboxes' pods and Sandboxes are cached as well as watched: a run reads its
+    /// sandbox from the cache. It reads a pod's metadata and status and a Sandbox's metadata
+    /// only, so neither spec is kept: the pod template (containers, env, the skills' volumes)
+    /// is most of their bytes, once per run. A pod's spec is not even decoded
+    /// ([`SandboxPod`]).
+    pub pods: SharedWatch<SandboxPod>,
+    /// With the agent-sandbox backend only.
+    pub sandboxes: Option<SharedWatch<DynamicObject>>,
+    /// Watching some namespaces only: the cluster-wide default collections live in another.
+    pub default_collections: Option<SharedWatch<Guarded<SkillCollection>>>,
+}
+
+impl Watches {
+    /// The watches of `namespace` (`None`: of every namespace), not started yet.
+    pub fn new(ctx: &Context, namespace: Option<&str>) -> Self {
+        let client: &Client = &ctx.client;
+        let all = watcher::Config::default;
+        let not_runs = format!("!{RUN_LABEL}");
+        let sandboxes = (ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox).then(|| {
+            let resource = sandbox_resource();
+            let api = match namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            SharedWatch::<DynamicObject>::with_type("Sandbox", api, all(), resource)
+                .trimmed(|sandbox| sandbox.data = serde_json::Value::Null)
+        });
+        let default_collections = match (namespace, &ctx.settings.default_skills_namespace) {
+            (Some(watched), Some(defaults)) if watched != defaults => Some(SharedWatch::new(
+                "SkillCollection",
+                Api::<Guarded<SkillCollection>>::namespaced(client.clone(), defaults),
+                all().labels(&format!("{DEFAULT_SKILLS_LABEL}=true")),
+            )),
+            _ => None,
+        };
+        Self {
+            secrets: SharedWatch::new(
+                "Secret",
+                api_for(client, namespace),
+                all().labels(&not_runs),
+            ),
+            skill_cards: SharedWatch::new("SkillCard", api_for(client, namespace), all()),
+            skill_collections: SharedWatch::new(
+                "SkillCollection",
+                api_for(client, namespace),
+                all(),
+            ),
+            gateways: SharedWatch::new("Gateway", api_for(client, namespace), all()),
+            agents: SharedWatch::new("Agent", api_for(client, namespace), all()),
+            workflows: SharedWatch::new("AgentWorkflow", api_for(client, namespace), all()),
+            workflow_runs: SharedWatch::new("AgentWorkflowRun", api_for(client, namespace), all()),
+            agent_runs: SharedWatch::new("AgentRun", api_for(client, namespace), all()),
+            pods: SharedWatch::new("Pod", api_for(client, namespace), all().labels(RUN_LABEL)),
+            sandboxes,
+            default_collections,
+        }
+    }
+
+    /// The caches the watches keep.
+    pub fn caches(&self) -> Caches {
+        Caches {
+            skill_cards: self.skill_cards.store(),
+            skill_collections: self.skill_collections.store(),
+            gateways: self.gateways.store(),
+            agents: self.agents.store(),
+            workflows: self.workflows.store(),
+            workflow_runs: self.workflow_runs.store(),
+            agent_runs: self.agent_runs.store(),
+            pods: self.pods.store(),
+            sandboxes: self.sandboxes.as_ref().map(SharedWatch::store),
+        }
+    }
+
+    /// Starts every watch, once every subscription is made: the futures that run them, and
+    /// those that finish when each has listed once (true) or stopped before it did (false).
+    pub fn start(
+        self,
+        health: &Arc<WatchHealth>,
+        stop: &impl Fn() -> Stop,
+    ) -> (Vec<BoxFuture<'static, ()>>, Vec<BoxFuture<'static, bool>>) {
+        let mut runs: Vec<BoxFuture<'static, ()>> = Vec::new();
+        let mut listed: Vec<BoxFuture<'static, bool>> = Vec::new();
+        let mut watch = |run: BoxFuture<'static, ()>, ready: BoxFuture<'static, bool>| {
+            runs.push(run);
+            listed.push(ready);
+        };
+        macro_rules! start_watch {
+            ($shared:expr) => {{
+                let shared = $shared;
+                let ready = Box::pin(wait_ready(shared.store()));
+                watch(shared.run(health.clone(), stop()), ready);
+            }};
+        }
+        start_watch!(self.secrets);
+        start_watch!(self.skill_cards);
+        start_watch!(self.skill_collections);
+        start_watch!(self.gateways);
+        start_watch!(self.agents);
+        start_watch!(self.workflows);
+        start_watch!(self.workflow_runs);
+        start_watch!(self.agent_runs);
+        start_watch!(self.pods);
+        if let Some(sandboxes) = self.sandboxes {
+            start_watch!(sandboxes);
+        }
+        if let Some(defaults) = self.default_collections {
+            start_watch!(defaults);
+        }
+        (runs, listed)
+    }
+}
+
+/// True once the watch behind `store` has listed; false when it stopped before that.
+async fn wait_ready<K>(store: Store<K>) -> bool
+where
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store.wait_until_ready().await.is_ok()
+}
 
 /// The watch of one kind in one scope, its cache, and who follows it.
 pub(super) struct SharedWatch<K>

@@ -23,7 +23,7 @@ use kube::runtime::reflector::Store;
 use kube::{Api, Resource, ResourceExt};
 use tokio::sync::watch;
 
-use super::{Guarded, RUN_LABEL, agentrun};
+use crate::caches::{Guarded, sandbox_resource};
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
 
@@ -47,7 +47,7 @@ fn swept_kinds(backend: SandboxBackend) -> Vec<Swept> {
     if backend == SandboxBackend::AgentSandbox {
         kinds.push(Swept {
             kind: agentic_core::sandbox::SANDBOX_KIND,
-            resource: agentrun::sandbox_resource(),
+            resource: sandbox_resource(),
         });
     }
     kinds.push(Swept {
@@ -67,7 +67,7 @@ fn swept_kinds(backend: SandboxBackend) -> Vec<Swept> {
 
 /// Sweeps each watched scope (a namespace, or `None` for all) with the AgentRun cache of
 /// that scope, every `interval`, until `shutdown` turns true; `None` never sweeps.
-pub(super) async fn sweep(
+pub(crate) async fn sweep(
     ctx: Arc<Context>,
     scopes: Vec<(Option<String>, Store<Guarded<AgentRun>>)>,
     interval: Option<Duration>,
@@ -156,7 +156,9 @@ async fn sweep_kind(
         Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &swept.resource),
         None => Api::all_with(ctx.client.clone(), &swept.resource),
     };
-    let mut params = ListParams::default().labels(RUN_LABEL).limit(PAGE_SIZE);
+    let mut params = ListParams::default()
+        .labels(agentic_core::sandbox::RUN_LABEL)
+        .limit(PAGE_SIZE);
     let mut deleted = 0;
     loop {
         let page = api.list_metadata(&params).await?;

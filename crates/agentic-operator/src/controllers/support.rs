@@ -1,0 +1,125 @@
+//! What every kind's pass and wiring use to read the objects it follows: the API of a scope,
+//! reads of references (from the watch caches when they can serve them), and the mapping
+//! of a changed object to the objects a controller reconciles. It imports no kind.
+
+use agentic_core::skills::Lookup;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource, ResourceExt};
+
+use crate::caches::{Caches, Guarded, valid};
+use crate::context::Context;
+use crate::error::Error;
+
+/// The API of `K` in `namespace`, or in every namespace.
+pub(super) fn api_for<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// An object a reference names, as read: `None` when absent, `Some(Err(error))` with the
+/// deserialization error when it does not deserialize.
+pub(super) type Read<K> = Option<Result<K, String>>;
+
+/// Reads the `K` named `name` in `namespace` for a reference. An object that does not
+/// deserialize as `K` is not an error of the pass: the referrer reports it as not Ready, and
+/// its own controller raises a Warning event on it.
+pub(super) async fn read_reference<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Read<K>, Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<Guarded<K>> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .get_opt(name)
+        .await?
+        .map(|guarded| guarded.0.map_err(|invalid| invalid.error)))
+}
+
+/// Reads a reference like [`read_reference`], from the watch cache of its namespace when the
+/// object there deserializes and is `usable`; anything else (not cached, not watched, not
+/// usable yet) is read from the API server, so that a cache a moment behind never turns a
+/// run away. A usable object a moment old is what an earlier pass would have read.
+pub(super) async fn read_cached<K>(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    store: impl Fn(&Caches) -> &Store<Guarded<K>>,
+    usable: impl Fn(&K) -> bool,
+) -> Result<Read<K>, Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + 'static,
+{
+    if let Some(caches) = ctx.caches(namespace) {
+        let key = guard_ref(ObjectRef::<K>::new(name).within(namespace));
+        if let Some(cached) = store(&caches).get(&key)
+            && let Ok(object) = &cached.0
+            && usable(object)
+        {
+            return Ok(Some(Ok(object.clone())));
+        }
+    }
+    read_reference(&ctx.client, namespace, name).await
+}
+
+/// What a read reference is, for the pure checks in `agentic-core`.
+pub(super) fn lookup<K>(read: &Read<K>) -> Lookup<'_, K> {
+    match read {
+        None => Lookup::Missing,
+        Some(Ok(object)) => Lookup::Found(object),
+        Some(Err(error)) => Lookup::Malformed(error),
+    }
+}
+
+/// The key of a guarded object, from the key of the object it wraps.
+pub(super) fn guard_ref<K: Resource<DynamicType = ()>>(r: ObjectRef<K>) -> ObjectRef<Guarded<K>> {
+    let named = ObjectRef::new(&r.name);
+    match &r.namespace {
+        Some(ns) => named.within(ns),
+        None => named,
+    }
+}
+
+/// The namespace of an object of `kind` handed to its reconcile; every stored namespaced
+/// object has one, so its absence is [`Error::MissingMetadata`].
+pub(super) fn namespace_of<K: Resource>(object: &K, kind: &'static str) -> Result<String, Error> {
+    object.namespace().ok_or_else(|| Error::MissingMetadata {
+        kind,
+        name: object.name_any(),
+        field: "metadata.namespace",
+    })
+}
+
+/// What a watch maps a changed object to: the valid objects in `store` that `select` picks
+/// for the changed object's namespace and name, as keys of the guarded objects the
+/// controller reconciles. Objects that did not deserialize are never picked.
+pub(super) fn related<K, C>(
+    store: &Store<Guarded<K>>,
+    changed: &C,
+    select: impl FnOnce(Vec<&K>, &str, &str) -> Vec<ObjectRef<K>>,
+) -> Vec<ObjectRef<Guarded<K>>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+    C: Resource,
+{
+    let namespace = changed.namespace().unwrap_or_default();
+    let state = store.state();
+    select(valid(&state), &namespace, &changed.name_any())
+        .into_iter()
+        .map(guard_ref)
+        .collect()
+}
