@@ -34,15 +34,19 @@ mod outcome;
 mod pod;
 
 pub use events::run_events;
-pub use files::RESERVED_DIRS;
+pub use files::{
+    FileMountSources, FileSourceKind, REASON_FILE_MOUNT_SOURCE_NOT_FOUND,
+    REASON_FILE_MOUNT_SOURCE_UNAVAILABLE, RESERVED_DIRS, SERVICE_ACCOUNT_DIR, SourceLookup,
+    file_mount_source, file_mount_sources,
+};
 pub use lifecycle::{
     Enforced, FATAL_WAITING_REASONS, Limits, REASON_CANCELLED, REASON_DEADLINE_EXCEEDED,
     REASON_QUEUED, REASON_STARTUP_DEADLINE_EXCEEDED, REASON_STARTUP_FAILED, TtlDefaults, admit,
     admit_in_namespace, cancelled, enforce, startup_deadline, stops_sandbox, time_to_live,
 };
 pub use objects::{
-    SANDBOX_API_VERSION, SANDBOX_KIND, build_acp_secret, build_inline_skill_config_map, build_pod,
-    build_run_config_map, build_sandbox,
+    SANDBOX_API_VERSION, SANDBOX_KIND, build_acp_secret, build_acp_service,
+    build_inline_skill_config_map, build_pod, build_run_config_map, build_sandbox,
 };
 pub use outcome::{
     CONDITION_ACP_READY, CONDITION_COMPLETED, CONDITION_SUCCEEDED, EXIT_LIMIT_REACHED,

@@ -4,13 +4,15 @@ use std::collections::BTreeMap;
 
 use agentic_api::SkillCard;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use super::{
-    ACP_SECRET_KEY, MANAGED_BY, MANAGED_BY_LABEL, PARAMS_KEY, SKILL_CARD_LABEL, SKILL_FILE,
-    SKILLS_MANIFEST_KEY, SandboxInputs, SkillSource, build_pod_spec, name_and_namespace,
+    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, MANAGED_BY, MANAGED_BY_LABEL, PARAMS_KEY,
+    SKILL_CARD_LABEL, SKILL_FILE, SKILLS_MANIFEST_KEY, SandboxInputs, SkillSource, build_pod_spec,
+    name_and_namespace,
 };
 use crate::Error;
 use crate::names::{
@@ -132,6 +134,31 @@ pub fn build_pod(inputs: &SandboxInputs, owner: OwnerReference) -> Pod {
     Pod {
         metadata: run_object_metadata(inputs, inputs.sandbox_name().to_string(), owner),
         spec: Some(build_pod_spec(inputs)),
+        ..Default::default()
+    }
+}
+
+/// The Service of a `pod`-backend sandbox, `<sandbox>` in the run's namespace and owned by
+/// the run, so that ACP clients reach the agent at `<sandbox>.<namespace>.svc:4000` as they
+/// do with the agent-sandbox backend, whose controller makes the same headless Service for a
+/// Sandbox. Headless (`clusterIP: None`): the name resolves to the pod's address once the
+/// pod is ready. It selects the pod by the run's labels and names the ACP port, which
+/// agent-sandbox's Service leaves out, so `kubectl port-forward svc/<sandbox> 4000` works.
+pub fn build_acp_service(inputs: &SandboxInputs, owner: OwnerReference) -> Service {
+    Service {
+        metadata: run_object_metadata(inputs, inputs.sandbox_name().to_string(), owner),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_string()),
+            selector: Some(inputs.labels()),
+            ports: Some(vec![ServicePort {
+                name: Some(ACP_PORT_NAME.to_string()),
+                port: ACP_PORT,
+                target_port: Some(IntOrString::Int(ACP_PORT)),
+                protocol: Some("TCP".to_string()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }

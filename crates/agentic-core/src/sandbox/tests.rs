@@ -845,6 +845,38 @@ fn pod_backend() {
 }
 
 #[test]
+fn pod_backend_service_reaches_the_acp_port() {
+    let fixture = Fixture::new();
+    let inputs = fixture.inputs();
+    let service = build_acp_service(&inputs, owner("fix-123"));
+    let pod = build_pod(&inputs, owner("fix-123"));
+    assert_eq!(
+        service.metadata, pod.metadata,
+        "named, labelled and owned as the pod"
+    );
+    assert_eq!(
+        serde_json::to_value(service.spec).expect("serializes"),
+        json!({
+            "clusterIP": "None",
+            "selector": {
+                "app.kubernetes.io/managed-by": "agentic-operator",
+                "konveyor.io/agentrun": "fix-123"
+            },
+            "ports": [{"name": "acp", "port": 4000, "targetPort": 4000, "protocol": "TCP"}]
+        })
+    );
+    // The selector picks the pod, and the target is the port the agent container names.
+    let selector = inputs.labels();
+    let pod_labels = pod.metadata.labels.expect("labels");
+    assert!(selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)));
+    let spec = serde_json::to_value(build_pod_spec(&inputs)).expect("serializes");
+    assert_eq!(
+        container(&spec)["ports"],
+        json!([{"name": "acp", "containerPort": 4000, "protocol": "TCP"}])
+    );
+}
+
+#[test]
 fn sandbox_backend() {
     let fixture = Fixture::new();
     let inputs = fixture.inputs();
