@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use tokio::time::Instant;
 
 use agentic_api::{
@@ -399,7 +400,6 @@ async fn lead(
     controllers.await;
     if let Some(lease) = lease {
         lease.release().await;
-        tracing::info!("Lease released");
     }
     tracing::info!("stopped");
     Ok(())
@@ -441,6 +441,7 @@ struct HeldLease {
     channel: watch::Receiver<bool>,
     task: tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
     leases: Api<Lease>,
+    namespace: String,
     name: String,
     identity: String,
     duration: Duration,
@@ -502,13 +503,27 @@ async fn lapsed(
 }
 
 impl HeldLease {
+    /// Releases the Lease and says so only when it was: a release that failed (for example
+    /// once an uninstall has removed the Lease's Role) leaves the Lease to expire.
     async fn release(self) {
         // Closing the channel makes the renewal task release the Lease and return.
         drop(self.channel);
-        match self.task.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %Chain(&e), "releasing the lease failed"),
-            Err(e) => tracing::warn!(error = %Chain(&e), "lease task failed"),
+        let failed = match self.task.await {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(Chain(&e).to_string()),
+            Err(e) => Some(Chain(&e).to_string()),
+        };
+        match failed {
+            None => {
+                tracing::info!(lease = %self.name, namespace = %self.namespace, "Lease released")
+            }
+            Some(error) => tracing::warn!(
+                lease = %self.name,
+                namespace = %self.namespace,
+                %error,
+                expires_in = ?self.duration,
+                "could not release the Lease; a standby takes over once it expires"
+            ),
         }
     }
 }
@@ -533,6 +548,15 @@ async fn acquire_lease(
         .clone()
         .unwrap_or_else(|| format!("agentic-operator-{:016x}", rand::random::<u64>()));
     let name = election.lease_name.as_str();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &election.namespace);
+    if let Some(owner) = service_account_owner(&election.namespace) {
+        own_lease(&leases, name, owner).await.with_context(|| {
+            format!(
+                "making this pod's ServiceAccount the owner of the Lease {}/{name}",
+                election.namespace
+            )
+        })?;
+    }
     let builder = LeaseManagerBuilder::new(client.clone(), name)
         .with_namespace(election.namespace.clone())
         .with_duration(duration)
@@ -558,12 +582,93 @@ async fn acquire_lease(
     Ok(Some(HeldLease {
         channel,
         task,
-        leases: Api::namespaced(client.clone(), &election.namespace),
+        leases,
+        namespace: election.namespace.clone(),
         name: name.to_owned(),
         identity,
         duration: election.lease_duration,
         acquired,
     }))
+}
+
+/// Where a pod's ServiceAccount token is mounted.
+const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/// The ServiceAccount this pod runs as, from its token, as the owner of a Lease in
+/// `namespace`: deleting the installation (and with it the ServiceAccount) then deletes the
+/// Lease through the garbage collector, whatever order the installation's objects go in and
+/// even when the leader can no longer release it. None outside a pod, or when the Lease is in
+/// another namespace (an owner must be in the dependent's namespace, or the collector deletes
+/// the dependent at once).
+fn service_account_owner(namespace: &str) -> Option<OwnerReference> {
+    let token = std::fs::read_to_string(SERVICE_ACCOUNT_TOKEN).ok()?;
+    service_account_of(&token, namespace)
+}
+
+/// The ServiceAccount a token was issued to (its `kubernetes.io` claims), when it is in
+/// `namespace`. The token is not verified: the API server does that on every request.
+fn service_account_of(token: &str, namespace: &str) -> Option<OwnerReference> {
+    use base64::Engine as _;
+    let payload = token.trim().split('.').nth(1)?;
+    let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&claims).ok()?;
+    let issued = &claims["kubernetes.io"];
+    if issued["namespace"].as_str() != Some(namespace) {
+        return None;
+    }
+    let account = &issued["serviceaccount"];
+    Some(OwnerReference {
+        api_version: "v1".to_owned(),
+        kind: "ServiceAccount".to_owned(),
+        name: account["name"].as_str()?.to_owned(),
+        uid: account["uid"].as_str()?.to_owned(),
+        ..OwnerReference::default()
+    })
+}
+
+/// Creates the Lease owned by `owner`, or makes `owner` the owner of an existing Lease that
+/// has none (one an older operator created).
+async fn own_lease(leases: &Api<Lease>, name: &str, owner: OwnerReference) -> kube::Result<()> {
+    match leases.get_opt(name).await? {
+        None => {
+            let lease = Lease {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.to_owned()),
+                    owner_references: Some(vec![owner]),
+                    ..Default::default()
+                },
+                spec: None,
+            };
+            match leases
+                .create(&kube::api::PostParams::default(), &lease)
+                .await
+            {
+                // Another replica created it first, with the same owner.
+                Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+                created => created.map(drop),
+            }
+        }
+        Some(lease)
+            if lease
+                .metadata
+                .owner_references
+                .as_ref()
+                .is_none_or(|owners| owners.is_empty()) =>
+        {
+            let patch = serde_json::json!({ "metadata": { "ownerReferences": [owner] } });
+            leases
+                .patch(
+                    name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .map(drop)
+        }
+        Some(_) => Ok(()),
+    }
 }
 
 async fn wait_for_signal() {
@@ -622,6 +727,45 @@ mod tests {
             operator_image: None,
             watch_failure_timeout: None,
         }
+    }
+
+    /// A token as the API server issues them, unsigned: only the claims matter here.
+    fn token(claims: serde_json::Value) -> String {
+        use base64::Engine as _;
+        let encode = |value: &serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
+        };
+        let header = serde_json::json!({ "alg": "ES256" });
+        format!("{}.{}.signature", encode(&header), encode(&claims))
+    }
+
+    #[test]
+    fn the_lease_owner_is_the_tokens_service_account_in_the_leases_namespace() {
+        let claims = serde_json::json!({
+            "aud": ["https://kubernetes.default.svc"],
+            "kubernetes.io": {
+                "namespace": "operators",
+                "pod": { "name": "agentic-operator-7d9f-abcde", "uid": "pod-uid" },
+                "serviceaccount": { "name": "agentic-operator", "uid": "sa-uid" },
+            },
+        });
+        let owner = service_account_of(&format!("{}\n", token(claims.clone())), "operators")
+            .expect("an owner from the token");
+        assert_eq!(
+            (owner.api_version.as_str(), owner.kind.as_str()),
+            ("v1", "ServiceAccount")
+        );
+        assert_eq!(
+            (owner.name.as_str(), owner.uid.as_str()),
+            ("agentic-operator", "sa-uid")
+        );
+        // The collector would delete a Lease whose owner is in another namespace at once.
+        assert_eq!(service_account_of(&token(claims), "elsewhere"), None);
+        assert_eq!(service_account_of("not a token", "operators"), None);
+        assert_eq!(
+            service_account_of(&token(serde_json::json!({})), "operators"),
+            None
+        );
     }
 
     #[test]
