@@ -123,10 +123,43 @@ finding_codes! {
     MetadataNotMapping => Error,
     /// A `metadata` value is a sequence or a mapping.
     MetadataValueNotString => Error,
+    /// The frontmatter holds `---` (even inside a value or a comment); goose ends the
+    /// frontmatter at the first `---` anywhere, so it would skip the skill or cut it short.
+    GooseFrontmatterCut => Error,
+    /// The frontmatter's first field is indented; goose strips that indentation, so the
+    /// fields no longer line up and it would not list the skill.
+    GooseIndentedFrontmatter => Error,
+    /// `name` is an unquoted `null` (or `Null`, `NULL`, `~`), which goose reads as no name,
+    /// so it would not list the skill.
+    GooseNameNull => Error,
+    /// An unquoted `metadata` value is an integer beyond 64 bits, which goose cannot read,
+    /// so it would not list the skill.
+    GooseIntegerOutOfRange => Error,
+    /// A `SKILL.md` below the skill's root; goose would register it as a skill of its own.
+    NestedSkillFile => Error,
+    /// A symlink inside the skill; goose follows links out of the mounted skill.
+    LinkInSkill => Error,
     /// The Markdown body after the frontmatter is empty.
     BodyEmpty => Warning,
     /// SKILL.md has more than the 500 lines the specification recommends.
     TooManyLines => Warning,
+}
+
+impl FindingCode {
+    /// Whether this finding is about how goose, the agent runtime that reads the mounted
+    /// skills, would load the skill (not listed, listed with other content, or extra skills),
+    /// rather than about the Agent Skills specification.
+    pub fn is_goose_incompatibility(self) -> bool {
+        matches!(
+            self,
+            FindingCode::GooseFrontmatterCut
+                | FindingCode::GooseIndentedFrontmatter
+                | FindingCode::GooseNameNull
+                | FindingCode::GooseIntegerOutOfRange
+                | FindingCode::NestedSkillFile
+                | FindingCode::LinkInSkill
+        )
+    }
 }
 
 impl std::fmt::Display for FindingCode {
@@ -201,6 +234,16 @@ impl Report {
             .map(|f| f.message.as_str())
             .collect::<Vec<_>>()
             .join("; ")
+    }
+
+    /// True when the skill is invalid only because of how goose would load it: every error
+    /// is a [`FindingCode::is_goose_incompatibility`] code.
+    pub fn is_goose_incompatibility_only(&self) -> bool {
+        !self.errors.is_empty()
+            && self
+                .errors
+                .iter()
+                .all(|f| f.code.is_goose_incompatibility())
     }
 
     /// Whether any error or warning carries `code`.

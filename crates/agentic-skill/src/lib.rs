@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 mod document;
 mod error;
 mod finding;
+mod goose;
 mod output;
 mod text;
 mod validate;

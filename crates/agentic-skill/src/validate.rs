@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::document::{Document, YAML_FIRST_LINE};
 use crate::finding::{Finding, FindingCode, Report, quote};
+use crate::goose;
 use crate::yaml::{self, Entry, Node, Value};
 use crate::{Frontmatter, MAX_SKILL_MD_BYTES, SKILL_FILE, SkillError};
 
@@ -44,9 +45,13 @@ pub fn validate_skill_md(content: &[u8], expected_name: Option<&str>) -> Report 
 /// The skill's `name` must equal the directory's name. A directory without a file named
 /// exactly `SKILL.md` yields a report with [`FindingCode::SkillFileMissing`]; a file over
 /// [`MAX_SKILL_MD_BYTES`] is rejected from its metadata, and never read past the limit.
+/// The whole directory is walked: a `SKILL.md` below its root
+/// ([`FindingCode::NestedSkillFile`]) or a symlink in it ([`FindingCode::LinkInSkill`])
+/// makes the skill invalid, because goose would load more than the validated skill.
 ///
 /// # Errors
-/// [`SkillError::Io`] when the path or the file cannot be read, and
+/// [`SkillError::Io`] when the path, the file or a directory of the skill cannot be read
+/// (or the skill has more than 100,000 entries), and
 /// [`SkillError::UnsupportedPath`] for a file not named `SKILL.md`.
 pub fn validate_path(path: &Path) -> Result<Report, SkillError> {
     let io_error = |source| SkillError::Io {
@@ -105,7 +110,77 @@ pub fn validate_path(path: &Path) -> Result<Report, SkillError> {
             path: file.clone(),
             source,
         })?;
-    Ok(validate_skill_md(&content, expected_name.as_deref()))
+    let mut findings = Vec::new();
+    let frontmatter = check_skill_md(&content, expected_name.as_deref(), &mut findings);
+    check_layout(&dir, &mut findings)?;
+    Ok(Report::from_findings(findings, || frontmatter))
+}
+
+/// Most entries of a skill directory walked by [`check_layout`]; the readers of images and
+/// repositories bound skills far below this, so a local tree this large is not a skill.
+const MAX_WALKED_ENTRIES: usize = 100_000;
+
+/// Reports what would change the agent's skill set when the directory is mounted: a
+/// `SKILL.md` below the root (goose registers every one it finds, at any depth, as a skill
+/// of its own) and symlinks (goose follows them out of the mounted skill).
+fn check_layout(dir: &Path, findings: &mut Vec<Finding>) -> Result<(), SkillError> {
+    let mut pending = vec![(dir.to_path_buf(), String::new())];
+    let mut walked = 0usize;
+    while let Some((path, relative)) = pending.pop() {
+        let io_error = |source| SkillError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut children: Vec<_> = std::fs::read_dir(&path)
+            .map_err(io_error)?
+            .collect::<Result<_, _>>()
+            .map_err(io_error)?;
+        children.sort_by_key(std::fs::DirEntry::file_name);
+        for child in children {
+            walked += 1;
+            if walked > MAX_WALKED_ENTRIES {
+                return Err(SkillError::Io {
+                    path: dir.to_path_buf(),
+                    source: std::io::Error::other(format!(
+                        "the skill directory has more than {MAX_WALKED_ENTRIES} entries"
+                    )),
+                });
+            }
+            let name = child.file_name().to_string_lossy().into_owned();
+            let child_relative = if relative.is_empty() {
+                name.clone()
+            } else {
+                format!("{relative}/{name}")
+            };
+            let file_type = child.file_type().map_err(|source| SkillError::Io {
+                path: child.path(),
+                source,
+            })?;
+            if file_type.is_symlink() {
+                findings.push(Finding::new(
+                    FindingCode::LinkInSkill,
+                    format!(
+                        "{} is a symlink; goose follows links out of the mounted skill, so the \
+                         agent could load content nobody validated; put the file itself there",
+                        quote(&child_relative)
+                    ),
+                ));
+            } else if file_type.is_dir() {
+                pending.push((child.path(), child_relative));
+            } else if name == SKILL_FILE && !relative.is_empty() {
+                findings.push(Finding::new(
+                    FindingCode::NestedSkillFile,
+                    format!(
+                        "{} is below the skill's root; goose registers every {SKILL_FILE} it \
+                         finds as a skill of its own, so the agent would get a skill nobody \
+                         validated; rename it or ship it as a skill of its own",
+                        quote(&child_relative)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The name a skill in `dir` must carry; `None` for a path without a last component (`/`).
@@ -160,7 +235,10 @@ fn check_skill_md(
         Some(Node {
             value: Value::Mapping(entries),
             ..
-        }) => check_fields(&entries, expected_name, findings),
+        }) => {
+            goose::check(document.yaml(), &entries, findings);
+            check_fields(&entries, expected_name, findings)
+        }
         Some(other) => {
             findings.push(Finding::new(
                 FindingCode::FrontmatterNotMapping,

@@ -23,6 +23,9 @@ const MAX_RETAINED_DEPTH: usize = 1;
 pub(crate) struct Node {
     pub(crate) value: Value,
     pub(crate) line: usize,
+    /// A scalar written without quotes or a block indicator, which typed YAML loaders
+    /// (goose's serde_yaml) may read as a number or null; false for collections.
+    pub(crate) plain: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -313,6 +316,7 @@ impl Builder<'_> {
                 self.attach(Node {
                     value: Value::Scalar(value.into_owned()),
                     line,
+                    plain: style == ScalarStyle::Plain,
                 });
             }
             Event::Alias(_) => {
@@ -325,6 +329,7 @@ impl Builder<'_> {
                 self.attach(Node {
                     value: Value::Alias,
                     line,
+                    plain: false,
                 });
             }
             Event::SequenceStart(anchor, tag) => {
@@ -348,10 +353,12 @@ impl Builder<'_> {
                     Some(Frame::Sequence { line }) => Node {
                         value: Value::Sequence,
                         line,
+                        plain: false,
                     },
                     Some(Frame::Mapping { line, entries, .. }) => Node {
                         value: Value::Mapping(entries),
                         line,
+                        plain: false,
                     },
                     // The parser balances start and end events; an unbalanced end has nothing to close.
                     None => return Ok(true),

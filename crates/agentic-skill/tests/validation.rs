@@ -167,6 +167,26 @@ fn content_cases() -> Vec<(FindingCode, Vec<u8>, Vec<FindingCode>)> {
             vec![],
         ),
         (
+            GooseFrontmatterCut,
+            md("name: x\ndescription: before---after\n"),
+            vec![],
+        ),
+        (
+            GooseIndentedFrontmatter,
+            md("  name: x\n  description: d\n"),
+            vec![],
+        ),
+        (
+            GooseNameNull,
+            md("name: null\ndescription: d\n"),
+            vec![NameMismatch],
+        ),
+        (
+            GooseIntegerOutOfRange,
+            md("name: x\ndescription: d\nmetadata:\n  id: 18446744073709551616\n"),
+            vec![],
+        ),
+        (
             BodyEmpty,
             b"---\nname: x\ndescription: d\n---\n\n  \n".to_vec(),
             vec![],
@@ -210,6 +230,9 @@ fn every_code_has_a_case() {
         content_cases().into_iter().map(|(code, ..)| code).collect();
     // Only a directory can lack SKILL.md; see `directory_without_skill_md`.
     covered.insert(FindingCode::SkillFileMissing);
+    // Found by walking a directory: `a_nested_skill_file_or_a_link_is_refused`.
+    covered.insert(FindingCode::NestedSkillFile);
+    covered.insert(FindingCode::LinkInSkill);
     let all: BTreeSet<FindingCode> = FindingCode::ALL.iter().copied().collect();
     assert_eq!(covered, all);
 }
@@ -270,8 +293,9 @@ fn valid_skill_yields_its_frontmatter_as_written() {
 #[test]
 fn scalars_are_read_as_written() {
     for value in ["123", "true", "null", "0x1f", "1e3"] {
-        let report =
-            validate_skill_md(&md(&format!("name: {value}\ndescription: {value}\n")), None);
+        // Unquoted, a `null` name is no name to goose (GooseNameNull).
+        let name = if value == "null" { "'null'" } else { value };
+        let report = validate_skill_md(&md(&format!("name: {name}\ndescription: {value}\n")), None);
         let frontmatter = report
             .frontmatter
             .unwrap_or_else(|| panic!("{value}: invalid"));
@@ -419,9 +443,10 @@ fn quoted_values_are_escaped_and_shortened() {
 #[test]
 fn line_endings_and_bom_are_tolerated() {
     for content in [
-        "---\r\nname: x\r\ndescription: |\r\n  a\r\n  b\r\n---\r\nbody\r\n",
-        "---\rname: x\rdescription: |\r  a\r  b\r---\rbody\r",
-        "\u{feff}---\nname: x\ndescription: |\n  a\n  b\n---\nbody\n",
+        // A field after the block keeps its final line break for goose too.
+        "---\r\nname: x\r\ndescription: |\r\n  a\r\n  b\r\nlicense: MIT\r\n---\r\nbody\r\n",
+        "---\rname: x\rdescription: |\r  a\r  b\rlicense: MIT\r---\rbody\r",
+        "\u{feff}---\nname: x\ndescription: |\n  a\n  b\nlicense: MIT\n---\nbody\n",
     ] {
         let report = validate_skill_md(content.as_bytes(), Some("x"));
         assert_eq!(report.errors, [], "{content:?}");
@@ -579,4 +604,90 @@ fn path_reports_serialize_for_the_cli() {
     );
     assert_eq!(lines[5], "2 skills checked: 1 valid, 1 invalid");
     assert_eq!(lines.len(), 6);
+}
+
+#[test]
+fn goose_readings_that_keep_the_skill_listed_as_written_are_accepted() {
+    for frontmatter in [
+        // A comment may be indented: goose strips only white space, and a comment is no field.
+        "  # about\nname: x\ndescription: d\n",
+        "\n\nname: x\ndescription: d\n",
+        // Quoted, `null` is a string to goose too.
+        "name: x\ndescription: d\nlicense: 'null'\n",
+        // goose drops the final line break of a block description written last; no word
+        // of it changes, so that stays valid.
+        "name: x\ndescription: |\n  d\n",
+        // Large integers that goose reads: quoted, at the top level, or within 64 bits.
+        "name: x\ndescription: d\nmetadata:\n  id: '18446744073709551616'\n",
+        "name: x\ndescription: d\nmetadata:\n  id: 18446744073709551615\n",
+        "name: x\ndescription: d\nlicense: 18446744073709551616\n",
+        "name: x\ndescription: a -- b\n",
+    ] {
+        let report = validate(frontmatter);
+        assert!(report.is_valid(), "{frontmatter:?}: {}", report.summary());
+    }
+}
+
+#[test]
+fn goose_findings_say_what_goose_would_do_and_where() {
+    let cut = validate("name: x\ndescription: d\n# ---\n");
+    assert!(
+        cut.summary().contains("line 4 holds '---'"),
+        "{}",
+        cut.summary()
+    );
+    let indented = validate("\n  name: x\n  description: d\n");
+    assert!(
+        indented
+            .summary()
+            .starts_with("goose would not list this skill")
+            && indented.summary().contains("(line 3)"),
+        "{}",
+        indented.summary()
+    );
+    let integer = validate("name: x\ndescription: d\nmetadata:\n  id: -0x8000000000000001\n");
+    assert!(
+        integer.summary().contains("'id' at line 5"),
+        "{}",
+        integer.summary()
+    );
+    assert!(integer.is_goose_incompatibility_only());
+    let both = validate("name: null\ndescription: d\n");
+    assert!(!both.is_goose_incompatibility_only(), "{}", both.summary());
+    assert!(!validate("name: x\ndescription: d\n").is_goose_incompatibility_only());
+}
+
+#[test]
+fn a_nested_skill_file_or_a_link_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("x");
+    write_skill(&dir, &md("name: x\ndescription: d\n"));
+    assert!(validate_path(&dir).unwrap().is_valid());
+
+    std::fs::create_dir_all(dir.join("references/deep")).unwrap();
+    std::fs::write(dir.join("references/deep/SKILL.md"), "---\n---\n").unwrap();
+    std::os::unix::fs::symlink("/etc", dir.join("references/outside")).unwrap();
+    let report = validate_path(&dir).unwrap();
+    assert_eq!(
+        error_codes(&report),
+        [FindingCode::LinkInSkill, FindingCode::NestedSkillFile],
+        "{}",
+        report.summary()
+    );
+    assert!(report.is_goose_incompatibility_only());
+    assert!(
+        report
+            .summary()
+            .contains("'references/outside' is a symlink")
+            && report
+                .summary()
+                .contains("'references/deep/SKILL.md' is below"),
+        "{}",
+        report.summary()
+    );
+    // The same through the path of the skill's SKILL.md.
+    assert_eq!(
+        error_codes(&validate_path(&dir.join(SKILL_FILE)).unwrap()),
+        error_codes(&report)
+    );
 }
