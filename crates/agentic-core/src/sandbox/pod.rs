@@ -1,6 +1,8 @@
 //! The sandbox's pod spec: one `agent` container with the contract of `docs/pod-contract.md`,
 //! after one `skill-fetch-<index>` init container per git skill.
 
+use std::collections::HashMap;
+
 use agentic_api::CredentialRef;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
@@ -11,8 +13,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{
-    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, AGENT_CONTAINER, PARAMS_KEY, PARAMS_PATH,
-    SKILL_FETCH_CONTAINER_PREFIX, SKILL_FILE, SKILLS_DIR, SKILLS_MANIFEST_KEY,
+    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, AGENT_CONTAINER, MountedSkill, PARAMS_KEY,
+    PARAMS_PATH, SKILL_FETCH_CONTAINER_PREFIX, SKILL_FILE, SKILLS_DIR, SKILLS_MANIFEST_KEY,
     SKILLS_MANIFEST_PATH, SandboxInputs, SkillFetcher, SkillSource, TMP_DIR, WORKSPACE_DIR, env,
 };
 use crate::names::{acp_secret_name, run_config_map_name};
@@ -38,6 +40,8 @@ const FETCH_TMP_DIR: &str = "/tmp";
 ///   fail to start; the root filesystem stays writable for the same reason.
 /// - `terminationMessagePolicy: FallbackToLogsOnError`, so a failed run reports the end of
 ///   the agent's log when it writes no termination message.
+/// - Skills from one image digest (a SkillCollection's, or several cards' `subPath`s of one
+///   image) share one image volume, each mounted read-only through its own `subPath`.
 /// - `imagePullSecrets`: the skills' pull secrets, sorted, so the kubelet can pull the skill
 ///   images it mounts.
 /// - Per git skill, an init container `skill-fetch-<index>` from the operator's image runs
@@ -286,6 +290,24 @@ fn skill_volume_name(index: usize) -> String {
     format!("skill-{index}")
 }
 
+/// The index of the skill whose volume the skill at each index mounts: its own, except that
+/// image skills pinned to one reference share the volume of the first of them. The kubelet
+/// pulls and mounts an image volume once per volume, so a collection's skills from one image
+/// (each a `subPath` of it) cost one mount, not one each.
+fn volume_owners(skills: &[MountedSkill]) -> Vec<usize> {
+    let mut first_by_reference: HashMap<&str, usize> = HashMap::new();
+    skills
+        .iter()
+        .enumerate()
+        .map(|(index, skill)| match &skill.source {
+            SkillSource::Image { reference } => *first_by_reference
+                .entry(reference.as_str())
+                .or_insert(index),
+            SkillSource::Inline { .. } | SkillSource::Git { .. } => index,
+        })
+        .collect()
+}
+
 /// The scratch space of the init container fetching the git skill at `index`.
 fn fetch_tmp_volume_name(index: usize) -> String {
     format!("skill-{index}-tmp")
@@ -323,7 +345,12 @@ fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
             ..Default::default()
         },
     ];
+    let owners = volume_owners(inputs.skills());
     for (index, skill) in inputs.skills().iter().enumerate() {
+        if owners[index] != index {
+            // Mounted from the volume of an earlier skill of the same image.
+            continue;
+        }
         let name = skill_volume_name(index);
         if let SkillSource::Git { secret, .. } = &skill.source {
             volumes.push(Volume {
@@ -394,9 +421,10 @@ fn volume_mounts(inputs: &SandboxInputs) -> Vec<VolumeMount> {
         ),
         mount(RUN_CONFIG_VOLUME, PARAMS_PATH, true, Some(PARAMS_KEY)),
     ];
-    for (index, skill) in inputs.skills().iter().enumerate() {
+    let owners = volume_owners(inputs.skills());
+    for (skill, owner) in inputs.skills().iter().zip(owners) {
         mounts.push(mount(
-            &skill_volume_name(index),
+            &skill_volume_name(owner),
             &skill.mount_path(),
             true,
             skill.sub_path.as_deref(),

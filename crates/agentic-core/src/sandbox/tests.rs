@@ -284,6 +284,127 @@ fn mounts_are_read_only_except_scratch() {
     );
 }
 
+/// A skill of `reference` at `sub_path`, as a collection's SkillCard pins it.
+fn image_skill(name: &str, reference: &str, sub_path: Option<&str>) -> MountedSkill {
+    MountedSkill {
+        name: name.into(),
+        description: format!("{name} know-how"),
+        skill_type: SkillType::Skill,
+        skill_card: format!("{name}-card"),
+        source: SkillSource::Image {
+            reference: reference.into(),
+        },
+        sub_path: sub_path.map(str::to_string),
+        pull_secrets: vec![],
+    }
+}
+
+#[test]
+fn skills_of_one_image_share_its_volume_through_sub_paths() {
+    let mut fixture = Fixture::new();
+    fixture.fetcher = Some(fetcher());
+    // Sorted: always-test 0, java 1, kotlin 2, style 3, upgrade 4 (git), whole-java 5.
+    fixture.skills = vec![
+        image_skill("whole-java", JAVA_IMAGE, None),
+        style(),
+        git_skill(None),
+        image_skill("kotlin", JAVA_IMAGE, Some("skills/kotlin")),
+        java(),
+        notes(),
+    ];
+    let spec = fixture.pod_spec();
+    let volumes: Vec<&Value> = spec["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .filter(|v| v["name"].as_str().is_some_and(|n| n.starts_with("skill-")))
+        .collect();
+    assert_eq!(
+        volumes,
+        [
+            &json!({"name": "skill-0", "configMap": {
+                "name": "notes-card-skill",
+                "items": [{"key": "SKILL.md", "path": "SKILL.md"}]
+            }}),
+            &json!({"name": "skill-1", "image": {"reference": JAVA_IMAGE, "pullPolicy": "IfNotPresent"}}),
+            &json!({"name": "skill-3", "image": {"reference": STYLE_IMAGE, "pullPolicy": "IfNotPresent"}}),
+            &json!({"name": "skill-4-tmp", "emptyDir": {}}),
+            &json!({"name": "skill-4", "emptyDir": {}}),
+        ],
+        "one volume per image, named after its first skill"
+    );
+    let mounts: Vec<&Value> = container(&spec)["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .filter(|m| m["name"].as_str().is_some_and(|n| n.starts_with("skill-")))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            &json!({"name": "skill-0", "mountPath": "/opt/skills/always-test", "readOnly": true}),
+            &json!({"name": "skill-1", "mountPath": "/opt/skills/java", "readOnly": true,
+                    "subPath": "skills/java"}),
+            &json!({"name": "skill-1", "mountPath": "/opt/skills/kotlin", "readOnly": true,
+                    "subPath": "skills/kotlin"}),
+            &json!({"name": "skill-3", "mountPath": "/opt/skills/style", "readOnly": true}),
+            &json!({"name": "skill-4", "mountPath": "/opt/skills/upgrade", "readOnly": true}),
+            &json!({"name": "skill-1", "mountPath": "/opt/skills/whole-java", "readOnly": true}),
+        ]
+    );
+    // The git skill's init container still fills the volume numbered by its skill.
+    assert_eq!(spec["initContainers"][0]["name"], "skill-fetch-4");
+    assert_eq!(
+        spec["initContainers"][0]["volumeMounts"][0],
+        json!({"name": "skill-4", "mountPath": "/skill"})
+    );
+}
+
+#[test]
+fn a_thirty_skill_collection_is_one_image_volume() {
+    let mut fixture = Fixture::new();
+    fixture.skills = (0..30)
+        .map(|i| {
+            let name = format!("skill-{i:02}");
+            image_skill(&name, JAVA_IMAGE, Some(&name))
+        })
+        .collect();
+    let spec = fixture.pod_spec();
+    let images: Vec<&Value> = spec["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .filter(|v| v.get("image").is_some())
+        .collect();
+    assert_eq!(
+        images,
+        [
+            &json!({"name": "skill-0", "image": {"reference": JAVA_IMAGE, "pullPolicy": "IfNotPresent"}})
+        ]
+    );
+    let skill_mounts: Vec<(&str, &str)> = container(&spec)["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .filter(|m| m["name"] == "skill-0")
+        .inspect(|m| assert_eq!(m["readOnly"], true, "{m}"))
+        .map(|m| {
+            (
+                m["mountPath"].as_str().unwrap_or_default(),
+                m["subPath"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let names: Vec<String> = (0..30).map(|i| format!("skill-{i:02}")).collect();
+    let paths: Vec<String> = names.iter().map(|n| format!("/opt/skills/{n}")).collect();
+    let expected: Vec<(&str, &str)> = paths
+        .iter()
+        .zip(&names)
+        .map(|(path, name)| (path.as_str(), name.as_str()))
+        .collect();
+    assert_eq!(skill_mounts, expected);
+}
+
 #[test]
 fn file_mounts_are_read_only_volumes_after_the_skills() {
     let mut fixture = Fixture::new();
