@@ -8,7 +8,7 @@ use std::path::Path;
 use agentic_api::{
     Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ExecutionLimits,
     ExecutionMode, FileMount, GitConfig, ObjectRef, ParamType, RunExecution, RunParam, SecretRef,
-    SkillCard, SkillCardSpec, SkillType,
+    SkillCard, SkillCardSpec, SkillCollection, SkillCollectionSpec, SkillType,
 };
 use agentic_integration_tests::{
     Operator, apply, condition, has_condition, llm_gateway, node_env, node_scenario,
@@ -775,6 +775,105 @@ async fn every_file_of_a_multi_skill_image_stays_reachable() {
     let seen = printed_hashes(&log);
     assert!(expected.len() > 4, "nested files to compare: {expected:?}");
     assert_eq!(seen, expected, "every file, byte for byte:\n{log}");
+    operator.stop().await;
+}
+
+/// A SkillCollection of 30 skills from one image: the run's pod has one image volume, and
+/// every skill's directory (its own `subPath` of that volume) holds its bytes.
+#[tokio::test]
+async fn a_thirty_skill_collection_mounts_one_image_volume() {
+    const SKILLS: usize = 30;
+    let (ns, client, operator) = node_scenario("node-collection", SandboxBackend::Pod).await;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let mut expected = BTreeMap::new();
+    let dirs: Vec<_> = (0..SKILLS)
+        .map(|i| {
+            let name = format!("skill-{i:02}");
+            let dir = write_skill(scratch.path(), &name, "One of thirty.");
+            // A file of its own per skill: a mount of the wrong subPath shows.
+            std::fs::write(dir.join("which.txt"), format!("{name}\n")).expect("write");
+            hashes(scratch.path(), &dir, &mut expected);
+            dir
+        })
+        .collect();
+    let image = push(&dirs, &format!("{ns}/thirty:1")).await;
+    let collections: Api<SkillCollection> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &collections,
+        &SkillCollection {
+            metadata: meta("thirty"),
+            spec: SkillCollectionSpec {
+                image: Some(image.split('@').next().expect("tag").to_string()),
+                ..SkillCollectionSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    llm_gateway(&client, &ns).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &agents,
+        &Agent {
+            metadata: meta("migrator"),
+            spec: AgentSpec {
+                image: stub_agent().await,
+                gateways: vec![ObjectRef { name: "llm".into() }],
+                skill_collections: vec![ObjectRef {
+                    name: "thirty".into(),
+                }],
+                skill_delivery: "native".into(),
+                ..AgentSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    wait_agent_ready(&agents, "migrator").await;
+
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let mut thirty = run("thirty", "migrator", &[]);
+    thirty.spec.params.clear();
+    apply(&runs, &thirty).await;
+    let done = wait_phase(&runs, "thirty", AgentRunPhase::Succeeded).await;
+    let log = agent_log(&client, &ns, &done).await;
+    assert_eq!(expected.len(), 2 * SKILLS);
+    assert_eq!(
+        printed_hashes(&log),
+        expected,
+        "every file, byte for byte:\n{log}"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod_name = done
+        .status
+        .as_ref()
+        .and_then(|status| status.sandbox_name.clone())
+        .expect("the run names its pod");
+    let spec = pods
+        .get(&pod_name)
+        .await
+        .expect("the run's pod")
+        .spec
+        .expect("a spec");
+    let image_volumes: Vec<String> = spec
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|volume| volume.image.and_then(|image| image.reference))
+        .collect();
+    // The pushed `host/repo:tag@sha256:...`, pinned as `host/repo@sha256:...`.
+    let (tagged, digest) = image.split_once('@').expect("pinned");
+    let repository = tagged.rsplit_once(':').expect("a tag").0;
+    assert_eq!(image_volumes, [format!("{repository}@{digest}")]);
+    let skill_mounts = spec.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .filter(|mount| mount.mount_path.starts_with("/opt/skills/skill-"))
+        .inspect(|mount| assert_eq!(mount.read_only, Some(true), "{mount:?}"))
+        .count();
+    assert_eq!(skill_mounts, SKILLS);
     operator.stop().await;
 }
 
