@@ -144,11 +144,36 @@ where
     if !is_controlled_by(existing.meta(), uid) {
         return Ok(Err(NameTaken { kind, name }));
     }
+    // A settled object is left alone: a pass that finds nothing new sends no write.
+    if holds(existing, &object) {
+        return Ok(Ok(()));
+    }
     // Pinned to the version just checked: if the object is replaced in between, the apply
     // fails with a conflict instead of taking the replacement over.
     object.meta_mut().resource_version = existing.meta().resource_version.clone();
     apply_object(api, &name, &object).await?;
     Ok(Ok(()))
+}
+
+/// Whether `existing` already holds every field `desired` sets, as set: what an apply of
+/// `desired` would change nothing of. Fields others set (more labels, fields the API server
+/// defaults) do not count; a list counts whole.
+fn holds<K: serde::Serialize>(existing: &K, desired: &K) -> bool {
+    fn within(existing: &serde_json::Value, desired: &serde_json::Value) -> bool {
+        match (existing, desired) {
+            (serde_json::Value::Object(existing), serde_json::Value::Object(desired)) => desired
+                .iter()
+                .all(|(key, value)| existing.get(key).is_some_and(|e| within(e, value))),
+            (existing, desired) => existing == desired,
+        }
+    }
+    match (
+        serde_json::to_value(existing),
+        serde_json::to_value(desired),
+    ) {
+        (Ok(existing), Ok(desired)) => within(&existing, &desired),
+        _ => false,
+    }
 }
 
 /// Deletes `object`, a finished run (of `kind`) whose time to live is over; what it owns goes
@@ -177,5 +202,52 @@ where
         }
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    use super::holds;
+
+    fn config_map(labels: &[(&str, &str)], data: &[(&str, &str)]) -> ConfigMap {
+        let map = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("skill".into()),
+                labels: Some(map(labels)),
+                ..ObjectMeta::default()
+            },
+            data: Some(map(data)),
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn an_object_holds_what_it_was_applied_with_and_what_others_added() {
+        let desired = config_map(&[("app", "op")], &[("SKILL.md", "v1")]);
+        let mut existing = config_map(&[("app", "op"), ("team", "x")], &[("SKILL.md", "v1")]);
+        existing.metadata.resource_version = Some("7".into());
+        assert!(holds(&existing, &desired));
+    }
+
+    #[test]
+    fn a_changed_or_missing_field_is_applied_again() {
+        let desired = config_map(&[("app", "op")], &[("SKILL.md", "v2")]);
+        assert!(!holds(
+            &config_map(&[("app", "op")], &[("SKILL.md", "v1")]),
+            &desired
+        ));
+        assert!(!holds(&config_map(&[], &[("SKILL.md", "v2")]), &desired));
+        assert!(!holds(&config_map(&[("app", "op")], &[]), &desired));
     }
 }
