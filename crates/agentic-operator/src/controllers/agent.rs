@@ -469,3 +469,6 @@ pub fn agents_of_collection<'a>(
         .map(ObjectRef::from_obj)
         .collect()
 }
+
+#[cfg(test)]
+mod scenarios;

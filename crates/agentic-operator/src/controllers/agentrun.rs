@@ -981,3 +981,6 @@ pub fn runs_of_pod<'a>(
         .map(ObjectRef::from_obj)
         .collect()
 }
+
+#[cfg(test)]
+mod scenarios;

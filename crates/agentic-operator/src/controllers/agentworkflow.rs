@@ -105,3 +105,6 @@ pub fn workflows_of_agent<'a>(
         .map(ObjectRef::from_obj)
         .collect()
 }
+
+#[cfg(test)]
+pub(crate) mod scenarios;

@@ -250,3 +250,6 @@ fn owner_of(run: &AgentWorkflowRun) -> Result<OwnerReference> {
             field: "metadata.uid",
         })
 }
+
+#[cfg(test)]
+mod scenarios;

@@ -461,3 +461,6 @@ mod tests {
         assert_eq!(observed, Observation::Unreachable);
     }
 }
+
+#[cfg(test)]
+mod scenarios;

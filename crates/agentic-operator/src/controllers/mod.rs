@@ -11,8 +11,12 @@ pub mod agentrun;
 pub mod agentworkflow;
 pub mod agentworkflowrun;
 mod census;
+#[cfg(test)]
+mod fake_api;
 pub mod gateway;
 mod pipeline;
+#[cfg(test)]
+mod scenario;
 pub mod skillcard;
 pub mod skillcollection;
 mod support;

@@ -146,7 +146,7 @@ async fn pass<K: Reconciled>(
 /// policy then logs the cause and backs off). One that did not deserialize is reported (a
 /// Warning event on it, a log line, the error metric) once per change and left alone, so a
 /// malformed object never stops the watch for the others.
-async fn guarded<K: Reconciled>(
+pub(super) async fn guarded<K: Reconciled>(
     obj: Arc<Guarded<K>>,
     ctx: Arc<Context>,
     reconcile: impl Reconcile<K>,

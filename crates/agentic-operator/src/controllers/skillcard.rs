@@ -816,3 +816,6 @@ fn frontmatter_of(f: &agentic_skill::Frontmatter) -> SkillFrontmatter {
         metadata: f.metadata.clone(),
     }
 }
+
+#[cfg(test)]
+pub(crate) mod scenarios;

@@ -419,3 +419,6 @@ pub fn collections_of_card<'a>(
         .map(ObjectRef::from_obj)
         .collect()
 }
+
+#[cfg(test)]
+mod scenarios;

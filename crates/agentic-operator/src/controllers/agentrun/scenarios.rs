@@ -1,0 +1,140 @@
+//! The AgentRun controller's real pass against the fake API server (the `pod` backend).
+
+use agentic_api::{AgentRun, AgentRunPhase, Gateway};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use serde_json::json;
+
+use super::{reconcile, runs_waiting_on_agent};
+use crate::controllers::agentworkflow::scenarios::ready_agent;
+use crate::controllers::fake_api::FakeApi;
+use crate::controllers::scenario::{NS, context, object, pass, ready};
+
+fn run(name: &str, agent: &str) -> AgentRun {
+    object(json!({
+        "metadata": {"name": name, "uid": format!("uid-run-{name}")},
+        "spec": {"agentRef": agent},
+    }))
+}
+
+/// A Ready Agent `coder` with the Gateway `llm`, as their controllers would leave them.
+fn ready_agent_with_gateway(api: &FakeApi) {
+    let mut agent = ready_agent("coder");
+    agent.spec.gateways = vec![serde_json::from_value(json!({"ref": "llm"})).expect("a ref")];
+    api.put(&agent);
+    let gateway: Gateway = object(json!({
+        "metadata": {"name": "llm"},
+        "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128000}},
+    }));
+    api.put(&gateway);
+}
+
+#[tokio::test]
+async fn a_run_of_a_ready_agent_gets_its_sandbox_objects_and_records_them() {
+    let api = FakeApi::default();
+    ready_agent_with_gateway(&api);
+    api.put(&run("fix-bug", "coder"));
+    pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
+    let status = status.expect("a status");
+    assert_eq!(status.sandbox_name.as_deref(), Some("fix-bug"));
+    assert!(
+        !status.phase.is_some_and(AgentRunPhase::is_finished),
+        "{status:?}"
+    );
+    assert!(!status.phase.is_some_and(AgentRunPhase::is_finished));
+    let pod: Pod = api.get(NS, "fix-bug").expect("the sandbox pod");
+    let owner = &pod.metadata.owner_references.expect("an owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("AgentRun", "uid-run-fix-bug")
+    );
+    assert_eq!(api.names::<ConfigMap>(NS).len(), 1);
+    assert_eq!(api.names::<Secret>(NS).len(), 1);
+    // Five writes start a run: its three objects, one Event and one status apply.
+    let writes: Vec<String> = api
+        .writes()
+        .iter()
+        .map(|w| {
+            format!(
+                "{} {}",
+                w.method,
+                w.path.rsplit('/').next().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            "POST secrets",
+            "POST configmaps",
+            "POST pods",
+            "POST events",
+            "PATCH status"
+        ],
+        "{:?}",
+        api.writes().iter().map(|w| &w.body).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn a_run_of_a_missing_agent_waits_and_creates_nothing() {
+    let api = FakeApi::default();
+    api.put(&run("fix-bug", "nobody"));
+    pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
+    let status = status.expect("a status");
+    assert_eq!(ready(&status.conditions).1, "AgentNotFound");
+    assert!(!status.phase.is_some_and(AgentRunPhase::is_finished));
+    assert!(api.names::<Pod>(NS).is_empty());
+    assert!(api.names::<Secret>(NS).is_empty());
+}
+
+#[tokio::test]
+async fn a_run_cancelled_before_it_starts_ends_without_a_sandbox() {
+    let api = FakeApi::default();
+    ready_agent_with_gateway(&api);
+    let mut cancelled = run("fix-bug", "coder");
+    cancelled.spec.cancel = Some(true);
+    api.put(&cancelled);
+    pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
+    let status = status.expect("a status");
+    assert!(status.phase.is_some_and(AgentRunPhase::is_finished));
+    assert_eq!(ready(&status.conditions).1, "Cancelled");
+    assert!(api.names::<Pod>(NS).is_empty());
+}
+
+#[tokio::test]
+async fn a_second_pass_over_a_started_run_writes_nothing_new() {
+    let api = FakeApi::default();
+    ready_agent_with_gateway(&api);
+    api.put(&run("fix-bug", "coder"));
+    let ctx = context(&api);
+    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    api.clear_requests();
+    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    assert!(api.writes().is_empty(), "{:?}", api.writes());
+}
+
+#[test]
+fn an_agent_turning_ready_brings_back_only_its_unstarted_runs() {
+    let waiting = run("a", "coder");
+    let mut started = run("b", "coder");
+    started.status = Some(serde_json::from_value(json!({"sandboxName": "b"})).expect("a status"));
+    let other = run("c", "writer");
+    let picked = runs_waiting_on_agent([&waiting, &started, &other], NS, "coder");
+    assert_eq!(
+        picked,
+        [kube::runtime::reflector::ObjectRef::new("a").within(NS)]
+    );
+}

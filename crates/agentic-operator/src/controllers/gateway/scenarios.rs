@@ -1,0 +1,99 @@
+//! The Gateway controller's real pass against the fake API server and an endpoint on
+//! 127.0.0.1.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agentic_api::Gateway;
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::json;
+
+use super::reconcile;
+use crate::controllers::fake_api::FakeApi;
+use crate::controllers::scenario::{NS, context, object, pass, ready};
+
+fn gateway(endpoint: &str) -> Gateway {
+    object(json!({
+        "metadata": {"name": "llm"},
+        "spec": {
+            "provider": "openai",
+            "endpoint": endpoint,
+            "credentialRef": {"secretName": "llm-key", "key": "apiKey"},
+            "model": {"name": "m", "contextWindow": 128000},
+        },
+    }))
+}
+
+/// An endpoint on 127.0.0.1 that answers every request with 200 and a model list, and
+/// counts the requests.
+async fn models_endpoint() -> (String, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&served);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request).await;
+            counter.fetch_add(1, Ordering::SeqCst);
+            let body = r#"{"object":"list","data":[]}"#;
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes()).await;
+        }
+    });
+    (format!("http://{address}"), served)
+}
+
+#[tokio::test]
+async fn a_gateway_whose_secret_is_missing_is_not_ready_and_says_which() {
+    let api = FakeApi::default();
+    api.put(&gateway("http://127.0.0.1:9"));
+    pass::<Gateway, _>(&api, &context(&api), "llm", reconcile)
+        .await
+        .expect("a pass");
+    let status = api.get::<Gateway>(NS, "llm").expect("the gateway").status;
+    assert_eq!(
+        ready(&status.expect("a status").conditions),
+        ("False".into(), "SecretNotFound".into())
+    );
+}
+
+#[tokio::test]
+async fn a_checked_gateway_is_ready_and_not_checked_again_until_its_recheck() {
+    let api = FakeApi::default();
+    let (endpoint, served) = models_endpoint().await;
+    api.put(&gateway(&endpoint));
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "llm-key", "namespace": NS},
+        "stringData": {}, "data": {"apiKey": "c2stdGVzdA=="},
+    }))
+    .expect("a Secret");
+    api.put(&secret);
+    let ctx = context(&api);
+    pass::<Gateway, _>(&api, &ctx, "llm", reconcile)
+        .await
+        .expect("a pass");
+    let status = api.get::<Gateway>(NS, "llm").expect("the gateway").status;
+    let status = status.expect("a status");
+    assert_eq!(
+        ready(&status.conditions),
+        ("True".into(), "ConnectionVerified".into())
+    );
+    assert!(status.connection_verified);
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+    // The check is remembered in the kind's state: the next pass neither asks the
+    // endpoint nor writes.
+    api.clear_requests();
+    pass::<Gateway, _>(&api, &ctx, "llm", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+    assert!(api.writes().is_empty(), "{:?}", api.writes());
+}

@@ -1,0 +1,84 @@
+//! What the fast scenario tests of every kind share: an operator context on the fake API
+//! server ([`super::fake_api`]), a pass of a kind's real controller through the real
+//! wrapper, and reading conditions back. A scenario stores the objects a pass reads, runs
+//! the pass, and asserts what the API server then holds and what was written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentic_api::CONDITION_READY;
+use agentic_core::conditions::find_condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::Action;
+
+use super::fake_api::FakeApi;
+use super::pipeline::{Reconcile, Reconciled, guarded};
+use crate::context::{Context, RunDefaults, SandboxBackend, Settings};
+use crate::error::Result;
+use crate::metrics::Metrics;
+
+/// The namespace every scenario plays in.
+pub const NS: &str = "team";
+
+/// An operator context whose client talks to `api`, with the `pod` sandbox backend and the
+/// default settings.
+pub fn context(api: &FakeApi) -> Arc<Context> {
+    let settings = Settings {
+        registry: agentic_oci::RegistryClient::new(agentic_oci::RegistryOptions::default())
+            .expect("a registry client"),
+        git: agentic_git::GitOptions::default(),
+        sandbox_backend: SandboxBackend::Pod,
+        tag_refresh_interval: Duration::from_secs(300),
+        run_defaults: RunDefaults::default(),
+        reconcile_concurrency: 4,
+        default_skills_namespace: None,
+        skill_fetcher: None,
+    };
+    Arc::new(Context::new(
+        api.client(),
+        settings,
+        Arc::new(Metrics::default()),
+    ))
+}
+
+/// An object of kind `K` from its manifest (apiVersion and kind are added).
+pub fn object<K: serde::de::DeserializeOwned + kube::Resource<DynamicType = ()>>(
+    manifest: serde_json::Value,
+) -> K {
+    let mut manifest = manifest;
+    manifest["apiVersion"] = K::api_version(&()).into();
+    manifest["kind"] = K::kind(&()).into();
+    if manifest["metadata"]["namespace"].is_null() {
+        manifest["metadata"]["namespace"] = NS.into();
+    }
+    manifest["metadata"]["generation"] = 1.into();
+    serde_json::from_value(manifest).expect("a manifest of its kind")
+}
+
+/// One pass of the controller of `K` over the object `name` as the API server holds it,
+/// through the wrapper every controller runs (status write and Events included).
+pub async fn pass<K, R>(
+    api: &FakeApi,
+    ctx: &Arc<Context>,
+    name: &str,
+    reconcile: R,
+) -> Result<Action>
+where
+    K: Reconciled,
+    R: Reconcile<K>,
+{
+    let object: K = api.get(NS, name).expect("the object the pass is about");
+    guarded(
+        Arc::new(DeserializeGuard(Ok(object))),
+        Arc::clone(ctx),
+        reconcile,
+    )
+    .await
+}
+
+/// The `Ready` condition's status and reason, from `conditions`.
+pub fn ready(conditions: &[Condition]) -> (String, String) {
+    let ready = find_condition(conditions, CONDITION_READY).expect("a Ready condition");
+    (ready.status.clone(), ready.reason.clone())
+}
