@@ -675,3 +675,164 @@ pub fn operator_binary() -> &'static Path {
 /// A GET of the operator's probe and metrics endpoints (plain HTTP): the status code and
 /// the body.
 pub use agentic_testenv::http_get;
+
+/// The operator's pods as a cluster runs them (a chart or the kustomize configuration on the
+/// control plane with workloads, [`TestEnv::shared_with_workloads`]), watched from the side:
+/// every log line of their `operator` container, and every moment at which two of them could
+/// act at once.
+///
+/// A pod acts when its container runs and it either does not elect a leader (no
+/// `--leader-elect` argument) or holds the Lease. The watch polls the Lease, then the pods, so
+/// a holder seen next to another acting pod was acting at the same time as it.
+pub struct OperatorWatch {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    overlaps: Arc<std::sync::Mutex<Vec<String>>>,
+    logs: Arc<std::sync::Mutex<Vec<LogLine>>>,
+}
+
+/// One line an operator pod logged.
+#[derive(Debug, Clone)]
+pub struct LogLine {
+    /// When the test read it.
+    pub read: tokio::time::Instant,
+    pub pod: String,
+    pub line: String,
+}
+
+/// The operator's container in the chart and the kustomize configuration.
+const OPERATOR_CONTAINER: &str = "operator";
+/// How often [`OperatorWatch`] looks: far shorter than any overlap a rolling update makes
+/// (the new pod's first readiness probe, then the old pod's termination).
+const WATCH_INTERVAL: Duration = Duration::from_millis(100);
+
+impl OperatorWatch {
+    /// Watches the pods matching `selector` in `namespace` and the Lease `lease` there.
+    pub fn start(client: Client, namespace: &str, selector: &str, lease: &str) -> OperatorWatch {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(client, namespace);
+        let (stop, mut stopped) = watch::channel(false);
+        let overlaps = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let logs = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (selector, lease) = (selector.to_owned(), lease.to_owned());
+        let task = {
+            let (overlaps, logs) = (overlaps.clone(), logs.clone());
+            tokio::spawn(async move {
+                let mut followed = std::collections::BTreeSet::new();
+                let list = kube::api::ListParams::default().labels(&selector);
+                loop {
+                    let holder = match leases.get_opt(&lease).await {
+                        Ok(found) => found
+                            .and_then(|lease| lease.spec)
+                            .and_then(|spec| spec.holder_identity),
+                        Err(_) => None,
+                    };
+                    if let Ok(listed) = pods.list(&list).await {
+                        let mut acting = Vec::new();
+                        for pod in &listed.items {
+                            let name = pod.metadata.name.clone().unwrap_or_default();
+                            if !operator_running(pod) {
+                                continue;
+                            }
+                            if followed.insert(name.clone()) {
+                                tokio::spawn(follow_log(pods.clone(), name.clone(), logs.clone()));
+                            }
+                            if !elects(pod) || holder.as_deref() == Some(name.as_str()) {
+                                acting.push(name);
+                            }
+                        }
+                        if acting.len() > 1 {
+                            overlaps.lock().expect("not poisoned").push(format!(
+                                "{acting:?} acting at once (Lease holder {holder:?})"
+                            ));
+                        }
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(WATCH_INTERVAL) => {}
+                        _ = stopped.changed() => return,
+                    }
+                }
+            })
+        };
+        OperatorWatch {
+            stop,
+            task,
+            overlaps,
+            logs,
+        }
+    }
+
+    /// Every moment seen so far at which two operators acted at once.
+    pub fn overlaps(&self) -> Vec<String> {
+        self.overlaps.lock().expect("not poisoned").clone()
+    }
+
+    /// Every line logged so far.
+    pub fn logs(&self) -> Vec<LogLine> {
+        self.logs.lock().expect("not poisoned").clone()
+    }
+
+    /// Stops watching; the log lines already read stay.
+    pub async fn stop(self) -> Vec<LogLine> {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        self.logs.lock().expect("not poisoned").clone()
+    }
+}
+
+fn operator_container_state(pod: &Pod) -> Option<k8s_openapi::api::core::v1::ContainerState> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|status| status.name == OPERATOR_CONTAINER)?
+        .state
+        .clone()
+}
+
+/// Whether the operator container runs (and so may act).
+fn operator_running(pod: &Pod) -> bool {
+    operator_container_state(pod).is_some_and(|state| state.running.is_some())
+}
+
+/// Whether the pod's operator elects a leader before acting.
+fn elects(pod: &Pod) -> bool {
+    pod.spec.as_ref().is_some_and(|spec| {
+        spec.containers
+            .iter()
+            .filter(|container| container.name == OPERATOR_CONTAINER)
+            .flat_map(|container| container.args.iter().flatten())
+            .any(|arg| arg == "--leader-elect")
+    })
+}
+
+/// Appends every line the operator container of `pod` logs to `logs`, until it stops.
+async fn follow_log(pods: Api<Pod>, pod: String, logs: Arc<std::sync::Mutex<Vec<LogLine>>>) {
+    use futures::{AsyncBufReadExt as _, TryStreamExt as _};
+    let params = kube::api::LogParams {
+        container: Some(OPERATOR_CONTAINER.to_owned()),
+        follow: true,
+        ..kube::api::LogParams::default()
+    };
+    let Ok(stream) = pods.log_stream(&pod, &params).await else {
+        return;
+    };
+    let mut lines = stream.lines();
+    while let Ok(Some(line)) = lines.try_next().await {
+        logs.lock().expect("not poisoned").push(LogLine {
+            read: tokio::time::Instant::now(),
+            pod: pod.clone(),
+            line,
+        });
+    }
+}
+
+/// The lines at WARN or above (the text log format) in `logs`.
+pub fn warnings(logs: &[LogLine]) -> Vec<String> {
+    logs.iter()
+        .filter(|log| log.line.contains(" WARN ") || log.line.contains(" ERROR "))
+        .map(|log| format!("{}: {}", log.pod, log.line))
+        .collect()
+}
