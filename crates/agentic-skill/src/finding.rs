@@ -132,8 +132,8 @@ finding_codes! {
     /// `name` is an unquoted `null` (or `Null`, `NULL`, `~`), which goose reads as no name,
     /// so it would not list the skill.
     GooseNameNull => Error,
-    /// An unquoted `metadata` value is an integer beyond 64 bits, which goose cannot read,
-    /// so it would not list the skill.
+    /// An unquoted `metadata` value is an integer that needs more than 64 bits (and at most
+    /// 128), which goose cannot read, so it would not list the skill.
     GooseIntegerOutOfRange => Error,
     /// A `SKILL.md` below the skill's root; goose would register it as a skill of its own.
     NestedSkillFile => Error,

@@ -115,8 +115,10 @@ fn check_metadata_integers(entries: &[Entry], findings: &mut Vec<Finding>) {
     }
 }
 
-/// Whether serde_yaml 0.9 reads `scalar` (plain) as an integer outside both `i64` and `u64`:
-/// an optional sign, then `0x`, `0o` or `0b` digits, or decimal digits without a leading zero.
+/// Whether serde_yaml 0.9 reads `scalar` (plain) as an integer that fits 128 bits but not 64
+/// (goose then fails; past 128 bits serde_yaml reads a float or a string, which goose
+/// ignores): an optional sign, then `0x`, `0o` or `0b` digits, or decimal digits without a
+/// leading zero.
 fn integer_beyond_64_bits(scalar: &str) -> bool {
     let (negative, unsigned) = match scalar.as_bytes().first() {
         Some(b'-') => (true, &scalar[1..]),
@@ -138,16 +140,14 @@ fn integer_beyond_64_bits(scalar: &str) -> bool {
     if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
         return false;
     }
-    // Digits that overflow u128 are far beyond 64 bits too.
     let Ok(magnitude) = u128::from_str_radix(digits, radix) else {
-        return true;
+        return false;
     };
-    let limit = if negative {
-        u128::from(i64::MIN.unsigned_abs())
+    if negative {
+        magnitude > u128::from(i64::MIN.unsigned_abs()) && magnitude <= i128::MIN.unsigned_abs()
     } else {
-        u128::from(u64::MAX)
-    };
-    magnitude > limit
+        magnitude > u128::from(u64::MAX)
+    }
 }
 
 #[cfg(test)]
@@ -164,7 +164,8 @@ mod tests {
             "-0x8000000000000001",
             "0o2000000000000000000000",
             "0b10000000000000000000000000000000000000000000000000000000000000000",
-            "340282366920938463463374607431768211456",
+            "340282366920938463463374607431768211455",
+            "-170141183460469231731687303715884105728",
         ] {
             assert!(integer_beyond_64_bits(beyond), "{beyond}");
         }
@@ -172,6 +173,10 @@ mod tests {
             "18446744073709551615",
             "-9223372036854775808",
             "0xFFFFFFFFFFFFFFFF",
+            // Past 128 bits serde_yaml reads a float or a string.
+            "340282366920938463463374607431768211456",
+            "-170141183460469231731687303715884105729",
+            "0x100000000000000000000000000000000",
             "0",
             "-0",
             "00018446744073709551616",
