@@ -122,15 +122,12 @@ pub struct ObjectRef {
 /// A parameter an AgentRun may set.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(
-    validation = Rule::new("!(has(self.default) && has(self.required) && self.required)").message("a param with a default cannot be required")
+    validation = Rule::new("!(has(self.required) && self.required && has(self.default) && size(self.default) > 0)").message("a param with a non-empty default cannot be required")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AgentParam {
     /// Name of the parameter, an identifier: letters, digits and `_`, not starting with a digit.
-    #[schemars(
-        length(min = 1, max = 128),
-        regex(pattern = r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-    )]
+    #[schemars(length(min = 1), regex(pattern = r"^[a-zA-Z_][a-zA-Z0-9_]*$"))]
     pub name: String,
 
     /// Type of the value: `string` (default), `number` or `boolean`. Runs give values as
@@ -142,11 +139,13 @@ pub struct AgentParam {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 
-    /// Value used when a run does not set the parameter, written as a string.
+    /// Value used when a run does not set the parameter, written as a string; empty means
+    /// no default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<String>,
 
-    /// A run must set this parameter.
+    /// A run must set this parameter; only a param without a default (or with an empty one)
+    /// may be required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
 }

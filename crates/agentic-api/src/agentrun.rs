@@ -152,7 +152,7 @@ pub struct AgentRunSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct RunParam {
     /// Name of a param the Agent declares.
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1))]
     pub name: String,
     /// The value, as a string.
     pub value: String,

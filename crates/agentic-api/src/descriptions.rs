@@ -4,9 +4,10 @@
 //! a hard line break in a description shows up as a ragged line. Paragraph breaks stay.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    CustomResourceDefinition, JSON, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
     JSONSchemaPropsOrStringArray,
 };
+use serde_json::Value;
 
 /// Unwraps the descriptions of every schema in every version of `crd`.
 pub(crate) fn unwrap_crd(crd: &mut CustomResourceDefinition) {
@@ -26,20 +27,25 @@ const NAMED_REFERENCES: [&str; 4] = [
     "secretRef",
 ];
 
-/// Makes `name` optional in every reference of [`NAMED_REFERENCES`] under an `env` or
-/// `envFrom` property, where k8s-openapi's schema, older than that rule, still requires it.
+/// Makes `name` optional, with the default `""`, in every reference of [`NAMED_REFERENCES`]
+/// under an `env` or `envFrom` property, where k8s-openapi's schema, older than that rule,
+/// still requires it; and defaults `fileKeyRef.optional` to `false`. Kubernetes' own schema
+/// and Konveyor's have both defaults, so an object reads back the same from either.
 pub(crate) fn optional_reference_names(crd: &mut CustomResourceDefinition) {
     visit_crd(crd, &mut |schema| {
         for (property, env) in schema.properties.iter_mut().flatten() {
             if property == "env" || property == "envFrom" {
-                visit_schema(env, &mut drop_required_names);
+                visit_schema(env, &mut reference_defaults);
             }
         }
     });
 }
 
-fn drop_required_names(schema: &mut JSONSchemaProps) {
+fn reference_defaults(schema: &mut JSONSchemaProps) {
     for (property, reference) in schema.properties.iter_mut().flatten() {
+        if property == "fileKeyRef" {
+            set_default(reference, "optional", Value::Bool(false));
+        }
         if !NAMED_REFERENCES.contains(&property.as_str()) {
             continue;
         }
@@ -49,6 +55,42 @@ fn drop_required_names(schema: &mut JSONSchemaProps) {
                 reference.required = None;
             }
         }
+        set_default(reference, "name", Value::String(String::new()));
+    }
+}
+
+/// Defaults `status.phase` to `Pending`, as Konveyor's AgentRun and AgentWorkflowRun do, in
+/// every CRD whose status has a phase that may be `Pending`. The API server applies it when a
+/// status is written without a phase, and to stored objects as it reads them.
+pub(crate) fn pending_status_phase(crd: &mut CustomResourceDefinition) {
+    visit_crd(crd, &mut |schema| {
+        let Some(status) = schema
+            .properties
+            .as_mut()
+            .and_then(|properties| properties.get_mut("status"))
+        else {
+            return;
+        };
+        let may_be_pending = status
+            .properties
+            .as_ref()
+            .and_then(|properties| properties.get("phase"))
+            .and_then(|phase| phase.enum_.as_ref())
+            .is_some_and(|values| values.iter().any(|v| v.0 == "Pending"));
+        if may_be_pending {
+            set_default(status, "phase", Value::String("Pending".to_string()));
+        }
+    });
+}
+
+/// Sets the default of `schema`'s property `property`, when it has one.
+fn set_default(schema: &mut JSONSchemaProps, property: &str, default: Value) {
+    if let Some(field) = schema
+        .properties
+        .as_mut()
+        .and_then(|properties| properties.get_mut(property))
+    {
+        field.default = Some(JSON(default));
     }
 }
 

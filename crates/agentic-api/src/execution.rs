@@ -14,12 +14,12 @@ pub struct ExecutionLimits {
     /// The most turns the agent may take, at least 1; the agent runtime defines what a turn is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
-    pub max_turns: Option<i32>,
+    pub max_turns: Option<i64>,
 
     /// The most the run may cost, in US dollars, as a decimal string with at most two
     /// decimals, for example "10.00".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), regex(pattern = MAX_COST_PATTERN))]
+    #[schemars(regex(pattern = MAX_COST_PATTERN))]
     pub max_cost: Option<String>,
 }
 
@@ -42,11 +42,11 @@ pub struct RunExecution {
     /// The most turns the agent may take, at least 1; overrides the Agent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
-    pub max_turns: Option<i32>,
+    pub max_turns: Option<i64>,
 
     /// The most the run may cost, in US dollars ("10.00"); overrides the Agent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), regex(pattern = MAX_COST_PATTERN))]
+    #[schemars(regex(pattern = MAX_COST_PATTERN))]
     pub max_cost: Option<String>,
 }
 

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct FileMount {
     /// Absolute path in the agent container. It may not be, lie inside or contain
-    /// `/opt/skills`, `/run/konveyor`, `/workspace` or `/tmp` (the run fails with reason
+    /// `/opt/skills`, `/run/konveyor`, `/workspace`, `/tmp` or the service-account token's
+    /// `/var/run/secrets/kubernetes.io/serviceaccount` (the run fails with reason
     /// `InvalidFileMounts`); `.`, `..`, repeated and trailing slashes are resolved first.
     #[schemars(length(min = 1, max = 4096))]
     pub mount_path: String,
@@ -28,9 +29,9 @@ pub struct FileMount {
     pub config_map_name: Option<String>,
 
     /// A relative path inside the volume to mount instead of its root, for example one key
-    /// as a single file.
+    /// as a single file: a key, or an `items[].path` when `items` is set. Empty means unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 4096))]
+    #[schemars(length(max = 4096))]
     pub sub_path: Option<String>,
 
     /// Which keys to project and where, as in a Secret or ConfigMap volume; unset: every key

@@ -40,7 +40,7 @@ pub struct GatewaySpec {
     /// the `x-api-key` and `anthropic-version` headers, `gcp-vertex-ai` and `aws-bedrock`
     /// (also spelled with `_`) not at all, since they sign requests with cloud credentials,
     /// any other with `Authorization: Bearer <key>`.
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1))]
     pub provider: String,
 
     /// URL of the endpoint (`http` or `https`, without query, fragment or user name), given to
@@ -78,7 +78,7 @@ pub struct CredentialRef {
 #[serde(rename_all = "camelCase")]
 pub struct GatewayModel {
     /// Model name, given to sandboxes as `KONVEYOR_LLM_MODEL`.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Context window of the model in tokens.
     #[schemars(range(min = 1))]

@@ -62,7 +62,8 @@ pub const OBJECT_NAME_PATTERN: &str =
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// Every CustomResourceDefinition of this API, in a stable order, with descriptions unwrapped
-/// for `kubectl explain` and `name` optional in env's ConfigMap and Secret references.
+/// for `kubectl explain`, `name` optional (default `""`) in env's ConfigMap and Secret
+/// references, and Konveyor's default `Pending` on `status.phase`.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![
         SkillCard::crd(),
@@ -76,6 +77,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     crds.iter_mut().for_each(descriptions::unwrap_crd);
     crds.iter_mut()
         .for_each(descriptions::optional_reference_names);
+    crds.iter_mut().for_each(descriptions::pending_status_phase);
     crds
 }
 

@@ -57,7 +57,7 @@ pub struct SkillCardSpec {
     #[schemars(length(min = 1, max = 512))]
     #[x_kube(
         validation = Rule::new("!self.startsWith('/')").message("spec.subPath must be relative: it must not start with '/'"),
-        validation = Rule::new("!self.matches('(^|/)[.][.](/|$)')").message("spec.subPath must not contain '..' segments")
+        validation = Rule::new("!self.matches('(^|/)[.][.](/|$)')").message("spec.subPath must not contain '..' segments (Konveyor's schema takes them, but a path out of the image or repository can never hold the skill)")
     )]
     pub sub_path: Option<String>,
 
@@ -79,7 +79,7 @@ pub struct SkillCardSpec {
     /// over a tag of the same name. Empty: the repository's default branch (the `MovingRef`
     /// condition says so). Branches and tags are resolved again every tag refresh interval.
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 256))]
+    #[schemars(length(min = 1))]
     pub git_ref: Option<String>,
 
     /// Human-friendly name for user interfaces.

@@ -103,7 +103,7 @@ pub struct SkillCollectionSkill {
 
     /// Git branch, tag or commit of `source`; ignored for the other kinds of entry.
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 256))]
+    #[schemars(length(min = 1))]
     pub git_ref: Option<String>,
 
     /// Directory of the skill inside `image` or `source`; ignored with `skillCardRef`. No
@@ -112,7 +112,7 @@ pub struct SkillCollectionSkill {
     #[schemars(length(min = 1, max = 512))]
     #[x_kube(
         validation = Rule::new("!self.startsWith('/')").message("subPath must be relative: it must not start with '/'"),
-        validation = Rule::new("!self.matches('(^|/)[.][.](/|$)')").message("subPath must not contain '..' segments")
+        validation = Rule::new("!self.matches('(^|/)[.][.](/|$)')").message("subPath must not contain '..' segments (Konveyor's schema takes them, but a path out of the image or repository can never hold the skill)")
     )]
     pub sub_path: Option<String>,
 

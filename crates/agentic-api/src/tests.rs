@@ -101,6 +101,52 @@ fn defaults_are_in_the_schema() {
     );
 }
 
+/// The final schema of a kind, as [`crds`] makes it.
+fn final_schema_of(kind: &str) -> Value {
+    let crd = crds()
+        .into_iter()
+        .find(|crd| crd.spec.names.kind == kind)
+        .expect("a CRD of that kind");
+    schema_of(&crd)
+}
+
+#[test]
+fn konveyors_defaults_are_in_the_final_schema() {
+    for kind in ["AgentRun", "AgentWorkflowRun"] {
+        let schema = final_schema_of(kind);
+        assert_eq!(
+            schema["properties"]["status"]["properties"]["phase"]["default"], "Pending",
+            "{kind}"
+        );
+        let spec = &schema["properties"]["spec"]["properties"];
+        let value_from = &spec["env"]["items"]["properties"]["valueFrom"]["properties"];
+        for reference in ["configMapKeyRef", "secretKeyRef"] {
+            assert_eq!(
+                value_from[reference]["properties"]["name"]["default"], "",
+                "{kind} {reference}"
+            );
+        }
+        assert_eq!(
+            value_from["fileKeyRef"]["properties"]["optional"]["default"], false,
+            "{kind}"
+        );
+        let env_from = &spec["envFrom"]["items"]["properties"];
+        for reference in ["configMapRef", "secretRef"] {
+            assert_eq!(
+                env_from[reference]["properties"]["name"]["default"], "",
+                "{kind} {reference}"
+            );
+        }
+    }
+    for kind in ["Agent", "SkillCard", "Gateway"] {
+        assert_eq!(
+            final_schema_of(kind)["properties"]["status"]["properties"]["phase"],
+            Value::Null,
+            "{kind} has no phase to default"
+        );
+    }
+}
+
 #[test]
 fn platform_manifests_deserialize_with_exact_field_names() {
     let skill: SkillCard = serde_json::from_value(serde_json::json!({
@@ -151,7 +197,7 @@ fn cel_rules_are_declared_where_the_api_promises() {
         "spec.subPath is only allowed with spec.image or spec.source",
         "spec.subPath must be relative",
         "spec.subPath must not contain '..' segments",
-        "a param with a default cannot be required",
+        "a param with a non-empty default cannot be required",
         crate::agentrun::SPEC_IMMUTABLE_MESSAGE,
         crate::WORKFLOW_RUN_SPEC_IMMUTABLE_MESSAGE,
     ] {

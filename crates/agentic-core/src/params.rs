@@ -61,7 +61,7 @@ pub struct ResolvedExecution {
     /// The run's mode; `auto` when unset.
     pub mode: ExecutionMode,
     /// The run's `maxTurns`, else the Agent's.
-    pub max_turns: Option<i32>,
+    pub max_turns: Option<i64>,
     /// The run's `maxCost`, else the Agent's.
     pub max_cost: Option<String>,
     /// The run's `askUser`.
