@@ -7,6 +7,8 @@
 //!   65532: an agent harness stand-in that reports what its sandbox gives it.
 //! - `agentic-operator` (on request, [`push_operator_image`]): a build of the operator and the
 //!   shared libraries it links, running as 65532: what the init container of a git skill runs.
+//! - `agentic-testenv/goose` (on request, [`push_goose_image`]): upstream's goose run by a
+//!   test harness against a scripted endpoint in the same container (`goose` module).
 //!
 //! Layers are reproducible (sorted entries, owned by root, fixed modes and times), so the same
 //! inputs always give the same digests.
@@ -24,6 +26,9 @@ use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use crate::error::{Error, Result};
+
+mod goose;
+pub use goose::push_goose_image;
 
 /// Environment variable naming the static busybox the test images are built from; defaults
 /// to [`DEFAULT_BUSYBOX`].
