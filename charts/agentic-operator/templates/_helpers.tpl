@@ -99,6 +99,11 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["create", "delete", "get", "list", "patch", "watch"]
+# Give a pod-backend sandbox the Service ACP clients reach it through; the sweep deletes
+# those of runs that are gone.
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["create", "delete", "get", "list"]
 # Run sandboxes as Pods (pod backend) and follow the pods of Sandboxes; delete the
 # sandbox of a run that was cancelled or ran past a deadline, or that no longer exists.
 - apiGroups: [""]

@@ -175,6 +175,8 @@ pub const VOCABULARY: &[Vocabulary] = &[
             sandbox::REASON_FINISHED,
             REASON_GATEWAY_NOT_FOUND,
             REASON_GATEWAY_NOT_READY,
+            sandbox::REASON_FILE_MOUNT_SOURCE_NOT_FOUND,
+            sandbox::REASON_FILE_MOUNT_SOURCE_UNAVAILABLE,
             "AgentNotFound",
             "AgentNotReady",
             "DuplicateEnvName",

@@ -19,16 +19,18 @@ use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_b
 use agentic_core::params::resolve_run;
 use agentic_core::reasons::{REASON_GATEWAY_NOT_FOUND, REASON_GATEWAY_NOT_READY};
 use agentic_core::sandbox::{
-    Enforced, Limits, MountedSkill, REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome,
-    SANDBOX_KIND, SandboxInputs, admit, admit_in_namespace, build_acp_secret, build_pod,
-    build_run_config_map, build_sandbox, cancelled, enforce, run_events, run_outcome,
-    startup_deadline, stops_sandbox, time_to_live,
+    Enforced, FileMountSources, FileSourceKind, Limits, MountedSkill,
+    REASON_FILE_MOUNT_SOURCE_NOT_FOUND, REASON_FILE_MOUNT_SOURCE_UNAVAILABLE,
+    REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome, SANDBOX_KIND, SandboxInputs, SourceLookup,
+    admit, admit_in_namespace, build_acp_secret, build_acp_service, build_pod,
+    build_run_config_map, build_sandbox, cancelled, enforce, file_mount_source, file_mount_sources,
+    run_events, run_outcome, startup_deadline, stops_sandbox, time_to_live,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::core::DeserializeGuard;
@@ -42,7 +44,7 @@ use super::watches::{Stop, Watches};
 use crate::apply::{
     NAME_TAKEN_RETRY, NameTaken, create_or_apply_owned, create_owned, delete_expired,
 };
-use crate::caches::{Guarded, SandboxPod, listed};
+use crate::caches::{Guarded, SandboxPod, SecretMeta, listed};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
 
@@ -64,6 +66,9 @@ pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
 const QUEUED_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 /// How often a run waiting for its Gateway to exist or be Ready checks again.
 const GATEWAY_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often a run waiting for a file mount's Secret or ConfigMap checks again; a Secret's
+/// watch brings it back sooner, ConfigMaps are not watched.
+const FILE_MOUNT_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The AgentRun controller: starts a run when its Agent turns Ready (and a slot frees under
 /// a cap), and follows its sandbox and pod.
@@ -73,7 +78,7 @@ pub(super) fn controller(
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
     let store = watches.agent_runs.store();
-    let (by_agent, by_pod) = (store.clone(), store.clone());
+    let (by_agent, by_pod, by_secret) = (store.clone(), store.clone(), store.clone());
     let namespace_cap = ctx
         .settings
         .run_defaults
@@ -96,6 +101,11 @@ pub(super) fn controller(
                 })
             },
         )
+        .watches_shared_stream(watches.secrets.touched(), move |secret: Arc<SecretMeta>| {
+            related(&by_secret, secret.as_ref(), |runs, ns, secret| {
+                runs_waiting_on_secret(runs, ns, secret)
+            })
+        })
         // A run that finishes or goes frees a slot for the runs queued on its Agent, or on
         // its namespace under the namespace cap. No other change of a run does, and each
         // wake-up looks through the namespace's runs: not once per run event.
@@ -255,6 +265,13 @@ pub async fn reconcile(
     } else if [REASON_GATEWAY_NOT_FOUND, REASON_GATEWAY_NOT_READY].contains(&outcome.reason) {
         // No watch brings back a run waiting on a Gateway its Agent does not list.
         Action::requeue(GATEWAY_RETRY)
+    } else if [
+        REASON_FILE_MOUNT_SOURCE_NOT_FOUND,
+        REASON_FILE_MOUNT_SOURCE_UNAVAILABLE,
+    ]
+    .contains(&outcome.reason)
+    {
+        Action::requeue(FILE_MOUNT_RETRY)
     } else if outcome.reason == REASON_QUEUED {
         Action::requeue(QUEUED_RETRY)
     } else if let Some(after) = recheck_after {
@@ -483,6 +500,23 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
         }
         Err(e) => return blocked(RunOutcome::failed(e.reason(), e.to_string())),
     };
+    // Konveyor's order: a source that is missing (or unreadable) makes the run wait, one
+    // that lacks a key it projects fails it, before any object is created.
+    let sources = file_mount_source_keys(ctx, namespace, &run.spec.file_mounts).await?;
+    match file_mount_sources(namespace, &run.spec.file_mounts, |kind, name| {
+        sources
+            .get(&(kind.as_str(), name.to_string()))
+            .cloned()
+            .unwrap_or(SourceLookup::NotFound)
+    }) {
+        FileMountSources::Ready => {}
+        FileMountSources::Wait { reason, message } => {
+            return blocked(RunOutcome::pending(reason, message));
+        }
+        FileMountSources::Invalid(e) => {
+            return blocked(RunOutcome::failed(e.reason(), e.to_string()));
+        }
+    }
     let namespace_cap = ctx.settings.run_defaults.max_concurrent_runs_per_namespace;
     // Under a cap, a run counts the others and creates its sandbox under its Agent's lock
     // (under a namespace cap every run of the namespace counts, so they share one lock): two
@@ -537,6 +571,55 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
 
 fn blocked(outcome: RunOutcome) -> Result<Created> {
     Ok(Err(outcome))
+}
+
+/// The keys of every Secret and ConfigMap the run's file mounts read, from the API server
+/// (the Secret watch carries no data, ConfigMaps are not watched). Keys only: the values
+/// are dropped here. A source the operator may not read is `Unavailable`, as Konveyor has it.
+async fn file_mount_source_keys(
+    ctx: &Context,
+    namespace: &str,
+    mounts: &[agentic_api::FileMount],
+) -> Result<BTreeMap<(&'static str, String), SourceLookup>> {
+    let mut found = BTreeMap::new();
+    for (kind, name) in mounts.iter().filter_map(file_mount_source) {
+        let key = (kind.as_str(), name.to_string());
+        if found.contains_key(&key) {
+            continue;
+        }
+        let read = match kind {
+            FileSourceKind::Secret => Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+                .get_opt(name)
+                .await
+                .map(|secret| secret.map(|s| s.data.unwrap_or_default().into_keys().collect())),
+            FileSourceKind::ConfigMap => {
+                Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace)
+                    .get_opt(name)
+                    .await
+                    .map(|config_map| {
+                        config_map.map(|c| {
+                            let data = c.data.unwrap_or_default().into_keys();
+                            data.chain(c.binary_data.unwrap_or_default().into_keys())
+                                .collect()
+                        })
+                    })
+            }
+        };
+        let lookup = match read {
+            Ok(Some(keys)) => SourceLookup::Found(keys),
+            Ok(None) => SourceLookup::NotFound,
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                SourceLookup::Unavailable(format!(
+                    "the operator may not read {} {name}: {}",
+                    kind.as_str(),
+                    status.message
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        found.insert(key, lookup);
+    }
+    Ok(found)
 }
 
 /// The UIDs of the runs that control a sandbox (a Pod, with the Pod backend) in `namespace`,
@@ -614,13 +697,26 @@ async fn create_sandbox_objects(
     let secret = build_acp_secret(inputs, random_key(), owner.clone());
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let config_map = build_run_config_map(inputs, owner.clone());
-    // When one name is taken the other object may still be created: it is the run's own,
-    // and goes with the run.
-    let (secret, config_map) = futures::try_join!(
+    // The pod backend's sandbox gets the Service agent-sandbox makes for a Sandbox, so that
+    // ACP clients reach the agent at <sandbox>.<namespace>.svc:4000 on either backend.
+    let service = async {
+        if ctx.settings.sandbox_backend != SandboxBackend::Pod {
+            return Ok(Ok(()));
+        }
+        let services: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
+        let service = build_acp_service(inputs, owner.clone());
+        Ok(create_owned(&services, &service, "Service", &uid)
+            .await?
+            .map(drop))
+    };
+    // When one name is taken the other objects may still be created: they are the run's
+    // own, and go with the run.
+    let (secret, config_map, service) = futures::try_join!(
         create_owned(&secrets, &secret, "Secret", &uid),
         create_or_apply_owned(&config_maps, config_map, "ConfigMap", &uid),
+        service,
     )?;
-    if let Err(taken) = secret.map(drop).and(config_map) {
+    if let Err(taken) = secret.map(drop).and(config_map).and(service) {
         return Ok(Err(taken));
     }
 
@@ -925,6 +1021,26 @@ pub fn runs_waiting_on_agent<'a>(
         .filter(|r| r.namespace().as_deref() == Some(namespace))
         .filter(|r| r.spec.agent_ref == name)
         .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
+        .map(ObjectRef::from_obj)
+        .collect()
+}
+
+/// The runs in `namespace` not started yet whose file mounts read the Secret `name`: a
+/// run waiting for that Secret starts once it appears.
+pub fn runs_waiting_on_secret<'a>(
+    runs: impl IntoIterator<Item = &'a AgentRun>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<AgentRun>> {
+    runs.into_iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace))
+        .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
+        .filter(|r| {
+            r.spec.file_mounts.iter().any(|mount| {
+                file_mount_source(mount)
+                    .is_some_and(|(kind, source)| kind == FileSourceKind::Secret && source == name)
+            })
+        })
         .map(ObjectRef::from_obj)
         .collect()
 }

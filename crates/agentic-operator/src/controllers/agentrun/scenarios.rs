@@ -1,7 +1,7 @@
 //! The AgentRun controller's real pass against the fake API server (the `pod` backend).
 
 use agentic_api::{AgentRun, AgentRunPhase, Gateway};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use serde_json::json;
 
 use super::{reconcile, runs_waiting_on_agent};
@@ -52,7 +52,11 @@ async fn a_run_of_a_ready_agent_gets_its_sandbox_objects_and_records_them() {
     );
     assert_eq!(api.names::<ConfigMap>(NS).len(), 1);
     assert_eq!(api.names::<Secret>(NS).len(), 1);
-    // Five writes start a run: its three objects, one Event and one status apply.
+    let service: Service = api.get(NS, "fix-bug").expect("the ACP Service");
+    let ports = service.spec.and_then(|s| s.ports).unwrap_or_default();
+    assert_eq!(ports.iter().map(|p| p.port).collect::<Vec<_>>(), [4000]);
+    // Six writes start a run: its four objects (the Service for ACP clients with the pod
+    // backend), one Event and one status apply.
     let writes: Vec<String> = api
         .writes()
         .iter()
@@ -69,6 +73,7 @@ async fn a_run_of_a_ready_agent_gets_its_sandbox_objects_and_records_them() {
         [
             "POST secrets",
             "POST configmaps",
+            "POST services",
             "POST pods",
             "POST events",
             "PATCH status"
@@ -124,6 +129,78 @@ async fn a_second_pass_over_a_started_run_writes_nothing_new() {
         .await
         .expect("a pass");
     assert!(api.writes().is_empty(), "{:?}", api.writes());
+}
+
+/// A run of `coder` that mounts the key `token` of the Secret `creds`.
+fn run_mounting_secret() -> AgentRun {
+    object(json!({
+        "metadata": {"name": "fix-bug", "uid": "uid-run-fix-bug"},
+        "spec": {
+            "agentRef": "coder",
+            "fileMounts": [{
+                "mountPath": "/etc/creds",
+                "secretName": "creds",
+                "items": [{"key": "token", "path": "token"}],
+            }],
+        },
+    }))
+}
+
+fn secret_with(key: &str) -> Secret {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": NS},
+        "data": {key: "c2VjcmV0"},
+    }))
+    .expect("a Secret")
+}
+
+#[tokio::test]
+async fn a_run_waits_for_its_file_mount_secret_and_starts_once_it_exists() {
+    let api = FakeApi::default();
+    ready_agent_with_gateway(&api);
+    api.put(&run_mounting_secret());
+    let ctx = context(&api);
+    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
+    let status = status.expect("a status");
+    assert_eq!(ready(&status.conditions).1, "FileMountSourceNotFound");
+    assert!(!status.phase.is_some_and(AgentRunPhase::is_finished));
+    assert!(api.names::<Pod>(NS).is_empty());
+    api.put(&secret_with("token"));
+    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(api.names::<Pod>(NS), ["fix-bug"]);
+}
+
+#[tokio::test]
+async fn a_run_whose_file_mount_secret_lacks_the_key_fails_at_once() {
+    let api = FakeApi::default();
+    ready_agent_with_gateway(&api);
+    api.put(&run_mounting_secret());
+    api.put(&secret_with("other"));
+    pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
+    let status = status.expect("a status");
+    assert!(status.phase.is_some_and(AgentRunPhase::is_finished));
+    assert_eq!(ready(&status.conditions).1, "InvalidFileMounts");
+    assert!(api.names::<Pod>(NS).is_empty());
+}
+
+#[test]
+fn a_secret_appearing_brings_back_the_unstarted_runs_that_mount_it() {
+    let waiting = run_mounting_secret();
+    let unrelated = run("other", "coder");
+    let picked = super::runs_waiting_on_secret([&waiting, &unrelated], NS, "creds");
+    assert_eq!(
+        picked,
+        [kube::runtime::reflector::ObjectRef::new("fix-bug").within(NS)]
+    );
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The orphan sweep: deletes the sandboxes, Pods, ConfigMaps and Secrets labelled for an
+//! The orphan sweep: deletes the sandboxes, Pods, Services, ConfigMaps and Secrets labelled for an
 //! AgentRun that no longer exists (the decision is [`agentic_core::sweep::verdict`]).
 //!
 //! It runs on the leader only (the controllers run only there), once as soon as the AgentRun
@@ -16,7 +16,7 @@ use std::time::Duration;
 use agentic_api::AgentRun;
 use agentic_core::owners::controlling_run;
 use agentic_core::sweep::{Runs, verdict};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
@@ -54,6 +54,12 @@ fn swept_kinds(backend: SandboxBackend) -> Vec<Swept> {
         kind: "Pod",
         resource: ApiResource::erase::<Pod>(&()),
     });
+    if backend == SandboxBackend::Pod {
+        kinds.push(Swept {
+            kind: "Service",
+            resource: ApiResource::erase::<Service>(&()),
+        });
+    }
     kinds.push(Swept {
         kind: "ConfigMap",
         resource: ApiResource::erase::<ConfigMap>(&()),
