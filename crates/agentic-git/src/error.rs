@@ -66,6 +66,14 @@ pub enum GitError {
     #[error("invalid skill {path}: {summary}")]
     InvalidSkill { path: String, summary: String },
 
+    /// The skill is valid by the specification, but goose, the agent runtime that reads the
+    /// mounted skills, would load it differently: a `SKILL.md` it would skip or read cut
+    /// short, a `SKILL.md` below the skill's root (a skill of its own to goose), or a symlink
+    /// inside the skill (goose follows links out of it). `path` is the file in the
+    /// repository; `message` says what goose would do.
+    #[error("{path}: {message}")]
+    GooseIncompatible { path: String, message: String },
+
     /// Symlinks at or along the skill's path, or names that cannot be written safely.
     #[error("unsafe repository content: {message}")]
     UnsafeContent { message: String },
@@ -93,6 +101,7 @@ impl GitError {
             GitError::SubPathRequired { .. } => "SubPathRequired",
             GitError::SkillNotFound { .. } => "SkillNotFound",
             GitError::InvalidSkill { .. } => "InvalidSkill",
+            GitError::GooseIncompatible { .. } => "GooseIncompatible",
             GitError::UnsafeContent { .. } => "UnsafeSourceContent",
             GitError::TooLarge { .. } => "RepositoryTooLarge",
             GitError::Io { .. } => "IoError",
@@ -115,6 +124,7 @@ impl GitError {
             GitError::SubPathRequired { .. }
                 | GitError::SkillNotFound { .. }
                 | GitError::InvalidSkill { .. }
+                | GitError::GooseIncompatible { .. }
                 | GitError::UnsafeContent { .. }
                 | GitError::TooLarge { .. }
         )
@@ -165,6 +175,10 @@ mod tests {
             GitError::InvalidSkill {
                 path: "SKILL.md".into(),
                 summary: "x".into(),
+            },
+            GitError::GooseIncompatible {
+                path: "a/SKILL.md".into(),
+                message: "x".into(),
             },
         ];
         for error in verdicts {

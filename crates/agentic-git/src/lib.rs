@@ -22,8 +22,11 @@
 //! - Commits are fetched by id (protocol v2 lets a client want any object), so what is read
 //!   is the pinned commit even when the branch has moved since; the objects are checked
 //!   against their ids as they are indexed.
-//! - Symlinks are refused at `SKILL.md` and along the `subPath`, as in images, and kept as
-//!   links elsewhere; submodules are left out.
+//! - Symlinks are refused at `SKILL.md` and along the `subPath`, as in images. Inside the
+//!   skill, symlinks and `SKILL.md` files below its root are refused too
+//!   ([`GitError::GooseIncompatible`]): goose follows links out of the mounted skill and
+//!   registers every `SKILL.md` it finds as a skill of its own. Submodules are left out:
+//!   nothing is written for them, so goose never sees them.
 
 mod cache;
 mod error;

@@ -25,17 +25,16 @@ pub struct SkillEntry {
     /// Path relative to the skill directory, `/`-separated.
     pub path: String,
     pub kind: SkillEntryKind,
-    /// Bytes of the file, or of the link's target.
+    /// Bytes of the file; 0 for a directory.
     pub size: u64,
     id: gix::ObjectId,
 }
 
-/// What a [`SkillEntry`] is.
+/// What a [`SkillEntry`] is; a skill holds no links (see [`GitError::GooseIncompatible`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkillEntryKind {
     Directory,
     File { executable: bool },
-    Symlink,
 }
 
 /// A validated skill at one commit.
@@ -49,8 +48,9 @@ pub struct SkillTree {
     pub report: agentic_skill::Report,
     /// Bytes of the SKILL.md body after the frontmatter: what a rule adds to the prompt.
     pub body_bytes: Option<usize>,
-    /// Every entry below the skill directory, parents before children. Submodules (commit
-    /// entries) are left out: they are not part of the commit's content.
+    /// Every entry below the skill directory, parents before children: directories and
+    /// regular files. Submodules (commit entries) are left out: they are not part of the
+    /// commit's content.
     pub entries: Vec<SkillEntry>,
 }
 
@@ -94,7 +94,9 @@ impl Fetched {
     ///
     /// Refused: a symlink (or a file) at or along `sub_path` or at `SKILL.md`, names that are
     /// not plain path segments, more entries or bytes than the limits. A root without
-    /// `SKILL.md` but with skill directories asks for a `subPath`.
+    /// `SKILL.md` but with skill directories asks for a `subPath`. What goose would load
+    /// differently is refused with [`GitError::GooseIncompatible`]: a symlink anywhere in the
+    /// skill, a `SKILL.md` below its root, and a `SKILL.md` whose only findings are goose's.
     pub fn skill(&self, sub_path: Option<&str>, limits: &Limits) -> Result<SkillTree, GitError> {
         let repo = &self.repo;
         if let Some(sub_path) = sub_path {
@@ -188,7 +190,17 @@ impl Fetched {
 
         let mut entries = Vec::new();
         let mut bytes = 0u64;
-        self.collect(repo, dir_tree, "", limits, &mut entries, &mut bytes)?;
+        // collect names paths inside the skill; the error names them in the repository.
+        self.collect(repo, dir_tree, "", limits, &mut entries, &mut bytes)
+            .map_err(|error| match error {
+                GitError::GooseIncompatible { path, message } if !dir.is_empty() => {
+                    GitError::GooseIncompatible {
+                        path: format!("{dir}/{path}"),
+                        message,
+                    }
+                }
+                other => other,
+            })?;
 
         let size = self.size_of(repo, skill_md)?;
         if size > agentic_skill::MAX_SKILL_MD_BYTES {
@@ -203,6 +215,12 @@ impl Fetched {
         let content = self.blob(repo, skill_md)?;
         let expected_name = sub_path.and_then(|p| p.rsplit('/').next());
         let report = agentic_skill::validate_skill_md(&content, expected_name);
+        if report.is_goose_incompatibility_only() {
+            return Err(GitError::GooseIncompatible {
+                path: target,
+                message: report.summary(),
+            });
+        }
         if !report.is_valid() || report.frontmatter.is_none() {
             return Err(GitError::InvalidSkill {
                 path: target,
@@ -219,7 +237,7 @@ impl Fetched {
     }
 
     /// Writes the skill's entries below `dest` (which must exist and be empty): directories
-    /// 0755, files 0644 or 0755, symlinks as they are.
+    /// 0755, files 0644 or 0755.
     pub fn write_skill(&self, skill: &SkillTree, dest: &Path) -> Result<(), GitError> {
         use std::os::unix::fs::PermissionsExt;
         let repo = &self.repo;
@@ -238,17 +256,13 @@ impl Fetched {
                     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
                         .map_err(|e| GitError::io(&path, e))?;
                 }
-                SkillEntryKind::Symlink => {
-                    let data = self.blob(repo, entry.id)?;
-                    let target = String::from_utf8_lossy(&data).into_owned();
-                    std::os::unix::fs::symlink(&target, &path)
-                        .map_err(|e| GitError::io(&path, e))?;
-                }
             }
         }
         Ok(())
     }
 
+    /// Lists the entries below `tree` (`prefix` is the path walked so far inside the skill),
+    /// within the limits, refusing what goose would load as more than this skill.
     fn collect(
         &self,
         repo: &gix::Repository,
@@ -274,9 +288,27 @@ impl Fetched {
                 EntryKind::Tree => SkillEntryKind::Directory,
                 EntryKind::Blob => SkillEntryKind::File { executable: false },
                 EntryKind::BlobExecutable => SkillEntryKind::File { executable: true },
-                EntryKind::Link => SkillEntryKind::Symlink,
+                EntryKind::Link => {
+                    return Err(GitError::GooseIncompatible {
+                        path,
+                        message: "it is a symlink inside the skill; goose follows links out of \
+                                  the mounted skill, so the agent could load content nobody \
+                                  validated; commit the file itself"
+                            .to_string(),
+                    });
+                }
                 EntryKind::Commit => continue,
             };
+            if name == SKILL_FILE && !prefix.is_empty() && kind != SkillEntryKind::Directory {
+                return Err(GitError::GooseIncompatible {
+                    path,
+                    message: format!(
+                        "a {SKILL_FILE} below the skill's root; goose registers every \
+                         {SKILL_FILE} it finds as a skill of its own, so the agent would get a \
+                         skill nobody validated; rename it or make it a skill of its own"
+                    ),
+                });
+            }
             if entries.len() as u64 >= limits.max_entries {
                 return Err(GitError::too_large(format!(
                     "the skill directory has more than {} entries (Limits::max_entries)",

@@ -141,13 +141,25 @@ async fn refuses_unsafe_and_invalid_content_and_unknown_commits() {
                 ),
                 ("linked", GitFile::Symlink("real".into())),
                 ("broken/SKILL.md", GitFile::File(b"no frontmatter".to_vec())),
+                // What goose would load as more than the skill, or differently.
+                (
+                    "nested/SKILL.md",
+                    skill_md("nested", "Holds another skill."),
+                ),
+                (
+                    "nested/refs/deep/SKILL.md",
+                    skill_md("other", "Nobody validated me."),
+                ),
+                ("with-link/SKILL.md", skill_md("with-link", "Links out.")),
+                ("with-link/docs/out", GitFile::Symlink("../../real".into())),
+                ("cut/SKILL.md", skill_md("cut", "a --- b")),
             ],
         )
         .unwrap();
     let options = options(&server);
     let source = SourceUrl::parse(&server.git_url("bad.git"), &[]).unwrap();
     let (s, o, c) = (source.clone(), options.clone(), commit.clone());
-    let (linked, broken, large) = blocking(move || {
+    let (linked, broken, large, goose) = blocking(move || {
         let fetched = fetch_commit(&s, &c, &GitAuth::Anonymous, &o).unwrap();
         let tiny = agentic_git::Limits {
             max_entries: 0,
@@ -157,9 +169,27 @@ async fn refuses_unsafe_and_invalid_content_and_unknown_commits() {
             fetched.skill(Some("linked"), &o.limits).unwrap_err(),
             fetched.skill(Some("broken"), &o.limits).unwrap_err(),
             fetched.skill(Some("real"), &tiny).unwrap_err(),
+            ["nested", "with-link", "cut"]
+                .map(|dir| fetched.skill(Some(dir), &o.limits).unwrap_err()),
         )
     })
     .await;
+    let [nested, with_link, cut] = goose;
+    for (error, path) in [
+        (&nested, "nested/refs/deep/SKILL.md"),
+        (&with_link, "with-link/docs/out"),
+        (&cut, "cut/SKILL.md"),
+    ] {
+        assert_eq!(error.reason(), "GooseIncompatible", "{error}");
+        assert!(error.is_content_verdict(), "{error}");
+        assert!(
+            error.to_string().starts_with(&format!("{path}: ")),
+            "{error}"
+        );
+    }
+    assert!(nested.to_string().contains("skill of its own"), "{nested}");
+    assert!(with_link.to_string().contains("symlink"), "{with_link}");
+    assert!(cut.to_string().contains("'---'"), "{cut}");
     assert_eq!(linked.reason(), "UnsafeSourceContent", "{linked}");
     assert_eq!(broken.reason(), "InvalidSkill", "{broken}");
     assert!(matches!(large, GitError::TooLarge { .. }), "{large}");
