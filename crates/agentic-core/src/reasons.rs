@@ -129,6 +129,7 @@ pub const VOCABULARY: &[Vocabulary] = &[
         reasons: &[
             REASON_AGENT_READY,
             REASON_KNOWN_SKILL_DELIVERY,
+            skills::REASON_HARNESS_MAY_IGNORE_INJECT,
             REASON_GATEWAY_NOT_FOUND,
             REASON_GATEWAY_NOT_READY,
             skills::REASON_UNKNOWN_SKILL_DELIVERY,

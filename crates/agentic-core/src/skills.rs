@@ -770,6 +770,11 @@ pub struct SkillDelivery {
 pub const CONDITION_SKILL_DELIVERY_RESOLVED: &str = "SkillDeliveryResolved";
 /// The reason of [`CONDITION_SKILL_DELIVERY_RESOLVED`] = False.
 pub const REASON_UNKNOWN_SKILL_DELIVERY: &str = "UnknownSkillDelivery";
+/// The reason of [`CONDITION_SKILL_DELIVERY_RESOLVED`] = True for `inject`: Konveyor's
+/// harness ignores it (goose discovers every skill, the harness injects only rules).
+pub const REASON_HARNESS_MAY_IGNORE_INJECT: &str = "HarnessMayIgnoreInject";
+/// The message that goes with [`REASON_HARNESS_MAY_IGNORE_INJECT`].
+pub const HARNESS_MAY_IGNORE_INJECT: &str = "runs use skill delivery inject (HARNESS_SKILL_MODE=inject), which Konveyor's harness ignores: it lets goose discover every skill under /opt/skills and injects only type: rule skills into the prompt; inject takes effect only with a harness that reads HARNESS_SKILL_MODE";
 
 impl SkillDelivery {
     /// For an unknown value, the message of [`CONDITION_SKILL_DELIVERY_RESOLVED`] = False.

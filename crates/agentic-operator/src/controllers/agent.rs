@@ -12,8 +12,9 @@ use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::reasons::{REASON_AGENT_READY, REASON_KNOWN_SKILL_DELIVERY};
 use agentic_core::skills::{
     CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT, CardRef,
-    DefaultCollection, DefaultScope, Lookup, ResolvedSkills, apply_defaults, collection_cards,
-    gateway_configured, resolve_gateways, resolve_skill_delivery, resolve_skills, rules_fit,
+    DefaultCollection, DefaultScope, Lookup, ResolvedSkills, SkillDeliveryMode, apply_defaults,
+    collection_cards, gateway_configured, resolve_gateways, resolve_skill_delivery, resolve_skills,
+    rules_fit,
 };
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -259,6 +260,11 @@ fn decide(agent: &Agent, world: World, old: AgentStatus, now: &Time) -> AgentSta
                 ConditionStatus::False,
                 agentic_core::skills::REASON_UNKNOWN_SKILL_DELIVERY,
                 &delivery_message,
+            ),
+            None if delivery.mode == SkillDeliveryMode::Inject => (
+                ConditionStatus::True,
+                agentic_core::skills::REASON_HARNESS_MAY_IGNORE_INJECT,
+                agentic_core::skills::HARNESS_MAY_IGNORE_INJECT,
             ),
             None => (
                 ConditionStatus::True,

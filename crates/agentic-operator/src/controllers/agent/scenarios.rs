@@ -91,3 +91,28 @@ fn a_changed_card_brings_back_the_agents_of_its_namespace_that_name_it() {
     let picked = agents_referencing(agents, NS, Reference::SkillCard, "pdf");
     assert_eq!(picked, [ObjectRef::new("coder").within(NS)]);
 }
+
+#[tokio::test]
+async fn an_agent_asking_for_inject_is_told_konveyors_harness_ignores_it() {
+    let api = FakeApi::default();
+    ready_cards(&api, &[("pdf", "pdf-tools")]).await;
+    let mut inject = agent("coder", &["pdf"]);
+    inject.spec.skill_delivery = "inject".into();
+    api.put(&inject);
+    pass::<Agent, _>(&api, &context(&api), "coder", reconcile)
+        .await
+        .expect("a pass");
+    let status = api.get::<Agent>(NS, "coder").expect("the agent").status;
+    let status = status.expect("a status");
+    assert_eq!(ready(&status.conditions).0, "True");
+    let delivery = agentic_core::conditions::find_condition(
+        &status.conditions,
+        agentic_core::skills::CONDITION_SKILL_DELIVERY_RESOLVED,
+    )
+    .expect("the delivery condition");
+    assert_eq!(
+        (delivery.status.as_str(), delivery.reason.as_str()),
+        ("True", "HarnessMayIgnoreInject")
+    );
+    assert!(delivery.message.contains("Konveyor's harness ignores"));
+}
