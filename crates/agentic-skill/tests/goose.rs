@@ -2,8 +2,8 @@
 //! mounted skills, so a skill we call valid must be a skill goose lists under the same name
 //! with the same description.
 //!
-//! Every generated case of the skills-ref test, every skill of the shared corpus and a few
-//! hundred seeded frontmatter variants are laid out in a scratch HOME
+//! Every generated case of the skills-ref test, the sample skills, every skill of the shared
+//! corpus and a few hundred seeded frontmatter variants are laid out in a scratch HOME
 //! (`~/.agents/skills/...`, many skills per HOME so goose runs a few times only) and read by
 //! `goose skills list`, which shows names, where each skill was found, and descriptions cut to
 //! 47 characters, and by `goose run` against a fake OpenAI-compatible endpoint on 127.0.0.1,
@@ -497,26 +497,28 @@ fn all_skills() -> Vec<Skill> {
         });
     }
     let corpus = corpus_dir();
+    let mut directories = sample_skills();
     if corpus.is_dir() {
-        for dir in corpus_skills(&corpus) {
-            let name = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let mut names = std::fs::read(dir.join("SKILL.md"))
-                .map(|c| name_candidates(&c))
-                .unwrap_or_default();
-            names.insert(name.clone());
-            skills.push(Skill {
-                label: format!("corpus skill {}", dir.display()),
-                slot: format!("corpus-{}", skills.len()),
-                dir: name,
-                source: Source::Directory(dir),
-                names,
-            });
-        }
+        directories.extend(corpus_skills(&corpus));
     } else {
         eprintln!("{} not found; no corpus skills", corpus.display());
+    }
+    for dir in directories {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut names = std::fs::read(dir.join("SKILL.md"))
+            .map(|c| name_candidates(&c))
+            .unwrap_or_default();
+        names.insert(name.clone());
+        skills.push(Skill {
+            label: format!("skill {}", dir.display()),
+            slot: format!("dir-{}", skills.len()),
+            dir: name,
+            source: Source::Directory(dir),
+            names,
+        });
     }
     let mut random = Seeded(0x5eed_9005_e5ed_0001);
     for index in 0..VARIANTS {
@@ -535,6 +537,26 @@ fn all_skills() -> Vec<Skill> {
             names,
         });
     }
+    skills
+}
+
+/// The sample skills `make run` pushes (`config/samples/skills`, one or two levels down).
+fn sample_skills() -> Vec<PathBuf> {
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/samples/skills");
+    let mut skills = Vec::new();
+    let mut pending = vec![(samples, 0)];
+    while let Some((dir, depth)) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read the sample skills") {
+            let path = entry.expect("sample entry").path();
+            if path.join("SKILL.md").is_file() {
+                skills.push(path);
+            } else if path.is_dir() && depth == 0 {
+                pending.push((path, depth + 1));
+            }
+        }
+    }
+    assert!(!skills.is_empty(), "no sample skills found");
+    skills.sort();
     skills
 }
 
