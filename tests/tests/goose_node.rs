@@ -352,11 +352,14 @@ async fn goose_lists_exactly_the_ready_skills_and_loads_them_from_the_read_only_
         .collect();
     assert_eq!(writes, expected_writes, "{log}");
 
-    // goose names the session first, without tools; then works with its load_skill tool.
-    let requests = chat_requests(&log);
-    assert_eq!(requests.len(), 2 + loads.len(), "{log}");
-    assert!(requests[0].get("tools").is_none(), "{:#}", requests[0]);
-    let last = &requests[requests.len() - 1];
+    // goose names the session in a request without tools, beside its turns, which offer its
+    // load_skill tool: one per load and the last one for the final answer.
+    let (turns, titles): (Vec<Value>, Vec<Value>) = chat_requests(&log)
+        .into_iter()
+        .partition(|request| request.get("tools").is_some());
+    assert_eq!(titles.len(), 1, "{log}");
+    assert_eq!(turns.len(), loads.len() + 1, "{log}");
+    let last = &turns[loads.len()];
     let tools: Vec<&str> = last["tools"]
         .as_array()
         .expect("tools")
@@ -367,7 +370,7 @@ async fn goose_lists_exactly_the_ready_skills_and_loads_them_from_the_read_only_
 
     // The system prompt lists exactly the Agent's Ready skills, with the descriptions the
     // operator validated, besides goose's own; rules are not skills to goose.
-    let prompt = system_prompt(&requests[1]);
+    let prompt = system_prompt(&turns[0]);
     let mut listed = listed_skills(prompt);
     let builtins: Vec<String> = GOOSE_BUILTIN_SKILLS
         .iter()
