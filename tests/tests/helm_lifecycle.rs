@@ -236,7 +236,8 @@ fn second_run(name: &str) -> AgentRun {
     .expect("an AgentRun")
 }
 
-#[tokio::test]
+// Two workers: helm and kubectl block one while the watch of the operators runs on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chart_installs_runs_upgrades_and_uninstalls_on_the_test_node() {
     let env = TestEnv::shared_with_workloads()
         .await
