@@ -74,6 +74,45 @@ pub enum OciError {
     #[error("invalid skill {path}: {summary}")]
     InvalidSkill { path: String, summary: String },
 
+    /// A `SKILL.md` below the skill's root. Agents register every `SKILL.md` they find
+    /// (goose at any depth, the first found winning a name), so it would load as another
+    /// skill, which nobody validated, or replace one. Refused in any layer.
+    #[error(
+        "{path} is a SKILL.md below the skill's root ({root}); agents would load it as another skill, which nobody validated: move it out of the skill or rename it"
+    )]
+    NestedSkillFile {
+        /// Its path inside the image.
+        path: String,
+        /// The skill's root: its `subPath`, or "the image root".
+        root: String,
+    },
+
+    /// A symlink or hardlink inside the skill. Agents follow links, out of the mounted skill
+    /// too, so a skill holds only regular files and directories. Refused in any layer.
+    #[error(
+        "{path} is {kind} inside the skill ({root}); agents follow links out of the mounted skill, so a skill may hold only regular files and directories"
+    )]
+    LinkInSkill {
+        /// Its path inside the image.
+        path: String,
+        /// "a symlink" or "a hardlink".
+        kind: String,
+        /// The skill's root: its `subPath`, or "the image root".
+        root: String,
+    },
+
+    /// The image holds more skill directories than one image may list for a SkillCollection
+    /// ([`Limits::max_skills`](crate::Limits::max_skills)).
+    #[error(
+        "the image holds {count} skill directories, more than the {max} one image may list (Limits::max_skills)"
+    )]
+    TooManySkills {
+        /// How many top-level directories hold a `SKILL.md`.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+
     /// The image tries something a skill image never needs: path traversal, links or
     /// device nodes where they matter, malformed archive metadata.
     #[error("unsafe image content: {message}")]
@@ -116,6 +155,9 @@ impl OciError {
             OciError::SubPathRequired { .. } => "SubPathRequired",
             OciError::SkillNotFound { .. } => "SkillNotFound",
             OciError::InvalidSkill { .. } => "InvalidSkill",
+            OciError::NestedSkillFile { .. } => "NestedSkillFile",
+            OciError::LinkInSkill { .. } => "LinkInSkill",
+            OciError::TooManySkills { .. } => "TooManySkills",
             OciError::UnsafeImageContent { .. } => "UnsafeImageContent",
             OciError::ImageTooLarge { .. } => "ImageTooLarge",
             OciError::InvalidImage { .. } => "InvalidImage",
@@ -146,16 +188,18 @@ impl OciError {
             OciError::SubPathRequired { .. }
                 | OciError::SkillNotFound { .. }
                 | OciError::InvalidSkill { .. }
+                | OciError::NestedSkillFile { .. }
+                | OciError::LinkInSkill { .. }
+                | OciError::TooManySkills { .. }
                 | OciError::UnsafeImageContent { .. }
                 | OciError::ImageTooLarge { .. }
                 | OciError::InvalidImage { .. }
         )
     }
 
-    /// `SubPathRequired` for the sorted skill directories of an image, keeping only the first
-    /// few names.
-    pub(crate) fn sub_path_required(mut directories: Vec<String>) -> Self {
-        let total = directories.len();
+    /// `SubPathRequired` for the `total` skill directories of an image, given the first of
+    /// their names in sorted order, of which it keeps only the first few.
+    pub(crate) fn sub_path_required(mut directories: Vec<String>, total: usize) -> Self {
         directories.truncate(MAX_LISTED_DIRECTORIES);
         OciError::SubPathRequired { directories, total }
     }
@@ -192,7 +236,20 @@ mod tests {
     #[test]
     fn verdicts_are_never_transient() {
         let samples = [
-            OciError::sub_path_required(vec!["a".into()]),
+            OciError::sub_path_required(vec!["a".into()], 1),
+            OciError::NestedSkillFile {
+                path: "demo/refs/SKILL.md".into(),
+                root: "demo".into(),
+            },
+            OciError::LinkInSkill {
+                path: "demo/run".into(),
+                kind: "a symlink".into(),
+                root: "demo".into(),
+            },
+            OciError::TooManySkills {
+                count: 300,
+                max: 256,
+            },
             OciError::unsafe_content("x"),
             OciError::too_large("x"),
             OciError::invalid_image("x"),
@@ -231,14 +288,14 @@ mod tests {
 
     #[test]
     fn sub_path_required_lists_directories() {
-        let error = OciError::sub_path_required(vec!["alpha".into(), "beta".into()]);
+        let error = OciError::sub_path_required(vec!["alpha".into(), "beta".into()], 2);
         assert!(error.to_string().ends_with("alpha, beta"), "{error}");
     }
 
     #[test]
     fn sub_path_required_keeps_a_bounded_list() {
-        let names: Vec<String> = (0..50_000).map(|n| format!("skill-{n:05}")).collect();
-        let error = OciError::sub_path_required(names);
+        let names: Vec<String> = (0..50).map(|n| format!("skill-{n:05}")).collect();
+        let error = OciError::sub_path_required(names, 50_000);
         let OciError::SubPathRequired { directories, total } = &error else {
             unreachable!()
         };

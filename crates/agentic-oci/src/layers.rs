@@ -1,8 +1,12 @@
 //! Finding `SKILL.md` in a stack of image layers: streaming, bounded, with OCI whiteouts.
 //!
-//! Only the paths that can matter are remembered: top-level entries, `X/SKILL.md`, and the
-//! `subPath` with its ancestors. Everything else is checked for safety and skipped. The one
-//! file content kept in memory is the `SKILL.md` being looked for, unless the locator
+//! Only what can decide the answer is remembered, within bounds that do not grow with the
+//! length of names or the number of entries below the top level (see [`Limits`]): a
+//! fixed-size record per top-level entry and its `X/SKILL.md`, keyed by a digest of the name;
+//! the names of the first skill directories in sorted order; the `subPath` with its
+//! ancestors; and the first entry below the skill's root that would change the agent's skill
+//! set. Everything else is checked for safety and skipped. The one file content kept in
+//! memory is the `SKILL.md` being looked for, unless the locator
 //! [collects](SkillLocator::collecting) the skill's files for `skill pull`: then every file of
 //! the skill directory is kept too, within [`Limits::max_uncompressed_bytes`].
 //!
@@ -10,7 +14,7 @@
 //! caps) and with the same precedence rules as Go's `archive/tar`, which containerd and CRI-O
 //! use to unpack, so that what is validated here is what a pod gets to see.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Cursor, Read};
 
 use flate2::read::MultiGzDecoder;
@@ -43,7 +47,8 @@ pub(crate) struct Located {
     /// Path of the `SKILL.md` inside the image.
     pub path: String,
     pub skill_md: Vec<u8>,
-    /// Top-level directories holding a `SKILL.md`, sorted, at most [`MAX_LISTED_DIRECTORIES`].
+    /// Top-level directories holding a `SKILL.md`, sorted, at most [`MAX_LISTED_DIRECTORIES`]
+    /// (the first ones, unless upper layers deleted some of those kept).
     pub skill_dirs: Vec<String>,
     /// How many there are.
     pub skill_dir_count: usize,
@@ -101,7 +106,7 @@ enum Content {
 struct Node {
     kind: Kind,
     /// 1-based index of the layer that added the entry; whiteouts only hide lower layers.
-    layer: usize,
+    layer: u32,
     content: Content,
     executable: bool,
 }
@@ -128,10 +133,19 @@ pub(crate) struct SkillLocator {
     /// Keep every file of the skill directory, not only its `SKILL.md`.
     collect: bool,
     limits: Limits,
-    layers: usize,
+    layers: u32,
     entries: u64,
     uncompressed: u64,
+    /// The `subPath`, its ancestors and the `SKILL.md` looked for, by path; when collecting,
+    /// the skill directory's entries too.
     tree: BTreeMap<String, Node>,
+    /// Every top-level entry and `X/SKILL.md`, in fixed-size records.
+    top: TopLevel,
+    /// The first entry below the skill's root that would change the agent's skill set, in
+    /// any layer (an upper layer deleting it does not make it acceptable).
+    intruder: Option<Intruder>,
+    /// The layer whose root opaque whiteout was applied: lower entries are already gone.
+    root_opaqued_in: u32,
 }
 
 impl SkillLocator {
@@ -150,11 +164,14 @@ impl SkillLocator {
             entries: 0,
             uncompressed: 0,
             tree: BTreeMap::new(),
+            top: TopLevel::new(limits.max_skills.max(MAX_LISTED_DIRECTORIES)),
+            intruder: None,
+            root_opaqued_in: 0,
         }
     }
 
     /// Keeps the content of every regular file in the skill directory, for
-    /// [`Located::files`]; symlinks and hardlinks in it are then refused.
+    /// [`Located::files`].
     pub(crate) fn collecting(mut self) -> Self {
         self.collect = true;
         self
@@ -175,13 +192,14 @@ impl SkillLocator {
         source: impl Read,
         blob: &LayerBlob,
     ) -> Result<(), OciError> {
-        self.layers += 1;
-        if self.layers > self.limits.max_layers {
+        // Layers are numbered in a u32 to keep the per-entry records small.
+        if self.layers as usize >= self.limits.max_layers || self.layers == u32::MAX {
             return Err(OciError::too_large(format!(
                 "more than {} layers (Limits::max_layers)",
                 self.limits.max_layers
             )));
         }
+        self.layers += 1;
         if blob.size > self.limits.max_layer_bytes {
             return Err(OciError::too_large(format!(
                 "layer {} is {} bytes compressed, over the limit of {} (Limits::max_layer_bytes)",
@@ -239,7 +257,7 @@ impl SkillLocator {
         }
     }
 
-    fn read_archive(&mut self, reader: impl Read, layer: usize) -> Result<(), Stop> {
+    fn read_archive(&mut self, reader: impl Read, layer: u32) -> Result<(), Stop> {
         let mut archive = tar::Archive::new(reader);
         let entries = archive.entries().map_err(Stop::Io)?.raw(true);
         let mut long_name: Option<Vec<u8>> = None;
@@ -355,7 +373,7 @@ impl SkillLocator {
         entry: &mut tar::Entry<'_, impl Read>,
         raw_path: &[u8],
         raw_link: Option<&[u8]>,
-        layer: usize,
+        layer: u32,
     ) -> Result<(), Stop> {
         let Some(path) = normalize_entry_path(raw_path)? else {
             // The image root itself (`./`).
@@ -367,18 +385,30 @@ impl SkillLocator {
         };
         if let Some(hidden) = name.strip_prefix(".wh.") {
             if hidden == ".wh..opq" {
-                self.remove_lower_descendants(parent, layer);
+                if parent.is_empty() {
+                    // Everything lower is gone after the first one in this layer.
+                    if self.root_opaqued_in == layer {
+                        return Ok(());
+                    }
+                    self.root_opaqued_in = layer;
+                }
+                self.remove_lower_descendants(parent, &TopPath::of(parent), layer);
+            } else if hidden.is_empty() {
+                return Err(
+                    OciError::unsafe_content(format!("whiteout {path} names no file")).into(),
+                );
             } else if !hidden.starts_with(".wh.") {
                 let target = join(parent, hidden);
+                let at = TopPath::of(&target);
                 // The spec hides only lower layers, but containerd's non-overlay unpacker also
                 // removes what the same layer wrote before: refuse rather than guess.
-                if self.has_entries_of_layer(&target, layer) {
+                if self.has_entries_of_layer(&target, &at, layer) {
                     return Err(OciError::unsafe_content(format!(
                         "whiteout of {target} follows an entry for it in the same layer"
                     ))
                     .into());
                 }
-                self.remove_lower(&target, layer);
+                self.remove_lower(&target, &at, layer);
             }
             // Other `.wh..wh.` names are AUFS bookkeeping that runtimes skip.
             return Ok(());
@@ -420,6 +450,8 @@ impl SkillLocator {
             }
         };
 
+        self.note_intruder(&path, name, kind);
+        self.top.add(&TopPath::of(&path), kind, layer);
         if !self.is_tracked(&path) {
             return Ok(());
         }
@@ -437,7 +469,7 @@ impl SkillLocator {
         // An entry replaces whatever lower layers had at its path; only a directory over a
         // directory merges with what lies below.
         if kind != Kind::Directory {
-            self.remove_lower_descendants(&path, layer);
+            self.remove_lower_tree_descendants(&path, layer);
         }
         self.tree.insert(
             path,
@@ -451,31 +483,44 @@ impl SkillLocator {
         Ok(())
     }
 
-    /// Whether `path` can decide the answer: top-level entries, `X/SKILL.md`, and the
-    /// `subPath` with its ancestors and its `SKILL.md`.
+    /// Whether `path` goes into the tree: the `subPath` with its ancestors and its
+    /// `SKILL.md` (the image's `SKILL.md` without one), and what is collected.
     fn is_tracked(&self, path: &str) -> bool {
-        if self.collect && self.in_skill_dir(path).is_some() {
-            return true;
-        }
-        match path.split_once('/') {
-            None => true,
-            Some((_, rest)) if rest == SKILL_FILE => true,
-            Some(_) => {
-                path == self.target
-                    || self.sub_path.as_deref().is_some_and(|sub_path| {
-                        sub_path == path
-                            || sub_path
-                                .strip_prefix(path)
-                                .is_some_and(|rest| rest.starts_with('/'))
-                    })
-            }
-        }
+        path == self.target
+            || (self.collect && self.in_skill_dir(path).is_some())
+            || self.sub_path.as_deref().is_some_and(|sub_path| {
+                sub_path == path
+                    || sub_path
+                        .strip_prefix(path)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
     }
 
-    /// Whether `layer` itself put anything at or under `path`.
-    fn has_entries_of_layer(&self, path: &str, layer: usize) -> bool {
+    /// Remembers `path` when it is the first entry below the skill's root that would change
+    /// which skills the agent loads. In any layer: skill images never need one only to delete
+    /// it above, and keeping the first one costs one path whatever the image holds.
+    fn note_intruder(&mut self, path: &str, name: &str, kind: Kind) {
+        if self.intruder.is_some() {
+            return;
+        }
+        let Some(relative) = self.in_skill_dir(path) else {
+            return;
+        };
+        self.intruder = match kind {
+            Kind::Symlink | Kind::Hardlink => Some(Intruder::Link(path.to_string(), kind)),
+            Kind::File if name == SKILL_FILE && relative != SKILL_FILE => {
+                Some(Intruder::NestedSkillFile(path.to_string()))
+            }
+            _ => None,
+        };
+    }
+
+    /// Whether `layer` itself put anything at or under `path` (`at` is where it sits in the
+    /// top-level records).
+    fn has_entries_of_layer(&self, path: &str, at: &TopPath<'_>, layer: u32) -> bool {
         let under = format!("{path}/");
-        self.tree.get(path).is_some_and(|node| node.layer == layer)
+        self.top.has_entries_of_layer(at, layer)
+            || self.tree.get(path).is_some_and(|node| node.layer == layer)
             || self
                 .tree
                 .range(under.clone()..)
@@ -484,15 +529,22 @@ impl SkillLocator {
     }
 
     /// Removes `path` and everything under it, as far as layers below `layer` put them there.
-    fn remove_lower(&mut self, path: &str, layer: usize) {
+    fn remove_lower(&mut self, path: &str, at: &TopPath<'_>, layer: u32) {
         if self.tree.get(path).is_some_and(|node| node.layer < layer) {
             self.tree.remove(path);
         }
-        self.remove_lower_descendants(path, layer);
+        self.remove_lower_tree_descendants(path, layer);
+        self.top.remove_lower(at, layer);
     }
 
     /// Removes what layers below `layer` put under `dir` (`""` is the image root).
-    fn remove_lower_descendants(&mut self, dir: &str, layer: usize) {
+    fn remove_lower_descendants(&mut self, dir: &str, at: &TopPath<'_>, layer: u32) {
+        self.remove_lower_tree_descendants(dir, layer);
+        self.top.remove_lower_descendants(at, layer);
+    }
+
+    /// Removes from the tree what layers below `layer` put under `dir`.
+    fn remove_lower_tree_descendants(&mut self, dir: &str, layer: u32) {
         let doomed: Vec<String> = if dir.is_empty() {
             self.tree
                 .iter()
@@ -513,176 +565,427 @@ impl SkillLocator {
         }
     }
 
-    /// Top-level directories holding a `SKILL.md` after all layers, sorted, all of them.
-    fn skill_directories(&self) -> Vec<String> {
-        self.tree
-            .iter()
-            .filter_map(|(path, node)| {
-                let dir = path.strip_suffix(SKILL_FILE)?.strip_suffix('/')?;
-                let is_dir = |path: &str| {
-                    self.tree
-                        .get(path)
-                        .is_none_or(|node| node.kind == Kind::Directory)
-                };
-                (!dir.contains('/') && node.kind != Kind::Directory && is_dir(dir))
-                    .then(|| dir.to_string())
-            })
-            .collect()
-    }
-
     /// Where the skills of the image are after all layers, for a locator made without a
     /// `subPath`: a `SKILL.md` at the root makes the image one skill; otherwise every
-    /// top-level directory holding a `SKILL.md` is one. Whether each is valid is for the
-    /// reader of that skill to say.
-    pub(crate) fn listing(&self) -> Listing {
-        let root = self
-            .tree
-            .get(SKILL_FILE)
-            .is_some_and(|node| node.kind != Kind::Directory);
-        Listing {
-            root,
-            directories: if root {
-                Vec::new()
-            } else {
-                self.skill_directories()
-            },
+    /// top-level directory holding a `SKILL.md` is one, and more than
+    /// [`Limits::max_skills`] is [`OciError::TooManySkills`]. Whether each is valid is for
+    /// the reader of that skill to say.
+    pub(crate) fn listing(&self) -> Result<Listing, OciError> {
+        if self.top.is_root_skill() {
+            return Ok(Listing {
+                root: true,
+                directories: Vec::new(),
+            });
         }
+        let (directories, count) = self.top.skill_directories();
+        let max = self.limits.max_skills;
+        if count > max {
+            return Err(OciError::TooManySkills { count, max });
+        }
+        if directories.len() < count {
+            // Names past the kept ones were let go while lower layers held more skill
+            // directories than that; upper layers deleted some since.
+            return Err(OciError::too_large(format!(
+                "its layers add more than {max} skill directories before upper layers delete some (Limits::max_skills)"
+            )));
+        }
+        Ok(Listing {
+            root: false,
+            directories,
+        })
     }
 
     /// The skill after all layers: its `SKILL.md` bytes and the skill directories present.
     pub(crate) fn finish(mut self) -> Result<Located, OciError> {
-        let mut skill_dirs = self.skill_directories();
-        let files = if self.collect {
-            self.take_files()?
-        } else {
-            Vec::new()
+        self.check_path_to_skill()?;
+        let (mut skill_dirs, skill_dir_count) = self.top.skill_directories();
+        let Some(node) = self.tree.remove(&self.target) else {
+            return Err(self.not_found(skill_dirs, skill_dir_count));
         };
-
-        if let Some(sub_path) = &self.sub_path {
-            let mut ancestor = String::new();
-            for segment in sub_path.split('/') {
-                if !ancestor.is_empty() {
-                    ancestor.push('/');
-                }
-                ancestor.push_str(segment);
-                match self.tree.get(&ancestor).map(|node| node.kind) {
-                    None | Some(Kind::Directory) => {}
-                    Some(Kind::Symlink) => {
-                        return Err(OciError::unsafe_content(format!(
-                            "{ancestor} is a symlink; the path to SKILL.md must consist of real directories"
-                        )));
-                    }
-                    Some(kind) => {
-                        return Err(OciError::SkillNotFound {
-                            path: self.target.clone(),
-                            message: format!("{ancestor} is {}, not a directory", kind.describe()),
-                        });
-                    }
-                }
-            }
-        }
-
-        let target = self.target;
-        let Some(node) = self.tree.remove(&target) else {
-            if self.sub_path.is_none() && !skill_dirs.is_empty() {
-                return Err(OciError::sub_path_required(skill_dirs));
-            }
-            let message = match &self.sub_path {
-                Some(_) if skill_dirs.is_empty() => "the image holds no SKILL.md there".to_string(),
-                Some(_) => match OciError::sub_path_required(skill_dirs) {
-                    OciError::SubPathRequired { directories, total } => format!(
-                        "the image's {total} skill directories are: {}{}",
-                        directories.join(", "),
-                        if total > directories.len() {
-                            ", …"
-                        } else {
-                            ""
-                        }
-                    ),
-                    _ => unreachable!("sub_path_required builds SubPathRequired"),
-                },
-                None => {
-                    "the image has no SKILL.md at its root and no top-level directory holding one"
-                        .to_string()
-                }
-            };
-            return Err(OciError::SkillNotFound {
-                path: target,
-                message,
-            });
-        };
-        let skill_dir_count = skill_dirs.len();
-        skill_dirs.truncate(MAX_LISTED_DIRECTORIES);
-        match (node.kind, node.content) {
-            (Kind::File, Content::Kept(skill_md)) => Ok(Located {
-                skill_md,
-                path: target,
-                skill_dirs,
-                skill_dir_count,
-                files,
-            }),
+        let target = &self.target;
+        let skill_md = match (node.kind, node.content) {
+            (Kind::File, Content::Kept(skill_md)) => Ok(skill_md),
             (Kind::File, Content::Oversized(size)) => Err(OciError::InvalidSkill {
                 summary: format!(
                     "{SKILL_FILE} is {size} bytes, over the limit of {} bytes",
                     agentic_skill::MAX_SKILL_MD_BYTES
                 ),
-                path: target,
+                path: target.clone(),
             }),
-            (kind @ (Kind::Symlink | Kind::Hardlink), _) => Err(OciError::unsafe_content(format!(
-                "{target} is {}; it must be a regular file",
-                kind.describe()
-            ))),
-            (kind, _) => Err(OciError::SkillNotFound {
-                message: format!("it is {}, not a regular file", kind.describe()),
-                path: target,
-            }),
+            (kind @ (Kind::Symlink | Kind::Hardlink), _) => {
+                return Err(OciError::unsafe_content(format!(
+                    "{target} is {}; it must be a regular file",
+                    kind.describe()
+                )));
+            }
+            (kind, _) => {
+                return Err(OciError::SkillNotFound {
+                    message: format!("it is {}, not a regular file", kind.describe()),
+                    path: target.clone(),
+                });
+            }
+        };
+        if let Some(intruder) = self.intruder.take() {
+            return Err(intruder.into_error(self.sub_path.as_deref()));
+        }
+        let skill_md = skill_md?;
+        let files = if self.collect {
+            self.take_files(&skill_md, node.executable)
+        } else {
+            Vec::new()
+        };
+        skill_dirs.truncate(MAX_LISTED_DIRECTORIES);
+        Ok(Located {
+            path: self.target,
+            skill_md,
+            skill_dirs,
+            skill_dir_count,
+            files,
+        })
+    }
+
+    /// Refuses a `subPath` that goes through something other than directories.
+    fn check_path_to_skill(&self) -> Result<(), OciError> {
+        let Some(sub_path) = &self.sub_path else {
+            return Ok(());
+        };
+        let mut ancestor = String::new();
+        for segment in sub_path.split('/') {
+            if !ancestor.is_empty() {
+                ancestor.push('/');
+            }
+            ancestor.push_str(segment);
+            match self.tree.get(&ancestor).map(|node| node.kind) {
+                None | Some(Kind::Directory) => {}
+                Some(Kind::Symlink) => {
+                    return Err(OciError::unsafe_content(format!(
+                        "{ancestor} is a symlink; the path to SKILL.md must consist of real directories"
+                    )));
+                }
+                Some(kind) => {
+                    return Err(OciError::SkillNotFound {
+                        path: self.target.clone(),
+                        message: format!("{ancestor} is {}, not a directory", kind.describe()),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Why there is no `SKILL.md` at the target, given the image's skill directories (the
+    /// first names kept, and how many there are).
+    fn not_found(&self, skill_dirs: Vec<String>, total: usize) -> OciError {
+        let message = match &self.sub_path {
+            None if total > 0 => return OciError::sub_path_required(skill_dirs, total),
+            None => "the image has no SKILL.md at its root and no top-level directory holding one"
+                .to_string(),
+            Some(_) if total == 0 => "the image holds no SKILL.md there".to_string(),
+            Some(_) => {
+                let listed = skill_dirs.len().min(MAX_LISTED_DIRECTORIES);
+                format!(
+                    "the image's {total} skill directories are: {}{}",
+                    skill_dirs[..listed].join(", "),
+                    if total > listed { ", …" } else { "" }
+                )
+            }
+        };
+        OciError::SkillNotFound {
+            path: self.target.clone(),
+            message,
+        }
+    }
+
+    /// The regular files of the skill directory after all layers, its `SKILL.md` (already
+    /// taken from the tree) among them, sorted by path. Links cannot be among them: the first
+    /// one in the skill directory refused the image before.
+    fn take_files(&mut self, skill_md: &[u8], executable: bool) -> Vec<SkillFile> {
+        let mut files = vec![SkillFile {
+            path: SKILL_FILE.to_string(),
+            bytes: skill_md.to_vec(),
+            executable,
+        }];
+        for (path, node) in std::mem::take(&mut self.tree) {
+            let Some(relative) = self.in_skill_dir(&path) else {
+                continue;
+            };
+            if let (Kind::File, Content::Kept(bytes)) = (node.kind, node.content) {
+                files.push(SkillFile {
+                    path: relative.to_string(),
+                    bytes,
+                    executable: node.executable,
+                });
+            }
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        files
+    }
+}
+
+/// A digest of a top-level name: a record costs the same whatever the length of its name.
+type NameKey = [u8; 16];
+
+fn name_key(name: &str) -> NameKey {
+    let digest = Sha256::digest(name.as_bytes());
+    let mut key = [0; 16];
+    key.copy_from_slice(&digest[..16]);
+    key
+}
+
+/// Where an entry path sits among the top-level records.
+#[derive(Debug)]
+enum TopPath<'p> {
+    /// The image root.
+    Root,
+    /// A top-level entry.
+    Entry { name: &'p str, key: NameKey },
+    /// `SKILL.md` inside a top-level entry.
+    SkillMd { dir: &'p str, key: NameKey },
+    /// Anything deeper, which no record covers.
+    Deeper,
+}
+
+impl<'p> TopPath<'p> {
+    fn of(path: &'p str) -> Self {
+        match path.split_once('/') {
+            _ if path.is_empty() => TopPath::Root,
+            None => TopPath::Entry {
+                name: path,
+                key: name_key(path),
+            },
+            Some((dir, SKILL_FILE)) => TopPath::SkillMd {
+                dir,
+                key: name_key(dir),
+            },
+            Some(_) => TopPath::Deeper,
         }
     }
 }
 
-impl SkillLocator {
-    /// The regular files of the skill directory after all layers (the `SKILL.md` stays for
-    /// [`SkillLocator::finish`]). A symlink or hardlink in it is refused: written to disk it
-    /// could point anywhere.
-    fn take_files(&mut self) -> Result<Vec<SkillFile>, OciError> {
-        let mut files = Vec::new();
-        let paths: Vec<String> = self
-            .tree
-            .keys()
-            .filter(|path| self.in_skill_dir(path).is_some())
-            .cloned()
-            .collect();
-        for path in paths {
-            let Some(relative) = self.in_skill_dir(&path).map(str::to_string) else {
-                continue;
-            };
-            let target = path == self.target;
-            let Some(node) = self.tree.get_mut(&path) else {
-                continue;
-            };
-            match (node.kind, &mut node.content) {
-                (Kind::Directory, _) => {}
-                (Kind::File, Content::Kept(bytes)) => files.push(SkillFile {
-                    path: relative,
-                    // The SKILL.md is judged by `finish`, which needs its bytes.
-                    bytes: if target {
-                        bytes.clone()
-                    } else {
-                        std::mem::take(bytes)
-                    },
-                    executable: node.executable,
-                }),
-                // An oversized SKILL.md: `finish` says so.
-                (Kind::File, _) => {}
-                (kind @ (Kind::Symlink | Kind::Hardlink), _) => {
-                    return Err(OciError::unsafe_content(format!(
-                        "{path} is {}; a pulled skill holds regular files only",
-                        kind.describe()
-                    )));
+/// An entry in a record: what it is and which layer put it there.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    kind: Kind,
+    layer: u32,
+}
+
+/// A top-level name `X`: the entry `X` and the entry `X/SKILL.md`, when there are such.
+#[derive(Debug, Default, Clone, Copy)]
+struct TopRecord {
+    entry: Option<Slot>,
+    skill_md: Option<Slot>,
+}
+
+impl TopRecord {
+    /// `X` is a directory (or only implied by its content) with a `SKILL.md` that is not.
+    fn is_skill_dir(&self) -> bool {
+        self.skill_md
+            .is_some_and(|slot| slot.kind != Kind::Directory)
+            && self.entry.is_none_or(|slot| slot.kind == Kind::Directory)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entry.is_none() && self.skill_md.is_none()
+    }
+}
+
+/// The image's top level as the layers applied so far left it, in memory that does not grow
+/// with the length of names: one [`TopRecord`] per top-level name, keyed by a digest of the
+/// name (at most [`Limits::max_entries`] of them), and the names of the first skill
+/// directories in sorted order.
+#[derive(Debug)]
+struct TopLevel {
+    records: HashMap<NameKey, TopRecord>,
+    /// The smallest names of top-level directories given a `SKILL.md` (not a directory), at
+    /// most `capacity`. A name whose `SKILL.md` goes leaves; one let go to make room for a
+    /// smaller name does not come back, and then fewer names than skill directories remain.
+    names: BTreeSet<String>,
+    capacity: usize,
+}
+
+impl TopLevel {
+    fn new(capacity: usize) -> Self {
+        TopLevel {
+            records: HashMap::new(),
+            names: BTreeSet::new(),
+            capacity,
+        }
+    }
+
+    /// An entry of `layer` at `at`. It replaces what lower layers had under it; only a
+    /// directory over a directory merges with what lies below.
+    fn add(&mut self, at: &TopPath<'_>, kind: Kind, layer: u32) {
+        let slot = Some(Slot { kind, layer });
+        match *at {
+            TopPath::Entry { name, key } => {
+                let record = self.records.entry(key).or_default();
+                record.entry = slot;
+                if kind != Kind::Directory
+                    && record
+                        .skill_md
+                        .take_if(|skill_md| skill_md.layer < layer)
+                        .is_some()
+                {
+                    self.names.remove(name);
                 }
             }
+            TopPath::SkillMd { dir, key } => {
+                self.records.entry(key).or_default().skill_md = slot;
+                if kind == Kind::Directory {
+                    self.names.remove(dir);
+                } else {
+                    self.keep_name(dir);
+                }
+            }
+            TopPath::Root | TopPath::Deeper => {}
         }
-        Ok(files)
+    }
+
+    /// Keeps `name` if it is among the `capacity` smallest.
+    fn keep_name(&mut self, name: &str) {
+        let full = self.names.len() >= self.capacity;
+        if self.names.contains(name)
+            || (full
+                && self
+                    .names
+                    .last()
+                    .is_none_or(|largest| largest.as_str() < name))
+        {
+            return;
+        }
+        self.names.insert(name.to_string());
+        if self.names.len() > self.capacity {
+            self.names.pop_last();
+        }
+    }
+
+    fn has_entries_of_layer(&self, at: &TopPath<'_>, layer: u32) -> bool {
+        let of_layer = |slot: Option<Slot>| slot.is_some_and(|slot| slot.layer == layer);
+        match at {
+            TopPath::Entry { key, .. } => self
+                .records
+                .get(key)
+                .is_some_and(|record| of_layer(record.entry) || of_layer(record.skill_md)),
+            TopPath::SkillMd { key, .. } => self
+                .records
+                .get(key)
+                .is_some_and(|record| of_layer(record.skill_md)),
+            TopPath::Root | TopPath::Deeper => false,
+        }
+    }
+
+    /// A whiteout of `at` in `layer`: what lower layers put at or under it goes.
+    fn remove_lower(&mut self, at: &TopPath<'_>, layer: u32) {
+        let (name, key, whole) = match *at {
+            TopPath::Entry { name, key } => (name, key, true),
+            TopPath::SkillMd { dir, key } => (dir, key, false),
+            TopPath::Root | TopPath::Deeper => return,
+        };
+        let Some(record) = self.records.get_mut(&key) else {
+            return;
+        };
+        if whole {
+            record.entry.take_if(|entry| entry.layer < layer);
+        }
+        if record
+            .skill_md
+            .take_if(|skill_md| skill_md.layer < layer)
+            .is_some()
+        {
+            self.names.remove(name);
+        }
+        if record.is_empty() {
+            self.records.remove(&key);
+        }
+    }
+
+    /// What lower layers put under the directory `at` goes (an opaque whiteout, or an entry
+    /// that is not a directory replacing it).
+    fn remove_lower_descendants(&mut self, at: &TopPath<'_>, layer: u32) {
+        match *at {
+            TopPath::Root => {
+                self.records.retain(|_, record| {
+                    record.entry.take_if(|entry| entry.layer < layer);
+                    record.skill_md.take_if(|skill_md| skill_md.layer < layer);
+                    !record.is_empty()
+                });
+                let records = &self.records;
+                self.names.retain(|name| {
+                    records
+                        .get(&name_key(name))
+                        .is_some_and(|record| record.skill_md.is_some())
+                });
+            }
+            TopPath::Entry { name, key } => {
+                if let Some(record) = self.records.get_mut(&key)
+                    && record
+                        .skill_md
+                        .take_if(|skill_md| skill_md.layer < layer)
+                        .is_some()
+                {
+                    self.names.remove(name);
+                    if record.is_empty() {
+                        self.records.remove(&key);
+                    }
+                }
+            }
+            TopPath::SkillMd { .. } | TopPath::Deeper => {}
+        }
+    }
+
+    /// A `SKILL.md` at the image root (not a directory).
+    fn is_root_skill(&self) -> bool {
+        self.records
+            .get(&name_key(SKILL_FILE))
+            .and_then(|record| record.entry)
+            .is_some_and(|entry| entry.kind != Kind::Directory)
+    }
+
+    /// The names kept of the top-level skill directories, sorted, and how many there are.
+    fn skill_directories(&self) -> (Vec<String>, usize) {
+        let count = self
+            .records
+            .values()
+            .filter(|record| record.is_skill_dir())
+            .count();
+        let names = self
+            .names
+            .iter()
+            .filter(|name| {
+                self.records
+                    .get(&name_key(name))
+                    .is_some_and(TopRecord::is_skill_dir)
+            })
+            .cloned()
+            .collect();
+        (names, count)
+    }
+}
+
+/// The first entry below a skill's root that would change which skills the agent loads.
+#[derive(Debug)]
+enum Intruder {
+    /// A `SKILL.md` below the root: agents register every `SKILL.md` they find (goose at
+    /// any depth, the first found winning a name), so it would be a skill nobody validated.
+    NestedSkillFile(String),
+    /// A symlink or hardlink: agents follow links, out of the mounted skill too.
+    Link(String, Kind),
+}
+
+impl Intruder {
+    fn into_error(self, sub_path: Option<&str>) -> OciError {
+        let root = sub_path.unwrap_or("the image root");
+        match self {
+            Intruder::NestedSkillFile(path) => OciError::NestedSkillFile {
+                path,
+                root: root.to_string(),
+            },
+            Intruder::Link(path, kind) => OciError::LinkInSkill {
+                path,
+                kind: kind.describe().to_string(),
+                root: root.to_string(),
+            },
+        }
     }
 }
 

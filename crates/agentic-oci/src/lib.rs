@@ -20,8 +20,14 @@
 //!   [`resolve_digest`] still pins the index.
 //! - Entry paths that are absolute or contain `..` make the whole image
 //!   [`OciError::UnsafeImageContent`]; `./` prefixes are normalised away. Symlinks and
-//!   hardlinks are refused at `SKILL.md` and along the `subPath`, allowed elsewhere. Device
-//!   nodes and FIFOs are refused anywhere.
+//!   hardlinks are refused at `SKILL.md` and along the `subPath`, and inside the skill
+//!   ([`OciError::LinkInSkill`]), as is a `SKILL.md` below the skill's root
+//!   ([`OciError::NestedSkillFile`]): either would change which skills an agent loads. Outside
+//!   the skill of a `subPath` read they are allowed. Device nodes and FIFOs are refused
+//!   anywhere.
+//! - Memory stays within [`Limits::memory_bound`], whatever the number and length of the
+//!   image's entries: names are kept for the top level only, as fixed-size digests, plus the
+//!   first few in sorted order.
 //! - Credentials match registries the way docker matches `auths` keys (`host`,
 //!   `https://host`, `host/v1/`…); credential helpers are not run. Manifests are read whole up
 //!   to [`MAX_MANIFEST_BYTES`]; layers are always streamed. Every manifest and layer is
@@ -43,7 +49,7 @@ pub use auth::{DockerConfig, RegistryAuth};
 pub use cache::{CacheStats, DEFAULT_CACHE_BYTES, SkillCache};
 pub use error::OciError;
 pub use layers::SkillFile;
-pub use limits::{Limits, MAX_LISTED_DIRECTORIES, MAX_MANIFEST_BYTES};
+pub use limits::{Limits, MAX_LISTED_DIRECTORIES, MAX_MANIFEST_BYTES, TOP_LEVEL_RECORD_BYTES};
 pub use pack::{
     CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, PackedImage, SKILLS_ANNOTATION,
     pack_skills,

@@ -393,6 +393,8 @@ impl RegistryClient {
     ///
     /// Errors: [`OciError::SubPathRequired`] for a multi-skill image read without `sub_path`,
     /// [`OciError::SkillNotFound`], [`OciError::InvalidSkill`] (the report's summary),
+    /// [`OciError::NestedSkillFile`] for a `SKILL.md` below the skill's root and
+    /// [`OciError::LinkInSkill`] for a symlink or hardlink inside it (in any layer),
     /// [`OciError::UnsafeImageContent`] for path traversal, device nodes, or symlinks and
     /// hardlinks at `SKILL.md` or along its path, [`OciError::ImageTooLarge`],
     /// [`OciError::DigestMismatch`], and the registry errors ([`OciError::ImageNotFound`],
@@ -410,8 +412,7 @@ impl RegistryClient {
 
     /// Like [`RegistryClient::fetch_skill`], with every regular file of the skill directory,
     /// sorted by path (the `SKILL.md` among them), for writing it to disk
-    /// (`agentic-operator skill pull`). The same limits and checks apply, and a symlink or
-    /// hardlink anywhere in the skill directory is [`OciError::UnsafeImageContent`]. Of an
+    /// (`agentic-operator skill pull`). The same limits and checks apply. Of an
     /// image index, the files of the first platform's manifest are returned; every platform
     /// must carry the same `SKILL.md`, as for [`RegistryClient::fetch_skill`].
     pub async fn pull_skill(
@@ -445,7 +446,9 @@ impl RegistryClient {
     /// Lists the skills of an image through the registry API, within the same limits,
     /// digest checks and deadline as [`RegistryClient::fetch_skill`], without validating any
     /// of them: that is for the reader of each skill (with its directory as `subPath`). An
-    /// image index must carry the same skills on every platform it lists.
+    /// image index must carry the same skills on every platform it lists. More skill
+    /// directories than [`Limits::max_skills`](crate::Limits::max_skills) is
+    /// [`OciError::TooManySkills`]: memory stays within the same bound as a read's.
     pub async fn list_skills(
         &self,
         resolved: &ResolvedImage,
@@ -836,8 +839,8 @@ impl Session {
                 let listing = self
                     .read_layers(&manifest, None, false, &label)
                     .await
-                    .map_err(|error| on_platform(error, &platform))?
-                    .listing();
+                    .and_then(|locator| locator.listing())
+                    .map_err(|error| on_platform(error, &platform))?;
                 match &first {
                     None => first = Some((platform, listing)),
                     Some((first_platform, kept)) if *kept != listing => {
@@ -854,7 +857,7 @@ impl Session {
         } else {
             self.read_layers(&document, None, false, image)
                 .await?
-                .listing()
+                .listing()?
         };
         Ok(SkillListing {
             image: resolved.clone(),

@@ -258,12 +258,23 @@ fn symlinks_at_or_along_the_skill_path_are_refused() {
         "team is a symlink",
     );
 
-    // Symlinks elsewhere are a skill's own business.
-    let elsewhere = tar(&[
+    // Inside the skill, agents would follow them out of it.
+    let inside = tar(&[
         Item::File("SKILL.md", SKILL),
         Item::Symlink("scripts/python", "/usr/bin/python3"),
     ]);
-    assert!(locate(&[elsewhere], None).is_ok());
+    assert_reason(
+        locate(&[inside], None),
+        "LinkInSkill",
+        "scripts/python is a symlink inside the skill (the image root)",
+    );
+
+    // Outside the skill a subPath chose, nobody mounts them.
+    let elsewhere = tar(&[
+        Item::File("demo/SKILL.md", SKILL),
+        Item::Symlink("tools/python", "/usr/bin/python3"),
+    ]);
+    assert!(locate(&[elsewhere], Some("demo")).is_ok());
 }
 
 #[test]
@@ -285,7 +296,18 @@ fn hardlinks_are_refused_at_the_skill_path_and_when_they_escape() {
         Item::File("a.md", b"a"),
         Item::Hardlink("b.md", "a.md"),
     ]);
-    assert!(locate(&[inside], None).is_ok());
+    assert_reason(
+        locate(&[inside], None),
+        "LinkInSkill",
+        "b.md is a hardlink inside the skill",
+    );
+
+    // A link from outside the skill to a file inside it changes nothing the skill holds.
+    let from_outside = tar(&[
+        Item::File("demo/SKILL.md", SKILL),
+        Item::Hardlink("copy.md", "demo/SKILL.md"),
+    ]);
+    assert!(locate(&[from_outside], Some("demo")).is_ok());
 }
 
 #[test]
@@ -425,9 +447,17 @@ fn whiteouts_delete_from_lower_layers() {
     );
 
     // A later layer can bring the file back.
+    let only_root = tar(&[Item::File("SKILL.md", SKILL)]);
     let restore = tar(&[Item::File("SKILL.md", b"restored")]);
-    let located = locate(&[lower, delete_root, restore], None).unwrap();
+    let located = locate(&[only_root, delete_root.clone(), restore.clone()], None).unwrap();
     assert_eq!(located.skill_md, b"restored");
+
+    // alpha/SKILL.md stays below the restored root skill.
+    assert_reason(
+        locate(&[lower, delete_root, restore], None),
+        "NestedSkillFile",
+        "alpha/SKILL.md",
+    );
 }
 
 #[test]
@@ -699,14 +729,18 @@ fn sub_paths_must_be_plain_relative_paths() {
     }
 }
 
-fn listing(layers: &[Vec<u8>]) -> Listing {
-    let mut locator = SkillLocator::new(None, Limits::default());
+fn listing_with(layers: &[Vec<u8>], limits: Limits) -> Result<Listing, OciError> {
+    let mut locator = SkillLocator::new(None, limits);
     for layer in layers {
         locator
             .apply_layer(layer.as_slice(), &blob(layer))
             .expect("layer reads");
     }
     locator.listing()
+}
+
+fn listing(layers: &[Vec<u8>]) -> Listing {
+    listing_with(layers, Limits::default()).expect("listed")
 }
 
 #[test]
@@ -812,10 +846,294 @@ fn collecting_refuses_links_in_the_skill_directory() {
         let layer = tar(&[Item::File("demo/SKILL.md", SKILL), link]);
         assert_reason(
             collect(std::slice::from_ref(&layer), Some("demo")),
-            "UnsafeImageContent",
-            "regular files only",
+            "LinkInSkill",
+            "only regular files and directories",
         );
-        // Reading the skill for a SkillCard does not mind them.
-        locate(&[layer], Some("demo")).expect("located without collecting");
+        // Reading the skill for a SkillCard refuses them the same way.
+        assert_reason(
+            locate(&[layer], Some("demo")),
+            "LinkInSkill",
+            "inside the skill (demo)",
+        );
     }
+}
+
+#[test]
+fn a_skill_md_below_the_skill_root_is_refused_at_any_depth() {
+    let whole = tar(&[
+        Item::File("SKILL.md", SKILL),
+        Item::File("references/deep/er/SKILL.md", SKILL),
+    ]);
+    assert_reason(
+        locate(&[whole], None),
+        "NestedSkillFile",
+        "references/deep/er/SKILL.md is a SKILL.md below the skill's root (the image root)",
+    );
+
+    let sub_path = tar(&[
+        Item::File("team/demo/SKILL.md", SKILL),
+        Item::File("team/demo/x/SKILL.md", SKILL),
+        Item::File("team/other/SKILL.md", SKILL),
+    ]);
+    assert_reason(
+        locate(std::slice::from_ref(&sub_path), Some("team/demo")),
+        "NestedSkillFile",
+        "team/demo/x/SKILL.md is a SKILL.md below the skill's root (team/demo)",
+    );
+    // A sibling skill is not below this one.
+    assert!(locate(&[sub_path], Some("team/other")).is_ok());
+
+    // Only a file registers: a directory of that name is not a skill.
+    let directory = tar(&[Item::File("SKILL.md", SKILL), Item::Dir("docs/SKILL.md/")]);
+    assert!(locate(&[directory], None).is_ok());
+
+    // A PAX record names the entry, as it does for the runtime.
+    let renamed = tar(&[
+        Item::File("demo/SKILL.md", SKILL),
+        Item::Pax(&[("path", "demo/refs/SKILL.md")]),
+        Item::File("demo/refs/notes.md", b"x"),
+    ]);
+    assert_reason(
+        locate(&[renamed], Some("demo")),
+        "NestedSkillFile",
+        "demo/refs/SKILL.md",
+    );
+}
+
+#[test]
+fn what_changes_the_skill_set_is_refused_in_any_layer() {
+    let skill = tar(&[Item::File("demo/SKILL.md", SKILL)]);
+    let added = tar(&[Item::Symlink("demo/escape", "/")]);
+    assert_reason(
+        locate(&[skill.clone(), added.clone()], Some("demo")),
+        "LinkInSkill",
+        "demo/escape is a symlink",
+    );
+    // Deleted again above: still refused, skill images never need one.
+    let deleted = tar(&[Item::File("demo/.wh.escape", b"")]);
+    assert_reason(
+        locate(&[skill.clone(), added, deleted], Some("demo")),
+        "LinkInSkill",
+        "demo/escape",
+    );
+    let nested = tar(&[Item::File("demo/old/SKILL.md", SKILL)]);
+    let opaque = tar(&[Item::File("demo/old/.wh..wh..opq", b"")]);
+    assert_reason(
+        locate(&[skill.clone(), nested, opaque], Some("demo")),
+        "NestedSkillFile",
+        "demo/old/SKILL.md",
+    );
+
+    // The first one found is named, whichever kind it is.
+    let both = tar(&[
+        Item::File("SKILL.md", SKILL),
+        Item::Hardlink("b.md", "SKILL.md"),
+        Item::File("x/SKILL.md", SKILL),
+    ]);
+    assert_reason(locate(&[both], None), "LinkInSkill", "b.md");
+
+    // In a multi-skill image read without subPath the image root is no skill: the verdict
+    // stays SubPathRequired.
+    let multi = tar(&[
+        Item::File("a/SKILL.md", SKILL),
+        Item::File("b/SKILL.md", SKILL),
+        Item::Symlink("b/link", "/"),
+    ]);
+    assert_reason(locate(&[multi], None), "SubPathRequired", "a, b");
+}
+
+#[test]
+fn a_whiteout_must_name_a_file() {
+    let lower = tar(&[Item::File("SKILL.md", SKILL)]);
+    let upper = tar(&[Item::File(".wh.", b"")]);
+    assert_reason(
+        locate(&[lower, upper], None),
+        "UnsafeImageContent",
+        "names no file",
+    );
+}
+
+/// `count` top-level skill directories whose names are `length` bytes long, each written as
+/// a directory and its `SKILL.md` (GNU long names past 100 bytes).
+fn many_skill_directories(count: usize, length: usize) -> (Vec<u8>, Vec<String>) {
+    let names: Vec<String> = (0..count)
+        .map(|n| format!("{n:06}{}", "x".repeat(length - 6)))
+        .collect();
+    let mut builder = tar::Builder::new(Vec::new());
+    for name in &names {
+        let mut dir = Header::new_gnu();
+        dir.set_entry_type(EntryType::Directory);
+        dir.set_mode(0o755);
+        dir.set_size(0);
+        builder
+            .append_data(&mut dir, format!("{name}/"), std::io::empty())
+            .unwrap();
+        let mut file = Header::new_gnu();
+        file.set_mode(0o644);
+        file.set_size(SKILL.len() as u64);
+        builder
+            .append_data(&mut file, format!("{name}/SKILL.md"), SKILL)
+            .unwrap();
+    }
+    (builder.into_inner().unwrap(), names)
+}
+
+#[test]
+fn top_level_names_are_kept_as_digests_and_a_few_names() {
+    let (layer, names) = many_skill_directories(1_000, 3_000);
+    let mut locator = SkillLocator::new(None, Limits::default());
+    locator
+        .apply_layer(layer.as_slice(), &blob(&layer))
+        .unwrap();
+
+    // One record per top-level name, no path in the tree, the smallest names only.
+    assert_eq!(locator.top.records.len(), 1_000);
+    assert!(locator.tree.is_empty());
+    let capacity = Limits::default().max_skills;
+    assert_eq!(locator.top.names.len(), capacity);
+    assert_eq!(
+        locator.top.names.iter().collect::<Vec<_>>(),
+        names[..capacity].iter().collect::<Vec<_>>()
+    );
+
+    let error = locator.finish().unwrap_err();
+    let OciError::SubPathRequired { directories, total } = &error else {
+        panic!("expected SubPathRequired, got {error}");
+    };
+    assert_eq!(*total, 1_000);
+    assert_eq!(directories[..], names[..MAX_LISTED_DIRECTORIES]);
+
+    // With a subPath, the same image keeps no more.
+    let mut locator = SkillLocator::new(Some(&names[7]), Limits::default());
+    locator
+        .apply_layer(layer.as_slice(), &blob(&layer))
+        .unwrap();
+    assert_eq!(locator.top.names.len(), capacity);
+    assert_eq!(locator.tree.len(), 2, "the subPath and its SKILL.md");
+    let located = locator.finish().unwrap();
+    assert_eq!(located.skill_dir_count, 1_000);
+}
+
+#[test]
+fn a_listing_holds_at_most_max_skills() {
+    let (layer, _) = many_skill_directories(300, 10);
+    let error = listing_with(std::slice::from_ref(&layer), Limits::default()).unwrap_err();
+    assert_eq!(
+        error,
+        OciError::TooManySkills {
+            count: 300,
+            max: 256
+        }
+    );
+    assert!(error.to_string().contains("Limits::max_skills"), "{error}");
+
+    let roomy = Limits {
+        max_skills: 300,
+        ..Limits::default()
+    };
+    assert_eq!(
+        listing_with(&[layer], roomy).unwrap().directories.len(),
+        300
+    );
+}
+
+#[test]
+fn a_listing_that_lost_names_to_deleted_ones_says_so() {
+    // 40 skill directories keep the 32 smallest names; the upper layer deletes 36 of the
+    // 40, those 32 among them, so the 4 left have no name kept.
+    let (lower, names) = many_skill_directories(40, 10);
+    let whiteouts: Vec<String> = names[..36].iter().map(|n| format!(".wh.{n}")).collect();
+    let upper = tar(&whiteouts
+        .iter()
+        .map(|path| Item::File(path, b""))
+        .collect::<Vec<_>>());
+    let limits = Limits {
+        max_skills: 4,
+        ..Limits::default()
+    };
+    let error = listing_with(&[lower.clone(), upper.clone()], limits).unwrap_err();
+    assert_eq!(error.reason(), "ImageTooLarge", "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("before upper layers delete some"),
+        "{error}"
+    );
+
+    // The count stays exact.
+    assert_reason(
+        locate_with(&[lower, upper], None, limits),
+        "SubPathRequired",
+        "(and 4 more)",
+    );
+}
+
+#[test]
+fn top_level_records_follow_whiteouts_and_replacements() {
+    let lower = tar(&[
+        Item::File("a/SKILL.md", SKILL),
+        Item::File("b/SKILL.md", SKILL),
+        Item::File("c/SKILL.md", SKILL),
+        Item::File("d/SKILL.md", SKILL),
+    ]);
+    let upper = tar(&[
+        Item::File("e/SKILL.md", SKILL),
+        Item::File(".wh..wh..opq", b""),
+        Item::File(".wh..wh..opq", b""),
+        Item::File("f/SKILL.md", SKILL),
+    ]);
+    assert_eq!(
+        listing(&[lower.clone(), upper]).directories,
+        ["e", "f"],
+        "a root opaque whiteout spares its own layer"
+    );
+
+    let upper = tar(&[
+        Item::File("a", b"now a file"),
+        Item::File("b/.wh.SKILL.md", b""),
+        Item::Dir("c/"),
+        Item::File("c/.wh..wh..opq", b""),
+        Item::Dir("d/SKILL.md/"),
+    ]);
+    assert!(
+        listing(&[lower.clone(), upper.clone()])
+            .directories
+            .is_empty()
+    );
+    let mut locator = SkillLocator::new(None, Limits::default());
+    for layer in [&lower, &upper] {
+        locator.apply_layer(layer.as_slice(), &blob(layer)).unwrap();
+    }
+    assert!(locator.top.names.is_empty(), "no name outlives its skill");
+
+    let same_layer = tar(&[
+        Item::File("a/SKILL.md", b"new"),
+        Item::File("a/.wh.SKILL.md", b""),
+    ]);
+    assert_reason(
+        locate(&[lower, same_layer], None),
+        "UnsafeImageContent",
+        "whiteout of a/SKILL.md follows an entry for it in the same layer",
+    );
+}
+
+#[test]
+fn the_memory_bound_adds_up_what_a_read_keeps() {
+    let defaults = Limits::default();
+    let bound = defaults.memory_bound();
+    assert!(
+        bound
+            >= defaults.max_entries * crate::TOP_LEVEL_RECORD_BYTES
+                + agentic_skill::MAX_SKILL_MD_BYTES,
+        "{bound}"
+    );
+    assert!(bound < 20 * 1024 * 1024, "the documented 19.5 MiB: {bound}");
+    let more_entries = Limits {
+        max_entries: defaults.max_entries * 2,
+        ..defaults
+    };
+    assert_eq!(
+        more_entries.memory_bound() - bound,
+        defaults.max_entries * crate::TOP_LEVEL_RECORD_BYTES
+    );
 }

@@ -269,11 +269,30 @@ fn duplicate_names_symlinks_and_special_files_are_refused() {
     assert_eq!(error.reason(), "InvalidSkillSource");
     assert!(error.to_string().contains("\"demo\""), "{error}");
 
+    // Validation refuses links and nested SKILL.md files before packing starts.
     std::os::unix::fs::symlink("/etc/passwd", one.join("references/passwd")).unwrap();
     let error = pack_skills(std::slice::from_ref(&one)).unwrap_err();
-    assert_eq!(error.reason(), "InvalidSkillSource");
-    assert!(error.to_string().contains("symlinks"), "{error}");
+    assert_eq!(error.reason(), "InvalidSkill");
+    assert!(
+        error
+            .to_string()
+            .contains("'references/passwd' is a symlink"),
+        "{error}"
+    );
     fs::remove_file(one.join("references/passwd")).unwrap();
+    fs::create_dir_all(one.join("references/inner")).unwrap();
+    fs::write(
+        one.join("references/inner/SKILL.md"),
+        "---\nname: inner\n---\n",
+    )
+    .unwrap();
+    let error = pack_skills(std::slice::from_ref(&one)).unwrap_err();
+    assert_eq!(error.reason(), "InvalidSkill");
+    assert!(
+        error.to_string().contains("below the skill's root"),
+        "{error}"
+    );
+    fs::remove_dir_all(one.join("references/inner")).unwrap();
 
     let _socket = std::os::unix::net::UnixListener::bind(one.join("scripts/agent.sock")).unwrap();
     let error = pack_skills(&[one]).unwrap_err();
