@@ -341,6 +341,120 @@ async fn bad_content_is_reported_by_reason() {
     assert_eq!(error.reason(), "ImageTooLarge", "{error}");
 }
 
+/// A skill of `name` with a valid frontmatter, as tar content.
+fn skill_md(name: &str) -> Vec<u8> {
+    format!("---\nname: {name}\ndescription: The {name} skill.\n---\n# {name}\n").into_bytes()
+}
+
+#[tokio::test]
+async fn what_would_change_the_agents_skill_set_keeps_a_skill_from_being_read() {
+    let registry = Registry::start().await.unwrap();
+    let addr = registry.addr();
+    let opts = options(&addr);
+    let client = RegistryClient::new(opts.clone()).unwrap();
+    let (demo, other, root) = (skill_md("demo"), skill_md("other"), skill_md("root"));
+    let push = async |tar: Vec<u8>, tag: &str| {
+        let pushed = push_image(
+            &hand_made_image(&tar),
+            &format!("{addr}/skill-set/{tag}:1"),
+            &ANONYMOUS,
+            &opts,
+        )
+        .await
+        .unwrap();
+        ResolvedImage::from_pinned(&pushed).unwrap()
+    };
+
+    // A whole image whose skill carries another SKILL.md deeper down.
+    let nested = push(
+        tar_with(&[
+            ("SKILL.md", tar::EntryType::Regular, &root, None),
+            (
+                "references/old/SKILL.md",
+                tar::EntryType::Regular,
+                &demo,
+                None,
+            ),
+        ]),
+        "nested",
+    )
+    .await;
+    let error = client
+        .fetch_skill(&nested, None, &ANONYMOUS)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        OciError::NestedSkillFile {
+            path: "references/old/SKILL.md".into(),
+            root: "the image root".into(),
+        }
+    );
+    // A collection of it reads its root skill, so it is refused the same way.
+    let listing = client.list_skills(&nested, &ANONYMOUS).await.unwrap();
+    assert!(listing.root);
+
+    // A multi-skill image: one skill links out of itself, the other is clean.
+    let linked = push(
+        tar_with(&[
+            ("demo/SKILL.md", tar::EntryType::Regular, &demo, None),
+            (
+                "demo/scripts/tool",
+                tar::EntryType::Symlink,
+                b"",
+                Some("/usr/bin/env"),
+            ),
+            ("other/SKILL.md", tar::EntryType::Regular, &other, None),
+            (
+                "other/copy.md",
+                tar::EntryType::Link,
+                b"",
+                Some("demo/SKILL.md"),
+            ),
+        ]),
+        "linked",
+    )
+    .await;
+    let listing = client.list_skills(&linked, &ANONYMOUS).await.unwrap();
+    assert_eq!(listing.directories, ["demo", "other"]);
+    let mut verdicts = Vec::new();
+    for directory in &listing.directories {
+        verdicts.push(
+            client
+                .fetch_skill(&linked, Some(directory), &ANONYMOUS)
+                .await
+                .map(|skill| skill.path)
+                .map_err(|error| (error.reason(), error.to_string())),
+        );
+    }
+    let [
+        Err((demo_reason, demo_message)),
+        Err((other_reason, other_message)),
+    ] = &verdicts[..]
+    else {
+        panic!("both skills hold a link: {verdicts:?}");
+    };
+    assert_eq!(
+        (*demo_reason, *other_reason),
+        ("LinkInSkill", "LinkInSkill")
+    );
+    assert!(
+        demo_message.starts_with("demo/scripts/tool is a symlink inside the skill (demo)"),
+        "{demo_message}"
+    );
+    assert!(
+        other_message.starts_with("other/copy.md is a hardlink inside the skill (other)"),
+        "{other_message}"
+    );
+
+    // `skill pull` refuses them too.
+    let error = client
+        .pull_skill(&linked, Some("demo"), &ANONYMOUS)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "LinkInSkill", "{error}");
+}
+
 async fn push_index(
     registry_addr: &str,
     reference: &str,
