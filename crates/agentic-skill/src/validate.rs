@@ -122,7 +122,8 @@ const MAX_WALKED_ENTRIES: usize = 100_000;
 
 /// Reports what would change the agent's skill set when the directory is mounted: a
 /// `SKILL.md` below the root (goose registers every one it finds, at any depth, as a skill
-/// of its own) and symlinks (goose follows them out of the mounted skill).
+/// of its own) and symlinks (goose follows them out of the mounted skill). Like goose, it
+/// leaves `.git`, `.hg` and `.svn` folders out.
 fn check_layout(dir: &Path, findings: &mut Vec<Finding>) -> Result<(), SkillError> {
     let mut pending = vec![(dir.to_path_buf(), String::new())];
     let mut walked = 0usize;
@@ -166,7 +167,10 @@ fn check_layout(dir: &Path, findings: &mut Vec<Finding>) -> Result<(), SkillErro
                     ),
                 ));
             } else if file_type.is_dir() {
-                pending.push((child.path(), child_relative));
+                // goose does not descend into version control folders either.
+                if !matches!(name.as_str(), ".git" | ".hg" | ".svn") {
+                    pending.push((child.path(), child_relative));
+                }
             } else if name == SKILL_FILE && !relative.is_empty() {
                 findings.push(Finding::new(
                     FindingCode::NestedSkillFile,

@@ -662,6 +662,10 @@ fn a_nested_skill_file_or_a_link_is_refused() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("x");
     write_skill(&dir, &md("name: x\ndescription: d\n"));
+    // goose does not walk version control folders, so what they hold is not looked at.
+    std::fs::create_dir_all(dir.join(".git/modules/m")).unwrap();
+    std::fs::write(dir.join(".git/modules/m/SKILL.md"), "---\n---\n").unwrap();
+    std::os::unix::fs::symlink("/etc", dir.join(".git/outside")).unwrap();
     assert!(validate_path(&dir).unwrap().is_valid());
 
     std::fs::create_dir_all(dir.join("references/deep")).unwrap();
