@@ -2,6 +2,7 @@
 
 use agentic_core::owners::is_controlled_by;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -176,10 +177,31 @@ fn holds<K: serde::Serialize>(existing: &K, desired: &K) -> bool {
     }
 }
 
-/// Deletes `object`, a finished run (of `kind`) whose time to live is over; what it owns goes
-/// with it. The UID precondition spares a new object of the same name, and one already gone
-/// is not an error.
-pub async fn delete_expired<K>(api: &Api<K>, object: &K, kind: &'static str) -> Result<()>
+/// What a pass over `object`, a finished run (of `kind`), does with its time to live `left`
+/// (`None`: kept for good): deletes it once the time is over, else looks again a second
+/// after it runs out. What the run owns goes with it. The UID precondition spares a new
+/// object of the same name, and one already gone is not an error.
+pub async fn expire_finished<K>(
+    api: &Api<K>,
+    object: &K,
+    kind: &'static str,
+    left: Option<std::time::Duration>,
+) -> Result<Action>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match left {
+        Some(left) if left.is_zero() => {
+            delete_expired(api, object, kind).await?;
+            Ok(Action::await_change())
+        }
+        // A second of slack so the pass lands after the time runs out.
+        Some(left) => Ok(Action::requeue(left + std::time::Duration::from_secs(1))),
+        None => Ok(Action::await_change()),
+    }
+}
+
+async fn delete_expired<K>(api: &Api<K>, object: &K, kind: &'static str) -> Result<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {

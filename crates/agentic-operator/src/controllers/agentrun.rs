@@ -42,7 +42,7 @@ use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{guard_ref, lookup, namespace_of, read_cached, related};
 use super::watches::{Stop, Watches};
 use crate::apply::{
-    NAME_TAKEN_RETRY, NameTaken, create_or_apply_owned, create_owned, delete_expired,
+    NAME_TAKEN_RETRY, NameTaken, create_or_apply_owned, create_owned, expire_finished,
 };
 use crate::caches::{Guarded, SandboxPod, SecretMeta, listed};
 use crate::context::{Context, SandboxBackend};
@@ -204,19 +204,8 @@ pub async fn reconcile(
             defaults,
             &crate::now(),
         );
-        let action = match ttl {
-            Some(left) if left.is_zero() => {
-                delete_expired(
-                    &Api::<AgentRun>::namespaced(ctx.client.clone(), &namespace),
-                    run.as_ref(),
-                    KIND,
-                )
-                .await?;
-                Action::await_change()
-            }
-            Some(left) => Action::requeue(left + std::time::Duration::from_secs(1)),
-            None => Action::await_change(),
-        };
+        let api = Api::<AgentRun>::namespaced(ctx.client.clone(), &namespace);
+        let action = expire_finished(&api, run.as_ref(), KIND, ttl).await?;
         return Ok(Pass::then(old, action));
     }
 

@@ -33,7 +33,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{Read, lookup, namespace_of, read_reference, related};
 use super::watches::{Stop, Watches};
-use crate::apply::{create_owned, delete_expired};
+use crate::apply::{create_owned, expire_finished};
 use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -92,19 +92,8 @@ pub async fn reconcile(
             ctx.settings.run_defaults.ttl,
             &crate::now(),
         );
-        let action = match ttl {
-            Some(left) if left.is_zero() => {
-                delete_expired(
-                    &Api::<AgentWorkflowRun>::namespaced(ctx.client.clone(), &namespace),
-                    run.as_ref(),
-                    KIND,
-                )
-                .await?;
-                Action::await_change()
-            }
-            Some(left) => Action::requeue(left + Duration::from_secs(1)),
-            None => Action::await_change(),
-        };
+        let api = Api::<AgentWorkflowRun>::namespaced(ctx.client.clone(), &namespace);
+        let action = expire_finished(&api, run.as_ref(), KIND, ttl).await?;
         return Ok(Pass::then(old, action));
     }
 

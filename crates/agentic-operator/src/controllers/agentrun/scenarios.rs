@@ -215,3 +215,54 @@ fn an_agent_turning_ready_brings_back_only_its_unstarted_runs() {
         [kube::runtime::reflector::ObjectRef::new("a").within(NS)]
     );
 }
+
+/// A run that finished at `completed` and is kept `ttl` seconds after that.
+fn finished_run(completed: &str, ttl: i64) -> AgentRun {
+    object(json!({
+        "metadata": {"name": "done", "uid": "uid-run-done"},
+        "spec": {"agentRef": "coder", "ttlSecondsAfterFinished": ttl},
+        "status": {"phase": "Succeeded", "sandboxName": "done", "completionTime": completed},
+    }))
+}
+
+#[tokio::test]
+async fn a_finished_run_is_deleted_once_its_time_to_live_is_over_and_not_before() {
+    let api = FakeApi::default();
+    api.put(&finished_run("2026-01-01T00:00:00Z", 60));
+    let ctx = context(&api);
+    let action = pass::<AgentRun, _>(&api, &ctx, "done", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    assert!(api.get::<AgentRun>(NS, "done").is_none());
+
+    // Kept for an hour from now: the pass looks again a second after that, not sooner.
+    let now = k8s_openapi::jiff::Timestamp::now();
+    api.put(&finished_run(
+        &format!("{}Z", now.strftime("%Y-%m-%dT%H:%M:%S")),
+        3600,
+    ));
+    let action = pass::<AgentRun, _>(&api, &ctx, "done", reconcile)
+        .await
+        .expect("a pass");
+    assert!(api.get::<AgentRun>(NS, "done").is_some());
+    // Completion times have whole seconds: what is left is within a second of the hour.
+    let hour_and_a_second = std::time::Duration::from_secs(3601);
+    let earliest = kube::runtime::controller::Action::requeue(
+        hour_and_a_second - std::time::Duration::from_secs(1),
+    );
+    let latest = kube::runtime::controller::Action::requeue(hour_and_a_second);
+    let seconds = |a: &kube::runtime::controller::Action| {
+        let text = format!("{a:?}");
+        let start = text.find("Some(").map(|i| i + 5).expect("a requeue");
+        let end = start + text[start..].find('s').expect("seconds");
+        text[start..end]
+            .parse::<f64>()
+            .expect("a number of seconds")
+    };
+    let left = seconds(&action);
+    assert!(
+        seconds(&earliest) <= left && left <= seconds(&latest),
+        "{action:?}"
+    );
+}
