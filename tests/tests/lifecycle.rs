@@ -288,11 +288,12 @@ async fn a_finished_run_is_deleted_after_its_ttl() {
         .and_then(|s| s.completion_time.clone())
         .expect("completionTime");
     wait_gone(&runs, "brief", "the run").await;
+    // Never before its time to live: the operator deletes it once 3 s have passed since
+    // `completionTime`. How soon after that depends on the machine (a busy one delays the
+    // requeued pass), so the upper bound is wait_gone's convergence budget, not a margin
+    // of our own (one of 15 s failed on a loaded 2-core machine).
     let lived = agentic_operator::now().0.as_second() - completed.0.as_second();
-    assert!(
-        (3..=15).contains(&lived),
-        "deleted 3s after completion: {lived}s"
-    );
+    assert!(lived >= 3, "deleted {lived}s after completion, before its 3s TTL");
     wait_phase(&runs, "kept", AgentRunPhase::Succeeded).await;
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert!(runs.get_opt("kept").await.expect("get").is_some());
