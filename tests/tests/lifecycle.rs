@@ -262,9 +262,11 @@ async fn a_sleeping_agent_stops_at_the_run_deadline() {
         .0
         .as_second()
         - status.start_time.as_ref().expect("startTime").0.as_second();
+    // At the deadline, not at the agent's exit 300 s in: the bound tells the two apart
+    // with room for a busy machine's delayed pass, without a margin of its own.
     assert!(
-        (3..=10).contains(&ran),
-        "stopped right after 3s, not at exit: {ran}s"
+        (3..150).contains(&ran),
+        "stopped after the 3s deadline, not at exit: {ran}s"
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     wait_gone(&pods, "sleepy", "the pod").await;
