@@ -1,8 +1,11 @@
-//! The chart as users install it, on a test cluster it runs on (kube-controller-manager,
-//! ServiceAccount tokens, pods reaching the API server and the registry): the operator as a
-//! pod on the node under the restricted Pod Security level, the samples' run to Succeeded,
-//! upgrades that turn leader election on, change the watched namespaces and upgrade the CRDs
-//! without two operators acting at once, and an uninstall that leaves nothing behind.
+//! The chart and the kustomize configuration as users install them, on a test cluster they
+//! run on (kube-controller-manager, ServiceAccount tokens, pods reaching the API server and
+//! the registry): the operator as a pod on the node under the restricted Pod Security level,
+//! the samples' run to Succeeded, chart upgrades that turn leader election on, change the
+//! watched namespaces and upgrade the CRDs without two operators acting at once, and an
+//! uninstall that leaves nothing behind.
+//!
+//! Both tests install the cluster-wide CRDs, so they take turns on the shared cluster.
 
 mod support;
 
@@ -43,6 +46,12 @@ const HELM_TIMEOUT: &str = "300s";
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long the garbage collector and the CRD finalizer may take after an uninstall.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(120);
+/// The namespace and instance label config/default installs the operator with.
+const KUSTOMIZE_NAMESPACE: &str = "agentic-operator-system";
+const KUSTOMIZE_INSTANCE: &str = "agentic-operator";
+
+/// One installation on the shared cluster at a time: each installs the konveyor.io CRDs.
+static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn helm(env: &TestEnv, home: &Path) -> Command {
     let mut command = Command::new(testenv_tool("helm"));
@@ -239,6 +248,7 @@ fn second_run(name: &str) -> AgentRun {
 // Two workers: helm and kubectl block one while the watch of the operators runs on the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chart_installs_runs_upgrades_and_uninstalls_on_the_test_node() {
+    let _turn = CLUSTER.lock().await;
     let env = TestEnv::shared_with_workloads()
         .await
         .expect("the test cluster for workloads starts (run `make test`, which builds it)");
@@ -458,5 +468,158 @@ async fn chart_installs_runs_upgrades_and_uninstalls_on_the_test_node() {
     assert!(
         logs.iter().any(|log| log.line.contains("became leader")),
         "the operators' logs were read"
+    );
+}
+
+/// `target` as a path relative to the directory `from` (both absolute): kustomize takes no
+/// absolute paths in `resources`.
+fn relative_to(from: &Path, target: &Path) -> std::path::PathBuf {
+    let up = from.components().skip(1).map(|_| "..");
+    let mut relative: std::path::PathBuf = up.collect();
+    relative.push(target.strip_prefix("/").expect("an absolute path"));
+    relative
+}
+
+/// Waits until no konveyor.io CRD is left.
+async fn wait_crds_gone(crds: &Api<CustomResourceDefinition>) {
+    let deadline = tokio::time::Instant::now() + CLEANUP_TIMEOUT;
+    loop {
+        let left: Vec<String> = crds
+            .list(&ListParams::default())
+            .await
+            .expect("listing CRDs")
+            .items
+            .iter()
+            .filter_map(|crd| crd.metadata.name.clone())
+            .filter(|name| name.ends_with(".konveyor.io"))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{CLEANUP_TIMEOUT:?} after the uninstall, CRDs are left: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+// Two workers: kubectl blocks one while the watch of the operator runs on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomize_configuration_installs_runs_and_deletes_on_the_test_node() {
+    let _turn = CLUSTER.lock().await;
+    let env = TestEnv::shared_with_workloads()
+        .await
+        .expect("the test cluster for workloads starts (run `make test`, which builds it)");
+    let client = env.client();
+    let registry = env.registry_addr().expect("a registry");
+    let pod_registry = env
+        .pod_registry_addr()
+        .expect("the registry as pods reach it");
+    let image = push_operator_image(&registry, operator_binary())
+        .await
+        .expect("pushing the operator image");
+    let (named, digest) = image.split_once('@').expect("a pinned image");
+    let repository = named
+        .rsplit_once(':')
+        .map_or(named, |(repository, _)| repository);
+    let demo = env
+        .namespace("demo")
+        .await
+        .expect("a namespace for the samples");
+    let selector = format!("app.kubernetes.io/instance={KUSTOMIZE_INSTANCE}");
+
+    // An overlay, as the configuration's comments tell users to write one: another image,
+    // and the test registry trusted over plain HTTP.
+    let overlay = tempfile::tempdir().expect("a directory for the overlay");
+    let kustomization = json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [relative_to(overlay.path(), &repo_root().join("config/default"))],
+        "images": [{
+            "name": "ghcr.io/konveyor/agentic-operator",
+            "newName": repository,
+            "digest": digest,
+        }],
+        "patches": [{
+            "target": { "kind": "Deployment", "name": "agentic-operator" },
+            "patch": serde_json::to_string(&json!([{
+                "op": "add",
+                "path": "/spec/template/spec/containers/0/args/-",
+                "value": format!("--insecure-registry={pod_registry}"),
+            }])).expect("a JSON patch"),
+        }],
+    });
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        kustomization.to_string(),
+    )
+    .expect("writing the overlay");
+
+    let watch = OperatorWatch::start(
+        client.clone(),
+        KUSTOMIZE_NAMESPACE,
+        &selector,
+        &format!("{KUSTOMIZE_INSTANCE}-leader"),
+    );
+    run_ok(
+        kubectl(env)
+            .args(["apply", "--server-side", "-k"])
+            .arg(overlay.path()),
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), KUSTOMIZE_NAMESPACE);
+    let running = ready_pods(&pods, &selector, 1).await;
+    let spec = running[0].spec.clone().expect("a pod spec");
+    assert_eq!(
+        spec.service_account_name.as_deref(),
+        Some("agentic-operator")
+    );
+    assert_eq!(
+        spec.containers[0].image.as_deref(),
+        Some(format!("{repository}@{digest}").as_str()),
+        "the pod runs the pushed image"
+    );
+
+    apply_samples(env, &pod_registry, &demo);
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &demo);
+    expect_succeeded(&runs, SAMPLE_RUN).await;
+    assert_eq!(
+        warnings(&watch.logs()),
+        Vec::<String>::new(),
+        "nothing at WARN or above while installed"
+    );
+    assert_eq!(watch.overlaps(), Vec::<String>::new());
+
+    run_ok(
+        kubectl(env)
+            .args(["delete", "--wait", "-k"])
+            .arg(overlay.path()),
+    );
+    wait_crds_gone(&Api::<CustomResourceDefinition>::all(client.clone())).await;
+    watch.stop().await;
+    // Every object of the configuration carries this label (config/default's `labels`).
+    let part_of = "app.kubernetes.io/part-of=agentic-operator";
+    let cluster_roles = names(&Api::<ClusterRole>::all(client.clone()), part_of).await;
+    assert!(
+        !names(
+            &Api::<ClusterRole>::all(client.clone()),
+            "kubernetes.io/bootstrapping=rbac-defaults"
+        )
+        .await
+        .is_empty(),
+        "the label query sees ClusterRoles at all"
+    );
+    let cluster_bindings = names(&Api::<ClusterRoleBinding>::all(client.clone()), part_of).await;
+    assert!(
+        cluster_roles.is_empty() && cluster_bindings.is_empty(),
+        "cluster RBAC left: {cluster_roles:?} {cluster_bindings:?}"
+    );
+    let namespace = Api::<Namespace>::all(client.clone())
+        .get_opt(KUSTOMIZE_NAMESPACE)
+        .await
+        .expect("reading the namespace");
+    assert!(
+        namespace.is_none_or(|ns| ns.metadata.deletion_timestamp.is_some()),
+        "the configuration's namespace goes with it"
     );
 }
