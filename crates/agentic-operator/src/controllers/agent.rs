@@ -118,13 +118,13 @@ pub async fn reconcile(
     old: AgentStatus,
 ) -> Result<Pass<AgentStatus>> {
     let namespace = namespace_of(agent.as_ref(), KIND)?;
-    let world = dereference(&agent, &namespace, &ctx).await?;
-    let status = decide(&agent, world, old, &crate::now());
+    let references = dereference(&agent, &namespace, &ctx).await?;
+    let status = decide(&agent, references, old, &crate::now());
     Ok(Pass::then(status, Action::await_change()))
 }
 
 /// What an Agent names, as read.
-struct World {
+struct References {
     /// Each of `spec.gateways`, by name.
     gateways: Vec<(String, Read<Gateway>)>,
     /// Its own skill set resolved, or why it cannot be.
@@ -137,7 +137,7 @@ struct World {
 /// Reads the Gateways, SkillCards and SkillCollections the Agent names, from the caches the
 /// watches keep (an object not cached is read from the API server), and the default-skills
 /// collections that apply to it.
-async fn dereference(agent: &Agent, namespace: &str, ctx: &Context) -> Result<World> {
+async fn dereference(agent: &Agent, namespace: &str, ctx: &Context) -> Result<References> {
     let mut gateways = Vec::new();
     for r in &agent.spec.gateways {
         let gateway = read_cached(ctx, namespace, &r.name, |c| &c.gateways, |_| true).await?;
@@ -149,7 +149,7 @@ async fn dereference(agent: &Agent, namespace: &str, ctx: &Context) -> Result<Wo
     } else {
         Vec::new()
     };
-    Ok(World {
+    Ok(References {
         gateways,
         skills,
         defaults,
@@ -157,12 +157,12 @@ async fn dereference(agent: &Agent, namespace: &str, ctx: &Context) -> Result<Wo
 }
 
 /// The Agent's next status, from what it names: pure.
-fn decide(agent: &Agent, world: World, old: AgentStatus, now: &Time) -> AgentStatus {
-    let World {
+fn decide(agent: &Agent, references: References, old: AgentStatus, now: &Time) -> AgentStatus {
+    let References {
         gateways,
         skills,
         defaults,
-    } = world;
+    } = references;
     let gateway_refs: Vec<(&str, Lookup<Gateway>)> = gateways
         .iter()
         .map(|(n, g)| (n.as_str(), lookup(g)))

@@ -234,14 +234,14 @@ pub async fn reconcile(
             recheck_after: None,
         }
     } else {
-        match start(&run, &namespace, &ctx, &mut new).await? {
-            Start::Blocked(outcome) => Enforced {
+        match begin(&run, &namespace, &ctx, &mut new).await? {
+            Begun::Blocked(outcome) => Enforced {
                 outcome,
                 recheck_after: None,
             },
             // Judged from the sandbox just created (or found), exactly as the next pass
             // judges it: the status is a function of the world, so that pass writes nothing.
-            Start::Sandbox(world) => judge(&run, &ctx, &new, &world),
+            Begun::Sandbox(world) => judge(&run, &ctx, &new, &world),
         }
     };
     outcome.apply(&mut new, run.metadata.generation, crate::now());
@@ -340,33 +340,33 @@ fn reason_of(status: &AgentRunStatus) -> Option<String> {
 }
 
 /// What a pass before the sandbox is recorded comes to.
-enum Start {
+enum Begun {
     /// The run cannot start (yet): why.
     Blocked(RunOutcome),
     /// The run's sandbox exists, created now or adopted; the status records it.
-    Sandbox(Box<World>),
+    Sandbox(Box<SandboxState>),
 }
 
 /// Before the sandbox exists: check the run, then create its objects.
-async fn start(
+async fn begin(
     run: &AgentRun,
     namespace: &str,
     ctx: &Context,
     status: &mut AgentRunStatus,
-) -> Result<Start> {
+) -> Result<Begun> {
     Ok(match create_sandbox(run, namespace, ctx).await? {
         Ok((name, pinned, world)) => {
             status.sandbox_name = Some(name);
             status.skills = pinned;
-            Start::Sandbox(Box::new(world))
+            Begun::Sandbox(Box::new(world))
         }
-        Err(outcome) => Start::Blocked(outcome),
+        Err(outcome) => Begun::Blocked(outcome),
     })
 }
 
 /// The run's sandbox name, the skills it pins and the world around it; or why it cannot be
 /// created.
-type Created = std::result::Result<(String, Vec<PinnedSkill>, World), RunOutcome>;
+type Created = std::result::Result<(String, Vec<PinnedSkill>, SandboxState), RunOutcome>;
 
 async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Result<Created> {
     let name = sandbox_name(&run.name_any());
@@ -677,7 +677,7 @@ async fn create_sandbox_objects(
     namespace: &str,
     inputs: &SandboxInputs<'_>,
     owner: OwnerReference,
-) -> Result<Result<(Vec<PinnedSkill>, World), NameTaken>> {
+) -> Result<Result<(Vec<PinnedSkill>, SandboxState), NameTaken>> {
     let uid = owner.uid.clone();
 
     // The ACP key is random: created once, never re-applied, so a retry cannot rotate it
@@ -724,7 +724,7 @@ async fn create_sandbox_objects(
                 .extend(annotations);
             let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
             Ok(create_owned(&pods, &pod, "Pod", &uid).await?.map(|pod| {
-                let world = World {
+                let world = SandboxState {
                     sandbox_created: Some(pod.metadata.creation_timestamp.clone()),
                     pod: Some(pod),
                     cached: false,
@@ -758,7 +758,7 @@ async fn create_sandbox_objects(
                 .await?
                 .map(|sandbox| {
                     let pinned = pinned_skills(&sandbox.metadata);
-                    let world = World {
+                    let world = SandboxState {
                         sandbox_created: Some(sandbox.metadata.creation_timestamp),
                         pod: None,
                         cached: false,
@@ -887,7 +887,7 @@ fn sandbox_kind(ctx: &Context) -> &'static str {
 }
 
 /// The run's sandbox and its pod, as found.
-struct World {
+struct SandboxState {
     /// The sandbox's pod.
     pod: Option<Pod>,
     /// `None` when the sandbox is gone; else its creation time.
@@ -902,7 +902,7 @@ async fn observe(
     namespace: &str,
     ctx: &Context,
     status: &AgentRunStatus,
-) -> Result<World> {
+) -> Result<SandboxState> {
     let name = status
         .sandbox_name
         .clone()
@@ -914,21 +914,21 @@ async fn observe(
 /// API server. The caches only move forward, and the watch event that brings a run back is
 /// in them before the run is reconciled; a run judged finished from them is judged again
 /// from the API server (see [`reconcile`]) before that final status is written.
-async fn observe_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<World> {
+async fn observe_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<SandboxState> {
     if let Some(world) = cached_sandbox(ctx, namespace, name) {
         return Ok(world);
     }
     read_sandbox(ctx, namespace, name).await
 }
 
-fn cached_sandbox(ctx: &Context, namespace: &str, name: &str) -> Option<World> {
+fn cached_sandbox(ctx: &Context, namespace: &str, name: &str) -> Option<SandboxState> {
     let caches = ctx.caches(namespace)?;
     let pod = caches.pods.get(&ObjectRef::new(name).within(namespace));
     match ctx.settings.sandbox_backend {
         // The pod is the sandbox: one the cache lacks may be one it has not brought yet.
         SandboxBackend::Pod => {
             let pod = pod?;
-            Some(World {
+            Some(SandboxState {
                 sandbox_created: Some(pod.metadata.creation_timestamp.clone()),
                 pod: Some(pod.to_pod()),
                 cached: true,
@@ -944,7 +944,7 @@ fn cached_sandbox(ctx: &Context, namespace: &str, name: &str) -> Option<World> {
             if pod.is_none() && !listed(&caches.pods) {
                 return None;
             }
-            Some(World {
+            Some(SandboxState {
                 pod: pod.map(|p| p.to_pod()),
                 sandbox_created: Some(sandbox.metadata.creation_timestamp.clone()),
                 cached: true,
@@ -954,7 +954,7 @@ fn cached_sandbox(ctx: &Context, namespace: &str, name: &str) -> Option<World> {
 }
 
 /// The sandbox `name` and its pod, from the API server.
-async fn read_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<World> {
+async fn read_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<SandboxState> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let pod = pods.get_opt(name).await?;
     let sandbox_created = match ctx.settings.sandbox_backend {
@@ -967,7 +967,7 @@ async fn read_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<Worl
                 .map(|s| s.metadata.creation_timestamp)
         }
     };
-    Ok(World {
+    Ok(SandboxState {
         pod,
         sandbox_created,
         cached: false,
@@ -976,7 +976,7 @@ async fn read_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<Worl
 
 /// The run's outcome in `world`, within the run's limits: a function of the world and the
 /// recorded status alone, so that a pass that finds the world unchanged writes nothing.
-fn judge(run: &AgentRun, ctx: &Context, status: &AgentRunStatus, world: &World) -> Enforced {
+fn judge(run: &AgentRun, ctx: &Context, status: &AgentRunStatus, world: &SandboxState) -> Enforced {
     let pod = world.pod.as_ref();
     let observed = run_outcome(pod, world.sandbox_created.is_some(), status);
     let limits = Limits {

@@ -45,7 +45,7 @@ pub const CONDITION_MOVING_REF: &str = "MovingRef";
 pub use agentic_core::reasons::REASON_VALIDATING;
 
 /// What a pass concluded about the card's content.
-enum Verdict {
+enum CardVerdict {
     Valid {
         skill: SkillFrontmatter,
         resolved_image: Option<String>,
@@ -72,8 +72,8 @@ enum Verdict {
 }
 
 /// A verdict on the card itself (its spec or references); the registry was not asked.
-fn invalid(reason: &'static str, message: impl Into<String>) -> Verdict {
-    Verdict::Invalid {
+fn invalid(reason: &'static str, message: impl Into<String>) -> CardVerdict {
+    CardVerdict::Invalid {
         reason,
         message: message.into(),
         registry_answered: false,
@@ -81,8 +81,8 @@ fn invalid(reason: &'static str, message: impl Into<String>) -> Verdict {
 }
 
 /// A verdict on the image, given by the registry's answer or the content it served.
-fn rejected(reason: &'static str, message: impl Into<String>) -> Verdict {
-    Verdict::Invalid {
+fn rejected(reason: &'static str, message: impl Into<String>) -> CardVerdict {
+    CardVerdict::Invalid {
         reason,
         message: message.into(),
         registry_answered: true,
@@ -148,7 +148,7 @@ pub async fn reconcile(
     let now = crate::now();
     let unreachable = matches!(
         verdict,
-        Verdict::Unreachable {
+        CardVerdict::Unreachable {
             transient: true,
             ..
         }
@@ -156,10 +156,10 @@ pub async fn reconcile(
     let reachability = reachability_of(&card);
     let name_taken = matches!(
         verdict,
-        Verdict::Invalid { reason, .. } if reason == REASON_OBJECT_NAME_TAKEN
+        CardVerdict::Invalid { reason, .. } if reason == REASON_OBJECT_NAME_TAKEN
     );
     match verdict {
-        Verdict::Valid {
+        CardVerdict::Valid {
             skill,
             resolved_image,
             resolved_source,
@@ -188,7 +188,7 @@ pub async fn reconcile(
                 reachable(&mut status.conditions, reachability, generation, now);
             }
         }
-        Verdict::Invalid {
+        CardVerdict::Invalid {
             reason,
             message,
             registry_answered,
@@ -216,7 +216,7 @@ pub async fn reconcile(
                 now,
             );
         }
-        Verdict::Unreachable {
+        CardVerdict::Unreachable {
             reason, message, ..
         } => {
             let condition = reachability.map_or(CONDITION_REGISTRY_REACHABLE, |r| r.condition);
@@ -405,7 +405,7 @@ async fn evaluate(
     old: &SkillCardStatus,
     namespace: &str,
     ctx: &Context,
-) -> Result<Verdict> {
+) -> Result<CardVerdict> {
     if let Some(text) = &card.spec.inline {
         return evaluate_inline(card, text, namespace, ctx).await;
     }
@@ -426,7 +426,7 @@ async fn evaluate(
         && validated
         && let (Some(skill), Some(resolved)) = (old.skill.clone(), old.resolved_image.clone())
     {
-        return Ok(Verdict::Valid {
+        return Ok(CardVerdict::Valid {
             skill,
             resolved_image: Some(resolved),
             resolved_source: None,
@@ -467,7 +467,7 @@ async fn evaluate(
     sync_registry_metrics(ctx);
     Ok(match checked {
         Ok(content) => match &content.report.frontmatter {
-            Some(frontmatter) => Verdict::Valid {
+            Some(frontmatter) => CardVerdict::Valid {
                 skill: frontmatter_of(frontmatter),
                 resolved_image: Some(content.image.repository_with_digest.clone()),
                 resolved_source: None,
@@ -487,7 +487,7 @@ async fn evaluate(
                 error = %crate::error::Chain(&e),
                 "registry unreachable"
             );
-            Verdict::Unreachable {
+            CardVerdict::Unreachable {
                 reason: REASON_REGISTRY_UNAVAILABLE,
                 message: format!(
                     "registry {registry} did not answer; the operator's log has the cause"
@@ -513,7 +513,7 @@ async fn pull_auth(
     registry: &str,
     namespace: &str,
     ctx: &Context,
-) -> Result<Result<RegistryAuth, Verdict>> {
+) -> Result<Result<RegistryAuth, CardVerdict>> {
     let names: Vec<&str> = card
         .spec
         .pull_secrets
@@ -579,7 +579,7 @@ async fn evaluate_source(
     url: &str,
     namespace: &str,
     ctx: &Context,
-) -> Result<Verdict> {
+) -> Result<CardVerdict> {
     let options = ctx.settings.git.clone();
     let source = match agentic_git::SourceUrl::parse(url, &options.insecure_hosts) {
         Ok(source) => source,
@@ -600,7 +600,7 @@ async fn evaluate_source(
         && validated_at(old, card.metadata.generation)
         && let (Some(skill), Some(resolved)) = (old.skill.clone(), old.resolved_source.clone())
     {
-        return Ok(Verdict::Valid {
+        return Ok(CardVerdict::Valid {
             skill,
             resolved_image: None,
             resolved_source: Some(resolved),
@@ -655,7 +655,7 @@ async fn evaluate_source(
         }
     };
     Ok(match verdict {
-        Ok(skill) => Verdict::Valid {
+        Ok(skill) => CardVerdict::Valid {
             skill: frontmatter_of(&skill.frontmatter),
             resolved_image: None,
             resolved_source: Some(pinned(&skill.commit)),
@@ -685,7 +685,7 @@ fn source_failure(
     namespace: &str,
     source: &agentic_git::SourceUrl,
     error: agentic_git::GitError,
-) -> Verdict {
+) -> CardVerdict {
     if error.is_transient() {
         tracing::warn!(
             namespace,
@@ -694,7 +694,7 @@ fn source_failure(
             error = %error,
             "git server unreachable"
         );
-        return Verdict::Unreachable {
+        return CardVerdict::Unreachable {
             reason: "SourceUnavailable",
             message: format!(
                 "the git server of {source} did not answer; the operator's log has the cause"
@@ -705,7 +705,7 @@ fn source_failure(
     if let agentic_git::GitError::RefNotFound { .. } = &error
         && validated_at(old, card.metadata.generation)
     {
-        return Verdict::Unreachable {
+        return CardVerdict::Unreachable {
             reason: error.reason(),
             message: format!("{error}; sandboxes keep the pinned commit"),
             transient: false,
@@ -720,7 +720,7 @@ async fn source_auth(
     card: &SkillCard,
     namespace: &str,
     ctx: &Context,
-) -> Result<Result<agentic_git::GitAuth, Verdict>> {
+) -> Result<Result<agentic_git::GitAuth, CardVerdict>> {
     let Some(reference) = &card.spec.source_secret else {
         return Ok(Ok(agentic_git::GitAuth::Anonymous));
     };
@@ -757,7 +757,7 @@ async fn evaluate_inline(
     text: &str,
     namespace: &str,
     ctx: &Context,
-) -> Result<Verdict> {
+) -> Result<CardVerdict> {
     let report = agentic_skill::validate_skill_md(text.as_bytes(), None);
     match (&report.frontmatter, report.is_valid()) {
         (Some(frontmatter), true) => {
@@ -787,7 +787,7 @@ async fn evaluate_inline(
                     ),
                 ));
             }
-            Ok(Verdict::Valid {
+            Ok(CardVerdict::Valid {
                 skill: frontmatter_of(frontmatter),
                 resolved_image: None,
                 resolved_source: None,

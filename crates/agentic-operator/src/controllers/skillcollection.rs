@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 pub const KIND: &str = "SkillCollection";
 
 /// What the collection's spec comes to, before any card is written.
-enum Verdict {
+enum ListingVerdict {
     /// Its SkillCards, and the image they were listed from.
     Planned {
         plan: Plan,
@@ -53,8 +53,8 @@ enum Verdict {
     Unreachable { message: String },
 }
 
-fn refused(reason: &'static str, message: impl Into<String>) -> Verdict {
-    Verdict::Refused {
+fn refused(reason: &'static str, message: impl Into<String>) -> ListingVerdict {
+    ListingVerdict::Refused {
         reason,
         message: message.into(),
     }
@@ -147,7 +147,7 @@ pub async fn reconcile(
     let verdict = match &collection.spec.image {
         Some(image) => match list_image(image, &namespace, &name, &ctx).await {
             Ok((pinned, skills)) => match plan_image(&collection, &owner, &pinned, &skills) {
-                Ok(plan) => Verdict::Planned {
+                Ok(plan) => ListingVerdict::Planned {
                     plan,
                     resolved_image: Some(pinned),
                 },
@@ -156,7 +156,7 @@ pub async fn reconcile(
             Err(verdict) => verdict,
         },
         None => match plan_entries(&collection, &owner) {
-            Ok(plan) => Verdict::Planned {
+            Ok(plan) => ListingVerdict::Planned {
                 plan,
                 resolved_image: None,
             },
@@ -171,7 +171,7 @@ pub async fn reconcile(
     let mut name_taken = false;
     let mut unreachable = false;
     match verdict {
-        Verdict::Planned {
+        ListingVerdict::Planned {
             plan,
             resolved_image,
         } => {
@@ -224,7 +224,7 @@ pub async fn reconcile(
                 now,
             );
         }
-        Verdict::Refused { reason, message } => {
+        ListingVerdict::Refused { reason, message } => {
             status.resolved_skills.clear();
             status.resolved_image = None;
             set_condition(
@@ -237,7 +237,7 @@ pub async fn reconcile(
                 now,
             );
         }
-        Verdict::Unreachable { message } => {
+        ListingVerdict::Unreachable { message } => {
             unreachable = true;
             // A registry outage says nothing about skills already listed and validated at
             // this generation: the collection stays Ready on its pinned cards, none pruned.
@@ -296,7 +296,7 @@ async fn list_image(
     namespace: &str,
     name: &str,
     ctx: &Context,
-) -> std::result::Result<(String, ImageSkills), Verdict> {
+) -> std::result::Result<(String, ImageSkills), ListingVerdict> {
     let auth = RegistryAuth::Anonymous;
     let client = &ctx.settings.registry;
     let registry = agentic_oci::image_registry(image)
@@ -325,7 +325,7 @@ async fn list_image(
                 error = %crate::error::Chain(&e),
                 "registry unreachable"
             );
-            Verdict::Unreachable {
+            ListingVerdict::Unreachable {
                 message: format!(
                     "registry {registry} did not answer; the operator's log has the cause"
                 ),
