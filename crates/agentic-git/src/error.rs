@@ -66,13 +66,36 @@ pub enum GitError {
     #[error("invalid skill {path}: {summary}")]
     InvalidSkill { path: String, summary: String },
 
-    /// The skill is valid by the specification, but goose, the agent runtime that reads the
-    /// mounted skills, would load it differently: a `SKILL.md` it would skip or read cut
-    /// short, a `SKILL.md` below the skill's root (a skill of its own to goose), or a symlink
-    /// inside the skill (goose follows links out of it). `path` is the file in the
-    /// repository; `message` says what goose would do.
-    #[error("{path}: {message}")]
-    GooseIncompatible { path: String, message: String },
+    /// The `SKILL.md` is valid by the specification, but goose, the agent runtime that reads
+    /// the mounted skills, would skip it or read it cut short; `summary` lists the findings,
+    /// each saying what goose would do.
+    #[error("{path}: {summary}")]
+    GooseIncompatible { path: String, summary: String },
+
+    /// A `SKILL.md` below the skill's root: goose registers every `SKILL.md` it finds, at any
+    /// depth, as a skill of its own, so it would be a skill nobody validated. `path` is the
+    /// file in the repository.
+    #[error(
+        "{path} is a SKILL.md below the root of the skill at {root}; goose registers every \
+         SKILL.md it finds as a skill of its own, so the agent would get a skill nobody validated"
+    )]
+    NestedSkillFile {
+        path: String,
+        /// The skill's directory (its `subPath`), or "the repository root".
+        root: String,
+    },
+
+    /// A symlink inside the skill: goose follows links, out of the mounted skill too. `path`
+    /// is the link in the repository.
+    #[error(
+        "{path} is a symlink inside the skill at {root}; goose follows links out of the \
+         mounted skill, so the agent could load content nobody validated"
+    )]
+    LinkInSkill {
+        path: String,
+        /// The skill's directory (its `subPath`), or "the repository root".
+        root: String,
+    },
 
     /// Symlinks at or along the skill's path, or names that cannot be written safely.
     #[error("unsafe repository content: {message}")]
@@ -102,6 +125,8 @@ impl GitError {
             GitError::SkillNotFound { .. } => "SkillNotFound",
             GitError::InvalidSkill { .. } => "InvalidSkill",
             GitError::GooseIncompatible { .. } => "GooseIncompatible",
+            GitError::NestedSkillFile { .. } => "NestedSkillFile",
+            GitError::LinkInSkill { .. } => "LinkInSkill",
             GitError::UnsafeContent { .. } => "UnsafeSourceContent",
             GitError::TooLarge { .. } => "RepositoryTooLarge",
             GitError::Io { .. } => "IoError",
@@ -125,6 +150,8 @@ impl GitError {
                 | GitError::SkillNotFound { .. }
                 | GitError::InvalidSkill { .. }
                 | GitError::GooseIncompatible { .. }
+                | GitError::NestedSkillFile { .. }
+                | GitError::LinkInSkill { .. }
                 | GitError::UnsafeContent { .. }
                 | GitError::TooLarge { .. }
         )
@@ -178,7 +205,15 @@ mod tests {
             },
             GitError::GooseIncompatible {
                 path: "a/SKILL.md".into(),
-                message: "x".into(),
+                summary: "x".into(),
+            },
+            GitError::NestedSkillFile {
+                path: "a/b/SKILL.md".into(),
+                root: "a".into(),
+            },
+            GitError::LinkInSkill {
+                path: "a/b".into(),
+                root: "a".into(),
             },
         ];
         for error in verdicts {

@@ -23,9 +23,9 @@
 //!   is the pinned commit even when the branch has moved since; the objects are checked
 //!   against their ids as they are indexed.
 //! - Symlinks are refused at `SKILL.md` and along the `subPath`, as in images. Inside the
-//!   skill, symlinks and `SKILL.md` files below its root are refused too
-//!   ([`GitError::GooseIncompatible`]): goose follows links out of the mounted skill and
-//!   registers every `SKILL.md` it finds as a skill of its own. Submodules are left out:
+//!   skill, symlinks ([`GitError::LinkInSkill`]) and `SKILL.md` files below its root
+//!   ([`GitError::NestedSkillFile`]) are refused too, as in images: goose follows links out
+//!   of the mounted skill and registers every `SKILL.md` it finds as a skill of its own. Submodules are left out:
 //!   nothing is written for them, so goose never sees them.
 
 mod cache;

@@ -30,7 +30,7 @@ pub struct SkillEntry {
     id: gix::ObjectId,
 }
 
-/// What a [`SkillEntry`] is; a skill holds no links (see [`GitError::GooseIncompatible`]).
+/// What a [`SkillEntry`] is; a skill holds no links (see [`GitError::LinkInSkill`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkillEntryKind {
     Directory,
@@ -95,8 +95,9 @@ impl Fetched {
     /// Refused: a symlink (or a file) at or along `sub_path` or at `SKILL.md`, names that are
     /// not plain path segments, more entries or bytes than the limits. A root without
     /// `SKILL.md` but with skill directories asks for a `subPath`. What goose would load
-    /// differently is refused with [`GitError::GooseIncompatible`]: a symlink anywhere in the
-    /// skill, a `SKILL.md` below its root, and a `SKILL.md` whose only findings are goose's.
+    /// differently is refused: a symlink anywhere in the skill ([`GitError::LinkInSkill`]), a
+    /// `SKILL.md` below its root ([`GitError::NestedSkillFile`]), and a `SKILL.md` whose only
+    /// findings are about goose ([`GitError::GooseIncompatible`]).
     pub fn skill(&self, sub_path: Option<&str>, limits: &Limits) -> Result<SkillTree, GitError> {
         let repo = &self.repo;
         if let Some(sub_path) = sub_path {
@@ -190,17 +191,7 @@ impl Fetched {
 
         let mut entries = Vec::new();
         let mut bytes = 0u64;
-        // collect names paths inside the skill; the error names them in the repository.
-        self.collect(repo, dir_tree, "", limits, &mut entries, &mut bytes)
-            .map_err(|error| match error {
-                GitError::GooseIncompatible { path, message } if !dir.is_empty() => {
-                    GitError::GooseIncompatible {
-                        path: format!("{dir}/{path}"),
-                        message,
-                    }
-                }
-                other => other,
-            })?;
+        self.collect(repo, dir_tree, (&dir, ""), limits, &mut entries, &mut bytes)?;
 
         let size = self.size_of(repo, skill_md)?;
         if size > agentic_skill::MAX_SKILL_MD_BYTES {
@@ -218,7 +209,7 @@ impl Fetched {
         if report.is_goose_incompatibility_only() {
             return Err(GitError::GooseIncompatible {
                 path: target,
-                message: report.summary(),
+                summary: report.summary(),
             });
         }
         if !report.is_valid() || report.frontmatter.is_none() {
@@ -261,17 +252,32 @@ impl Fetched {
         Ok(())
     }
 
-    /// Lists the entries below `tree` (`prefix` is the path walked so far inside the skill),
-    /// within the limits, refusing what goose would load as more than this skill.
+    /// Lists the entries below `tree`, the skill directory `skill_dir` of the repository
+    /// (`prefix` is the path walked so far inside it), within the limits, refusing what goose
+    /// would load as more than this skill.
     fn collect(
         &self,
         repo: &gix::Repository,
         tree: gix::ObjectId,
-        prefix: &str,
+        (skill_dir, prefix): (&str, &str),
         limits: &Limits,
         entries: &mut Vec<SkillEntry>,
         bytes: &mut u64,
     ) -> Result<(), GitError> {
+        let in_repository = |path: &str| {
+            if skill_dir.is_empty() {
+                path.to_string()
+            } else {
+                format!("{skill_dir}/{path}")
+            }
+        };
+        let root = || {
+            if skill_dir.is_empty() {
+                "the repository root".to_string()
+            } else {
+                skill_dir.to_string()
+            }
+        };
         for (name, kind, id) in self.entries_of(repo, tree)? {
             let path = if prefix.is_empty() {
                 name.clone()
@@ -289,24 +295,17 @@ impl Fetched {
                 EntryKind::Blob => SkillEntryKind::File { executable: false },
                 EntryKind::BlobExecutable => SkillEntryKind::File { executable: true },
                 EntryKind::Link => {
-                    return Err(GitError::GooseIncompatible {
-                        path,
-                        message: "it is a symlink inside the skill; goose follows links out of \
-                                  the mounted skill, so the agent could load content nobody \
-                                  validated; commit the file itself"
-                            .to_string(),
+                    return Err(GitError::LinkInSkill {
+                        path: in_repository(&path),
+                        root: root(),
                     });
                 }
                 EntryKind::Commit => continue,
             };
             if name == SKILL_FILE && !prefix.is_empty() && kind != SkillEntryKind::Directory {
-                return Err(GitError::GooseIncompatible {
-                    path,
-                    message: format!(
-                        "a {SKILL_FILE} below the skill's root; goose registers every \
-                         {SKILL_FILE} it finds as a skill of its own, so the agent would get a \
-                         skill nobody validated; rename it or make it a skill of its own"
-                    ),
+                return Err(GitError::NestedSkillFile {
+                    path: in_repository(&path),
+                    root: root(),
                 });
             }
             if entries.len() as u64 >= limits.max_entries {
@@ -334,7 +333,7 @@ impl Fetched {
                 id,
             });
             if kind == SkillEntryKind::Directory {
-                self.collect(repo, id, &path, limits, entries, bytes)?;
+                self.collect(repo, id, (skill_dir, &path), limits, entries, bytes)?;
             }
         }
         Ok(())
