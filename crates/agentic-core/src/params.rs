@@ -174,6 +174,33 @@ pub fn resolve_params(
     }
 }
 
+/// Declared params resolved against a run's values: what [`resolve_params_with_texts`] gives.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TypedParams {
+    /// The typed values, as [`resolve_params`] gives them.
+    pub values: BTreeMap<String, Value>,
+    /// Every declared param's text for a reference to it: its coerced value written
+    /// canonically ([`Coerced::text`]), `""` for one without a value.
+    pub texts: BTreeMap<String, String>,
+}
+
+/// [`resolve_params`], with the texts references take. Konveyor's workflow controller
+/// substitutes the workflow's guide with these texts.
+pub fn resolve_params_with_texts(
+    declared: &[AgentParam],
+    given: &[RunParam],
+) -> Result<TypedParams, Error> {
+    let resolved = resolve(declared, given);
+    if resolved.problems.is_empty() {
+        Ok(TypedParams {
+            values: resolved.typed,
+            texts: resolved.texts,
+        })
+    } else {
+        Err(Error::InvalidParams(resolved.problems))
+    }
+}
+
 /// What [`resolve`] makes of a run's params.
 struct Resolved {
     /// The `agent` section of params.json.
@@ -1140,6 +1167,39 @@ mod tests {
             document(&params)["agent"],
             json!({"flag": true, "count": 25}),
             "empty params are left out of params.json"
+        );
+    }
+
+    #[test]
+    fn texts_cover_every_declared_param() {
+        let declared = [
+            param("ratio", ParamType::Number, Some("2.50"), false),
+            param("fast", ParamType::Boolean, None, false),
+            param("note", ParamType::String, None, false),
+        ];
+        let TypedParams {
+            values: typed,
+            texts,
+        } = resolve_params_with_texts(&declared, &given(&[("fast", "1")])).expect("valid");
+        assert_eq!(
+            typed,
+            BTreeMap::from([("ratio".into(), json!(2.5)), ("fast".into(), json!(true))])
+        );
+        assert_eq!(
+            texts,
+            BTreeMap::from([
+                ("ratio".into(), "2.5".into()),
+                ("fast".into(), "true".into()),
+                ("note".into(), String::new()),
+            ])
+        );
+        assert_eq!(
+            resolve_params_with_texts(&declared, &given(&[("fast", "yes")])),
+            Err(Error::InvalidParams(vec![Error::InvalidParamValue {
+                name: "fast".into(),
+                value: "yes".into(),
+                expected: ParamType::Boolean,
+            }]))
         );
     }
 

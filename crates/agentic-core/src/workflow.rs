@@ -26,7 +26,7 @@ use crate::Error;
 use crate::conditions::{find_condition, set_condition};
 use crate::events::StatusEvent;
 use crate::names::{collection_skill_card_name, label_value};
-use crate::params::{resolve_params, value_text};
+use crate::params::{TypedParams, resolve_params_with_texts};
 use crate::sandbox::{
     MANAGED_BY, MANAGED_BY_LABEL, REASON_CANCELLED, REASON_OBJECT_NAME_TAKEN, REASON_SUCCEEDED,
     WORKFLOW_ENV,
@@ -622,23 +622,24 @@ pub fn workflow_values(
         .cloned()
         .collect();
     let mut problems = Vec::new();
-    let typed: BTreeMap<String, Value> = match resolve_params(declared, &own) {
-        Ok(typed) => typed,
+    // A declared param without a value substitutes "" in the guide, as in Konveyor.
+    let TypedParams {
+        values: typed,
+        texts,
+    } = match resolve_params_with_texts(declared, &own) {
+        Ok(resolved) => resolved,
         Err(Error::InvalidParams(found)) => {
             problems.extend(found);
-            BTreeMap::new()
+            Default::default()
         }
         Err(other) => {
             problems.push(other);
-            BTreeMap::new()
+            Default::default()
         }
     };
     let scopes = Scopes {
         agent: BTreeMap::new(),
-        workflow: typed
-            .iter()
-            .map(|(name, value)| (name.clone(), value_text(value)))
-            .collect(),
+        workflow: texts,
     };
     let guide =
         match substitute(status.guide.as_deref().unwrap_or_default(), &scopes) {

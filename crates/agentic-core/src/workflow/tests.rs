@@ -650,6 +650,33 @@ fn workflow_params_are_typed_with_defaults_and_bad_values_are_named() {
 }
 
 #[test]
+fn the_guide_takes_canonical_texts_and_empty_params_substitute_nothing() {
+    let mut status = started_run().status.expect("status");
+    status.params.push(AgentParam {
+        name: "fast".into(),
+        param_type: ParamType::Boolean,
+        ..AgentParam::default()
+    });
+    status.params.push(AgentParam {
+        name: "ticket".into(),
+        ..AgentParam::default()
+    });
+    status.guide = Some("fast=$(workflow.fast) ticket=[$(workflow.ticket)]".into());
+    let given = vec![RunParam {
+        name: "fast".into(),
+        value: "T".into(),
+    }];
+    let (typed, guide) = workflow_values(&status, &given).expect("values");
+    assert_eq!(guide, "fast=true ticket=[]");
+    assert_eq!(typed.get("fast"), Some(&Value::from(true)));
+    assert_eq!(
+        typed.get("ticket"),
+        None,
+        "a param without a value is left out"
+    );
+}
+
+#[test]
 fn only_runs_controlled_by_a_workflow_run_are_stage_runs() {
     let owned = |kind: &str, api_version: &str, controller: Option<bool>| AgentRun {
         metadata: ObjectMeta {
