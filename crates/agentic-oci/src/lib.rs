@@ -49,7 +49,9 @@ pub use auth::{DockerConfig, RegistryAuth};
 pub use cache::{CacheStats, DEFAULT_CACHE_BYTES, SkillCache};
 pub use error::OciError;
 pub use layers::SkillFile;
-pub use limits::{Limits, MAX_LISTED_DIRECTORIES, MAX_MANIFEST_BYTES, TOP_LEVEL_RECORD_BYTES};
+pub use limits::{
+    Limits, MAX_DESCRIPTORS, MAX_LISTED_DIRECTORIES, MAX_MANIFEST_BYTES, TOP_LEVEL_RECORD_BYTES,
+};
 pub use pack::{
     CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, PackedImage, SKILLS_ANNOTATION,
     pack_skills,

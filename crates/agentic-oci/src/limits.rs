@@ -12,7 +12,9 @@
 ///   `max(max_skills, MAX_LISTED_DIRECTORIES)` of them;
 /// - the entries along the `subPath` and the first entry found below the skill's root that
 ///   would change the agent's skill set (a nested `SKILL.md`, a link);
-/// - the decoder's window and one network chunk per layer being read.
+/// - the decoder's window and one network chunk per layer being read;
+/// - the manifest being read (at most [`MAX_MANIFEST_BYTES`]) and, for an index, the index:
+///   at most [`MAX_DESCRIPTORS`] descriptors of each are parsed, the rest only counted.
 ///
 /// [`Limits::memory_bound`] adds these up. These limits also bound the work: how much is
 /// downloaded, decompressed and parsed. An image over a limit fails with
@@ -56,7 +58,8 @@ impl Default for Limits {
 
 impl Limits {
     /// The most memory one read of an image keeps within these limits, in bytes, whatever
-    /// the image holds: the sum of what [`Limits`] lists. With the defaults, about 15 MiB.
+    /// the image holds: the sum of what [`Limits`] lists. With the defaults, about 32 MiB,
+    /// 12 MiB of it for the largest manifests a registry may serve.
     pub fn memory_bound(&self) -> u64 {
         let path = MAX_PATH_BYTES as u64;
         let entries = self.max_entries.saturating_mul(TOP_LEVEL_RECORD_BYTES);
@@ -67,13 +70,25 @@ impl Limits {
         let sub_path = path * path / 4 + (path / 2) * NAME_OVERHEAD_BYTES;
         // The SKILL.md and the path of the first entry that changes the skill set.
         let skill = agentic_skill::MAX_SKILL_MD_BYTES + 2 * path;
+        // The parsed index, and a platform manifest's body beside its parsed form; parsed
+        // strings are at most as long as the JSON that held them.
+        let manifests = 3 * MAX_MANIFEST_BYTES + 2 * MAX_DESCRIPTORS as u64 * DESCRIPTOR_BYTES;
         entries
             .saturating_add(names)
             .saturating_add(sub_path)
             .saturating_add(skill)
             .saturating_add(STREAM_BYTES)
+            .saturating_add(manifests)
     }
 }
+
+/// Most descriptors parsed from a manifest's `layers` or an index's `manifests`: far more
+/// than [`Limits`] let through, few enough that a 4 MiB manifest of tiny descriptors parses
+/// into a few hundred KiB instead of tens of MiB. The rest are only counted.
+pub const MAX_DESCRIPTORS: usize = 1024;
+
+/// One parsed descriptor without its strings, with room for its list's growth.
+const DESCRIPTOR_BYTES: u64 = 256;
 
 /// What one top-level entry costs at most while an image is read: its record (a 16-byte
 /// digest of the name and two small slots) in a hash table that may be twice as large as

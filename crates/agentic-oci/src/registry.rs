@@ -19,7 +19,7 @@ use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::error::bounded;
 use crate::layers::{LayerBlob, Listing, Located, SkillFile, SkillLocator, validate_sub_path};
-use crate::limits::MAX_MANIFEST_BYTES;
+use crate::limits::{MAX_DESCRIPTORS, MAX_MANIFEST_BYTES};
 use crate::pack::{MANIFEST_MEDIA_TYPE, PackedImage, sha256_digest};
 use crate::{Limits, OciError, RegistryAuth};
 
@@ -805,7 +805,7 @@ impl Session {
     ) -> Result<(Located, agentic_skill::Report), OciError> {
         let locator = self.read_layers(manifest, sub_path, collect, image).await?;
         let located = locator.finish()?;
-        tracing::debug!(%image, path = %located.path, layers = manifest.layers.len(), "read SKILL.md from image");
+        tracing::debug!(%image, path = %located.path, layers = manifest.layers.total, "read SKILL.md from image");
         let expected_name = sub_path.and_then(|sub_path| sub_path.rsplit('/').next());
         let report = agentic_skill::validate_skill_md(&located.skill_md, expected_name);
         if !report.is_valid() {
@@ -880,7 +880,7 @@ impl Session {
         if collect {
             locator = locator.collecting();
         }
-        for layer in &manifest.layers {
+        for layer in &manifest.layers.kept {
             let blob = LayerBlob {
                 name: format!(
                     "{}/{}@{}",
@@ -1150,16 +1150,56 @@ struct ManifestDocument {
     #[serde(default)]
     config: Option<Descriptor>,
     #[serde(default)]
-    layers: Vec<Descriptor>,
+    layers: Descriptors,
     #[serde(default)]
-    manifests: Vec<Descriptor>,
+    manifests: Descriptors,
+}
+
+/// A manifest's `layers` or an index's `manifests`: the first [`MAX_DESCRIPTORS`] parsed, the
+/// rest only counted.
+#[derive(Debug, Default)]
+struct Descriptors {
+    kept: Vec<Descriptor>,
+    total: usize,
+}
+
+impl<'de> Deserialize<'de> for Descriptors {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Bounded;
+        impl<'de> serde::de::Visitor<'de> for Bounded {
+            type Value = Descriptors;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a list of descriptors")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Descriptors, A::Error> {
+                let mut descriptors = Descriptors::default();
+                while descriptors.kept.len() < MAX_DESCRIPTORS {
+                    match seq.next_element()? {
+                        Some(descriptor) => descriptors.kept.push(descriptor),
+                        None => break,
+                    }
+                }
+                descriptors.total = descriptors.kept.len();
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    descriptors.total += 1;
+                }
+                Ok(descriptors)
+            }
+        }
+        deserializer.deserialize_seq(Bounded)
+    }
 }
 
 impl ManifestDocument {
     fn is_index(&self) -> bool {
         match self.media_type.as_deref() {
             Some(media_type) => media_type == OCI_INDEX || media_type == DOCKER_MANIFEST_LIST,
-            None => self.config.is_none() && !self.manifests.is_empty(),
+            None => self.config.is_none() && self.manifests.total > 0,
         }
     }
 }
@@ -1207,11 +1247,18 @@ fn parse_manifest(body: &[u8], image: &str) -> Result<ManifestDocument, OciError
 /// The manifests of an index that a node may pull: every entry but attestations
 /// (`unknown/unknown`).
 fn platform_manifests<'d>(
-    entries: &'d [Descriptor],
+    entries: &'d Descriptors,
     limits: &Limits,
     image: &str,
 ) -> Result<Vec<&'d Descriptor>, OciError> {
+    if entries.total > MAX_DESCRIPTORS {
+        return Err(OciError::too_large(format!(
+            "{image}: the image index lists {} manifests; at most {MAX_DESCRIPTORS} are read",
+            entries.total
+        )));
+    }
     let images: Vec<&Descriptor> = entries
+        .kept
         .iter()
         .filter(|entry| {
             entry.platform.as_ref().is_none_or(|platform| {
@@ -1229,15 +1276,16 @@ fn platform_manifests<'d>(
     Ok(images)
 }
 
-fn check_layers(layers: &[Descriptor], limits: &Limits, image: &str) -> Result<(), OciError> {
-    if layers.len() > limits.max_layers {
+fn check_layers(layers: &Descriptors, limits: &Limits, image: &str) -> Result<(), OciError> {
+    // Past MAX_DESCRIPTORS the layers were only counted, not parsed.
+    if layers.total > limits.max_layers.min(MAX_DESCRIPTORS) {
         return Err(OciError::too_large(format!(
             "{image} has {} layers, over the limit of {} (Limits::max_layers)",
-            layers.len(),
-            limits.max_layers
+            layers.total,
+            limits.max_layers.min(MAX_DESCRIPTORS)
         )));
     }
-    for layer in layers {
+    for layer in &layers.kept {
         check_digest(&layer.digest, image)?;
         if !ACCEPTED_LAYERS.contains(&layer.media_type.as_str()) {
             return Err(OciError::invalid_image(format!(
@@ -1359,4 +1407,48 @@ fn describe(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_descriptors(field: &str, count: usize) -> Vec<u8> {
+        let descriptor = serde_json::json!({"mediaType": crate::LAYER_MEDIA_TYPE, "digest": "sha256:00", "size": 1});
+        serde_json::to_vec(&serde_json::json!({ field: vec![descriptor; count] })).unwrap()
+    }
+
+    #[test]
+    fn descriptors_past_the_parsed_ones_are_only_counted() {
+        let manifest = parse_manifest(&with_descriptors("layers", 5_000), "r/x").unwrap();
+        assert_eq!(
+            (manifest.layers.kept.len(), manifest.layers.total),
+            (MAX_DESCRIPTORS, 5_000)
+        );
+        let roomy = Limits {
+            max_layers: usize::MAX,
+            ..Limits::default()
+        };
+        let error = check_layers(&manifest.layers, &roomy, "r/x").unwrap_err();
+        assert_eq!(error.reason(), "ImageTooLarge");
+        assert!(
+            error
+                .to_string()
+                .contains("has 5000 layers, over the limit of 1024"),
+            "{error}"
+        );
+
+        let index = parse_manifest(&with_descriptors("manifests", 2_000), "r/x").unwrap();
+        assert!(index.is_index());
+        let error = platform_manifests(&index.manifests, &Limits::default(), "r/x").unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("lists 2000 manifests; at most 1024 are read"),
+            "{error}"
+        );
+
+        let few = parse_manifest(&with_descriptors("layers", 3), "r/x").unwrap();
+        assert_eq!((few.layers.kept.len(), few.layers.total), (3, 3));
+    }
 }
