@@ -1033,6 +1033,15 @@ fn on_platform(error: OciError, platform: &str) -> OciError {
         OciError::UnsafeImageContent { message } => OciError::unsafe_content(within(message)),
         OciError::ImageTooLarge { message } => OciError::too_large(within(message)),
         OciError::InvalidImage { message } => OciError::invalid_image(within(message)),
+        OciError::NestedSkillFile { path, root } => OciError::NestedSkillFile {
+            path,
+            root: format!("{root}, in the {platform} manifest"),
+        },
+        OciError::LinkInSkill { path, kind, root } => OciError::LinkInSkill {
+            path,
+            kind,
+            root: format!("{root}, in the {platform} manifest"),
+        },
         other => other,
     }
 }
@@ -1450,5 +1459,33 @@ mod tests {
 
         let few = parse_manifest(&with_descriptors("layers", 3), "r/x").unwrap();
         assert_eq!((few.layers.kept.len(), few.layers.total), (3, 3));
+    }
+
+    #[test]
+    fn what_changes_a_skill_set_names_its_platform() {
+        let nested = OciError::NestedSkillFile {
+            path: "demo/x/SKILL.md".into(),
+            root: "demo".into(),
+        };
+        let error = on_platform(nested, "linux/arm64");
+        assert_eq!(error.reason(), "NestedSkillFile");
+        assert!(
+            error
+                .to_string()
+                .starts_with("demo/x/SKILL.md is a SKILL.md below the skill's root (demo, in the linux/arm64 manifest)"),
+            "{error}"
+        );
+        let link = OciError::LinkInSkill {
+            path: "demo/run".into(),
+            kind: "a symlink".into(),
+            root: "demo".into(),
+        };
+        let error = on_platform(link, "linux/arm64");
+        assert!(
+            error
+                .to_string()
+                .contains("inside the skill (demo, in the linux/arm64 manifest)"),
+            "{error}"
+        );
     }
 }
