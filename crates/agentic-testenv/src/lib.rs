@@ -1,8 +1,9 @@
 //! A real Kubernetes control plane and OCI registry on loopback, for tests and local runs.
 //!
-//! [`TestEnv`] runs etcd and kube-apiserver (no nodes, no controller-manager), installs the
-//! `konveyor.io` CRDs and the agent-sandbox CRDs, and can run the agent-sandbox controller and
-//! a [`Registry`] next to them. The binaries come from `hack/testenv-tools.sh` (`make testenv`),
+//! [`TestEnv`] runs etcd and kube-apiserver, installs the `konveyor.io` CRDs and the
+//! agent-sandbox CRDs, and can run the agent-sandbox controller and a [`Registry`] next to
+//! them, a node, and kube-controller-manager with pods reaching the API server and the
+//! registry ([`TestEnvOptions::with_workloads`]: a cluster a chart runs on). The binaries come from `hack/testenv-tools.sh` (`make testenv`),
 //! found through the `AGENTIC_TESTENV_BIN` environment variable.
 //!
 //! # No orphans
