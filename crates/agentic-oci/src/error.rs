@@ -74,6 +74,12 @@ pub enum OciError {
     #[error("invalid skill {path}: {summary}")]
     InvalidSkill { path: String, summary: String },
 
+    /// The `SKILL.md` is valid by the specification, but goose, the agent runtime that reads
+    /// the mounted skills, would skip it or read it cut short; `summary` lists the findings,
+    /// each saying what goose would do.
+    #[error("{path}: {summary}")]
+    GooseIncompatible { path: String, summary: String },
+
     /// A `SKILL.md` below the skill's root. Agents register every `SKILL.md` they find
     /// (goose at any depth, the first found winning a name), so it would load as another
     /// skill, which nobody validated, or replace one. Refused in any layer.
@@ -141,6 +147,17 @@ pub enum OciError {
 }
 
 impl OciError {
+    /// The verdict on the `SKILL.md` at `path` that `report` finds invalid: its own reason
+    /// when goose alone would not read it as written ([`OciError::GooseIncompatible`]).
+    pub fn invalid_skill(path: String, report: &agentic_skill::Report) -> Self {
+        let summary = report.summary();
+        if report.is_goose_incompatibility_only() {
+            OciError::GooseIncompatible { path, summary }
+        } else {
+            OciError::InvalidSkill { path, summary }
+        }
+    }
+
     /// A stable CamelCase reason for conditions, events and metrics labels.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -155,6 +172,7 @@ impl OciError {
             OciError::SubPathRequired { .. } => "SubPathRequired",
             OciError::SkillNotFound { .. } => "SkillNotFound",
             OciError::InvalidSkill { .. } => "InvalidSkill",
+            OciError::GooseIncompatible { .. } => "GooseIncompatible",
             OciError::NestedSkillFile { .. } => "NestedSkillFile",
             OciError::LinkInSkill { .. } => "LinkInSkill",
             OciError::TooManySkills { .. } => "TooManySkills",
@@ -188,6 +206,7 @@ impl OciError {
             OciError::SubPathRequired { .. }
                 | OciError::SkillNotFound { .. }
                 | OciError::InvalidSkill { .. }
+                | OciError::GooseIncompatible { .. }
                 | OciError::NestedSkillFile { .. }
                 | OciError::LinkInSkill { .. }
                 | OciError::TooManySkills { .. }
@@ -254,6 +273,10 @@ mod tests {
             OciError::too_large("x"),
             OciError::invalid_image("x"),
             OciError::InvalidSkill {
+                path: "SKILL.md".into(),
+                summary: "x".into(),
+            },
+            OciError::GooseIncompatible {
                 path: "SKILL.md".into(),
                 summary: "x".into(),
             },

@@ -809,10 +809,7 @@ impl Session {
         let expected_name = sub_path.and_then(|sub_path| sub_path.rsplit('/').next());
         let report = agentic_skill::validate_skill_md(&located.skill_md, expected_name);
         if !report.is_valid() {
-            return Err(OciError::InvalidSkill {
-                path: located.path,
-                summary: report.summary(),
-            });
+            return Err(OciError::invalid_skill(located.path, &report));
         }
         Ok((located, report))
     }
@@ -1023,6 +1020,10 @@ fn on_platform(error: OciError, platform: &str) -> OciError {
     let within = |text: String| format!("{text} (in the {platform} manifest)");
     match error {
         OciError::InvalidSkill { path, summary } => OciError::InvalidSkill {
+            path,
+            summary: within(summary),
+        },
+        OciError::GooseIncompatible { path, summary } => OciError::GooseIncompatible {
             path,
             summary: within(summary),
         },

@@ -795,6 +795,12 @@ async fn evaluate_inline(
                 body_bytes: body_bytes_of(text.as_bytes()),
             })
         }
+        // Valid by the specification, but goose would not read it as written: a reason of
+        // its own, as for images and git.
+        _ if report.is_goose_incompatibility_only() => Ok(invalid(
+            "GooseIncompatible",
+            format!("spec.inline: {}", report.summary()),
+        )),
         _ => Ok(invalid(
             "InvalidSkill",
             format!("spec.inline: {}", report.summary()),

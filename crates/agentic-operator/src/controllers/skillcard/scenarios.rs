@@ -74,3 +74,27 @@ async fn a_settled_card_writes_nothing() {
     let writes = api.writes();
     assert!(writes.is_empty(), "{writes:?}");
 }
+
+#[tokio::test]
+async fn an_inline_card_goose_would_read_cut_short_has_its_own_reason() {
+    let api = FakeApi::default();
+    let card: SkillCard = object(json!({
+        "metadata": {"name": "cut", "uid": "uid-card-cut"},
+        "spec": {"inline": "---\nname: pdf-tools\ndescription: Splits --- and merges PDFs when asked to.\n---\n# PDF\n"},
+    }));
+    api.put(&card);
+    pass::<SkillCard, _>(&api, &context(&api), "cut", reconcile)
+        .await
+        .expect("a pass");
+    let card: SkillCard = api.get(NS, "cut").expect("the card");
+    let status = card.status.expect("a status");
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "GooseIncompatible".into())
+    );
+    let message = &agentic_core::conditions::find_condition(&status.conditions, "Ready")
+        .expect("Ready")
+        .message;
+    assert!(message.contains("goose"), "{message}");
+    assert!(api.names::<ConfigMap>(NS).is_empty());
+}
