@@ -277,6 +277,9 @@ pub fn namespaced_permissions() -> BTreeSet<Permission> {
         ("konveyor.io", STATUSES, &["get", "patch"], "*"),
         ("", &["secrets", "configmaps", "pods"], READ_APPLY, "*"),
         ("", &["secrets", "configmaps", "pods"], &["delete"], "*"),
+        // The Service of a pod-backend sandbox: created, read back on a conflict, listed
+        // and deleted by the orphan sweep.
+        ("", &["services"], &["create", "delete", "get", "list"], "*"),
         ("agents.x-k8s.io", &["sandboxes"], READ_APPLY, "*"),
         ("agents.x-k8s.io", &["sandboxes"], &["delete"], "*"),
         ("events.k8s.io", &["events"], &["create", "patch"], "*"),
