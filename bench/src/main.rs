@@ -1,4 +1,5 @@
 //! `make bench`: the operator's throughput and footprint on the test control plane.
+//! With `--node`, a run's start on a real node instead: see `node.rs`.
 //!
 //! Starts kube-apiserver + etcd and an OCI registry from `agentic-testenv` (no node, no
 //! agent-sandbox controller: the `pod` backend, so only the operator writes), runs the
@@ -47,6 +48,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
+mod node;
+
 #[derive(Parser, Debug)]
 #[command(about = "Throughput and footprint of agentic-operator on the test control plane")]
 struct Args {
@@ -62,6 +65,17 @@ struct Args {
     /// Measure the API server's ceiling: the loader makes one run's writes itself.
     #[arg(long)]
     ceiling: bool,
+    /// With `--ceiling`: leave out the run's ConfigMap, to see what one write less per run
+    /// gives (the ConfigMap's files could come from the pod's own annotations).
+    #[arg(long, requires = "ceiling")]
+    without_config_map: bool,
+    /// Measure a run's start on a real node instead, against a bare pod (needs root); see
+    /// `node.rs`.
+    #[arg(long, conflicts_with = "ceiling")]
+    node: bool,
+    /// With `--node`: how many times each scenario is measured, warm and cold.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
     /// The operator binary (`make bench` builds it with `--release`).
     #[arg(long, default_value = "target/release/agentic-operator")]
     operator: PathBuf,
@@ -93,6 +107,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn bench(args: Args) -> anyhow::Result<()> {
+    if args.node {
+        return node::bench(&args).await;
+    }
     if args.runs == 0 || args.concurrency == 0 {
         bail!("--runs and --concurrency must be at least 1");
     }
@@ -578,7 +595,13 @@ async fn ceiling(
             instance: None,
         },
     );
-    let shared = Arc::new((agent, gateway, skills, recorder));
+    let shared = Arc::new(RunTemplate {
+        agent,
+        gateway,
+        skills,
+        recorder,
+        with_config_map: !args.without_config_map,
+    });
     let seen = Seen::watch(client, ns).await?;
     let cpu_before = processes.cpu()?;
     let before = request_counts(client).await?;
@@ -587,19 +610,7 @@ async fn ceiling(
         .map(|i| {
             let client = client.clone();
             let shared = shared.clone();
-            async move {
-                let (agent, gateway, skills, recorder) = &*shared;
-                one_runs_writes(
-                    &client,
-                    ns,
-                    &format!("run-{i:05}"),
-                    agent,
-                    gateway,
-                    skills,
-                    recorder,
-                )
-                .await
-            }
+            async move { one_runs_writes(&client, ns, &format!("run-{i:05}"), &shared).await }
         })
         .buffer_unordered(args.concurrency)
         .try_collect::<()>()
@@ -752,17 +763,31 @@ fn steal_ticks(stat: &str) -> Option<f64> {
     fields.nth(7)?.parse().ok()
 }
 
+/// What every run of a `--ceiling` round is built from.
+struct RunTemplate {
+    agent: Agent,
+    gateway: agentic_api::Gateway,
+    skills: Vec<MountedSkill>,
+    recorder: Recorder,
+    /// Whether a run gets its ConfigMap (`--without-config-map` leaves it out).
+    with_config_map: bool,
+}
+
 /// What the operator writes for one run, plus the run itself: the run, its ACP Secret, its
-/// ConfigMap, its Pod, one status apply, one Event.
+/// ConfigMap (unless the template leaves it out), its Pod, one status apply, one Event.
 async fn one_runs_writes(
     client: &Client,
     ns: &str,
     name: &str,
-    agent: &Agent,
-    gateway: &agentic_api::Gateway,
-    skills: &[MountedSkill],
-    recorder: &Recorder,
+    template: &RunTemplate,
 ) -> anyhow::Result<()> {
+    let RunTemplate {
+        agent,
+        gateway,
+        skills,
+        recorder,
+        with_config_map,
+    } = template;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), ns);
     let run = runs
         .create(&PostParams::default(), &bench_run(name))
@@ -778,9 +803,11 @@ async fn one_runs_writes(
             &build_acp_secret(&inputs, "k".repeat(43), owner.clone()),
         )
         .await?;
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .create(&post, &build_run_config_map(&inputs, owner.clone()))
-        .await?;
+    if *with_config_map {
+        Api::<ConfigMap>::namespaced(client.clone(), ns)
+            .create(&post, &build_run_config_map(&inputs, owner.clone()))
+            .await?;
+    }
     Api::<Pod>::namespaced(client.clone(), ns)
         .create(&post, &build_pod(&inputs, owner))
         .await?;
