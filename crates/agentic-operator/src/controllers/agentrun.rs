@@ -1006,10 +1006,19 @@ pub fn runs_waiting_on_agent<'a>(
     namespace: &str,
     name: &str,
 ) -> Vec<ObjectRef<AgentRun>> {
+    unstarted_in(runs, namespace, |r| r.spec.agent_ref == name)
+}
+
+/// The runs in `namespace` without a sandbox yet that `waits_on` picks.
+fn unstarted_in<'a>(
+    runs: impl IntoIterator<Item = &'a AgentRun>,
+    namespace: &str,
+    waits_on: impl Fn(&AgentRun) -> bool,
+) -> Vec<ObjectRef<AgentRun>> {
     runs.into_iter()
         .filter(|r| r.namespace().as_deref() == Some(namespace))
-        .filter(|r| r.spec.agent_ref == name)
         .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
+        .filter(|r| waits_on(r))
         .map(ObjectRef::from_obj)
         .collect()
 }
@@ -1021,17 +1030,12 @@ pub fn runs_waiting_on_secret<'a>(
     namespace: &str,
     name: &str,
 ) -> Vec<ObjectRef<AgentRun>> {
-    runs.into_iter()
-        .filter(|r| r.namespace().as_deref() == Some(namespace))
-        .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
-        .filter(|r| {
-            r.spec.file_mounts.iter().any(|mount| {
-                file_mount_source(mount)
-                    .is_some_and(|(kind, source)| kind == FileSourceKind::Secret && source == name)
-            })
+    unstarted_in(runs, namespace, |r| {
+        r.spec.file_mounts.iter().any(|mount| {
+            file_mount_source(mount)
+                .is_some_and(|(kind, source)| kind == FileSourceKind::Secret && source == name)
         })
-        .map(ObjectRef::from_obj)
-        .collect()
+    })
 }
 
 /// Whether the run has finished (its phase is `Succeeded` or `Failed`), and so no longer

@@ -296,7 +296,6 @@ async fn drive<K>(
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
-    use std::time::Duration;
 
     use agentic_api::{
         AgentWorkflow, AgentWorkflowSpec, AgentWorkflowStatus, CONDITION_READY, ConditionStatus,
@@ -310,8 +309,7 @@ mod tests {
     use kube::core::DeserializeGuard;
 
     use super::*;
-    use crate::context::{FIELD_MANAGER, RunDefaults, SandboxBackend, Settings};
-    use crate::metrics::Metrics;
+    use crate::context::FIELD_MANAGER;
 
     type Requests = Arc<Mutex<Vec<(String, String)>>>;
 
@@ -340,18 +338,7 @@ mod tests {
     }
 
     fn context(client: Client) -> Arc<Context> {
-        let settings = Settings {
-            registry: agentic_oci::RegistryClient::new(agentic_oci::RegistryOptions::default())
-                .expect("a registry client"),
-            git: agentic_git::GitOptions::default(),
-            sandbox_backend: SandboxBackend::Pod,
-            tag_refresh_interval: Duration::from_secs(300),
-            run_defaults: RunDefaults::default(),
-            reconcile_concurrency: 16,
-            default_skills_namespace: None,
-            skill_fetcher: None,
-        };
-        Arc::new(Context::new(client, settings, Arc::new(Metrics::default())))
+        crate::controllers::scenario::context_on(client)
     }
 
     fn workflow(status: Option<AgentWorkflowStatus>) -> AgentWorkflow {

@@ -24,6 +24,11 @@ pub const NS: &str = "team";
 /// An operator context whose client talks to `api`, with the `pod` sandbox backend and the
 /// default settings.
 pub fn context(api: &FakeApi) -> Arc<Context> {
+    context_on(api.client())
+}
+
+/// [`context`] with any client.
+pub fn context_on(client: kube::Client) -> Arc<Context> {
     let settings = Settings {
         registry: agentic_oci::RegistryClient::new(agentic_oci::RegistryOptions::default())
             .expect("a registry client"),
@@ -35,11 +40,7 @@ pub fn context(api: &FakeApi) -> Arc<Context> {
         default_skills_namespace: None,
         skill_fetcher: None,
     };
-    Arc::new(Context::new(
-        api.client(),
-        settings,
-        Arc::new(Metrics::default()),
-    ))
+    Arc::new(Context::new(client, settings, Arc::new(Metrics::default())))
 }
 
 /// An object of kind `K` from its manifest (apiVersion and kind are added).
@@ -81,4 +82,22 @@ where
 pub fn ready(conditions: &[Condition]) -> (String, String) {
     let ready = find_condition(conditions, CONDITION_READY).expect("a Ready condition");
     (ready.status.clone(), ready.reason.clone())
+}
+
+/// The status of the `K` named `name` once one pass of its controller is over.
+pub async fn status_after_pass<K, R>(
+    api: &FakeApi,
+    ctx: &Arc<Context>,
+    name: &str,
+    reconcile: R,
+) -> K::Status
+where
+    K: Reconciled,
+    R: Reconcile<K>,
+{
+    pass::<K, R>(api, ctx, name, reconcile)
+        .await
+        .expect("a pass");
+    let object: K = api.get(NS, name).expect("the object");
+    object.status().cloned().expect("a status")
 }

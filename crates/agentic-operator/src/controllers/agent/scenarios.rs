@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::{Reference, agents_referencing, reconcile};
 use crate::controllers::fake_api::FakeApi;
-use crate::controllers::scenario::{NS, context, object, pass, ready};
+use crate::controllers::scenario::{NS, context, object, pass, ready, status_after_pass};
 use crate::controllers::skillcard;
 use crate::controllers::skillcard::scenarios::inline_card;
 
@@ -35,11 +35,7 @@ async fn an_agent_whose_cards_are_ready_is_ready_and_lists_its_skills() {
     let api = FakeApi::default();
     ready_cards(&api, &[("pdf", "pdf-tools"), ("xlsx", "xlsx-tools")]).await;
     api.put(&agent("coder", &["pdf", "xlsx"]));
-    pass::<Agent, _>(&api, &context(&api), "coder", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<Agent>(NS, "coder").expect("the agent").status;
-    let status = status.expect("a status");
+    let status = status_after_pass::<Agent, _>(&api, &context(&api), "coder", reconcile).await;
     assert_eq!(ready(&status.conditions).0, "True");
     let names: Vec<_> = status.skills.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["pdf-tools", "xlsx-tools"]);
@@ -50,12 +46,9 @@ async fn two_cards_with_one_frontmatter_name_keep_the_agent_from_ready() {
     let api = FakeApi::default();
     ready_cards(&api, &[("pdf", "pdf-tools"), ("pdf-copy", "pdf-tools")]).await;
     api.put(&agent("coder", &["pdf", "pdf-copy"]));
-    pass::<Agent, _>(&api, &context(&api), "coder", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<Agent>(NS, "coder").expect("the agent").status;
+    let status = status_after_pass::<Agent, _>(&api, &context(&api), "coder", reconcile).await;
     assert_eq!(
-        ready(&status.expect("a status").conditions),
+        ready(&status.conditions),
         ("False".into(), "DuplicateSkillName".into())
     );
 }
@@ -65,20 +58,14 @@ async fn a_missing_card_keeps_the_agent_from_ready_until_it_is_made() {
     let api = FakeApi::default();
     api.put(&agent("coder", &["pdf"]));
     let ctx = context(&api);
-    pass::<Agent, _>(&api, &ctx, "coder", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<Agent>(NS, "coder").expect("the agent").status;
+    let status = status_after_pass::<Agent, _>(&api, &ctx, "coder", reconcile).await;
     assert_eq!(
-        ready(&status.expect("a status").conditions),
+        ready(&status.conditions),
         ("False".into(), "SkillCardNotFound".into())
     );
     ready_cards(&api, &[("pdf", "pdf-tools")]).await;
-    pass::<Agent, _>(&api, &ctx, "coder", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<Agent>(NS, "coder").expect("the agent").status;
-    assert_eq!(ready(&status.expect("a status").conditions).0, "True");
+    let status = status_after_pass::<Agent, _>(&api, &ctx, "coder", reconcile).await;
+    assert_eq!(ready(&status.conditions).0, "True");
 }
 
 #[test]
@@ -99,11 +86,7 @@ async fn an_agent_asking_for_inject_is_told_konveyors_harness_ignores_it() {
     let mut inject = agent("coder", &["pdf"]);
     inject.spec.skill_delivery = "inject".into();
     api.put(&inject);
-    pass::<Agent, _>(&api, &context(&api), "coder", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<Agent>(NS, "coder").expect("the agent").status;
-    let status = status.expect("a status");
+    let status = status_after_pass::<Agent, _>(&api, &context(&api), "coder", reconcile).await;
     assert_eq!(ready(&status.conditions).0, "True");
     let delivery = agentic_core::conditions::find_condition(
         &status.conditions,

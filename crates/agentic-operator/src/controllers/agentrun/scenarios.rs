@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{reconcile, runs_waiting_on_agent};
 use crate::controllers::agentworkflow::scenarios::ready_agent;
 use crate::controllers::fake_api::FakeApi;
-use crate::controllers::scenario::{NS, context, object, pass, ready};
+use crate::controllers::scenario::{NS, context, object, pass, ready, status_after_pass};
 
 fn run(name: &str, agent: &str) -> AgentRun {
     object(json!({
@@ -33,11 +33,7 @@ async fn a_run_of_a_ready_agent_gets_its_sandbox_objects_and_records_them() {
     let api = FakeApi::default();
     ready_agent_with_gateway(&api);
     api.put(&run("fix-bug", "coder"));
-    pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
-    let status = status.expect("a status");
+    let status = status_after_pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile).await;
     assert_eq!(status.sandbox_name.as_deref(), Some("fix-bug"));
     assert!(
         !status.phase.is_some_and(AgentRunPhase::is_finished),
@@ -87,11 +83,7 @@ async fn a_run_of_a_ready_agent_gets_its_sandbox_objects_and_records_them() {
 async fn a_run_of_a_missing_agent_waits_and_creates_nothing() {
     let api = FakeApi::default();
     api.put(&run("fix-bug", "nobody"));
-    pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
-    let status = status.expect("a status");
+    let status = status_after_pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile).await;
     assert_eq!(ready(&status.conditions).1, "AgentNotFound");
     assert!(!status.phase.is_some_and(AgentRunPhase::is_finished));
     assert!(api.names::<Pod>(NS).is_empty());
@@ -105,11 +97,7 @@ async fn a_run_cancelled_before_it_starts_ends_without_a_sandbox() {
     let mut cancelled = run("fix-bug", "coder");
     cancelled.spec.cancel = Some(true);
     api.put(&cancelled);
-    pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
-    let status = status.expect("a status");
+    let status = status_after_pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile).await;
     assert!(status.phase.is_some_and(AgentRunPhase::is_finished));
     assert_eq!(ready(&status.conditions).1, "Cancelled");
     assert!(api.names::<Pod>(NS).is_empty());
@@ -161,11 +149,7 @@ async fn a_run_waits_for_its_file_mount_secret_and_starts_once_it_exists() {
     ready_agent_with_gateway(&api);
     api.put(&run_mounting_secret());
     let ctx = context(&api);
-    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
-    let status = status.expect("a status");
+    let status = status_after_pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile).await;
     assert_eq!(ready(&status.conditions).1, "FileMountSourceNotFound");
     assert!(!status.phase.is_some_and(AgentRunPhase::is_finished));
     assert!(api.names::<Pod>(NS).is_empty());
@@ -182,11 +166,7 @@ async fn a_run_whose_file_mount_secret_lacks_the_key_fails_at_once() {
     ready_agent_with_gateway(&api);
     api.put(&run_mounting_secret());
     api.put(&secret_with("other"));
-    pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<AgentRun>(NS, "fix-bug").expect("the run").status;
-    let status = status.expect("a status");
+    let status = status_after_pass::<AgentRun, _>(&api, &context(&api), "fix-bug", reconcile).await;
     assert!(status.phase.is_some_and(AgentRunPhase::is_finished));
     assert_eq!(ready(&status.conditions).1, "InvalidFileMounts");
     assert!(api.names::<Pod>(NS).is_empty());

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::reconcile;
 use crate::controllers::fake_api::FakeApi;
-use crate::controllers::scenario::{NS, context, object, pass, ready};
+use crate::controllers::scenario::{NS, context, object, ready, status_after_pass};
 
 /// An Agent whose status says Ready, as its controller would have written it.
 pub(crate) fn ready_agent(name: &str) -> Agent {
@@ -36,27 +36,15 @@ async fn a_workflow_is_ready_when_every_stage_agent_is_and_not_before() {
     api.put(&workflow(&["plan", "code"]));
     api.put(&ready_agent("plan"));
     let ctx = context(&api);
-    pass::<AgentWorkflow, _>(&api, &ctx, "flow", reconcile)
-        .await
-        .expect("a pass");
-    let status = api
-        .get::<AgentWorkflow>(NS, "flow")
-        .expect("the workflow")
-        .status;
+    let status = status_after_pass::<AgentWorkflow, _>(&api, &ctx, "flow", reconcile).await;
     assert_eq!(
-        ready(&status.expect("a status").conditions),
+        ready(&status.conditions),
         ("False".into(), "AgentsNotReady".into())
     );
     api.put(&ready_agent("code"));
-    pass::<AgentWorkflow, _>(&api, &ctx, "flow", reconcile)
-        .await
-        .expect("a pass");
-    let status = api
-        .get::<AgentWorkflow>(NS, "flow")
-        .expect("the workflow")
-        .status;
+    let status = status_after_pass::<AgentWorkflow, _>(&api, &ctx, "flow", reconcile).await;
     assert_eq!(
-        ready(&status.expect("a status").conditions),
+        ready(&status.conditions),
         ("True".into(), "AllAgentsReady".into())
     );
 }

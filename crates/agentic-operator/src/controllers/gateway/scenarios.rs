@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::reconcile;
 use crate::controllers::fake_api::FakeApi;
-use crate::controllers::scenario::{NS, context, object, pass, ready};
+use crate::controllers::scenario::{NS, context, object, pass, ready, status_after_pass};
 
 fn gateway(endpoint: &str) -> Gateway {
     object(json!({
@@ -54,12 +54,9 @@ async fn models_endpoint() -> (String, Arc<AtomicUsize>) {
 async fn a_gateway_whose_secret_is_missing_is_not_ready_and_says_which() {
     let api = FakeApi::default();
     api.put(&gateway("http://127.0.0.1:9"));
-    pass::<Gateway, _>(&api, &context(&api), "llm", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<Gateway>(NS, "llm").expect("the gateway").status;
+    let status = status_after_pass::<Gateway, _>(&api, &context(&api), "llm", reconcile).await;
     assert_eq!(
-        ready(&status.expect("a status").conditions),
+        ready(&status.conditions),
         ("False".into(), "SecretNotFound".into())
     );
 }
@@ -77,11 +74,7 @@ async fn a_checked_gateway_is_ready_and_not_checked_again_until_its_recheck() {
     .expect("a Secret");
     api.put(&secret);
     let ctx = context(&api);
-    pass::<Gateway, _>(&api, &ctx, "llm", reconcile)
-        .await
-        .expect("a pass");
-    let status = api.get::<Gateway>(NS, "llm").expect("the gateway").status;
-    let status = status.expect("a status");
+    let status = status_after_pass::<Gateway, _>(&api, &ctx, "llm", reconcile).await;
     assert_eq!(
         ready(&status.conditions),
         ("True".into(), "ConnectionVerified".into())
