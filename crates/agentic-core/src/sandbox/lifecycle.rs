@@ -33,12 +33,20 @@ pub const FATAL_WAITING_REASONS: [&str; 4] = [
     "CreateContainerError",
 ];
 
+/// What the kubelet says in an `ImagePullBackOff` it gave itself: more pulls at once than
+/// its `registryPullQPS` allows (30 skill images new to the node do it), not a failed pull.
+/// It pulls them in turn, so the run waits, bounded by its startup deadline.
+const KUBELET_PULL_QPS_EXCEEDED: &str = "pull QPS exceeded";
+
 /// The first container of `pod` that waits with one of [`FATAL_WAITING_REASONS`]: the agent
 /// container, else an init container (the skill fetch of a git skill, whose image is the
 /// operator's), named for a message, with the kubelet's reason and message.
 fn fatal_waiting(pod: &Pod) -> Option<(String, &str, Option<&str>)> {
     fn fatal(status: &ContainerStatus) -> Option<(&str, Option<&str>)> {
-        waiting_reason(status).filter(|(reason, _)| FATAL_WAITING_REASONS.contains(reason))
+        waiting_reason(status).filter(|(reason, message)| {
+            FATAL_WAITING_REASONS.contains(reason)
+                && !message.is_some_and(|m| m.contains(KUBELET_PULL_QPS_EXCEEDED))
+        })
     }
     if let Some((reason, message)) = agent_status(pod).and_then(fatal) {
         return Some(("the agent container".to_string(), reason, message));

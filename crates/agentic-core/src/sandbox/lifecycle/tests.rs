@@ -147,6 +147,24 @@ fn a_first_failed_pull_waits_for_the_kubelets_retry() {
 }
 
 #[test]
+fn a_pull_the_kubelet_holds_back_for_its_own_rate_limit_waits() {
+    let held_back = pod(waiting(
+        "ImagePullBackOff",
+        "Back-off pulling image \"registry.test/skills/a@sha256:00\": ErrImagePull: pull QPS exceeded",
+    ));
+    let result = enforced(&held_back, TEN_MINUTES, 1010);
+    assert_eq!(result.outcome.phase, AgentRunPhase::Pending);
+    assert_eq!(result.outcome.reason, "PodPending");
+    // A pull that really failed still ends the run at once.
+    let refused = pod(waiting(
+        "ImagePullBackOff",
+        "unauthorized: authentication required",
+    ));
+    let result = enforced(&refused, TEN_MINUTES, 1010);
+    assert_eq!(result.outcome.reason, "StartupFailed");
+}
+
+#[test]
 fn a_pod_that_does_not_start_in_time_fails_naming_what_the_kubelet_said() {
     let slow = pod(waiting("ContainerCreating", "pulling a large image"));
     let before = enforced(&slow, TEN_MINUTES, 1599);
