@@ -295,7 +295,10 @@ async fn a_finished_run_is_deleted_after_its_ttl() {
     // requeued pass), so the upper bound is wait_gone's convergence budget, not a margin
     // of our own (one of 15 s failed on a loaded 2-core machine).
     let lived = agentic_operator::now().0.as_second() - completed.0.as_second();
-    assert!(lived >= 3, "deleted {lived}s after completion, before its 3s TTL");
+    assert!(
+        lived >= 3,
+        "deleted {lived}s after completion, before its 3s TTL"
+    );
     wait_phase(&runs, "kept", AgentRunPhase::Succeeded).await;
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert!(runs.get_opt("kept").await.expect("get").is_some());
