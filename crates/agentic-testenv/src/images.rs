@@ -139,20 +139,8 @@ fn registry_client() -> Client {
 /// with the shared libraries `ldd` finds for it at the paths the dynamic loader looks in
 /// and the host's CA bundle: no base image is needed, and none is fetched.
 pub async fn push_operator_image(registry: &str, binary: &Path) -> Result<String> {
-    let scratch = tempfile::Builder::new()
-        .prefix("agentic-operator-image-")
-        .tempdir()
-        .map_err(Error::io("creating a directory in", std::env::temp_dir()))?;
-    let stripped = scratch.path().join("agentic-operator");
-    run_tool(
-        Command::new("strip")
-            .arg("--strip-debug")
-            .arg("-o")
-            .arg(&stripped)
-            .arg(binary),
-    )?;
-    let mut files = vec![
-        (OPERATOR_PATH.to_owned(), read(&stripped)?, 0o755),
+    let files = vec![
+        (OPERATOR_PATH.to_owned(), stripped(binary)?, 0o755),
         // Like the shipped image's base (distroless), which has the CA bundle: the HTTP
         // client of git fetches will not start without trust roots, even for http://.
         (
@@ -161,25 +149,7 @@ pub async fn push_operator_image(registry: &str, binary: &Path) -> Result<String
             0o644,
         ),
     ];
-    for library in shared_libraries(binary)? {
-        let contents = read(Path::new(&library))?;
-        files.push((library.trim_start_matches('/').to_owned(), contents, 0o755));
-    }
-    let mut dirs = std::collections::BTreeSet::from(["tmp".to_owned()]);
-    for (path, _, _) in &files {
-        let mut parent = Path::new(path).parent();
-        while let Some(dir) = parent.filter(|dir| !dir.as_os_str().is_empty()) {
-            dirs.insert(dir.to_string_lossy().into_owned());
-            parent = dir.parent();
-        }
-    }
-    let mut entries: Vec<Entry> = dirs.iter().map(|dir| Entry::dir(dir)).collect();
-    entries.extend(
-        files
-            .into_iter()
-            .map(|(path, contents, mode)| Entry::file(&path, contents, mode)),
-    );
-    let layer = Layer::build(entries)?;
+    let layer = root_layer(files, &[binary], &["tmp"])?;
     push_image(
         &registry_client(),
         format!("{registry}/{OPERATOR_REPOSITORY}"),
@@ -191,6 +161,59 @@ pub async fn push_operator_image(registry: &str, binary: &Path) -> Result<String
         }),
     )
     .await
+}
+
+/// `binary` stripped of its debug information, as an image carries it.
+fn stripped(binary: &Path) -> Result<Vec<u8>> {
+    let scratch = tempfile::Builder::new()
+        .prefix("agentic-image-strip-")
+        .tempdir()
+        .map_err(Error::io("creating a directory in", std::env::temp_dir()))?;
+    let output = scratch.path().join("stripped");
+    run_tool(
+        Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(&output)
+            .arg(binary),
+    )?;
+    read(&output)
+}
+
+/// A layer of a base-less image: `files` (path without the leading `/`, contents, mode),
+/// the shared libraries every one of `binaries` needs at the paths the dynamic loader looks
+/// in, and the directories that hold them plus `dirs`.
+fn root_layer(
+    mut files: Vec<(String, Vec<u8>, u32)>,
+    binaries: &[&Path],
+    dirs: &[&str],
+) -> Result<Layer> {
+    let mut libraries = Vec::new();
+    for binary in binaries {
+        libraries.extend(shared_libraries(binary)?);
+    }
+    libraries.sort();
+    libraries.dedup();
+    for library in libraries {
+        let contents = read(Path::new(&library))?;
+        files.push((library.trim_start_matches('/').to_owned(), contents, 0o755));
+    }
+    let mut all_dirs: std::collections::BTreeSet<String> =
+        dirs.iter().map(|dir| (*dir).to_owned()).collect();
+    for (path, _, _) in &files {
+        let mut parent = Path::new(path).parent();
+        while let Some(dir) = parent.filter(|dir| !dir.as_os_str().is_empty()) {
+            all_dirs.insert(dir.to_string_lossy().into_owned());
+            parent = dir.parent();
+        }
+    }
+    let mut entries: Vec<Entry> = all_dirs.iter().map(|dir| Entry::dir(dir)).collect();
+    entries.extend(
+        files
+            .into_iter()
+            .map(|(path, contents, mode)| Entry::file(&path, contents, mode)),
+    );
+    Layer::build(entries)
 }
 
 /// The absolute paths of the shared libraries and the dynamic loader `binary` needs, as

@@ -16,8 +16,8 @@ use std::process::Command;
 use serde_json::json;
 
 use super::{
-    BUSYBOX_ENV, CA_BUNDLE, DEFAULT_BUSYBOX, Entry, Layer, NON_ROOT_USER, PATH_ENV, busybox_layer,
-    push_image, read, registry_client, run_tool, shared_libraries,
+    BUSYBOX_ENV, CA_BUNDLE, DEFAULT_BUSYBOX, Layer, NON_ROOT_USER, PATH_ENV, busybox_layer,
+    push_image, read, registry_client, root_layer, run_tool, stripped,
 };
 use crate::error::{Error, Result};
 
@@ -59,20 +59,8 @@ pub async fn push_goose_image(registry: &str, goose: &Path, fake_llm: &Path) -> 
 /// The libraries of goose and of the endpoint, the CA bundle, the endpoint stripped of its
 /// debug information, and the harness.
 fn harness_layer(goose: &Path, fake_llm: &Path) -> Result<Layer> {
-    let scratch = tempfile::Builder::new()
-        .prefix("agentic-goose-image-")
-        .tempdir()
-        .map_err(Error::io("creating a directory in", std::env::temp_dir()))?;
-    let stripped = scratch.path().join("goose-fake-llm");
-    run_tool(
-        Command::new("strip")
-            .arg("--strip-debug")
-            .arg("-o")
-            .arg(&stripped)
-            .arg(fake_llm),
-    )?;
-    let mut files = vec![
-        (FAKE_LLM_PATH.to_owned(), read(&stripped)?, 0o755),
+    let files = vec![
+        (FAKE_LLM_PATH.to_owned(), stripped(fake_llm)?, 0o755),
         (
             HARNESS_PATH.to_owned(),
             HARNESS_SCRIPT.as_bytes().to_vec(),
@@ -85,30 +73,8 @@ fn harness_layer(goose: &Path, fake_llm: &Path) -> Result<Layer> {
             0o644,
         ),
     ];
-    let mut libraries = shared_libraries(goose)?;
-    libraries.extend(shared_libraries(fake_llm)?);
-    libraries.sort();
-    libraries.dedup();
-    for library in libraries {
-        let contents = read(Path::new(&library))?;
-        files.push((library.trim_start_matches('/').to_owned(), contents, 0o755));
-    }
     // The pod mounts /workspace and /tmp; the directories exist for a run outside one too.
-    let mut dirs = std::collections::BTreeSet::from(["tmp".to_owned(), "workspace".to_owned()]);
-    for (path, _, _) in &files {
-        let mut parent = Path::new(path).parent();
-        while let Some(dir) = parent.filter(|dir| !dir.as_os_str().is_empty()) {
-            dirs.insert(dir.to_string_lossy().into_owned());
-            parent = dir.parent();
-        }
-    }
-    let mut entries: Vec<Entry> = dirs.iter().map(|dir| Entry::dir(dir)).collect();
-    entries.extend(
-        files
-            .into_iter()
-            .map(|(path, contents, mode)| Entry::file(&path, contents, mode)),
-    );
-    Layer::build(entries)
+    root_layer(files, &[goose, fake_llm], &["tmp", "workspace"])
 }
 
 /// The layer holding `usr/local/bin/goose`, from the cache when this binary's layer was
