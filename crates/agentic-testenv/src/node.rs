@@ -14,8 +14,8 @@
 //!
 //! What does live in the host's namespaces is undone by a cleanup script that runs when the
 //! node is dropped and, through the watchdog, however the owning process ends: the bridge
-//! the pods are attached to, the iptables chains kubelet creates (only those that were not
-//! there before), and the node's cgroups.
+//! the pods are attached to, the iptables and ip6tables chains kubelet creates (only those
+//! that were not there before), and the node's cgroups.
 //!
 //! # Network
 //!
@@ -517,18 +517,23 @@ fn create_cgroup_root(root: &str) -> Result<()> {
     Ok(())
 }
 
-/// The `table chain` pairs of every iptables chain named `KUBE-*`.
-fn iptables_chains() -> Vec<(String, String)> {
+/// The tools kubelet makes its `KUBE-*` chains with: it makes them for IPv6 too.
+const IPTABLES_TOOLS: [&str; 2] = ["iptables", "ip6tables"];
+
+/// The `tool/table/chain` of every iptables and ip6tables chain named `KUBE-*`.
+fn iptables_chains() -> Vec<String> {
     let mut chains = Vec::new();
-    for table in ["filter", "nat", "mangle"] {
-        let Ok(rules) = run("iptables", &["-t", table, "-S"]) else {
-            continue;
-        };
-        for line in rules.lines() {
-            if let Some(chain) = line.strip_prefix("-N ")
-                && chain.starts_with("KUBE-")
-            {
-                chains.push((table.to_owned(), chain.to_owned()));
+    for tool in IPTABLES_TOOLS {
+        for table in ["filter", "nat", "mangle"] {
+            let Ok(rules) = run(tool, &["-t", table, "-S"]) else {
+                continue;
+            };
+            for line in rules.lines() {
+                if let Some(chain) = line.strip_prefix("-N ")
+                    && chain.starts_with("KUBE-")
+                {
+                    chains.push(format!("{tool}/{table}/{chain}"));
+                }
             }
         }
     }
@@ -540,7 +545,7 @@ fn iptables_chains() -> Vec<(String, String)> {
 fn cleanup_script(
     bridge: &str,
     cgroup_root: &str,
-    keep_chains: &[(String, String)],
+    keep_chains: &[String],
     service_rule: Option<&[String]>,
 ) -> String {
     let mut script = String::new();
@@ -548,24 +553,22 @@ fn cleanup_script(
     if let Some(rule) = service_rule {
         let _ = writeln!(script, "iptables -t nat -D {} 2>/dev/null", rule.join(" "));
     }
-    let kept: Vec<String> = keep_chains
-        .iter()
-        .map(|(table, chain)| format!("{table}/{chain}"))
-        .collect();
-    let _ = writeln!(script, "keep=' {} '", kept.join(" "));
+    let _ = writeln!(script, "keep=' {} '", keep_chains.join(" "));
+    let _ = writeln!(script, "tools='{}'", IPTABLES_TOOLS.join(" "));
     script.push_str(
-        r#"if command -v iptables >/dev/null; then
+        r#"for tool in $tools; do
+  command -v "$tool" >/dev/null || continue
   for table in filter nat mangle; do
-    for chain in $(iptables -t "$table" -S 2>/dev/null | sed -n 's/^-N \(KUBE-[^ ]*\)$/\1/p'); do
-      case "$keep" in *" $table/$chain "*) continue ;; esac
+    for chain in $("$tool" -t "$table" -S 2>/dev/null | sed -n 's/^-N \(KUBE-[^ ]*\)$/\1/p'); do
+      case "$keep" in *" $tool/$table/$chain "*) continue ;; esac
       # A chain can only go once no rule jumps to it (kubelet hooks INPUT and OUTPUT).
-      iptables -t "$table" -S 2>/dev/null | grep -e "-j $chain\( \|$\)" | sed 's/^-A /-D /' |
-        while read -r rule; do eval "iptables -t $table $rule" 2>/dev/null; done
-      iptables -t "$table" -F "$chain" 2>/dev/null
-      iptables -t "$table" -X "$chain" 2>/dev/null
+      "$tool" -t "$table" -S 2>/dev/null | grep -e "-j $chain\( \|$\)" | sed 's/^-A /-D /' |
+        while read -r rule; do eval "$tool -t $table $rule" 2>/dev/null; done
+      "$tool" -t "$table" -F "$chain" 2>/dev/null
+      "$tool" -t "$table" -X "$chain" 2>/dev/null
     done
   done
-fi
+done
 "#,
     );
     // Containers may take a moment to be gone after their namespace's init died, and a

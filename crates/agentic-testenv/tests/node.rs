@@ -45,12 +45,13 @@ impl HostState {
             .iter()
             .filter_map(|line| line.split(": ").nth(1).map(str::to_owned))
             .collect();
-        let iptables_chains = ["filter", "nat", "mangle"]
+        let iptables_chains = ["iptables", "ip6tables"]
             .iter()
-            .flat_map(|table| {
-                command_lines("iptables", &["-t", table, "-S"])
+            .flat_map(|tool| ["filter", "nat", "mangle"].map(|table| (*tool, table)))
+            .flat_map(|(tool, table)| {
+                command_lines(tool, &["-t", table, "-S"])
                     .into_iter()
-                    .map(move |rule| format!("{table} {rule}"))
+                    .map(move |rule| format!("{tool} {table} {rule}"))
             })
             .collect();
         let mounts = std::fs::read_to_string("/proc/self/mountinfo")
