@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase};
-use agentic_oci::{RegistryAuth, RegistryClient, RegistryOptions};
+use agentic_oci::{RegistryClient, RegistryOptions};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
@@ -229,157 +229,30 @@ pub async fn scenario(prefix: &str, backend: SandboxBackend) -> (String, Client,
     (namespace, client, operator)
 }
 
-/// Applies `object` with a test field manager (as a user would with `kubectl apply`).
+/// Applies `object` as a user would with `kubectl apply`
+/// ([`agentic_fixtures::apply`]).
 pub async fn apply<K>(api: &Api<K>, object: &K) -> K
 where
     K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
-    let name = object.meta().name.clone().expect("object has a name");
-    api.patch(
-        &name,
-        &PatchParams::apply("integration-test").force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("applying {name}: {e}"))
+    agentic_fixtures::apply(api, object)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
-/// The API key [`llm_server`] accepts.
-pub const LLM_KEY: &str = "sk-test";
+pub use agentic_fixtures::LLM_KEY;
 
-/// A fake LLM endpoint on 127.0.0.1, `http://127.0.0.1:<port>`, one per test binary, on a
-/// thread of its own so that it outlives each test's runtime. It checks what the operator's
-/// Gateway check sends:
-/// - `/openai/v1/models`: 200 with `Authorization: Bearer` [`LLM_KEY`], else 401;
-/// - `/anthropic/v1/models`: 200 with `x-api-key` [`LLM_KEY`], an `anthropic-version` and no
-///   `Authorization`, else 401;
-/// - `/status/<code>/v1/models`: answers `<code>`;
-/// - `/same/v1/models` redirects to `/openai/v1/models` on the same origin, `/elsewhere/v1/models`
-///   to it on `localhost` (another origin).
-///
-/// A refused answer echoes the key it got, as some servers do, so that tests can see the
-/// operator never passes it on.
+/// The fake LLM endpoint of this test binary ([`agentic_fixtures::llm_server`]).
 pub fn llm_server() -> &'static str {
-    static SERVER: OnceLock<String> = OnceLock::new();
-    SERVER.get_or_init(|| {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the LLM server");
-        let port = listener.local_addr().expect("its address").port();
-        listener.set_nonblocking(true).expect("non-blocking");
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("the LLM server's runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                let app = axum::Router::new()
-                    .fallback(move |uri, headers| llm_answer(port, uri, headers));
-                axum::serve(listener, app)
-                    .await
-                    .expect("the LLM server runs");
-            });
-        });
-        format!("http://127.0.0.1:{port}")
-    })
+    agentic_fixtures::llm_server().unwrap_or_else(|e| panic!("{e:#}"))
 }
 
-async fn llm_answer(
-    port: u16,
-    uri: axum::http::Uri,
-    headers: axum::http::HeaderMap,
-) -> axum::response::Response {
-    use axum::http::{StatusCode, header};
-    use axum::response::IntoResponse;
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let answer = |ok: bool, got: Option<&str>| {
-        if ok {
-            (
-                StatusCode::OK,
-                r#"{"data": [{"id": "gpt-test"}]}"#.to_string(),
-            )
-                .into_response()
-        } else {
-            let body = format!(r#"{{"error": "invalid key {}"}}"#, got.unwrap_or("(none)"));
-            (StatusCode::UNAUTHORIZED, body).into_response()
-        }
-    };
-    let redirect = |host: &str| {
-        let to = format!("http://{host}:{port}/openai/v1/models");
-        (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response()
-    };
-    let path = uri.path();
-    match path.strip_suffix("/v1/models").unwrap_or_default() {
-        "/openai" => {
-            let bearer = format!("Bearer {LLM_KEY}");
-            answer(
-                get("authorization") == Some(bearer.as_str()),
-                get("authorization"),
-            )
-        }
-        "/anthropic" => answer(
-            get("x-api-key") == Some(LLM_KEY)
-                && get("anthropic-version").is_some()
-                && get("authorization").is_none(),
-            get("x-api-key"),
-        ),
-        "/same" => redirect("127.0.0.1"),
-        "/elsewhere" => redirect("localhost"),
-        other => match other
-            .strip_prefix("/status/")
-            .and_then(|c| c.parse::<u16>().ok())
-        {
-            Some(code) => StatusCode::from_u16(code)
-                .unwrap_or(StatusCode::IM_A_TEAPOT)
-                .into_response(),
-            None => StatusCode::NOT_FOUND.into_response(),
-        },
-    }
-}
-
-/// The Gateway `llm` (provider `openai`, model `gpt-test`, endpoint [`llm_server`]) and its
-/// Secret `llm-key` with [`LLM_KEY`], which most run tests need and none looks into.
+/// The Gateway `llm` and its Secret `llm-key`, which most run tests need and none looks into
+/// ([`agentic_fixtures::llm_gateway`]).
 pub async fn llm_gateway(client: &Client, ns: &str) {
-    use agentic_api::{CredentialRef, Gateway, GatewayModel, GatewaySpec};
-    use k8s_openapi::api::core::v1::Secret;
-    let named = |name: &str| kube::api::ObjectMeta {
-        name: Some(name.to_string()),
-        ..kube::api::ObjectMeta::default()
-    };
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    apply(
-        &secrets,
-        &Secret {
-            metadata: named("llm-key"),
-            string_data: Some(std::collections::BTreeMap::from([(
-                "apiKey".into(),
-                LLM_KEY.into(),
-            )])),
-            ..Secret::default()
-        },
-    )
-    .await;
-    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
-    apply(
-        &gateways,
-        &Gateway {
-            metadata: named("llm"),
-            spec: GatewaySpec {
-                provider: "openai".into(),
-                endpoint: Some(format!("{}/openai", llm_server())),
-                credential_ref: Some(CredentialRef {
-                    secret_name: "llm-key".into(),
-                    key: Some("apiKey".into()),
-                }),
-                model: GatewayModel {
-                    name: "gpt-test".into(),
-                    context_window: 128_000,
-                    tier: None,
-                },
-            },
-            status: None,
-        },
-    )
-    .await;
+    agentic_fixtures::llm_gateway(client, ns)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
 }
 
 /// An object of `kind` (`v1` kinds: `ConfigMap`, `Secret`, `Pod`...) named `name` as the
@@ -434,23 +307,7 @@ where
     panic!("{name}: timed out waiting for {what}; last state: {last:#?}");
 }
 
-/// The command that runs `binary` as the operator for namespace `ns` of `testenv`, as its own
-/// process: the pod backend, probes and metrics on free loopback ports, killed when dropped.
-/// Callers add their flags, environment and where the output goes.
-pub fn operator_command(binary: &Path, testenv: &TestEnv, ns: &str) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(binary);
-    command
-        .args(["run", "--namespace", ns, "--sandbox-backend", "pod"])
-        .args([
-            "--health-addr",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ])
-        .env("KUBECONFIG", testenv.kubeconfig_path())
-        .kill_on_drop(true);
-    command
-}
+pub use agentic_fixtures::operator_command;
 
 /// How tests run the whole operator (`operator::start`): watching `ns` with the pod backend,
 /// probes and metrics on free loopback ports, no insecure registries, no leader election, and
@@ -580,16 +437,10 @@ pub fn has_condition(conditions: &[Condition], type_: &str, status: &str, reason
     condition(conditions, type_).is_some_and(|c| c.status == status && c.reason == reason)
 }
 
-/// Writes a skill directory `<parent>/<name>/SKILL.md` with valid frontmatter.
+/// Writes a skill directory `<parent>/<name>/SKILL.md` with valid frontmatter
+/// ([`agentic_fixtures::write_skill`]).
 pub fn write_skill(parent: &Path, name: &str, description: &str) -> PathBuf {
-    let dir = parent.join(name);
-    std::fs::create_dir_all(&dir).expect("create skill dir");
-    std::fs::write(
-        dir.join("SKILL.md"),
-        format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\n\nUse it well.\n"),
-    )
-    .expect("write SKILL.md");
-    dir
+    agentic_fixtures::write_skill(parent, name, description).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Packs `dirs` and pushes them to the test registry as `repo:tag`; returns the pushed
@@ -598,18 +449,11 @@ pub async fn push(dirs: &[PathBuf], repo_tag: &str) -> String {
     push_to(&registry().await, dirs, repo_tag).await
 }
 
-/// Like [`push`], to the plain-HTTP registry at `registry`.
+/// Like [`push`], to the plain-HTTP registry at `registry` ([`agentic_fixtures::push_to`]).
 pub async fn push_to(registry: &str, dirs: &[PathBuf], repo_tag: &str) -> String {
-    let registry = registry.to_string();
-    let reference = format!("{registry}/{repo_tag}");
-    let image = agentic_oci::pack_skills(dirs).expect("pack skills");
-    let options = RegistryOptions {
-        insecure_registries: vec![registry],
-        ..RegistryOptions::default()
-    };
-    agentic_oci::push_image(&image, &reference, &RegistryAuth::Anonymous, &options)
+    agentic_fixtures::push_to(registry, dirs, repo_tag)
         .await
-        .expect("push skill image")
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The registry address, for the operator's insecure list.

@@ -37,7 +37,7 @@ use agentic_core::sandbox::{
     build_pod, build_run_config_map,
 };
 use agentic_core::skills::{Lookup, resolve_skill_delivery};
-use agentic_integration_tests::{apply, llm_gateway, operator_command, push_to, write_skill};
+use agentic_fixtures::{apply, llm_gateway, operator_command, push_to, write_skill};
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use anyhow::{Context as _, bail};
 use clap::Parser;
@@ -261,8 +261,8 @@ async fn fixture(client: &Client, ns: &str, registry: &str) -> anyhow::Result<()
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
     let mut names = Vec::new();
     for skill in ["java-upgrade", "quarkus-config", "maven-deps"] {
-        let dir = write_skill(tmp.path(), skill, "A skill for the benchmark.");
-        let pushed = push_to(registry, &[dir], &format!("bench/{skill}:1")).await;
+        let dir = write_skill(tmp.path(), skill, "A skill for the benchmark.")?;
+        let pushed = push_to(registry, &[dir], &format!("bench/{skill}:1")).await?;
         let tagged = pushed.split('@').next().unwrap_or(&pushed).to_string();
         apply(
             &cards,
@@ -276,10 +276,10 @@ async fn fixture(client: &Client, ns: &str, registry: &str) -> anyhow::Result<()
                 status: None,
             },
         )
-        .await;
+        .await?;
         names.push(skill);
     }
-    llm_gateway(client, ns).await;
+    llm_gateway(client, ns).await?;
     let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
     apply(
         &agents,
@@ -300,7 +300,7 @@ async fn fixture(client: &Client, ns: &str, registry: &str) -> anyhow::Result<()
             status: None,
         },
     )
-    .await;
+    .await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let agent = agents.get(AGENT).await?;

@@ -33,7 +33,7 @@ use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, SkillCard, SkillCardSpec,
     SkillCollection, SkillCollectionSpec,
 };
-use agentic_integration_tests::{apply, llm_gateway, push_to, write_skill};
+use agentic_fixtures::{apply, llm_gateway, push_to, write_skill};
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
@@ -442,7 +442,7 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
         child.id().unwrap_or_default(),
         log.path().display()
     );
-    llm_gateway(&client, &ns).await;
+    llm_gateway(&client, &ns).await?;
     let watches = Watches::start(&client, &ns, &agent_image).await?;
     let bench = NodeBench {
         client: client.clone(),
@@ -569,7 +569,7 @@ impl NodeBench {
         let dirs: Vec<_> = (0..skills)
             .map(|i| {
                 let name = format!("skill-{i:02}");
-                let dir = write_skill(scratch.path(), &name, &format!("Bench skill ({prefix})."));
+                let dir = write_skill(scratch.path(), &name, &format!("Bench skill ({prefix})."))?;
                 let reference = format!("{prefix} {name}\n").repeat(REFERENCE_BYTES / 16);
                 std::fs::write(dir.join("reference.md"), reference)?;
                 anyhow::Ok(dir)
@@ -592,7 +592,7 @@ impl NodeBench {
                         std::slice::from_ref(dir),
                         &format!("bench/{card}:1"),
                     )
-                    .await;
+                    .await?;
                     apply(
                         &cards,
                         &SkillCard {
@@ -604,12 +604,12 @@ impl NodeBench {
                             status: None,
                         },
                     )
-                    .await;
+                    .await?;
                     spec.skill_cards.push(ObjectRef { name: card });
                 }
             }
             Layout::OneImage => {
-                let image = push_to(&self.registry, &dirs, &format!("bench/{prefix}:1")).await;
+                let image = push_to(&self.registry, &dirs, &format!("bench/{prefix}:1")).await?;
                 let collections: Api<SkillCollection> =
                     Api::namespaced(self.client.clone(), &self.ns);
                 apply(
@@ -623,7 +623,7 @@ impl NodeBench {
                         status: None,
                     },
                 )
-                .await;
+                .await?;
                 spec.skill_collections.push(ObjectRef {
                     name: prefix.clone(),
                 });
@@ -638,7 +638,7 @@ impl NodeBench {
                 status: None,
             },
         )
-        .await;
+        .await?;
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {
             let status = agents.get(&prefix).await?.status.unwrap_or_default();
@@ -777,7 +777,7 @@ impl NodeBench {
                 ..ConfigMap::default()
             },
         )
-        .await;
+        .await?;
         apply(
             &Api::<Secret>::namespaced(self.client.clone(), &self.ns),
             &Secret {
@@ -786,7 +786,7 @@ impl NodeBench {
                 ..Secret::default()
             },
         )
-        .await;
+        .await?;
         Ok(())
     }
 }
