@@ -2,6 +2,8 @@
 //! call these functions, and apply what they return. Nothing here talks to a server, reads
 //! a clock or draws random numbers, so the same inputs always give byte-identical outputs.
 //!
+//! - [`cards`]: a SkillCard's status and inline ConfigMap, from what reading its skill
+//!   came to.
 //! - [`collections`]: a SkillCollection's SkillCards, generated and referenced, and its
 //!   readiness.
 //! - [`conditions`]: status conditions that change only when something changed.
@@ -23,6 +25,7 @@
 //!   documents (tests keep the two, and the code, in step). Errors carry their reason in
 //!   [`Error::reason`]; run outcomes in [`sandbox::RunOutcome::reason`].
 
+pub mod cards;
 pub mod collections;
 pub mod conditions;
 mod error;

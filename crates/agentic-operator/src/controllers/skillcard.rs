@@ -1,27 +1,27 @@
 //! SkillCard: resolve, read and validate the skill, then report it.
 //!
-//! Pipeline: dereference (pull secrets, the source Secret) → validate (registry read through
-//! the digest cache, git fetch of the pinned commit through the commit cache, or the inline
-//! text) → build (inline ConfigMap) → apply → status.
+//! Pipeline: gather (pull secrets or the source Secret, then the registry read through the
+//! digest cache, the git fetch of the pinned commit through the commit cache, or the inline
+//! text; for a valid inline skill, the holder of its ConfigMap's name) → decide
+//! (`agentic_core::cards`: the status and the inline ConfigMap) → apply (the ConfigMap; the
+//! status through the wrapper).
 
 use std::sync::Arc;
 
-use agentic_api::{
-    CONDITION_READY, ConditionStatus, DeliveryMode, SkillCard, SkillCardStatus, SkillFrontmatter,
+use agentic_api::{CONDITION_READY, DeliveryMode, SkillCard, SkillCardStatus, SkillFrontmatter};
+use agentic_core::cards::{
+    CardDecision, CardInputs, Fetched, Finding, ValidSkill, config_map_name, decide_card,
+    delivery_of, no_skill_source, pinned_skill, validated_at, validating,
 };
-use agentic_core::conditions::{find_condition, set_condition};
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::reasons::{
-    REASON_DEFAULT_BRANCH, REASON_DIGEST_RESOLVED, REASON_INVALID_PULL_SECRET,
-    REASON_INVALID_SOURCE_SECRET, REASON_PULL_SECRET_NOT_FOUND, REASON_REF_RESOLVED,
-    REASON_REF_SET, REASON_REGISTRY_UNAVAILABLE, REASON_SKILL_VALID,
+    REASON_INVALID_PULL_SECRET, REASON_INVALID_SOURCE_SECRET, REASON_PULL_SECRET_NOT_FOUND,
     REASON_SOURCE_SECRET_NOT_FOUND,
 };
-use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
 use agentic_oci::{DockerConfig, RegistryAuth};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -29,65 +29,18 @@ use kube::{Api, Resource, ResourceExt};
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{namespace_of, related};
 use super::watches::{Stop, Watches};
-use crate::apply::{NAME_TAKEN_RETRY, apply_owned, apply_status};
+use crate::apply::{apply_owned, apply_status};
 use crate::caches::SecretMeta;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use reads::{Reader, action, registry_answer, registry_of};
 
 pub const KIND: &str = "SkillCard";
-/// Condition telling whether the last digest check reached the registry.
-pub const CONDITION_REGISTRY_REACHABLE: &str = "RegistryReachable";
-/// Condition telling whether the last ref check reached the git server (git cards).
-pub const CONDITION_SOURCE_REACHABLE: &str = "SourceReachable";
-/// Condition telling whether a git card follows the repository's default branch.
-pub const CONDITION_MOVING_REF: &str = "MovingRef";
+pub use agentic_core::cards::{
+    CONDITION_MOVING_REF, CONDITION_REGISTRY_REACHABLE, CONDITION_SOURCE_REACHABLE,
+};
 /// `Ready` is Unknown: the registry or git server is being asked about this generation.
 pub use agentic_core::reasons::REASON_VALIDATING;
-
-/// What a pass concluded about the card's content.
-enum CardVerdict {
-    Valid {
-        skill: SkillFrontmatter,
-        resolved_image: Option<String>,
-        /// `<url>@<commit>` for git cards.
-        resolved_source: Option<String>,
-        delivery: DeliveryMode,
-        body_bytes: Option<i64>,
-    },
-    Invalid {
-        reason: &'static str,
-        message: String,
-        /// The registry or git server answered (the verdict is about the content, not about
-        /// the card's references), so `RegistryReachable` or `SourceReachable` is True.
-        registry_answered: bool,
-    },
-    /// The registry or git server could not be reached (`transient`), or no longer has the
-    /// ref: nothing new is known about the content, and a card validated at this generation
-    /// keeps what it pinned.
-    Unreachable {
-        reason: &'static str,
-        message: String,
-        transient: bool,
-    },
-}
-
-/// A verdict on the card itself (its spec or references); the registry was not asked.
-fn invalid(reason: &'static str, message: impl Into<String>) -> CardVerdict {
-    CardVerdict::Invalid {
-        reason,
-        message: message.into(),
-        registry_answered: false,
-    }
-}
-
-/// A verdict on the image, given by the registry's answer or the content it served.
-fn rejected(reason: &'static str, message: impl Into<String>) -> CardVerdict {
-    CardVerdict::Invalid {
-        reason,
-        message: message.into(),
-        registry_answered: true,
-    }
-}
 
 /// The SkillCard controller: re-reads a card when a pull secret it names changes. It
 /// reconciles any number of cards at once: a pass waits for a registry or git server, whose
@@ -127,143 +80,97 @@ impl Reconciled for SkillCard {
     }
 }
 
+/// A card's pass: read its skill (and, for a valid inline skill, what holds its ConfigMap's
+/// name), decide its status and ConfigMap, apply the ConfigMap.
 pub async fn reconcile(
     card: Arc<SkillCard>,
     ctx: Arc<Context>,
     old: SkillCardStatus,
 ) -> Result<Pass<SkillCardStatus>> {
     let namespace = namespace_of(card.as_ref(), KIND)?;
-    let generation = card.metadata.generation;
-    // The one write a pass makes before its end: a progress mark, with no Event, so that a
-    // slow registry read does not leave the card without a word for this generation.
-    if let Some(validating) = validating(&card, &old, generation) {
-        let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply_status(&api, &card.name_any(), &validating).await?;
-        ctx.written.remember(KIND, card.as_ref(), validating);
-    }
-    let verdict = evaluate(&card, &old, &namespace, &ctx).await?;
-
-    let mut status = old.clone();
-    status.observed_generation = generation;
     let now = crate::now();
-    let unreachable = matches!(
-        verdict,
-        CardVerdict::Unreachable {
-            transient: true,
-            ..
-        }
-    );
-    let reachability = reachability_of(&card);
-    let name_taken = matches!(
-        verdict,
-        CardVerdict::Invalid { reason, .. } if reason == REASON_OBJECT_NAME_TAKEN
-    );
-    match verdict {
-        CardVerdict::Valid {
-            skill,
-            resolved_image,
-            resolved_source,
-            delivery,
-            body_bytes,
-        } => {
-            let message = match &resolved_source {
-                Some(source) => format!("skill {} is valid at {source}", skill.name),
-                None => format!("skill {} is valid", skill.name),
-            };
-            status.skill = Some(skill);
-            status.resolved_image = resolved_image;
-            status.resolved_source = resolved_source;
-            status.body_bytes = body_bytes;
-            status.delivery_mode = Some(delivery);
-            set_condition(
-                &mut status.conditions,
-                CONDITION_READY,
-                ConditionStatus::True,
-                REASON_SKILL_VALID,
-                &message,
-                generation,
-                now.clone(),
-            );
-            if let Some(reachability) = reachability {
-                reachable(&mut status.conditions, reachability, generation, now);
-            }
-        }
-        CardVerdict::Invalid {
-            reason,
-            message,
-            registry_answered,
-        } => {
-            if registry_answered && let Some(reachability) = reachability {
-                reachable(
-                    &mut status.conditions,
-                    reachability,
-                    generation,
-                    now.clone(),
-                );
-            }
-            status.skill = None;
-            status.resolved_image = None;
-            status.resolved_source = None;
-            status.body_bytes = None;
-            status.delivery_mode = delivery_of(&card);
-            set_condition(
-                &mut status.conditions,
-                CONDITION_READY,
-                ConditionStatus::False,
-                reason,
-                &message,
-                generation,
-                now,
-            );
-        }
-        CardVerdict::Unreachable {
-            reason, message, ..
-        } => {
-            let condition = reachability.map_or(CONDITION_REGISTRY_REACHABLE, |r| r.condition);
-            set_condition(
-                &mut status.conditions,
-                condition,
-                ConditionStatus::False,
-                reason,
-                &message,
-                generation,
-                now.clone(),
-            );
-            // An outage (or, for git, a ref deleted since) says nothing about content already
-            // validated at this generation: such a card stays Ready and keeps what it pinned.
-            if !validated_at(&old, generation) {
-                status.delivery_mode = delivery_of(&card);
-                set_condition(
-                    &mut status.conditions,
-                    CONDITION_READY,
-                    ConditionStatus::False,
-                    reason,
-                    &message,
-                    generation,
-                    crate::now(),
-                );
-            }
-        }
-    }
-    if card.spec.source.is_some() {
-        moving_ref(&card, &mut status.conditions, generation);
-    }
+    let inputs = gather(&card, &old, &namespace, &ctx, &now).await?;
+    let decision = decide_card(&inputs, &old, &now);
+    apply(inputs, decision, &old, &namespace, &ctx, &now).await
+}
 
-    let next = if unreachable {
+/// Reads what the card's status is decided from: its skill, and the holder of its inline
+/// ConfigMap's name.
+async fn gather<'a>(
+    card: &'a SkillCard,
+    old: &SkillCardStatus,
+    namespace: &str,
+    ctx: &Context,
+    now: &Time,
+) -> Result<CardInputs<'a>> {
+    let owner = card
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::MissingMetadata {
+            kind: KIND,
+            name: card.name_any(),
+            field: "metadata.uid",
+        })?;
+    // The one write a pass makes before its end: a progress mark, with no Event, so that a
+    // slow registry or git read does not leave the card without a word for this generation.
+    if let Some(validating) = validating(card, old, now) {
+        let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), namespace);
+        apply_status(&api, &card.name_any(), &validating).await?;
+        ctx.written.remember(KIND, card, validating);
+    }
+    let skill = match delivery_of(card) {
+        Some(DeliveryMode::Inline) => read_inline(card),
+        Some(DeliveryMode::Source) => read_git(card, old, namespace, ctx).await?,
+        Some(DeliveryMode::Image) => read_image(card, old, namespace, ctx).await?,
+        None => no_skill_source(),
+    };
+    let config_map = match (&skill, config_map_name(card)) {
+        (Fetched::Read(_), Some(name)) => {
+            let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+            api.get_opt(&name).await?.map(|holder| holder.metadata)
+        }
+        _ => None,
+    };
+    Ok(CardInputs {
+        card,
+        owner,
+        skill,
+        config_map,
+    })
+}
+
+/// Writes the inline ConfigMap the decision wants. An object that took its name since it was
+/// read is a holder the decision did not see: the card is decided again with it.
+async fn apply(
+    mut inputs: CardInputs<'_>,
+    mut decision: CardDecision,
+    old: &SkillCardStatus,
+    namespace: &str,
+    ctx: &Context,
+    now: &Time,
+) -> Result<Pass<SkillCardStatus>> {
+    if let Some(config_map) = decision.config_map.take() {
+        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+        if let Err(taken) = apply_owned(&api, config_map, "ConfigMap", &inputs.owner.uid).await? {
+            inputs.config_map = Some(ObjectMeta {
+                name: Some(taken.name),
+                ..ObjectMeta::default()
+            });
+            decision = decide_card(&inputs, old, now);
+        }
+    }
+    let card = inputs.card;
+    let next = action(decision.next, ctx.settings.tag_refresh_interval, || {
         let what = format!("SkillCard {namespace}/{}", card.name_any());
-        Err(if card.spec.source.is_some() {
+        if card.spec.source.is_some() {
             Error::SourceUnavailable(what)
         } else {
             Error::RegistryUnavailable(what)
-        })
-    } else if name_taken {
-        Ok(Action::requeue(NAME_TAKEN_RETRY))
-    } else if card.spec.image.is_some() || card.spec.source.is_some() {
-        Ok(Action::requeue(ctx.settings.tag_refresh_interval))
-    } else {
-        Ok(Action::await_change())
-    };
-    Ok(Pass { status, next })
+        }
+    });
+    Ok(Pass {
+        status: decision.status,
+        next,
+    })
 }
 
 /// A card whose registry is down is asked again at least once per tag refresh interval: the
@@ -273,190 +180,41 @@ pub fn error_policy(card: Arc<SkillCard>, error: &Error, ctx: Arc<Context>) -> A
     ctx.backoff_at_most(KIND, card.as_ref(), error, cap)
 }
 
-/// The condition telling whether the card's registry or git server answered, with what it
-/// says when it did.
-#[derive(Clone, Copy)]
-struct Reachability {
-    condition: &'static str,
-    reason: &'static str,
-    message: &'static str,
-}
-
-fn reachability_of(card: &SkillCard) -> Option<Reachability> {
-    if card.spec.image.is_some() {
-        Some(Reachability {
-            condition: CONDITION_REGISTRY_REACHABLE,
-            reason: REASON_DIGEST_RESOLVED,
-            message: "the registry answered the last digest check",
-        })
-    } else if card.spec.source.is_some() {
-        Some(Reachability {
-            condition: CONDITION_SOURCE_REACHABLE,
-            reason: REASON_REF_RESOLVED,
-            message: "the git server answered the last ref check",
-        })
-    } else {
-        None
-    }
-}
-
-/// Sets the reachability condition True: the server answered the last check, whatever the
-/// verdict on the content.
-fn reachable(
-    conditions: &mut Vec<Condition>,
-    reachability: Reachability,
-    generation: Option<i64>,
-    now: Time,
-) {
-    set_condition(
-        conditions,
-        reachability.condition,
-        ConditionStatus::True,
-        reachability.reason,
-        reachability.message,
-        generation,
-        now,
-    );
-}
-
-/// `MovingRef` True when a git card has no `spec.ref`: it follows the default branch, so
-/// what it pins changes whenever someone pushes there.
-fn moving_ref(card: &SkillCard, conditions: &mut Vec<Condition>, generation: Option<i64>) {
-    let (status, reason, message) = match card.spec.git_ref.as_deref() {
-        None | Some("") => (
-            ConditionStatus::True,
-            REASON_DEFAULT_BRANCH,
-            "spec.ref is empty: the card follows the repository's default branch, resolved again every tag refresh; set spec.ref to a tag or commit to pin it".to_string(),
-        ),
-        Some(git_ref) => (
-            ConditionStatus::False,
-            REASON_REF_SET,
-            format!("the card follows spec.ref {git_ref}"),
-        ),
-    };
-    set_condition(
-        conditions,
-        CONDITION_MOVING_REF,
-        status,
-        reason,
-        &message,
-        generation,
-        crate::now(),
-    );
-}
-
-fn delivery_of(card: &SkillCard) -> Option<DeliveryMode> {
-    if card.spec.image.is_some() {
-        Some(DeliveryMode::Image)
-    } else if card.spec.inline.is_some() {
-        Some(DeliveryMode::Inline)
-    } else if card.spec.source.is_some() {
-        Some(DeliveryMode::Source)
-    } else {
-        None
-    }
-}
-
-/// The status that says a registry or git server is being asked, for a card whose `Ready`
-/// says nothing yet about this generation: a slow or hung server must not leave a new or
-/// edited card without any condition until the read's deadline. `None` when `Ready` already
-/// speaks for this generation, or the card is inline (read from the object itself).
-fn validating(
-    card: &SkillCard,
-    old: &SkillCardStatus,
-    generation: Option<i64>,
-) -> Option<SkillCardStatus> {
-    let what = match (&card.spec.image, &card.spec.source) {
-        (Some(image), _) => format!("reading the skill from image {image}"),
-        (None, Some(source)) => format!("reading the skill from {source}"),
-        (None, None) => return None,
-    };
-    let current = find_condition(&old.conditions, CONDITION_READY)
-        .is_some_and(|ready| ready.observed_generation == generation);
-    if current {
-        return None;
-    }
-    let mut status = old.clone();
-    set_condition(
-        &mut status.conditions,
-        CONDITION_READY,
-        ConditionStatus::Unknown,
-        REASON_VALIDATING,
-        &what,
-        generation,
-        crate::now(),
-    );
-    Some(status)
-}
-
-/// Whether the status already carries content validated for this generation.
-fn validated_at(status: &SkillCardStatus, generation: Option<i64>) -> bool {
-    status.observed_generation == generation
-        && (status.resolved_image.is_some() || status.resolved_source.is_some())
-        && status.skill.is_some()
-        && find_condition(&status.conditions, CONDITION_READY)
-            .is_some_and(|c| c.status == ConditionStatus::True.as_str())
-}
-
-/// The verdict on the card's content; `old` is the status the pass started from, with what
-/// this generation already validated.
-async fn evaluate(
+/// An image card's skill: its pull secrets read, the tag resolved to a digest (skipped for a
+/// digest this generation already validated), `SKILL.md` read through the skill cache.
+async fn read_image(
     card: &SkillCard,
     old: &SkillCardStatus,
     namespace: &str,
     ctx: &Context,
-) -> Result<CardVerdict> {
-    if let Some(text) = &card.spec.inline {
-        return evaluate_inline(card, text, namespace, ctx).await;
+) -> Result<Fetched<ValidSkill>> {
+    let image = card.spec.image.as_deref().unwrap_or_default();
+    if let Some(skill) = pinned_skill(card, old) {
+        return Ok(Fetched::Read(skill));
     }
-    if let Some(url) = &card.spec.source {
-        return evaluate_source(card, old, url, namespace, ctx).await;
-    }
-    let Some(image) = &card.spec.image else {
-        return Ok(invalid(
-            "NoSkillSource",
-            "set exactly one of spec.image, spec.inline or spec.source".to_string(),
-        ));
-    };
-
-    // A reference pinned by digest that this generation already validated cannot change:
-    // skip the registry entirely.
-    let validated = validated_at(old, card.metadata.generation);
-    if image.contains("@sha256:")
-        && validated
-        && let (Some(skill), Some(resolved)) = (old.skill.clone(), old.resolved_image.clone())
-    {
-        return Ok(CardVerdict::Valid {
-            skill,
-            resolved_image: Some(resolved),
-            resolved_source: None,
-            delivery: DeliveryMode::Image,
-            body_bytes: old.body_bytes,
-        });
-    }
-
-    let registry = match agentic_oci::image_registry(image) {
+    let registry = match registry_of(image) {
         Ok(registry) => registry,
-        Err(e) => {
-            return Ok(invalid(e.reason(), format!("spec.image: {e}")));
-        }
+        Err(refused) => return Ok(refused),
     };
-    let auth = match pull_auth(card, &registry, namespace, ctx).await? {
+    let auth = match pull_auth(card, &registry, namespace, ctx)
+        .await?
+        .into_read()
+    {
         Ok(auth) => auth,
-        Err(verdict) => return Ok(verdict),
+        Err(refused) => return Ok(refused),
     };
     let client = &ctx.settings.registry;
     // A refresh of content this generation validated takes a tag resolution another card
     // of the same reference and credentials made within the refresh interval: one request
     // per reference and interval, however many cards share it. The first read of a
     // generation asks the registry, so a tag pushed a moment ago is what it sees.
-    let max_age = if validated {
+    let max_age = if validated_at(old, card.metadata.generation) {
         ctx.settings.tag_refresh_interval
     } else {
         std::time::Duration::ZERO
     };
     let resolved = ctx.resolutions.resolve(image, &auth, client, max_age).await;
-    let checked = match resolved {
+    let content = match resolved {
         Ok(resolved) => {
             ctx.skills
                 .fetch_skill(&resolved, card.spec.sub_path.as_deref(), &auth, client)
@@ -465,38 +223,21 @@ async fn evaluate(
         Err(e) => Err(e),
     };
     sync_registry_metrics(ctx);
-    Ok(match checked {
-        Ok(content) => match &content.report.frontmatter {
-            Some(frontmatter) => CardVerdict::Valid {
-                skill: frontmatter_of(frontmatter),
-                resolved_image: Some(content.image.repository_with_digest.clone()),
-                resolved_source: None,
-                delivery: DeliveryMode::Image,
+    let reader = Reader {
+        namespace,
+        name: &card.name_any(),
+    };
+    let answer = registry_answer(content, &registry, &reader, None);
+    Ok(
+        answer.and_then(|content| match &content.report.frontmatter {
+            Some(frontmatter) => Fetched::Read(ValidSkill {
+                frontmatter: frontmatter_of(frontmatter),
+                pinned: Some(content.image.repository_with_digest.clone()),
                 body_bytes: body_bytes_of(&content.skill_md),
-            },
-            None => rejected("InvalidSkill", content.report.summary()),
-        },
-        Err(e) if e.is_transient() => {
-            // Which way the connection failed (refused, reset, a TLS handshake) stays in the
-            // operator's log: in a status any card author could read, it would turn the
-            // operator into a port scanner of every address it reaches.
-            tracing::warn!(
-                namespace,
-                name = %card.name_any(),
-                %registry,
-                error = %crate::error::Chain(&e),
-                "registry unreachable"
-            );
-            CardVerdict::Unreachable {
-                reason: REASON_REGISTRY_UNAVAILABLE,
-                message: format!(
-                    "registry {registry} did not answer; the operator's log has the cause"
-                ),
-                transient: true,
-            }
-        }
-        Err(e) => rejected(e.reason(), e.to_string()),
-    })
+            }),
+            None => Fetched::Rejected(Finding::new("InvalidSkill", content.report.summary())),
+        }),
+    )
 }
 
 fn sync_registry_metrics(ctx: &Context) {
@@ -506,14 +247,14 @@ fn sync_registry_metrics(ctx: &Context) {
         .sync_registry_stats(registry.requests, cache.hits, cache.misses);
 }
 
-/// Reads the card's pull secrets into registry credentials. A missing or malformed secret is
-/// a verdict on the card, not an error of the pass.
+/// Reads the card's pull secrets into registry credentials. A missing or malformed secret
+/// refuses the card; an error of the API is the pass's.
 async fn pull_auth(
     card: &SkillCard,
     registry: &str,
     namespace: &str,
     ctx: &Context,
-) -> Result<Result<RegistryAuth, CardVerdict>> {
+) -> Result<Fetched<RegistryAuth>> {
     let names: Vec<&str> = card
         .spec
         .pull_secrets
@@ -522,44 +263,39 @@ async fn pull_auth(
         .map(|s| s.name.as_str())
         .collect();
     if names.is_empty() {
-        return Ok(Ok(RegistryAuth::Anonymous));
+        return Ok(Fetched::Read(RegistryAuth::Anonymous));
     }
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let mut configs = Vec::new();
     let mut missing = Vec::new();
     for name in names {
-        match secrets.get_opt(name).await? {
-            Some(secret) => {
-                let data = secret
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get(".dockerconfigjson"))
-                    .map(|b| b.0.clone());
-                let parsed =
-                    data.map(|bytes| DockerConfig::parse(&bytes, &format!("Secret {name}")));
-                match parsed {
-                    Some(Ok(config)) => configs.push(config),
-                    Some(Err(e)) => {
-                        return Ok(Err(invalid(
-                            REASON_INVALID_PULL_SECRET,
-                            format!("spec.pullSecrets: {e}"),
-                        )));
-                    }
-                    None => {
-                        return Ok(Err(invalid(
-                            REASON_INVALID_PULL_SECRET,
-                            format!(
-                                "spec.pullSecrets: Secret {name} has no .dockerconfigjson key; use a Secret of type kubernetes.io/dockerconfigjson"
-                            ),
-                        )));
-                    }
-                }
+        let Some(secret) = secrets.get_opt(name).await? else {
+            missing.push(name.to_string());
+            continue;
+        };
+        let data = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(".dockerconfigjson"))
+            .map(|b| b.0.clone());
+        let message = match data.map(|bytes| DockerConfig::parse(&bytes, &format!("Secret {name}")))
+        {
+            Some(Ok(config)) => {
+                configs.push(config);
+                continue;
             }
-            None => missing.push(name.to_string()),
-        }
+            Some(Err(e)) => format!("spec.pullSecrets: {e}"),
+            None => format!(
+                "spec.pullSecrets: Secret {name} has no .dockerconfigjson key; use a Secret of type kubernetes.io/dockerconfigjson"
+            ),
+        };
+        return Ok(Fetched::Refused(Finding::new(
+            REASON_INVALID_PULL_SECRET,
+            message,
+        )));
     }
     if !missing.is_empty() {
-        return Ok(Err(invalid(
+        return Ok(Fetched::Refused(Finding::new(
             REASON_PULL_SECRET_NOT_FOUND,
             format!(
                 "spec.pullSecrets: Secret(s) not found in namespace {namespace}: {}",
@@ -567,69 +303,51 @@ async fn pull_auth(
             ),
         )));
     }
-    Ok(Ok(RegistryAuth::from_docker_configs(&configs, registry)))
+    Ok(Fetched::Read(RegistryAuth::from_docker_configs(
+        &configs, registry,
+    )))
 }
 
-/// A git card: resolve the ref to a commit (skipped for a commit id this generation already
-/// validated), then validate the skill at that commit, answered from the commit cache when
-/// another card did it before.
-async fn evaluate_source(
+/// A git card's skill: `spec.sourceSecret` read, the ref resolved to a commit (skipped for a
+/// commit id this generation already validated), the skill at that commit validated,
+/// answered from the commit cache when another card did it before.
+async fn read_git(
     card: &SkillCard,
     old: &SkillCardStatus,
-    url: &str,
     namespace: &str,
     ctx: &Context,
-) -> Result<CardVerdict> {
+) -> Result<Fetched<ValidSkill>> {
+    let url = card.spec.source.as_deref().unwrap_or_default();
     let options = ctx.settings.git.clone();
     let source = match agentic_git::SourceUrl::parse(url, &options.insecure_hosts) {
         Ok(source) => source,
-        Err(e) => return Ok(invalid(e.reason(), format!("spec.source: {e}"))),
+        Err(e) => {
+            let finding = Finding::new(e.reason(), format!("spec.source: {e}"));
+            return Ok(Fetched::Refused(finding));
+        }
     };
-    let auth = match source_auth(card, namespace, ctx).await? {
+    let auth = match source_auth(card, namespace, ctx).await?.into_read() {
         Ok(auth) => auth,
-        Err(verdict) => return Ok(verdict),
+        Err(refused) => return Ok(refused),
     };
+    if let Some(skill) = pinned_skill(card, old) {
+        return Ok(Fetched::Read(skill));
+    }
     let git_ref = card.spec.git_ref.clone();
     let sub_path = card.spec.sub_path.clone();
-    let pinned = |commit: &str| format!("{url}@{commit}");
-
-    let is_commit = git_ref
-        .as_deref()
-        .is_some_and(|r| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()));
-    if is_commit
-        && validated_at(old, card.metadata.generation)
-        && let (Some(skill), Some(resolved)) = (old.skill.clone(), old.resolved_source.clone())
-    {
-        return Ok(CardVerdict::Valid {
-            skill,
-            resolved_image: None,
-            resolved_source: Some(resolved),
-            delivery: DeliveryMode::Source,
-            body_bytes: old.body_bytes,
-        });
-    }
-
     let resolved = {
         let (source, auth, options) = (source.clone(), auth.clone(), options.clone());
         tokio::task::spawn_blocking(move || {
             agentic_git::resolve(&source, git_ref.as_deref(), &auth, &options)
         })
+    };
+    let resolved = resolved
         .await
+        .unwrap_or_else(|e| Err(join_failure(&source, e)));
+    let commit = match resolved {
+        Ok(resolved) => resolved.commit,
+        Err(e) => return Ok(git_answer(card, namespace, &source, e)),
     };
-    let resolved = match resolved {
-        Ok(Ok(resolved)) => resolved,
-        Ok(Err(e)) => return Ok(source_failure(card, old, namespace, &source, e)),
-        Err(e) => {
-            return Ok(source_failure(
-                card,
-                old,
-                namespace,
-                &source,
-                join_failure(&source, e),
-            ));
-        }
-    };
-    let commit = resolved.commit;
     let verdict = match ctx.git_skills.get(url, &commit, sub_path.as_deref()) {
         Some(verdict) => verdict,
         None => {
@@ -640,29 +358,24 @@ async fn evaluate_source(
                 commit.clone(),
                 sub_path.clone(),
             );
-            let checked = tokio::task::spawn_blocking(move || {
+            let verdict = tokio::task::spawn_blocking(move || {
                 let (source, auth, options, commit, sub_path) = task;
                 agentic_git::validate_commit(&source, &commit, sub_path.as_deref(), &auth, &options)
             })
-            .await;
-            let verdict = match checked {
-                Ok(verdict) => verdict,
-                Err(e) => Err(join_failure(&source, e)),
-            };
+            .await
+            .unwrap_or_else(|e| Err(join_failure(&source, e)));
             ctx.git_skills
-                .insert(url, &commit, card.spec.sub_path.as_deref(), &verdict);
+                .insert(url, &commit, sub_path.as_deref(), &verdict);
             verdict
         }
     };
     Ok(match verdict {
-        Ok(skill) => CardVerdict::Valid {
-            skill: frontmatter_of(&skill.frontmatter),
-            resolved_image: None,
-            resolved_source: Some(pinned(&skill.commit)),
-            delivery: DeliveryMode::Source,
+        Ok(skill) => Fetched::Read(ValidSkill {
+            frontmatter: frontmatter_of(&skill.frontmatter),
+            pinned: Some(format!("{url}@{}", skill.commit)),
             body_bytes: skill.body_bytes.and_then(|n| i64::try_from(n).ok()),
-        },
-        Err(e) => source_failure(card, old, namespace, &source, e),
+        }),
+        Err(e) => git_answer(card, namespace, &source, e),
     })
 }
 
@@ -676,16 +389,14 @@ fn join_failure(
     }
 }
 
-/// What a failed git step means for the card. An unavailable server is retried and hides its
-/// cause (in the operator's log only, as for registries); a ref that no longer exists keeps a
-/// card validated at this generation Ready on its pinned commit.
-fn source_failure(
+/// What a failed git step comes to. An unavailable server hides its cause (in the operator's
+/// log only, as for registries).
+fn git_answer(
     card: &SkillCard,
-    old: &SkillCardStatus,
     namespace: &str,
     source: &agentic_git::SourceUrl,
     error: agentic_git::GitError,
-) -> CardVerdict {
+) -> Fetched<ValidSkill> {
     if error.is_transient() {
         tracing::warn!(
             namespace,
@@ -694,40 +405,32 @@ fn source_failure(
             error = %error,
             "git server unreachable"
         );
-        return CardVerdict::Unreachable {
-            reason: "SourceUnavailable",
-            message: format!(
-                "the git server of {source} did not answer; the operator's log has the cause"
-            ),
-            transient: true,
-        };
+        return Fetched::Unavailable(Finding::new(
+            "SourceUnavailable",
+            format!("the git server of {source} did not answer; the operator's log has the cause"),
+        ));
     }
-    if let agentic_git::GitError::RefNotFound { .. } = &error
-        && validated_at(old, card.metadata.generation)
-    {
-        return CardVerdict::Unreachable {
-            reason: error.reason(),
-            message: format!("{error}; sandboxes keep the pinned commit"),
-            transient: false,
-        };
+    let finding = Finding::new(error.reason(), error.to_string());
+    match error {
+        agentic_git::GitError::RefNotFound { .. } => Fetched::RefGone(finding),
+        _ => Fetched::Rejected(finding),
     }
-    rejected(error.reason(), error.to_string())
 }
 
-/// Reads `spec.sourceSecret` into HTTP credentials. A missing Secret or key is a verdict on
-/// the card, not an error of the pass.
+/// Reads `spec.sourceSecret` into HTTP credentials. A missing Secret or key refuses the card;
+/// an error of the API is the pass's.
 async fn source_auth(
     card: &SkillCard,
     namespace: &str,
     ctx: &Context,
-) -> Result<Result<agentic_git::GitAuth, CardVerdict>> {
+) -> Result<Fetched<agentic_git::GitAuth>> {
     let Some(reference) = &card.spec.source_secret else {
-        return Ok(Ok(agentic_git::GitAuth::Anonymous));
+        return Ok(Fetched::Read(agentic_git::GitAuth::Anonymous));
     };
     let name = &reference.name;
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let Some(secret) = secrets.get_opt(name).await? else {
-        return Ok(Err(invalid(
+        return Ok(Fetched::Refused(Finding::new(
             REASON_SOURCE_SECRET_NOT_FOUND,
             format!("spec.sourceSecret: Secret {name} not found in namespace {namespace}"),
         )));
@@ -739,69 +442,36 @@ async fn source_auth(
             .and_then(|d| d.get(key))
             .and_then(|b| String::from_utf8(b.0.clone()).ok())
     };
-    match (value("username"), value("password")) {
+    Ok(match (value("username"), value("password")) {
         (Some(username), Some(password)) => {
-            Ok(Ok(agentic_git::GitAuth::Basic { username, password }))
+            Fetched::Read(agentic_git::GitAuth::Basic { username, password })
         }
-        _ => Ok(Err(invalid(
+        _ => Fetched::Refused(Finding::new(
             REASON_INVALID_SOURCE_SECRET,
             format!(
                 "spec.sourceSecret: Secret {name} needs the keys username and password (UTF-8), as a Secret of type kubernetes.io/basic-auth has"
             ),
-        ))),
-    }
+        )),
+    })
 }
 
-async fn evaluate_inline(
-    card: &SkillCard,
-    text: &str,
-    namespace: &str,
-    ctx: &Context,
-) -> Result<CardVerdict> {
+/// An inline card's skill, validated from the object itself.
+fn read_inline(card: &SkillCard) -> Fetched<ValidSkill> {
+    let text = card.spec.inline.as_deref().unwrap_or_default();
     let report = agentic_skill::validate_skill_md(text.as_bytes(), None);
     match (&report.frontmatter, report.is_valid()) {
-        (Some(frontmatter), true) => {
-            let owner = card
-                .controller_owner_ref(&())
-                .ok_or_else(|| Error::MissingMetadata {
-                    kind: KIND,
-                    name: card.name_any(),
-                    field: "metadata.uid",
-                })?;
-            let uid = owner.uid.clone();
-            let config_map = match agentic_core::sandbox::build_inline_skill_config_map(card, owner)
-            {
-                Ok(config_map) => config_map,
-                Err(e) => {
-                    return Ok(invalid(e.reason(), e.to_string()));
-                }
-            };
-            let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-            if let Err(taken) = apply_owned(&api, config_map, "ConfigMap", &uid).await? {
-                return Ok(invalid(
-                    REASON_OBJECT_NAME_TAKEN,
-                    format!(
-                        "{} {} exists and is not controlled by this SkillCard: it is left \
-                         alone; delete or rename it to mount this skill",
-                        taken.kind, taken.name
-                    ),
-                ));
-            }
-            Ok(CardVerdict::Valid {
-                skill: frontmatter_of(frontmatter),
-                resolved_image: None,
-                resolved_source: None,
-                delivery: DeliveryMode::Inline,
-                body_bytes: body_bytes_of(text.as_bytes()),
-            })
-        }
+        (Some(frontmatter), true) => Fetched::Read(ValidSkill {
+            frontmatter: frontmatter_of(frontmatter),
+            pinned: None,
+            body_bytes: body_bytes_of(text.as_bytes()),
+        }),
         // Valid by the specification, but goose would not read it as written: a reason of
         // its own, as for images and git.
-        _ if report.is_goose_incompatibility_only() => Ok(invalid(
+        _ if report.is_goose_incompatibility_only() => Fetched::Refused(Finding::new(
             "GooseIncompatible",
             format!("spec.inline: {}", report.summary()),
         )),
-        _ => Ok(invalid(
+        _ => Fetched::Refused(Finding::new(
             "InvalidSkill",
             format!("spec.inline: {}", report.summary()),
         )),
@@ -823,5 +493,6 @@ fn frontmatter_of(f: &agentic_skill::Frontmatter) -> SkillFrontmatter {
     }
 }
 
+pub(super) mod reads;
 #[cfg(test)]
 pub(crate) mod scenarios;

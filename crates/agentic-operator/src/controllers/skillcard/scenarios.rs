@@ -1,10 +1,15 @@
 //! The SkillCard controller's real pass against the fake API server.
 
-use agentic_api::SkillCard;
+use std::time::Duration;
+
+use agentic_api::{DeliveryMode, SkillCard};
+use agentic_core::conditions::find_condition;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::reconcile;
+use crate::apply::NAME_TAKEN_RETRY;
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::scenario::{NS, context, object, pass, ready};
 
@@ -97,4 +102,130 @@ async fn an_inline_card_goose_would_read_cut_short_has_its_own_reason() {
         .message;
     assert!(message.contains("goose"), "{message}");
     assert!(api.names::<ConfigMap>(NS).is_empty());
+}
+
+#[tokio::test]
+async fn an_inline_card_whose_config_map_name_is_taken_leaves_it_alone_and_retries() {
+    let api = FakeApi::default();
+    api.put(&inline_card("pdf", "pdf-tools"));
+    let theirs: ConfigMap = object(json!({
+        "metadata": {"name": "pdf-skill"},
+        "data": {"SKILL.md": "someone else's"},
+    }));
+    api.put(&theirs);
+    let action = pass::<SkillCard, _>(&api, &context(&api), "pdf", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(action, Action::requeue(NAME_TAKEN_RETRY));
+    let card: SkillCard = api.get(NS, "pdf").expect("the card");
+    let status = card.status.expect("a status");
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "ObjectNameTaken".into())
+    );
+    assert_eq!(status.skill, None);
+    let config_map: ConfigMap = api.get(NS, "pdf-skill").expect("their ConfigMap");
+    assert_eq!(config_map.data, theirs.data);
+    assert_eq!(config_map.metadata.owner_references, None);
+    let writes = api.writes();
+    assert!(
+        writes.iter().all(|w| !w.path.contains("/configmaps")),
+        "{writes:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_image_card_is_marked_validating_before_its_pull_secret_is_found_missing() {
+    let api = FakeApi::default();
+    let card: SkillCard = object(json!({
+        "metadata": {"name": "pdf", "uid": "uid-card-pdf"},
+        "spec": {"image": "registry.test/skills/pdf:1", "pullSecrets": [{"name": "creds"}]},
+    }));
+    api.put(&card);
+    let action = pass::<SkillCard, _>(&api, &context(&api), "pdf", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(action, Action::requeue(Duration::from_secs(300)));
+    let status = api
+        .get::<SkillCard>(NS, "pdf")
+        .expect("the card")
+        .status
+        .expect("a status");
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "PullSecretNotFound".into())
+    );
+    // The registry was not asked, so nothing is said about it.
+    assert!(find_condition(&status.conditions, "RegistryReachable").is_none());
+    let writes: Vec<(String, String)> = api
+        .writes()
+        .into_iter()
+        .map(|w| (w.method.to_string(), w.path))
+        .collect();
+    let status_path = "/apis/konveyor.io/v1alpha1/namespaces/team/skillcards/pdf/status";
+    let events_path = "/apis/events.k8s.io/v1/namespaces/team/events";
+    assert_eq!(
+        writes,
+        [
+            ("PATCH".into(), status_path.into()),
+            ("POST".into(), events_path.into()),
+            ("PATCH".into(), status_path.into()),
+        ]
+    );
+    let first = &api.writes()[0].body;
+    assert!(first.contains("Validating"), "{first}");
+}
+
+#[tokio::test]
+async fn a_git_card_whose_source_secret_is_missing_is_refused_and_says_its_ref_moves() {
+    let api = FakeApi::default();
+    let card: SkillCard = object(json!({
+        "metadata": {"name": "review", "uid": "uid-card-review"},
+        "spec": {"source": "https://git.test/skills.git", "sourceSecret": {"name": "token"}},
+    }));
+    api.put(&card);
+    pass::<SkillCard, _>(&api, &context(&api), "review", reconcile)
+        .await
+        .expect("a pass");
+    let status = api
+        .get::<SkillCard>(NS, "review")
+        .expect("the card")
+        .status
+        .expect("a status");
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "SourceSecretNotFound".into())
+    );
+    let moving = find_condition(&status.conditions, "MovingRef").expect("MovingRef");
+    assert_eq!(
+        (moving.status.as_str(), moving.reason.as_str()),
+        ("True", "DefaultBranch")
+    );
+    assert_eq!(status.delivery_mode, Some(DeliveryMode::Source));
+}
+
+#[tokio::test]
+async fn an_image_reference_that_names_no_registry_is_refused_without_asking_one() {
+    let api = FakeApi::default();
+    let card: SkillCard = object(json!({
+        "metadata": {"name": "pdf", "uid": "uid-card-pdf"},
+        "spec": {"image": "Not A Reference"},
+    }));
+    api.put(&card);
+    pass::<SkillCard, _>(&api, &context(&api), "pdf", reconcile)
+        .await
+        .expect("a pass");
+    let status = api
+        .get::<SkillCard>(NS, "pdf")
+        .expect("the card")
+        .status
+        .expect("a status");
+    let ready_condition = find_condition(&status.conditions, "Ready").expect("Ready");
+    assert_eq!(ready_condition.status, "False");
+    assert!(
+        ready_condition.message.starts_with("spec.image: "),
+        "{}",
+        ready_condition.message
+    );
+    assert!(find_condition(&status.conditions, "RegistryReachable").is_none());
 }
