@@ -98,6 +98,33 @@ pub struct RegistryRequest<'a> {
 /// What a [`RegistryClient`] tells of each request it makes (metrics, for the operator).
 pub type RegistryObserver = Arc<dyn Fn(&RegistryRequest<'_>) + Send + Sync>;
 
+/// What [`RegistryClient::fetch_artifact`] reads from a repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArtifactRequest<'a> {
+    /// A manifest or index, by tag or by digest (a digest is checked against the bytes).
+    Manifest(&'a str),
+    /// A blob, by digest (checked against the bytes).
+    Blob(&'a str),
+    /// The OCI referrers API's index of the manifests whose `subject` is this digest.
+    Referrers(&'a str),
+}
+
+/// How many bytes [`RegistryClient::fetch_artifact`] may read, and the name of that limit
+/// for errors (e.g. `MAX_SIGNATURE_MANIFEST_BYTES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArtifactLimit<'a> {
+    pub max_bytes: u64,
+    pub name: &'a str,
+}
+
+/// What [`RegistryClient::fetch_artifact`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    pub bytes: Vec<u8>,
+    /// `sha256:…` of `bytes`.
+    pub digest: String,
+}
+
 struct Shared {
     options: RegistryOptions,
     observer: Option<RegistryObserver>,
@@ -463,6 +490,40 @@ impl RegistryClient {
         .await
     }
 
+    /// Reads one small artifact of `image`'s repository: a manifest by tag or digest, a blob,
+    /// or the referrers API's index of a digest (what signature verification reads). At
+    /// most `limit.max_bytes`, refused by `Content-Length` before the body is read and while
+    /// reading; content named by digest is checked against it. `Ok(None)` when the registry
+    /// has no such thing (404; for referrers, a registry without the referrers API). Within
+    /// [`RegistryOptions::fetch_timeout`], through the same authorizations as image reads.
+    pub async fn fetch_artifact(
+        &self,
+        image: &ResolvedImage,
+        request: ArtifactRequest<'_>,
+        limit: ArtifactLimit<'_>,
+        auth: &RegistryAuth,
+    ) -> Result<Option<Artifact>, OciError> {
+        let label = match request {
+            ArtifactRequest::Manifest(name) => {
+                format!("{}/{}:{name}", image.registry, image.repository)
+            }
+            ArtifactRequest::Blob(digest) | ArtifactRequest::Referrers(digest) => {
+                format!("{}/{}@{digest}", image.registry, image.repository)
+            }
+        };
+        let read = self
+            .within(&label, image.reference(), auth, |session| {
+                let label = label.clone();
+                async move { session.fetch_artifact(request, limit, &label).await }
+            })
+            .await;
+        match read {
+            Ok(artifact) => Ok(Some(artifact)),
+            Err(OciError::ImageNotFound { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Opens a session on `reference` and runs `work` in it, the two together within
     /// [`RegistryOptions::fetch_timeout`].
     async fn within<T, F, Fut>(
@@ -750,6 +811,92 @@ impl Session {
         Ok((content, located.files))
     }
 
+    async fn fetch_artifact(
+        &self,
+        request: ArtifactRequest<'_>,
+        limit: ArtifactLimit<'_>,
+        label: &str,
+    ) -> Result<Artifact, OciError> {
+        let (http, what, expected) = match request {
+            ArtifactRequest::Manifest(name) => {
+                let pinned = name.starts_with("sha256:").then_some(name);
+                if let Some(digest) = pinned {
+                    check_digest(digest, label)?;
+                }
+                (
+                    self.manifest_request(reqwest::Method::GET, name),
+                    "manifest",
+                    pinned,
+                )
+            }
+            ArtifactRequest::Blob(digest) => {
+                check_digest(digest, label)?;
+                (
+                    self.authorized_get("blobs", digest, "*/*"),
+                    "blob",
+                    Some(digest),
+                )
+            }
+            ArtifactRequest::Referrers(digest) => {
+                check_digest(digest, label)?;
+                (
+                    self.authorized_get("referrers", digest, OCI_INDEX),
+                    "referrers index",
+                    None,
+                )
+            }
+        };
+        let bytes = self
+            .shared
+            .counted(
+                self.reference.registry(),
+                read_capped(http, label, what, limit.max_bytes, limit.name),
+            )
+            .await?;
+        let digest = sha256_digest(&bytes);
+        if let Some(expected) = expected
+            && expected != digest
+        {
+            return Err(OciError::DigestMismatch {
+                reference: label.to_string(),
+                expected: expected.to_string(),
+                actual: digest,
+            });
+        }
+        Ok(Artifact { bytes, digest })
+    }
+
+    /// A GET of `/v2/<repository>/<endpoint>/<digest>` with the session's credentials.
+    fn authorized_get(
+        &self,
+        endpoint: &str,
+        digest: &str,
+        accept: &str,
+    ) -> reqwest::RequestBuilder {
+        let url = format!(
+            "{}://{}/v2/{}/{endpoint}/{digest}",
+            self.scheme,
+            self.reference.resolve_registry(),
+            self.reference.repository()
+        );
+        self.authorized(
+            self.shared
+                .http
+                .get(&url)
+                .header(http::header::ACCEPT, accept),
+        )
+    }
+
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.credentials {
+            Credentials::None => request,
+            Credentials::Bearer(token) => request.bearer_auth(token),
+            Credentials::Basic { username, password } => {
+                request.basic_auth(username, Some(password))
+            }
+        }
+    }
+
     /// A request for the manifest named `tag_or_digest` in the session's repository.
     fn manifest_request(
         &self,
@@ -762,18 +909,12 @@ impl Session {
             self.reference.resolve_registry(),
             self.reference.repository()
         );
-        let request = self
-            .shared
-            .http
-            .request(method, &url)
-            .header(http::header::ACCEPT, ACCEPTED_MANIFESTS.join(", "));
-        match &self.credentials {
-            Credentials::None => request,
-            Credentials::Bearer(token) => request.bearer_auth(token),
-            Credentials::Basic { username, password } => {
-                request.basic_auth(username, Some(password))
-            }
-        }
+        self.authorized(
+            self.shared
+                .http
+                .request(method, &url)
+                .header(http::header::ACCEPT, ACCEPTED_MANIFESTS.join(", ")),
+        )
     }
 
     /// Reads a manifest by digest: at most [`MAX_MANIFEST_BYTES`], verified against `digest`.
@@ -974,9 +1115,29 @@ where
 /// Sends `request` and reads the body, refusing more than [`MAX_MANIFEST_BYTES`]: by
 /// `Content-Length` before reading, and while reading when there is none or it lies.
 async fn read_bounded(request: reqwest::RequestBuilder, image: &str) -> Result<Vec<u8>, OciError> {
+    read_capped(
+        request,
+        image,
+        "manifest",
+        MAX_MANIFEST_BYTES,
+        "MAX_MANIFEST_BYTES",
+    )
+    .await
+}
+
+/// Sends `request` and reads the body, refusing more than `max_bytes` (the limit named
+/// `limit_name` in errors): by `Content-Length` before reading, and while reading when there
+/// is none or it lies.
+async fn read_capped(
+    request: reqwest::RequestBuilder,
+    image: &str,
+    what: &str,
+    max_bytes: u64,
+    limit_name: &str,
+) -> Result<Vec<u8>, OciError> {
     let too_large = |size: String| {
         OciError::too_large(format!(
-            "{image}: the manifest is {size} bytes, over the limit of {MAX_MANIFEST_BYTES} bytes"
+            "{image}: the {what} is {size} bytes, over the limit of {max_bytes} bytes ({limit_name})"
         ))
     };
     let response = request
@@ -988,11 +1149,11 @@ async fn read_bounded(request: reqwest::RequestBuilder, image: &str) -> Result<V
         return Err(by_status(
             status.as_u16(),
             image.to_string(),
-            format!("reading the manifest: {status}"),
+            format!("reading the {what}: {status}"),
         ));
     }
     if let Some(length) = response.content_length()
-        && length > MAX_MANIFEST_BYTES
+        && length > max_bytes
     {
         return Err(too_large(length.to_string()));
     }
@@ -1000,8 +1161,8 @@ async fn read_bounded(request: reqwest::RequestBuilder, image: &str) -> Result<V
     let mut chunks = response.bytes_stream();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|error| unavailable(image, &error))?;
-        if (body.len() + chunk.len()) as u64 > MAX_MANIFEST_BYTES {
-            return Err(too_large(format!("more than {MAX_MANIFEST_BYTES}")));
+        if (body.len() + chunk.len()) as u64 > max_bytes {
+            return Err(too_large(format!("more than {max_bytes}")));
         }
         body.extend_from_slice(&chunk);
     }

@@ -1,0 +1,701 @@
+//! Signatures of images, in both layouts cosign writes: the legacy `sha256-<hex>.sig` tag of
+//! simple-signing layers, and Sigstore bundles attached as OCI referrers (found through the
+//! referrers API, or its `sha256-<hex>` fallback tag on registries without it).
+
+use agentic_oci::{
+    ArtifactLimit, ArtifactRequest, OciError, RegistryAuth, RegistryClient, ResolvedImage,
+};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+use crate::keyless::verify_keyless;
+use crate::limits::{
+    MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_PAYLOAD_BYTES, MAX_REFERRERS,
+    MAX_SIGNATURE_MANIFEST_BYTES, MAX_SIGNATURES,
+};
+use crate::{Layout, Requirement, Signer, Verdict, Verified};
+
+const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
+const CHAIN_ANNOTATION: &str = "dev.sigstore.cosign/chain";
+const REKOR_BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
+const COSIGN_SIGNATURE_TYPE: &str = "cosign container image signature";
+const BUNDLE_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
+const DSSE_IN_TOTO: &str = "application/vnd.in-toto+json";
+const IN_TOTO_STATEMENT: &str = "https://in-toto.io/Statement/v1";
+const COSIGN_SIGN_PREDICATE: &str = "https://sigstore.dev/cosign/sign/v1";
+
+/// Verifies the signatures of `image` (pinned: its `digest` is what must be signed) against
+/// `requirement`, reading them with `client` as `auth`.
+///
+/// The legacy tag is read first; the referrers (API, else the fallback tag) only when it
+/// holds no signature that counts. A signature counts only when it verifies under the
+/// requirement *and* what it signs names exactly `image.digest` (for the legacy layout also
+/// `image`'s repository, so a signature copied from another repository never counts).
+///
+/// Never panics and never returns an error: a registry that cannot be read is
+/// [`Verdict::Unavailable`] (keep the previous verdict), content over a limit is
+/// [`Verdict::Invalid`] naming the limit.
+pub async fn verify_image(
+    client: &RegistryClient,
+    auth: &RegistryAuth,
+    image: &ResolvedImage,
+    requirement: &Requirement,
+) -> Verdict {
+    let mut reader = Reader {
+        client,
+        auth,
+        image,
+        requirement,
+        refusals: Vec::new(),
+        found: 0,
+    };
+    let outcome = async {
+        if let Some(verified) = reader.legacy_tag().await? {
+            return Ok(Some(verified));
+        }
+        reader.referrers().await
+    }
+    .await;
+    match outcome {
+        Ok(Some(verified)) => Verdict::Verified(verified),
+        Ok(None) if reader.found == 0 && reader.refusals.is_empty() => Verdict::Unsigned,
+        Ok(None) => Verdict::Invalid {
+            why: reader.refusals.join("; "),
+        },
+        Err(Stop::Unavailable(why)) => Verdict::Unavailable { why },
+        Err(Stop::Invalid(why)) => {
+            reader.refusals.push(why);
+            Verdict::Invalid {
+                why: reader.refusals.join("; "),
+            }
+        }
+    }
+}
+
+/// Why reading stopped early.
+enum Stop {
+    /// The registry could not be read: the verdict is unknown.
+    Unavailable(String),
+    /// What the registry holds is refused (over a limit, not what it claims to be).
+    Invalid(String),
+}
+
+impl From<OciError> for Stop {
+    fn from(error: OciError) -> Stop {
+        match error {
+            OciError::ImageTooLarge { .. }
+            | OciError::DigestMismatch { .. }
+            | OciError::InvalidImage { .. }
+            | OciError::InvalidReference { .. } => Stop::Invalid(error.to_string()),
+            other => Stop::Unavailable(other.to_string()),
+        }
+    }
+}
+
+struct Reader<'a> {
+    client: &'a RegistryClient,
+    auth: &'a RegistryAuth,
+    image: &'a ResolvedImage,
+    requirement: &'a Requirement,
+    /// Why each signature found did not count, for [`Verdict::Invalid`].
+    refusals: Vec<String>,
+    /// Signatures found, counted or not.
+    found: usize,
+}
+
+/// The signature of a simple-signing layer and its keyless material, from its annotations.
+struct SignatureParts<'a> {
+    signature: Vec<u8>,
+    certificate: Option<&'a str>,
+    chain: Option<&'a str>,
+    rekor_bundle: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct Manifest {
+    #[serde(default)]
+    layers: Vec<Descriptor>,
+    #[serde(default)]
+    manifests: Vec<Descriptor>,
+    subject: Option<Descriptor>,
+}
+
+#[derive(Deserialize, Clone)]
+struct Descriptor {
+    #[serde(rename = "mediaType", default)]
+    media_type: String,
+    #[serde(rename = "artifactType", default)]
+    artifact_type: Option<String>,
+    digest: String,
+    size: u64,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+impl Reader<'_> {
+    async fn fetch(
+        &self,
+        request: ArtifactRequest<'_>,
+        max_bytes: u64,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, Stop> {
+        let limit = ArtifactLimit { max_bytes, name };
+        Ok(self
+            .client
+            .fetch_artifact(self.image, request, limit, self.auth)
+            .await?
+            .map(|artifact| artifact.bytes))
+    }
+
+    /// The hex of the pinned digest: the name of both signature tags.
+    fn digest_tag(&self) -> Result<String, Stop> {
+        self.image
+            .digest
+            .strip_prefix("sha256:")
+            .map(|hex| format!("sha256-{hex}"))
+            .ok_or_else(|| {
+                Stop::Invalid(format!(
+                    "{}: only sha256 digests can be verified",
+                    self.image.repository_with_digest
+                ))
+            })
+    }
+
+    fn parse_manifest(&self, bytes: &[u8], what: &str) -> Result<Manifest, Stop> {
+        serde_json::from_slice(bytes).map_err(|error| {
+            Stop::Invalid(format!(
+                "{what} of {} is not a manifest: {error}",
+                self.image.repository_with_digest
+            ))
+        })
+    }
+
+    /// The legacy layout: one manifest at `sha256-<hex>.sig`, a layer per signature.
+    async fn legacy_tag(&mut self) -> Result<Option<Verified>, Stop> {
+        let tag = format!("{}.sig", self.digest_tag()?);
+        let Some(bytes) = self
+            .fetch(
+                ArtifactRequest::Manifest(&tag),
+                MAX_SIGNATURE_MANIFEST_BYTES,
+                "MAX_SIGNATURE_MANIFEST_BYTES",
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let manifest = self.parse_manifest(&bytes, &format!("the signature tag {tag}"))?;
+        if manifest.layers.len() > MAX_SIGNATURES {
+            return Err(Stop::Invalid(format!(
+                "the signature tag {tag} holds {} signatures, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
+                manifest.layers.len()
+            )));
+        }
+        for layer in &manifest.layers {
+            if layer.media_type != SIMPLE_SIGNING {
+                continue;
+            }
+            self.found += 1;
+            match self.legacy_signature(layer).await? {
+                Ok(signer) => {
+                    return Ok(Some(Verified {
+                        signer,
+                        signature_digest: layer.digest.clone(),
+                        layout: Layout::Tag,
+                    }));
+                }
+                Err(why) => self
+                    .refusals
+                    .push(format!("signature {} ({tag}): {why}", layer.digest)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// One simple-signing layer: `Ok(Err(why))` when it does not count.
+    async fn legacy_signature(&self, layer: &Descriptor) -> Result<Result<Signer, String>, Stop> {
+        if layer.size > MAX_PAYLOAD_BYTES {
+            return Ok(Err(format!(
+                "the payload is {} bytes, over the limit of {MAX_PAYLOAD_BYTES} (MAX_PAYLOAD_BYTES)",
+                layer.size
+            )));
+        }
+        let annotation = |key: &str| -> Result<Option<&str>, String> {
+            match layer.annotations.get(key) {
+                Some(value) if value.len() > MAX_ANNOTATION_BYTES => Err(format!(
+                    "annotation {key} is {} bytes, over the limit of {MAX_ANNOTATION_BYTES} (MAX_ANNOTATION_BYTES)",
+                    value.len()
+                )),
+                other => Ok(other.map(String::as_str)),
+            }
+        };
+        let read = || -> Result<SignatureParts<'_>, String> {
+            let signature = annotation(SIGNATURE_ANNOTATION)?
+                .ok_or_else(|| format!("no {SIGNATURE_ANNOTATION} annotation"))?;
+            let signature = STANDARD
+                .decode(signature.trim())
+                .map_err(|error| format!("the signature is not base64: {error}"))?;
+            Ok(SignatureParts {
+                signature,
+                certificate: annotation(CERTIFICATE_ANNOTATION)?,
+                chain: annotation(CHAIN_ANNOTATION)?,
+                rekor_bundle: annotation(REKOR_BUNDLE_ANNOTATION)?,
+            })
+        };
+        let parts = match read() {
+            Ok(parts) => parts,
+            Err(why) => return Ok(Err(why)),
+        };
+        let Some(payload) = self
+            .fetch(
+                ArtifactRequest::Blob(&layer.digest),
+                MAX_PAYLOAD_BYTES,
+                "MAX_PAYLOAD_BYTES",
+            )
+            .await?
+        else {
+            return Ok(Err("its payload blob is missing".to_string()));
+        };
+        let signer = match self.check_signature(
+            &payload,
+            &parts.signature,
+            parts.certificate,
+            parts.chain,
+            parts.rekor_bundle,
+        ) {
+            Ok(signer) => signer,
+            Err(why) => return Ok(Err(why)),
+        };
+        Ok(check_simple_signing(&payload, self.image).map(|()| signer))
+    }
+
+    /// Who made `signature` over `message`, under the requirement's keys or keyless identities.
+    fn check_signature(
+        &self,
+        message: &[u8],
+        signature: &[u8],
+        certificate: Option<&str>,
+        chain: Option<&str>,
+        rekor_bundle: Option<&str>,
+    ) -> Result<Signer, String> {
+        if let Some(key) = self
+            .requirement
+            .keys
+            .iter()
+            .find(|key| key.verifies(message, signature))
+        {
+            return Ok(Signer::Key {
+                fingerprint: key.fingerprint().to_string(),
+            });
+        }
+        match (&self.requirement.keyless, certificate) {
+            (Some(keyless), Some(certificate)) => verify_keyless(
+                keyless,
+                message,
+                signature,
+                certificate,
+                chain,
+                rekor_bundle,
+            ),
+            _ => Err(format!(
+                "not signed by any of the {} accepted keys",
+                self.requirement.keys.len()
+            )),
+        }
+    }
+
+    /// Sigstore bundles attached as referrers: the referrers API, else its fallback tag.
+    async fn referrers(&mut self) -> Result<Option<Verified>, Stop> {
+        let (bytes, layout) = match self
+            .fetch(
+                ArtifactRequest::Referrers(&self.image.digest),
+                MAX_SIGNATURE_MANIFEST_BYTES,
+                "MAX_SIGNATURE_MANIFEST_BYTES",
+            )
+            .await?
+        {
+            Some(bytes) => (bytes, Layout::Referrers),
+            None => {
+                let tag = self.digest_tag()?;
+                match self
+                    .fetch(
+                        ArtifactRequest::Manifest(&tag),
+                        MAX_SIGNATURE_MANIFEST_BYTES,
+                        "MAX_SIGNATURE_MANIFEST_BYTES",
+                    )
+                    .await?
+                {
+                    Some(bytes) => (bytes, Layout::ReferrersTag),
+                    None => return Ok(None),
+                }
+            }
+        };
+        let index = self.parse_manifest(&bytes, "the referrers index")?;
+        if index.manifests.len() > MAX_REFERRERS {
+            return Err(Stop::Invalid(format!(
+                "the referrers index of {} lists {} manifests, over the limit of {MAX_REFERRERS} (MAX_REFERRERS)",
+                self.image.repository_with_digest,
+                index.manifests.len()
+            )));
+        }
+        let mut bundles: Vec<&Descriptor> = index
+            .manifests
+            .iter()
+            .filter(|entry| entry.artifact_type.as_deref() == Some(BUNDLE_MEDIA_TYPE))
+            .collect();
+        // The same referrer listed again is read once: a looping or padded index costs
+        // nothing more.
+        bundles.sort_by(|a, b| a.digest.cmp(&b.digest));
+        bundles.dedup_by(|a, b| a.digest == b.digest);
+        if bundles.len() > MAX_SIGNATURES {
+            return Err(Stop::Invalid(format!(
+                "{} lists {} signature bundles, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
+                self.image.repository_with_digest,
+                bundles.len()
+            )));
+        }
+        for entry in bundles {
+            self.found += 1;
+            match self.bundle_referrer(entry).await? {
+                Ok(signer) => {
+                    return Ok(Some(Verified {
+                        signer,
+                        signature_digest: entry.digest.clone(),
+                        layout,
+                    }));
+                }
+                Err(why) => self
+                    .refusals
+                    .push(format!("signature bundle {}: {why}", entry.digest)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// One referrer manifest holding a bundle: `Ok(Err(why))` when it does not count.
+    async fn bundle_referrer(&self, entry: &Descriptor) -> Result<Result<Signer, String>, Stop> {
+        if entry.size > MAX_SIGNATURE_MANIFEST_BYTES {
+            return Ok(Err(format!(
+                "the referrer manifest is {} bytes, over the limit of {MAX_SIGNATURE_MANIFEST_BYTES} (MAX_SIGNATURE_MANIFEST_BYTES)",
+                entry.size
+            )));
+        }
+        let Some(bytes) = self
+            .fetch(
+                ArtifactRequest::Manifest(&entry.digest),
+                MAX_SIGNATURE_MANIFEST_BYTES,
+                "MAX_SIGNATURE_MANIFEST_BYTES",
+            )
+            .await?
+        else {
+            return Ok(Err("the referrer manifest is missing".to_string()));
+        };
+        let manifest = self.parse_manifest(&bytes, "a referrer")?;
+        // The fallback tag is a plain tag anyone who can push may rewrite: only the
+        // referrer's own `subject` ties it to this image.
+        if manifest
+            .subject
+            .as_ref()
+            .map(|subject| subject.digest.as_str())
+            != Some(self.image.digest.as_str())
+        {
+            return Ok(Err(format!(
+                "it refers to another manifest than {}",
+                self.image.digest
+            )));
+        }
+        let [layer] = manifest.layers.as_slice() else {
+            return Ok(Err(format!(
+                "it holds {} layers, not the one bundle",
+                manifest.layers.len()
+            )));
+        };
+        if layer.media_type != BUNDLE_MEDIA_TYPE {
+            return Ok(Err(format!(
+                "its layer is a {:?}, not a bundle",
+                layer.media_type
+            )));
+        }
+        if layer.size > MAX_BUNDLE_BYTES {
+            return Ok(Err(format!(
+                "the bundle is {} bytes, over the limit of {MAX_BUNDLE_BYTES} (MAX_BUNDLE_BYTES)",
+                layer.size
+            )));
+        }
+        let Some(bundle) = self
+            .fetch(
+                ArtifactRequest::Blob(&layer.digest),
+                MAX_BUNDLE_BYTES,
+                "MAX_BUNDLE_BYTES",
+            )
+            .await?
+        else {
+            return Ok(Err("its bundle blob is missing".to_string()));
+        };
+        Ok(self.check_bundle(&bundle))
+    }
+
+    /// A Sigstore bundle with a DSSE envelope of an in-toto statement naming the digest.
+    fn check_bundle(&self, bytes: &[u8]) -> Result<Signer, String> {
+        let bundle: Bundle = serde_json::from_slice(bytes)
+            .map_err(|error| format!("the bundle is not a Sigstore bundle: {error}"))?;
+        let envelope = bundle
+            .dsse_envelope
+            .ok_or("the bundle holds no DSSE envelope")?;
+        if envelope.payload_type != DSSE_IN_TOTO {
+            return Err(format!(
+                "the envelope's payload is a {:?}, not an in-toto statement",
+                envelope.payload_type
+            ));
+        }
+        let payload = STANDARD
+            .decode(&envelope.payload)
+            .map_err(|error| format!("the envelope's payload is not base64: {error}"))?;
+        let signed = pre_authentication_encoding(&envelope.payload_type, &payload);
+        if envelope.signatures.len() > MAX_SIGNATURES {
+            return Err(format!(
+                "the envelope holds {} signatures, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
+                envelope.signatures.len()
+            ));
+        }
+        let mut last_refusal = "the envelope holds no signature".to_string();
+        for signature in &envelope.signatures {
+            let Ok(raw) = STANDARD.decode(&signature.sig) else {
+                last_refusal = "a signature of the envelope is not base64".to_string();
+                continue;
+            };
+            if bundle.verification_material.certificate.is_some() {
+                last_refusal = "keyless signatures in bundles are not supported yet; sign with --new-bundle-format=false, or with a key".to_string();
+                continue;
+            }
+            match self.check_signature(&signed, &raw, None, None, None) {
+                Ok(signer) => {
+                    check_statement(&payload, &self.image.digest)?;
+                    return Ok(signer);
+                }
+                Err(why) => last_refusal = why,
+            }
+        }
+        Err(last_refusal)
+    }
+}
+
+/// DSSE's signed bytes: `DSSEv1 <len(type)> <type> <len(payload)> <payload>`.
+fn pre_authentication_encoding(payload_type: &str, payload: &[u8]) -> Vec<u8> {
+    let mut signed = format!(
+        "DSSEv1 {} {payload_type} {} ",
+        payload_type.len(),
+        payload.len()
+    )
+    .into_bytes();
+    signed.extend_from_slice(payload);
+    signed
+}
+
+#[derive(Deserialize)]
+struct Bundle {
+    #[serde(rename = "verificationMaterial", default)]
+    verification_material: VerificationMaterial,
+    #[serde(rename = "dsseEnvelope")]
+    dsse_envelope: Option<Envelope>,
+}
+
+#[derive(Deserialize, Default)]
+struct VerificationMaterial {
+    certificate: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    payload: String,
+    #[serde(rename = "payloadType")]
+    payload_type: String,
+    #[serde(default)]
+    signatures: Vec<EnvelopeSignature>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeSignature {
+    sig: String,
+}
+
+#[derive(Deserialize)]
+struct Statement {
+    #[serde(rename = "_type")]
+    statement_type: String,
+    #[serde(rename = "predicateType")]
+    predicate_type: String,
+    subject: Vec<StatementSubject>,
+}
+
+#[derive(Deserialize)]
+struct StatementSubject {
+    digest: BTreeMap<String, String>,
+}
+
+/// The statement must be cosign's signing predicate over exactly `digest`.
+fn check_statement(payload: &[u8], digest: &str) -> Result<(), String> {
+    let statement: Statement = serde_json::from_slice(payload)
+        .map_err(|error| format!("the signed statement is not an in-toto statement: {error}"))?;
+    if statement.statement_type != IN_TOTO_STATEMENT
+        || statement.predicate_type != COSIGN_SIGN_PREDICATE
+    {
+        return Err(format!(
+            "the signed statement is a {:?} of {:?}, not a cosign signature",
+            statement.statement_type, statement.predicate_type
+        ));
+    }
+    let (algorithm, hex) = digest.split_once(':').unwrap_or(("", digest));
+    let [subject] = statement.subject.as_slice() else {
+        return Err(format!(
+            "the signed statement names {} subjects, not the one image",
+            statement.subject.len()
+        ));
+    };
+    match subject.digest.get(algorithm) {
+        Some(signed) if signed == hex => Ok(()),
+        Some(signed) => Err(format!(
+            "the signature is over {algorithm}:{signed}, not the pinned {digest}"
+        )),
+        None => Err(format!("the signed statement names no {algorithm} digest")),
+    }
+}
+
+#[derive(Deserialize)]
+struct SimpleSigning {
+    critical: Critical,
+}
+
+#[derive(Deserialize)]
+struct Critical {
+    #[serde(rename = "type")]
+    signature_type: String,
+    image: CriticalImage,
+    identity: CriticalIdentity,
+}
+
+#[derive(Deserialize)]
+struct CriticalImage {
+    #[serde(rename = "docker-manifest-digest")]
+    docker_manifest_digest: String,
+}
+
+#[derive(Deserialize)]
+struct CriticalIdentity {
+    #[serde(rename = "docker-reference")]
+    docker_reference: String,
+}
+
+/// What a simple-signing payload claims must be this image: its digest and its repository.
+fn check_simple_signing(payload: &[u8], image: &ResolvedImage) -> Result<(), String> {
+    let signed: SimpleSigning = serde_json::from_slice(payload)
+        .map_err(|error| format!("the payload is not a simple-signing payload: {error}"))?;
+    let critical = signed.critical;
+    if critical.signature_type != COSIGN_SIGNATURE_TYPE {
+        return Err(format!(
+            "the payload's type is {:?}, not {COSIGN_SIGNATURE_TYPE:?}",
+            critical.signature_type
+        ));
+    }
+    if critical.image.docker_manifest_digest != image.digest {
+        return Err(format!(
+            "the signature is over {}, not the pinned {}",
+            critical.image.docker_manifest_digest, image.digest
+        ));
+    }
+    if !same_repository(&critical.identity.docker_reference, image) {
+        return Err(format!(
+            "the signature is for repository {:?}, not {}/{} (copied from another repository)",
+            critical.identity.docker_reference, image.registry, image.repository
+        ));
+    }
+    Ok(())
+}
+
+/// Whether cosign's `docker-reference` (the repository, without tag or digest) names the
+/// image's repository; Docker Hub goes by two host names.
+fn same_repository(reference: &str, image: &ResolvedImage) -> bool {
+    let ours = format!("{}/{}", image.registry, image.repository);
+    let docker_hub = |name: &str| {
+        name.strip_prefix("index.docker.io/")
+            .or_else(|| name.strip_prefix("docker.io/"))
+            .map(|path| format!("docker.io/{path}"))
+            .unwrap_or_else(|| name.to_string())
+    };
+    docker_hub(reference) == docker_hub(&ours)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image() -> ResolvedImage {
+        ResolvedImage::from_pinned(&format!(
+            "127.0.0.1:5000/skills/a@sha256:{}",
+            "a".repeat(64)
+        ))
+        .expect("a pinned reference")
+    }
+
+    fn payload(reference: &str, digest: &str) -> Vec<u8> {
+        serde_json::json!({"critical": {"identity": {"docker-reference": reference}, "image": {"docker-manifest-digest": digest}, "type": COSIGN_SIGNATURE_TYPE}, "optional": null}).to_string().into_bytes()
+    }
+
+    #[test]
+    fn a_payload_must_name_the_pinned_digest_and_repository() {
+        let image = image();
+        let ok = payload("127.0.0.1:5000/skills/a", &image.digest);
+        assert_eq!(check_simple_signing(&ok, &image), Ok(()));
+        let other_digest = payload(
+            "127.0.0.1:5000/skills/a",
+            &format!("sha256:{}", "b".repeat(64)),
+        );
+        let why = check_simple_signing(&other_digest, &image).expect_err("another digest");
+        assert!(why.contains("not the pinned"), "{why}");
+        let copied = payload("127.0.0.1:5000/skills/b", &image.digest);
+        let why = check_simple_signing(&copied, &image).expect_err("another repository");
+        assert!(why.contains("copied from another repository"), "{why}");
+    }
+
+    #[test]
+    fn docker_hub_is_one_repository_under_both_names() {
+        let image =
+            ResolvedImage::from_pinned(&format!("docker.io/library/x@sha256:{}", "a".repeat(64)))
+                .expect("a pinned reference");
+        assert!(same_repository("index.docker.io/library/x", &image));
+        assert!(!same_repository("index.docker.io/library/y", &image));
+    }
+
+    #[test]
+    fn a_statement_must_be_cosigns_over_the_digest() {
+        let digest = format!("sha256:{}", "c".repeat(64));
+        let statement = |kind: &str, hex: &str| {
+            serde_json::json!({"_type": IN_TOTO_STATEMENT, "predicateType": kind, "subject": [{"digest": {"sha256": hex}}], "predicate": {}}).to_string().into_bytes()
+        };
+        assert_eq!(
+            check_statement(&statement(COSIGN_SIGN_PREDICATE, &"c".repeat(64)), &digest),
+            Ok(())
+        );
+        assert!(
+            check_statement(&statement(COSIGN_SIGN_PREDICATE, &"d".repeat(64)), &digest).is_err()
+        );
+        assert!(
+            check_statement(
+                &statement("https://slsa.dev/provenance/v1", &"c".repeat(64)),
+                &digest
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn the_dsse_encoding_counts_bytes() {
+        assert_eq!(
+            pre_authentication_encoding("t", b"ab"),
+            b"DSSEv1 1 t 2 ab".to_vec()
+        );
+    }
+}

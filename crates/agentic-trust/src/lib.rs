@@ -1,0 +1,149 @@
+//! Skill provenance, verified offline: cosign signatures of skill images and SSH signatures
+//! of git commits. No Kubernetes client; registry reads go through `agentic-oci`'s
+//! [`RegistryClient`](agentic_oci::RegistryClient).
+//!
+//! # Images
+//!
+//! [`verify_image`] takes an image pinned by digest and a [`Requirement`] (cosign public keys
+//! — several, for rotation — or keyless identities under a [`TrustRoot`]) and returns a
+//! [`Verdict`]:
+//!
+//! - [`Verdict::Verified`]: who signed ([`Signer`]: the key's fingerprint, or the
+//!   certificate's issuer and subject), the digest of the signature read, and its [`Layout`];
+//! - [`Verdict::Unsigned`]: no signature in either layout;
+//! - [`Verdict::Invalid`]: signatures exist but none counts (wrong key, over another digest,
+//!   copied from another repository, a forged log entry, over a limit), and why;
+//! - [`Verdict::Unavailable`]: the registry could not be read; keep the previous verdict.
+//!
+//! Both layouts cosign writes are read: the legacy `sha256-<hex>.sig` tag (simple-signing
+//! payloads, whose `critical.image.docker-manifest-digest` must be the pinned digest and
+//! `critical.identity.docker-reference` the image's repository), and Sigstore bundles (v0.3,
+//! a DSSE envelope of cosign's `https://sigstore.dev/cosign/sign/v1` in-toto statement)
+//! attached as OCI referrers, found with the referrers API or, on registries without it,
+//! its `sha256-<hex>` fallback tag. A referrer counts only if its own `subject` is the pinned
+//! digest. cosign's bundles name the digest but no repository, so a bundle binds to the
+//! digest alone.
+//!
+//! [`VerificationCache`] keeps verdicts by repository, digest and requirement identity
+//! (e.g. a policy's UID and generation), one verification for all concurrent lookups.
+//!
+//! # Keyless, offline
+//!
+//! A keyless signature (legacy layout) counts when: the signature verifies with its
+//! certificate's key; the certificate chains (at most [`MAX_CHAIN_LENGTH`] certificates,
+//! each link's signature checked) to a certificate authority of the trust root and is for
+//! code signing; the Rekor signed entry timestamp verifies with a Rekor key of the trust
+//! root (the one whose SPKI digest is the entry's log id); the logged `hashedrekord` entry is
+//! this signature (payload hash, signature and certificate compared: sigstore-rs#285's
+//! verifier skipped that, so a valid SET of another entry would pass); every certificate
+//! was valid at the logged time; and the certificate's issuer and subject match an accepted
+//! [`Identity`]. Nothing is fetched from any Sigstore service.
+//!
+//! Not done yet: signed certificate timestamps (the trust root's CT log keys are read and
+//! kept, not checked), keyless signatures inside bundles, RSA keys.
+//!
+//! # Git
+//!
+//! [`verify_commit`] checks a raw commit object's `gpgsig` SSH signature (SSHSIG, namespace
+//! `git`) against [`AllowedSigners`], git's `gpg.ssh.allowedSignersFile` format. GPG
+//! signatures are refused as not supported.
+//!
+//! # Limits
+//!
+//! | limit | value | guards |
+//! |---|---|---|
+//! | [`MAX_SIGNATURE_MANIFEST_BYTES`] | 256 KiB | a `.sig` manifest, a referrer, a referrers index |
+//! | [`MAX_SIGNATURES`] | 64 | signatures per layout, envelope signatures |
+//! | [`MAX_REFERRERS`] | 256 | descriptors of a referrers index |
+//! | [`MAX_PAYLOAD_BYTES`] | 16 KiB | a simple-signing payload |
+//! | [`MAX_BUNDLE_BYTES`] | 128 KiB | a Sigstore bundle |
+//! | [`MAX_ANNOTATION_BYTES`] | 32 KiB | a signature, certificate, chain or Rekor bundle annotation |
+//! | [`MAX_CHAIN_LENGTH`] | 5 | certificates from the leaf to the trust root |
+//! | [`MAX_TRUST_ROOT_CERTIFICATES`] | 64 | certificate authorities of a trust root |
+//! | [`MAX_COMMIT_BYTES`] | 1 MiB | a commit object |
+//! | [`MAX_ALLOWED_SIGNERS`] | 1024 | lines of an allowed-signers list |
+//!
+//! Sizes are checked before reading (a descriptor's `size`, `Content-Length`) and while
+//! reading. Referrers are never followed recursively and a referrer listed twice is read
+//! once, so a looping index ends.
+
+mod cache;
+mod git;
+mod image;
+mod keyless;
+mod keys;
+mod limits;
+mod requirement;
+
+pub use cache::{CacheKey, DEFAULT_CACHE_ENTRIES, UNVERIFIED_TTL, VerificationCache};
+pub use git::{AllowedSigners, CommitVerdict, verify_commit};
+pub use image::verify_image;
+pub use keys::PublicKey;
+pub use limits::{
+    MAX_ALLOWED_SIGNERS, MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_CHAIN_LENGTH,
+    MAX_COMMIT_BYTES, MAX_PAYLOAD_BYTES, MAX_REFERRERS, MAX_SIGNATURE_MANIFEST_BYTES,
+    MAX_SIGNATURES, MAX_TRUST_ROOT_CERTIFICATES,
+};
+pub use requirement::{Identity, Keyless, MAX_PATTERN_BYTES, Pattern, Requirement, TrustRoot};
+
+/// The outcome of [`verify_image`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Verified(Verified),
+    /// No signature in either layout.
+    Unsigned,
+    /// Signatures exist, none counts.
+    Invalid {
+        why: String,
+    },
+    /// The registry could not be read: the caller keeps its previous verdict.
+    Unavailable {
+        why: String,
+    },
+}
+
+/// A signature that counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub signer: Signer,
+    /// `sha256:…` of what was read: the simple-signing layer (legacy tag), or the referrer
+    /// manifest (bundles).
+    pub signature_digest: String,
+    pub layout: Layout,
+}
+
+/// Who signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signer {
+    /// A cosign key, by `sha256:<hex>` of its DER SubjectPublicKeyInfo.
+    Key { fingerprint: String },
+    /// A keyless certificate's OIDC issuer and subject.
+    Identity { issuer: String, subject: String },
+}
+
+/// Where the signature was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// The legacy `sha256-<hex>.sig` tag.
+    Tag,
+    /// A referrer listed by the registry's referrers API.
+    Referrers,
+    /// A referrer listed by the `sha256-<hex>` fallback tag (registries without the API).
+    ReferrersTag,
+}
+
+/// Input that cannot make a [`Requirement`] or [`AllowedSigners`]: a key, certificate,
+/// pattern or allowed-signers line, named with what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrustError {
+    #[error("{name}: {message}")]
+    InvalidKey { name: String, message: String },
+    #[error("{field}: invalid pattern: {message}")]
+    InvalidPattern { field: String, message: String },
+    #[error("{name}, line {line}: {message}")]
+    InvalidAllowedSigners {
+        name: String,
+        line: usize,
+        message: String,
+    },
+}

@@ -1,0 +1,468 @@
+//! Signatures made by cosign (COSIGN_BIN, from `hack/install-cosign.sh`) in the test
+//! registry, verified by `verify_image`; hostile signature manifests pushed by hand.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agentic_oci::{RegistryAuth, RegistryClient, RegistryOptions, ResolvedImage};
+use agentic_testenv::Registry;
+use agentic_trust::{Layout, PublicKey, Requirement, Signer, Verdict, verify_image};
+use base64::Engine as _;
+use sha2::{Digest as _, Sha256};
+
+const ANONYMOUS: RegistryAuth = RegistryAuth::Anonymous;
+const PASSWORD: &str = "test-only-password";
+
+struct Env {
+    registry: Registry,
+    client: RegistryClient,
+    http: reqwest::Client,
+    dir: tempfile::TempDir,
+    cosign: PathBuf,
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+impl Env {
+    async fn start() -> Env {
+        let cosign = PathBuf::from(
+            std::env::var("COSIGN_BIN").expect("COSIGN_BIN (hack/install-cosign.sh | tail -n1)"),
+        );
+        let registry = Registry::start().await.expect("the test registry starts");
+        let client = RegistryClient::new(RegistryOptions {
+            insecure_registries: vec![registry.addr()],
+            ..RegistryOptions::default()
+        })
+        .expect("a registry client");
+        Env {
+            registry,
+            client,
+            http: reqwest::Client::new(),
+            dir: tempfile::tempdir().expect("a scratch directory"),
+            cosign,
+        }
+    }
+
+    /// Pushes a one-skill image whose content depends on `variant`, to `repository:tag`.
+    async fn push_skill(&self, repository: &str, tag: &str, variant: &str) -> ResolvedImage {
+        let dir = self.dir.path().join("skills").join(variant).join("demo");
+        std::fs::create_dir_all(&dir).expect("a skill directory");
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!(
+                "---\nname: demo\ndescription: The demo skill, variant {variant}.\n---\n# demo\n"
+            ),
+        )
+        .expect("SKILL.md written");
+        let packed = agentic_oci::pack_skills(&[dir]).expect("the skill packs");
+        let pinned = self
+            .client
+            .push_image(
+                &packed,
+                &format!("{}/{repository}:{tag}", self.registry.addr()),
+                &ANONYMOUS,
+            )
+            .await
+            .expect("the image is pushed");
+        ResolvedImage::from_pinned(&pinned).expect("a pinned reference")
+    }
+
+    fn cosign(&self, args: &[&str]) -> std::process::Output {
+        let home = self.dir.path().join("home");
+        std::fs::create_dir_all(&home).expect("a home for cosign");
+        Command::new(&self.cosign)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("COSIGN_PASSWORD", PASSWORD)
+            .env("HOME", &home)
+            .env("TUF_ROOT", home.join("tuf"))
+            // Anything but the loopback registry goes to a closed loopback port: the tests
+            // must never reach a Sigstore service.
+            .env("HTTPS_PROXY", "http://127.0.0.1:9")
+            .env("HTTP_PROXY", "http://127.0.0.1:9")
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .output()
+            .expect("cosign runs")
+    }
+
+    /// A new cosign key pair: the private key's path and the public key.
+    fn key_pair(&self, name: &str) -> (PathBuf, PublicKey, String) {
+        let dir = self.dir.path().join("keys").join(name);
+        std::fs::create_dir_all(&dir).expect("a key directory");
+        let prefix = dir.join("cosign");
+        let out = self.cosign(&[
+            "generate-key-pair",
+            "--output-key-prefix",
+            prefix.to_str().expect("a UTF-8 path"),
+        ]);
+        assert!(
+            out.status.success(),
+            "cosign generate-key-pair: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let pem = std::fs::read_to_string(dir.join("cosign.pub")).expect("cosign.pub");
+        let key = PublicKey::from_pem(&pem, name).expect("cosign's public key reads");
+        (dir.join("cosign.key"), key, pem)
+    }
+
+    /// Signs `image` by digest with cosign, in the legacy tag layout or as a bundle referrer.
+    fn sign(&self, key: &Path, image: &ResolvedImage, bundle: bool) {
+        let out = self.cosign(&[
+            "sign",
+            "--key",
+            key.to_str().expect("a UTF-8 path"),
+            "--tlog-upload=false",
+            "--use-signing-config=false",
+            &format!("--new-bundle-format={bundle}"),
+            "--allow-http-registry",
+            "--yes",
+            &image.repository_with_digest,
+        ]);
+        assert!(
+            out.status.success(),
+            "cosign sign: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    async fn verify(&self, image: &ResolvedImage, requirement: &Requirement) -> Verdict {
+        verify_image(&self.client, &ANONYMOUS, image, requirement).await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}/v2/{path}", self.registry.addr())
+    }
+
+    async fn get_manifest(&self, repository: &str, reference: &str) -> Vec<u8> {
+        let response = self
+            .http
+            .get(self.url(&format!("{repository}/manifests/{reference}")))
+            .header("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json")
+            .send()
+            .await
+            .expect("the registry answers");
+        assert!(
+            response.status().is_success(),
+            "GET manifest {repository}:{reference}: {}",
+            response.status()
+        );
+        response.bytes().await.expect("a manifest body").to_vec()
+    }
+
+    async fn put_manifest(&self, repository: &str, reference: &str, manifest: &[u8]) {
+        let media_type = serde_json::from_slice::<serde_json::Value>(manifest)
+            .ok()
+            .and_then(|value| value["mediaType"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "application/vnd.oci.image.manifest.v1+json".to_string());
+        let response = self
+            .http
+            .put(self.url(&format!("{repository}/manifests/{reference}")))
+            .header("Content-Type", media_type)
+            .body(manifest.to_vec())
+            .send()
+            .await
+            .expect("the registry answers");
+        assert!(
+            response.status().is_success(),
+            "PUT manifest {repository}:{reference}: {} {}",
+            response.status(),
+            response.text().await.unwrap_or_default()
+        );
+    }
+
+    async fn get_blob(&self, repository: &str, digest: &str) -> Vec<u8> {
+        let response = self
+            .http
+            .get(self.url(&format!("{repository}/blobs/{digest}")))
+            .send()
+            .await
+            .expect("the registry answers");
+        assert!(
+            response.status().is_success(),
+            "GET blob {digest}: {}",
+            response.status()
+        );
+        response.bytes().await.expect("a blob").to_vec()
+    }
+
+    async fn put_blob(&self, repository: &str, blob: &[u8]) -> String {
+        let digest = sha256(blob);
+        let started = self
+            .http
+            .post(self.url(&format!("{repository}/blobs/uploads/")))
+            .send()
+            .await
+            .expect("the registry answers");
+        assert_eq!(started.status().as_u16(), 202, "starting an upload");
+        let location = started
+            .headers()
+            .get("location")
+            .and_then(|value| value.to_str().ok())
+            .expect("an upload location")
+            .to_string();
+        let location = if location.starts_with("http") {
+            location
+        } else {
+            format!("http://{}{location}", self.registry.addr())
+        };
+        let separator = if location.contains('?') { '&' } else { '?' };
+        let done = self
+            .http
+            .put(format!("{location}{separator}digest={digest}"))
+            .header("Content-Type", "application/octet-stream")
+            .body(blob.to_vec())
+            .send()
+            .await
+            .expect("the registry answers");
+        assert!(
+            done.status().is_success(),
+            "finishing an upload: {}",
+            done.status()
+        );
+        digest
+    }
+
+    /// Copies the manifest at `from_repository:from` (its config and layers too) to
+    /// `to_repository:to`, byte for byte.
+    async fn copy_manifest(
+        &self,
+        from_repository: &str,
+        from: &str,
+        to_repository: &str,
+        to: &str,
+    ) {
+        let manifest = self.get_manifest(from_repository, from).await;
+        let parsed: serde_json::Value = serde_json::from_slice(&manifest).expect("a JSON manifest");
+        let mut digests = vec![parsed["config"]["digest"].clone()];
+        digests.extend(
+            parsed["layers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|layer| layer["digest"].clone()),
+        );
+        for digest in digests.iter().filter_map(|digest| digest.as_str()) {
+            let blob = self.get_blob(from_repository, digest).await;
+            self.put_blob(to_repository, &blob).await;
+        }
+        self.put_manifest(to_repository, to, &manifest).await;
+    }
+}
+
+fn sig_tag(image: &ResolvedImage) -> String {
+    format!("{}.sig", image.digest.replace(':', "-"))
+}
+
+fn fingerprint_of(pem: &str) -> String {
+    let body: String = pem
+        .lines()
+        .filter(|line| !line.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .expect("a base64 PEM body");
+    sha256(&der)
+}
+
+fn expect_invalid(verdict: Verdict, expected: &str) {
+    match verdict {
+        Verdict::Invalid { why } => {
+            assert!(why.contains(expected), "expected {expected:?} in {why:?}")
+        }
+        other => panic!("expected Invalid ({expected}), got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn cosign_signatures_in_the_tag_layout() {
+    let env = Env::start().await;
+    let (key_a, public_a, pem_a) = env.key_pair("a");
+    let (key_b, public_b, pem_b) = env.key_pair("b");
+    let signed = env.push_skill("skills/demo", "v1", "signed").await;
+    env.sign(&key_a, &signed, false);
+
+    // Signed with A, A required: who signed and where the signature was.
+    let verdict = env
+        .verify(&signed, &Requirement::keys(vec![public_a.clone()]))
+        .await;
+    let Verdict::Verified(verified) = verdict else {
+        panic!("expected Verified, got {verdict:?}");
+    };
+    assert_eq!(
+        verified.signer,
+        Signer::Key {
+            fingerprint: fingerprint_of(&pem_a)
+        }
+    );
+    assert_eq!(verified.layout, Layout::Tag);
+    let sig_manifest: serde_json::Value =
+        serde_json::from_slice(&env.get_manifest("skills/demo", &sig_tag(&signed)).await)
+            .expect("JSON");
+    assert_eq!(
+        verified.signature_digest,
+        sig_manifest["layers"][0]["digest"]
+            .as_str()
+            .expect("a layer digest")
+    );
+
+    // Wrong key.
+    expect_invalid(
+        env.verify(&signed, &Requirement::keys(vec![public_b.clone()]))
+            .await,
+        "not signed by any of the 1 accepted keys",
+    );
+
+    // Rotation: either of two keys counts, and each image names the key that signed it.
+    let rotated = Requirement::keys(vec![public_b.clone(), public_a.clone()]);
+    let verdict = env.verify(&signed, &rotated).await;
+    assert!(
+        matches!(&verdict, Verdict::Verified(v) if v.signer == Signer::Key { fingerprint: fingerprint_of(&pem_a) }),
+        "{verdict:?}"
+    );
+    let newer = env.push_skill("skills/demo", "v2", "newer").await;
+    env.sign(&key_b, &newer, false);
+    let verdict = env.verify(&newer, &rotated).await;
+    assert!(
+        matches!(&verdict, Verdict::Verified(v) if v.signer == Signer::Key { fingerprint: fingerprint_of(&pem_b) }),
+        "{verdict:?}"
+    );
+
+    // Unsigned.
+    let unsigned = env.push_skill("skills/demo", "v3", "unsigned").await;
+    assert_eq!(env.verify(&unsigned, &rotated).await, Verdict::Unsigned);
+
+    // A valid signature of `signed` placed as the signature of `unsigned`: over another digest.
+    env.copy_manifest(
+        "skills/demo",
+        &sig_tag(&signed),
+        "skills/demo",
+        &sig_tag(&unsigned),
+    )
+    .await;
+    expect_invalid(
+        env.verify(&unsigned, &rotated).await,
+        &format!("not the pinned {}", unsigned.digest),
+    );
+
+    // The same image and its valid signature copied to another repository.
+    env.copy_manifest("skills/demo", &signed.digest, "skills/copy", "v1")
+        .await;
+    env.copy_manifest(
+        "skills/demo",
+        &sig_tag(&signed),
+        "skills/copy",
+        &sig_tag(&signed),
+    )
+    .await;
+    let copied = ResolvedImage::from_pinned(&format!(
+        "{}/skills/copy@{}",
+        env.registry.addr(),
+        signed.digest
+    ))
+    .expect("pinned");
+    expect_invalid(
+        env.verify(&copied, &rotated).await,
+        "copied from another repository",
+    );
+}
+
+#[tokio::test]
+async fn a_moved_tag_is_verified_at_its_new_digest() {
+    let env = Env::start().await;
+    let (key, public, _) = env.key_pair("a");
+    let requirement = Requirement::keys(vec![public]);
+    let first = env.push_skill("skills/moving", "stable", "first").await;
+    env.sign(&key, &first, false);
+    assert!(matches!(
+        env.verify(&first, &requirement).await,
+        Verdict::Verified(_)
+    ));
+
+    // The tag moves to an unsigned image: what it names now is unsigned, the old digest
+    // keeps its signature.
+    env.push_skill("skills/moving", "stable", "second").await;
+    let moved = env
+        .client
+        .resolve_digest(
+            &format!("{}/skills/moving:stable", env.registry.addr()),
+            &ANONYMOUS,
+        )
+        .await
+        .expect("the tag resolves");
+    assert_ne!(moved.digest, first.digest);
+    assert_eq!(env.verify(&moved, &requirement).await, Verdict::Unsigned);
+    assert!(matches!(
+        env.verify(&first, &requirement).await,
+        Verdict::Verified(_)
+    ));
+}
+
+#[tokio::test]
+async fn cosign_bundles_as_referrers() {
+    let env = Env::start().await;
+    let (key_a, public_a, pem_a) = env.key_pair("a");
+    let (_, public_b, _) = env.key_pair("b");
+    let image = env.push_skill("skills/bundled", "v1", "bundled").await;
+    env.sign(&key_a, &image, true);
+
+    let verdict = env.verify(&image, &Requirement::keys(vec![public_a])).await;
+    let Verdict::Verified(verified) = verdict else {
+        panic!("expected Verified, got {verdict:?}");
+    };
+    assert_eq!(
+        verified.signer,
+        Signer::Key {
+            fingerprint: fingerprint_of(&pem_a)
+        }
+    );
+    // Debian's registry has no referrers API: cosign wrote the fallback tag.
+    assert_eq!(verified.layout, Layout::ReferrersTag);
+    let index: serde_json::Value = serde_json::from_slice(
+        &env.get_manifest("skills/bundled", &image.digest.replace(':', "-"))
+            .await,
+    )
+    .expect("the fallback index");
+    assert_eq!(
+        verified.signature_digest,
+        index["manifests"][0]["digest"]
+            .as_str()
+            .expect("a referrer")
+    );
+
+    expect_invalid(
+        env.verify(&image, &Requirement::keys(vec![public_b])).await,
+        "not signed by any of the 1 accepted keys",
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_registry_is_unavailable() {
+    let env = Env::start().await;
+    let (_, public, _) = env.key_pair("a");
+    // A loopback port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let addr = closed.local_addr().expect("its address");
+    drop(closed);
+    let image =
+        ResolvedImage::from_pinned(&format!("{addr}/skills/demo@sha256:{}", "a".repeat(64)))
+            .expect("pinned");
+    let client = RegistryClient::new(RegistryOptions {
+        insecure_registries: vec![addr.to_string()],
+        ..RegistryOptions::default()
+    })
+    .expect("a client");
+    let verdict = verify_image(
+        &client,
+        &ANONYMOUS,
+        &image,
+        &Requirement::keys(vec![public]),
+    )
+    .await;
+    assert!(
+        matches!(verdict, Verdict::Unavailable { .. }),
+        "{verdict:?}"
+    );
+}
