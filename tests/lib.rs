@@ -443,6 +443,42 @@ pub fn write_skill(parent: &Path, name: &str, description: &str) -> PathBuf {
     agentic_fixtures::write_skill(parent, name, description).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
+/// Every file and directory below `dir` (not `dir` itself) as a path relative to it, sorted.
+/// Symlinks are listed, never followed. The one walker of the tests: what a skill holds,
+/// what a command wrote, which scripts and samples the repository has.
+pub fn paths_below(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        let entries = std::fs::read_dir(&current)
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", current.display()));
+        for entry in entries {
+            let entry = entry.unwrap_or_else(|e| panic!("cannot list {}: {e}", current.display()));
+            let path = entry.path();
+            let is_dir = entry
+                .file_type()
+                .unwrap_or_else(|e| panic!("cannot stat {}: {e}", path.display()))
+                .is_dir();
+            if is_dir {
+                pending.push(path.clone());
+            }
+            let relative = path.strip_prefix(dir).expect("a path below the walked one");
+            found.push(relative.to_path_buf());
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The files (everything but directories) below `dir`, relative to it, sorted
+/// ([`paths_below`]).
+pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+    paths_below(dir)
+        .into_iter()
+        .filter(|relative| !dir.join(relative).is_dir())
+        .collect()
+}
+
 /// Packs `dirs` and pushes them to the test registry as `repo:tag`; returns the pushed
 /// reference as the registry reports it (`host/repo:tag@sha256:…`).
 pub async fn push(dirs: &[PathBuf], repo_tag: &str) -> String {

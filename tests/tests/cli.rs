@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use agentic_integration_tests::{operator_binary, write_skill};
+use agentic_integration_tests::{files_below, operator_binary, paths_below, write_skill};
 use agentic_oci::{RegistryAuth, RegistryOptions};
 use agentic_testenv::{GitFile, GitServer, Registry};
 use serde_json::Value;
@@ -358,20 +358,12 @@ async fn fetch_cli(args: Vec<String>) -> Output {
     .expect("skill fetch ran")
 }
 
-fn files_below(dir: &Path) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(current) = pending.pop() {
-        for entry in std::fs::read_dir(&current).expect("read dir") {
-            let path = entry.expect("entry").path();
-            let relative = path.strip_prefix(dir).expect("below").display().to_string();
-            if path.is_dir() {
-                pending.push(path);
-            }
-            found.insert(relative);
-        }
-    }
-    found
+/// What `dir` holds, files and directories, as relative paths.
+fn written_below(dir: &Path) -> BTreeSet<String> {
+    paths_below(dir)
+        .iter()
+        .map(|relative| relative.display().to_string())
+        .collect()
 }
 
 #[tokio::test]
@@ -432,7 +424,7 @@ async fn skill_fetch_writes_exactly_the_asked_commit_and_refuses_others() {
     let out = fetch_cli(args(&pinned, dest.path())).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
-        files_below(dest.path()),
+        written_below(dest.path()),
         BTreeSet::from(["SKILL.md", "scripts", "scripts/run.sh"].map(String::from)),
     );
     let skill_md = std::fs::read_to_string(dest.path().join("SKILL.md")).unwrap();
@@ -445,14 +437,14 @@ async fn skill_fetch_writes_exactly_the_asked_commit_and_refuses_others() {
     let out = fetch_cli(args(missing, dest.path())).await;
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stderr(&out).contains(missing), "{}", stderr(&out));
-    assert!(files_below(dest.path()).is_empty());
+    assert!(written_below(dest.path()).is_empty());
 
     // An abbreviated id or a branch name is not a pin.
     let dest = tempfile::tempdir().expect("tempdir");
     for not_a_pin in [&pinned[..12], "main"] {
         let out = fetch_cli(args(not_a_pin, dest.path())).await;
         assert_eq!(out.status.code(), Some(1), "{not_a_pin}: {}", stdout(&out));
-        assert!(files_below(dest.path()).is_empty());
+        assert!(written_below(dest.path()).is_empty());
     }
 
     // A destination that is not empty is not overwritten.
@@ -468,7 +460,7 @@ async fn skill_fetch_writes_exactly_the_asked_commit_and_refuses_others() {
     anonymous.retain(|a| !a.starts_with("--credentials-dir"));
     let out = fetch_cli(anonymous).await;
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-    assert!(files_below(dest.path()).is_empty());
+    assert!(written_below(dest.path()).is_empty());
 }
 
 #[tokio::test]
@@ -702,7 +694,6 @@ fn tree_of(dir: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, bool)> {
     use std::os::unix::fs::PermissionsExt as _;
     files_below(dir)
         .into_iter()
-        .filter(|relative| dir.join(relative).is_file())
         .map(|relative| {
             let path = dir.join(&relative);
             let bytes = std::fs::read(&path).expect("read a file");
@@ -710,7 +701,7 @@ fn tree_of(dir: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, bool)> {
                 .expect("metadata")
                 .permissions()
                 .mode();
-            (relative, (bytes, mode & 0o111 != 0))
+            (relative.display().to_string(), (bytes, mode & 0o111 != 0))
         })
         .collect()
 }
@@ -888,7 +879,7 @@ async fn skill_pull_refuses_an_invalid_skill_with_its_findings_and_writes_nothin
         message.contains("InvalidSkill") && message.contains("uppercase"),
         "{message}"
     );
-    assert!(files_below(dest.path()).is_empty(), "nothing written");
+    assert!(written_below(dest.path()).is_empty(), "nothing written");
 
     // Usage mistakes exit 2.
     let out = cli(&["skill", "pull"]);

@@ -11,7 +11,7 @@ use agentic_api::{
     SkillCard, SkillCardSpec, SkillCollection, SkillCollectionSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, has_condition, llm_gateway, node_env, node_scenario,
+    Operator, apply, condition, files_below, has_condition, llm_gateway, node_env, node_scenario,
     operator_binary, push, stub_agent, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase,
     write_skill,
 };
@@ -33,18 +33,13 @@ fn meta(name: &str) -> ObjectMeta {
 /// The SHA-256 of every file under `dir`, keyed by its path relative to `root`.
 fn hashes(root: &Path, dir: &Path, into: &mut BTreeMap<String, String>) {
     use sha2::Digest as _;
-    for entry in std::fs::read_dir(dir).expect("read skill dir") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            hashes(root, &path, into);
-        } else {
-            let bytes = std::fs::read(&path).expect("read skill file");
-            let relative = path.strip_prefix(root).expect("under root");
-            into.insert(
-                relative.display().to_string(),
-                hex::encode(sha2::Sha256::digest(&bytes)),
-            );
-        }
+    let prefix = dir.strip_prefix(root).expect("under root");
+    for relative in files_below(dir) {
+        let bytes = std::fs::read(dir.join(&relative)).expect("read skill file");
+        into.insert(
+            prefix.join(relative).display().to_string(),
+            hex::encode(sha2::Sha256::digest(&bytes)),
+        );
     }
 }
 

@@ -5,10 +5,10 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::process::Command;
 
 use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
+use agentic_integration_tests::files_below;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -29,26 +29,24 @@ fn sample_objects() -> Vec<Value> {
     MANIFESTS.iter().flat_map(|m| read_yaml_file(m)).collect()
 }
 
-/// Every skill directory (a directory holding SKILL.md) under config/samples/skills.
+/// Every skill directory (a directory holding SKILL.md) under config/samples/skills; a
+/// SKILL.md inside a skill is part of that skill, not one of its own.
 fn skill_dirs() -> Vec<std::path::PathBuf> {
-    fn walk(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
-        if dir.join("SKILL.md").is_file() {
-            found.push(dir.to_path_buf());
-            return;
-        }
-        let entries =
-            std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
-        for entry in entries {
-            let path = entry.expect("a readable directory entry").path();
-            if path.is_dir() {
-                walk(&path, found);
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(&repo_root().join(SKILLS), &mut found);
-    found.sort();
-    found
+    let skills = repo_root().join(SKILLS);
+    let holding_skill_md: Vec<std::path::PathBuf> = files_below(&skills)
+        .into_iter()
+        .filter(|relative| relative.file_name().is_some_and(|name| name == "SKILL.md"))
+        .map(|relative| skills.join(relative.parent().expect("a file has a parent")))
+        .collect();
+    holding_skill_md
+        .iter()
+        .filter(|dir| {
+            !holding_skill_md
+                .iter()
+                .any(|other| other != *dir && dir.starts_with(other))
+        })
+        .cloned()
+        .collect()
 }
 
 #[test]

@@ -3,29 +3,20 @@
 mod support;
 
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
+use agentic_integration_tests::files_below;
 use support::{repo_root, run_ok};
 
 /// Every `*.sh` under hack/, recursively (the stub agent's script included).
 fn scripts() -> Vec<PathBuf> {
-    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
-        let entries =
-            std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
-        for entry in entries {
-            let path = entry.expect("a readable directory entry").path();
-            if path.is_dir() {
-                walk(&path, found);
-            } else if path.extension().is_some_and(|ext| ext == "sh") {
-                found.push(path);
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(&repo_root().join("hack"), &mut found);
-    found.sort();
-    found
+    let hack = repo_root().join("hack");
+    files_below(&hack)
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sh"))
+        .map(|relative| hack.join(relative))
+        .collect()
 }
 
 #[test]
