@@ -17,7 +17,7 @@
 //!
 //! `--ceiling` measures the API server instead: the operator only sets up the Agent, then
 //! stops, and the loader itself makes exactly one run's writes per run (the run, its ACP
-//! Secret, its ConfigMap, its Pod, one status apply and one Event), built with the
+//! Secret, its ACP Service, its Pod, one status apply and one Event), built with the
 //! operator's own builders. Both modes watch the runs and pods the same way and end at the
 //! same moment (the last run seen with its sandbox recorded), so the harness puts the same
 //! load on the machine in both and only the operator differs.
@@ -34,7 +34,7 @@ use agentic_api::{
 use agentic_core::names::sandbox_name;
 use agentic_core::sandbox::{
     MountedSkill, REASON_SANDBOX_CREATING, RUN_LABEL, RunOutcome, SandboxInputs, build_acp_secret,
-    build_pod, build_run_config_map,
+    build_acp_service, build_pod,
 };
 use agentic_core::skills::{Lookup, resolve_skill_delivery};
 use agentic_fixtures::{apply, llm_gateway, operator_command, push_to, write_skill};
@@ -42,7 +42,7 @@ use agentic_testenv::{TestEnv, TestEnvOptions};
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
@@ -65,10 +65,6 @@ struct Args {
     /// Measure the API server's ceiling: the loader makes one run's writes itself.
     #[arg(long)]
     ceiling: bool,
-    /// With `--ceiling`: leave out the run's ConfigMap, to see what one write less per run
-    /// gives (the ConfigMap's files could come from the pod's own annotations).
-    #[arg(long, requires = "ceiling")]
-    without_config_map: bool,
     /// Measure a run's start on a real node instead, against a bare pod (needs root); see
     /// `node.rs`.
     #[arg(long, conflicts_with = "ceiling")]
@@ -600,7 +596,6 @@ async fn ceiling(
         gateway,
         skills,
         recorder,
-        with_config_map: !args.without_config_map,
     });
     let seen = Seen::watch(client, ns).await?;
     let cpu_before = processes.cpu()?;
@@ -769,12 +764,11 @@ struct RunTemplate {
     gateway: agentic_api::Gateway,
     skills: Vec<MountedSkill>,
     recorder: Recorder,
-    /// Whether a run gets its ConfigMap (`--without-config-map` leaves it out).
-    with_config_map: bool,
 }
 
-/// What the operator writes for one run, plus the run itself: the run, its ACP Secret, its
-/// ConfigMap (unless the template leaves it out), its Pod, one status apply, one Event.
+/// What the operator writes for one run of the `pod` backend, plus the run itself: the run,
+/// its ACP Secret, its ACP Service, its Pod (which carries the skills manifest and params),
+/// one status apply, one Event.
 async fn one_runs_writes(
     client: &Client,
     ns: &str,
@@ -786,7 +780,6 @@ async fn one_runs_writes(
         gateway,
         skills,
         recorder,
-        with_config_map,
     } = template;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), ns);
     let run = runs
@@ -803,11 +796,9 @@ async fn one_runs_writes(
             &build_acp_secret(&inputs, "k".repeat(43), owner.clone()),
         )
         .await?;
-    if *with_config_map {
-        Api::<ConfigMap>::namespaced(client.clone(), ns)
-            .create(&post, &build_run_config_map(&inputs, owner.clone()))
-            .await?;
-    }
+    Api::<Service>::namespaced(client.clone(), ns)
+        .create(&post, &build_acp_service(&inputs, owner.clone()))
+        .await?;
     Api::<Pod>::namespaced(client.clone(), ns)
         .create(&post, &build_pod(&inputs, owner))
         .await?;

@@ -300,18 +300,42 @@ async fn a_run_goes_from_skills_to_a_pod_to_succeeded() {
         "the run's own env is there too"
     );
 
-    // The run's ConfigMap: typed params with defaults, and the skills manifest.
+    // The pod's own annotations, the files of its downwardAPI volume: typed params with
+    // defaults, and the skills manifest. No ConfigMap is made for the run.
+    let files = volume(&mount_at("/run/konveyor/params.json").name)
+        .downward_api
+        .clone()
+        .expect("a downwardAPI volume")
+        .items
+        .expect("items");
+    let field_paths: Vec<(&str, &str)> = files
+        .iter()
+        .map(|f| {
+            (
+                f.path.as_str(),
+                f.field_ref.as_ref().expect("fieldRef").field_path.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        field_paths,
+        [
+            (
+                "konveyor-skills.json",
+                "metadata.annotations['konveyor.io/skills-manifest']"
+            ),
+            ("params.json", "metadata.annotations['konveyor.io/params']"),
+        ]
+    );
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let config = maps
+    let run_maps = maps
         .list(&ListParams::default().labels("konveyor.io/agentrun"))
         .await
         .expect("list")
-        .items
-        .into_iter()
-        .next()
-        .expect("the run's ConfigMap");
-    let data = config.data.expect("data");
-    let params: Value = serde_json::from_str(&data["params.json"]).expect("params json");
+        .items;
+    assert!(run_maps.is_empty(), "{run_maps:#?}");
+    let data = pod.annotations();
+    let params: Value = serde_json::from_str(&data["konveyor.io/params"]).expect("params json");
     assert_eq!(
         params,
         json!({
@@ -320,7 +344,8 @@ async fn a_run_goes_from_skills_to_a_pod_to_succeeded() {
             "execution": {"mode": "auto"},
         })
     );
-    let manifest: Value = serde_json::from_str(&data["konveyor-skills.json"]).expect("manifest");
+    let manifest: Value =
+        serde_json::from_str(&data["konveyor.io/skills-manifest"]).expect("manifest");
     assert_eq!(
         manifest["rules"],
         json!(["no-system-out", "quarkus-config"])
@@ -428,7 +453,25 @@ async fn agent_sandbox_backend_runs_and_a_lost_sandbox_fails_the_run() {
     let template = &sandbox.data["spec"]["podTemplate"]["spec"];
     assert_eq!(template["restartPolicy"], "Never");
     // The agent-sandbox controller creates the pod; the kubelet's part is ours.
-    wait_for(&pods, &sandbox_name, "the sandbox pod", |_: &Pod| true).await;
+    let pod = wait_for(&pods, &sandbox_name, "the sandbox pod", |_: &Pod| true).await;
+    // It copies the template's annotations to the pod, whose downwardAPI volume reads the
+    // skills manifest and params from them.
+    let template_annotations = &sandbox.data["spec"]["podTemplate"]["metadata"]["annotations"];
+    for key in ["konveyor.io/skills-manifest", "konveyor.io/params"] {
+        assert_eq!(
+            pod.annotations().get(key).map(String::as_str),
+            template_annotations[key].as_str(),
+            "{key} on the pod as in the Sandbox's template"
+        );
+        assert!(
+            pod.annotations()
+                .get(key)
+                .is_some_and(|v| v.starts_with('{'))
+        );
+    }
+    let params: Value =
+        serde_json::from_str(&pod.annotations()["konveyor.io/params"]).expect("params json");
+    assert_eq!(params["agent"]["target"], json!(17));
     kubelet(&pods, &sandbox_name, None).await;
     wait_phase(&runs, "lost", AgentRunPhase::Running).await;
     sandboxes

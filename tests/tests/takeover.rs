@@ -17,7 +17,7 @@ use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 fn meta(name: &str) -> ObjectMeta {
@@ -113,7 +113,7 @@ async fn wait_name_taken(runs: &Api<AgentRun>, name: &str) -> String {
 }
 
 #[tokio::test]
-async fn a_run_never_takes_over_a_config_map_or_secret_of_its_names() {
+async fn a_run_never_takes_over_a_secret_of_its_name_and_leaves_config_maps_alone() {
     let (ns, client, operator) = scenario("takeover", SandboxBackend::Pod).await;
     fixture(&client, &ns).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
@@ -121,7 +121,8 @@ async fn a_run_never_takes_over_a_config_map_or_secret_of_its_names() {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
 
-    // The admin's ConfigMap happens to be named like the ConfigMap of run `app`.
+    // The admin's ConfigMap is named like the ConfigMap a run of `app` had before its files
+    // moved to its pod's annotations: nothing of the run's.
     let admin_map = maps
         .create(
             &Default::default(),
@@ -151,8 +152,7 @@ async fn a_run_never_takes_over_a_config_map_or_secret_of_its_names() {
 
     apply(&runs, &run("app")).await;
     apply(&runs, &run("tool")).await;
-    let message = wait_name_taken(&runs, "app").await;
-    assert!(message.contains("ConfigMap app-config"), "{message}");
+    wait_for_sandbox(&runs, "app").await;
     let message = wait_name_taken(&runs, "tool").await;
     assert!(message.contains("Secret tool-acp-key"), "{message}");
 
@@ -169,80 +169,15 @@ async fn a_run_never_takes_over_a_config_map_or_secret_of_its_names() {
         .expect("the admin's Secret");
     assert_eq!(secret.resource_version(), admin_secret.resource_version());
     assert!(secret.owner_references().is_empty(), "{secret:#?}");
-    let sandboxes = pods.list(&ListParams::default()).await.expect("pods").items;
-    assert!(
-        sandboxes.is_empty(),
-        "no blocked run got a sandbox: {:?}",
-        sandboxes
-            .iter()
-            .map(ResourceExt::name_any)
-            .collect::<Vec<_>>()
-    );
-
-    // Once the name is free the run makes and controls its own ConfigMap.
-    maps.delete("app-config", &Default::default())
+    let sandboxes: Vec<String> = pods
+        .list(&ListParams::default())
         .await
-        .expect("delete the admin's ConfigMap");
-    let started = wait_for_sandbox(&runs, "app").await;
-    let uid = started.uid().expect("uid");
-    let own = maps.get("app-config").await.expect("the run's ConfigMap");
-    assert!(
-        own.owner_references()
-            .iter()
-            .any(|o| o.uid == uid && o.controller == Some(true)),
-        "{own:#?}"
-    );
-    assert!(!own.data.expect("data").contains_key("admin"));
-    operator.stop().await;
-}
-
-#[tokio::test]
-async fn a_run_applies_over_a_config_map_it_controls() {
-    let (ns, client, operator) = scenario("takeover-own", SandboxBackend::Pod).await;
-    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
-    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-
-    // The run waits for its Agent; meanwhile its ConfigMap exists from an earlier pass, stale.
-    apply(&runs, &run("again")).await;
-    let waiting = wait_for(&runs, "again", "AgentNotFound", |r: &AgentRun| {
-        r.status
-            .as_ref()
-            .is_some_and(|s| has_condition(&s.conditions, "Ready", "False", "AgentNotFound"))
-    })
-    .await;
-    let owner = waiting.controller_owner_ref(&()).expect("owner reference");
-    let stale = maps
-        .create(
-            &Default::default(),
-            &ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some("again-config".into()),
-                    owner_references: Some(vec![owner]),
-                    ..ObjectMeta::default()
-                },
-                data: Some(BTreeMap::from([(
-                    "params.json".to_string(),
-                    "stale".to_string(),
-                )])),
-                ..ConfigMap::default()
-            },
-        )
-        .await
-        .expect("create the run's stale ConfigMap");
-
-    fixture(&client, &ns).await;
-    wait_for_sandbox(&runs, "again").await;
-    let map = maps.get("again-config").await.expect("the run's ConfigMap");
-    assert_ne!(map.resource_version(), stale.resource_version());
-    let data = map.data.expect("data");
-    let params: serde_json::Value =
-        serde_json::from_str(&data["params.json"]).expect("params.json is JSON");
-    assert_eq!(
-        params,
-        serde_json::json!({"workflow": {}, "agent": {}, "execution": {"mode": "auto"}}),
-        "{data:#?}"
-    );
-    assert!(data.contains_key("konveyor-skills.json"), "{data:#?}");
+        .expect("pods")
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(sandboxes, ["app"], "the blocked run `tool` got no sandbox");
     operator.stop().await;
 }
 

@@ -95,7 +95,8 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create", "delete", "get", "list", "patch", "watch"]
-# Apply inline-skill and per-run ConfigMaps; the sweep deletes those of runs that are gone.
+# Apply inline-skill ConfigMaps; the sweep deletes the per-run ones earlier versions made for
+# runs that are gone.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["create", "delete", "get", "list", "patch", "watch"]

@@ -243,6 +243,22 @@ pub enum Error {
         names: Vec<String>,
     },
 
+    /// The skills manifest, params and pinned skills a run's sandbox carries as annotations
+    /// would not fit what an object's annotations may hold.
+    #[error(
+        "AgentRun {run:?}: its skills manifest, params.json and pinned skills take {bytes} bytes as annotations of its sandbox, over the {limit} bytes allowed (the API server's {} bytes for all of an object's annotations, less {} left for others' annotations); give the Agent fewer skills or shorter descriptions, or the run shorter params",
+        crate::sandbox::MAX_ANNOTATIONS_BYTES,
+        crate::sandbox::ANNOTATIONS_LEFT_FOR_OTHERS_BYTES
+    )]
+    AnnotationsTooLarge {
+        /// The run's name.
+        run: String,
+        /// The annotations' keys and values, in bytes.
+        bytes: usize,
+        /// What the operator allows.
+        limit: usize,
+    },
+
     /// An object lacks metadata the API server always sets (name or namespace).
     #[error("{kind} has no {field}")]
     MissingMetadata {
@@ -295,6 +311,7 @@ impl Error {
             Error::AgentNotReady { .. } => "AgentNotReady",
             Error::ReservedEnvName { .. } => "ReservedEnvName",
             Error::DuplicateEnvName { .. } => "DuplicateEnvName",
+            Error::AnnotationsTooLarge { .. } => "AnnotationsTooLarge",
             Error::MissingMetadata { .. } => "MissingMetadata",
             Error::Serialization { .. } => "SerializationFailed",
         }

@@ -22,8 +22,6 @@ const HASH_LEN: usize = 10;
 
 /// Suffix of the per-run Secret holding the ACP key.
 const ACP_SECRET_SUFFIX: &str = "-acp-key";
-/// Suffix of the per-run ConfigMap holding the skills manifest and params.
-const RUN_CONFIG_SUFFIX: &str = "-config";
 /// Suffix of the SkillCard-owned ConfigMap holding an inline SKILL.md.
 const INLINE_SKILL_SUFFIX: &str = "-skill";
 
@@ -56,11 +54,6 @@ pub fn sandbox_name(run_name: &str) -> String {
 /// The per-run Secret holding the ACP key: `<sandbox>-acp-key`.
 pub fn acp_secret_name(sandbox_name: &str) -> String {
     format!("{sandbox_name}{ACP_SECRET_SUFFIX}")
-}
-
-/// The per-run ConfigMap holding the skills manifest and params: `<sandbox>-config`.
-pub fn run_config_map_name(sandbox_name: &str) -> String {
-    format!("{sandbox_name}{RUN_CONFIG_SUFFIX}")
 }
 
 /// The ConfigMap a SkillCard with `spec.inline` owns: `<skillcard>-skill`, shortened with a
@@ -263,10 +256,9 @@ mod tests {
         let dashy = format!("{}-{}", "a".repeat(51), "b".repeat(30));
         assert_hashed(&sandbox_name(&dashy), &"a".repeat(51));
 
-        // Room for the derived object suffixes stays within a Secret/ConfigMap name.
+        // Room for the derived object suffix stays within a Secret name.
         assert!(acp_secret_name(&name).len() <= MAX_SUBDOMAIN_LEN);
         assert_eq!(acp_secret_name("r"), "r-acp-key");
-        assert_eq!(run_config_map_name("r"), "r-config");
     }
 
     #[test]

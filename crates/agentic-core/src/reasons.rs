@@ -186,6 +186,7 @@ pub const VOCABULARY: &[Vocabulary] = &[
             sandbox::REASON_FILE_MOUNT_SOURCE_UNAVAILABLE,
             "AgentNotFound",
             "AgentNotReady",
+            "AnnotationsTooLarge",
             "DuplicateEnvName",
             "DuplicateParam",
             "GatewayNotAllowed",

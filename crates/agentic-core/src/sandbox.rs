@@ -9,11 +9,15 @@
 //! | object | name | built by |
 //! |--------|------|----------|
 //! | Secret with the ACP key | `<sandbox>-acp-key` | [`build_acp_secret`] |
-//! | ConfigMap with the skills manifest and params | `<sandbox>-config` | [`build_run_config_map`] |
 //! | the sandbox: a Pod, or an agent-sandbox `Sandbox` | `<sandbox>` | [`build_pod`], [`build_sandbox`] |
 //!
 //! plus, per SkillCard with `spec.inline`, a ConfigMap owned by the SkillCard
 //! ([`build_inline_skill_config_map`]). `<sandbox>` is [`sandbox_name`] of the run's name.
+//!
+//! The skills manifest and `params.json` travel as annotations of the pod
+//! ([`SKILLS_MANIFEST_ANNOTATION`], [`PARAMS_ANNOTATION`]), which a `downwardAPI` volume turns
+//! into files: no object of their own, so one write less per run. Both are data that whoever
+//! may read the run's pods may read anyway (the run's spec, the Agent's skills).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,7 +50,7 @@ pub use lifecycle::{
 };
 pub use objects::{
     SANDBOX_API_VERSION, SANDBOX_KIND, build_acp_secret, build_acp_service,
-    build_inline_skill_config_map, build_pod, build_run_config_map, build_sandbox,
+    build_inline_skill_config_map, build_pod, build_sandbox,
 };
 pub use outcome::{
     CONDITION_ACP_READY, CONDITION_COMPLETED, CONDITION_SUCCEEDED, EXIT_LIMIT_REACHED,
@@ -80,10 +84,23 @@ pub const ACP_PORT: i32 = 4000;
 pub const ACP_PORT_NAME: &str = "acp";
 /// The key of the ACP Secret holding the random key.
 pub const ACP_SECRET_KEY: &str = "secret-key";
-/// The key of the run ConfigMap holding the skills manifest.
+/// The file of the run's `downwardAPI` volume holding the skills manifest.
 pub const SKILLS_MANIFEST_KEY: &str = "konveyor-skills.json";
-/// The key of the run ConfigMap holding the params.
+/// The file of the run's `downwardAPI` volume holding the params.
 pub const PARAMS_KEY: &str = "params.json";
+/// The pod annotation holding the skills manifest, the file at [`SKILLS_MANIFEST_PATH`].
+pub const SKILLS_MANIFEST_ANNOTATION: &str = "konveyor.io/skills-manifest";
+/// The pod annotation holding the params, the file at [`PARAMS_PATH`].
+pub const PARAMS_ANNOTATION: &str = "konveyor.io/params";
+/// Annotation on the sandbox recording the skills pinned at creation (the run's
+/// `status.skills`, as JSON), so a restarted operator reports exactly what the sandbox mounts.
+pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
+/// The API server's limit on the annotations of one object, keys and values together
+/// (`TotalAnnotationSizeLimitB`).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+/// What the operator leaves of [`MAX_ANNOTATIONS_BYTES`] for annotations others add to the
+/// run's pod (agent-sandbox's list of the keys it propagated, an admission webhook's).
+pub const ANNOTATIONS_LEFT_FOR_OTHERS_BYTES: usize = 4 * 1024;
 /// The key of an inline skill's ConfigMap holding SKILL.md.
 pub const SKILL_FILE: &str = "SKILL.md";
 
@@ -240,6 +257,17 @@ pub struct SandboxInputs<'a> {
     git_author: Option<GitAuthor>,
     file_mounts: Vec<files::CheckedMount>,
     fetcher: Option<&'a SkillFetcher>,
+    annotations: RunAnnotations,
+}
+
+/// The annotations a run's sandbox carries, built once by [`SandboxInputs::new`].
+#[derive(Clone, Debug)]
+struct RunAnnotations {
+    /// [`SKILLS_MANIFEST_ANNOTATION`] and [`PARAMS_ANNOTATION`]: the pod's, whose
+    /// `downwardAPI` volume reads them.
+    files: BTreeMap<String, String>,
+    /// [`PINNED_SKILLS_ANNOTATION`]: the sandbox's (the pod's, with the `pod` backend).
+    pinned: BTreeMap<String, String>,
 }
 
 impl<'a> SandboxInputs<'a> {
@@ -247,9 +275,11 @@ impl<'a> SandboxInputs<'a> {
     /// namespace, its `spec.env` neither repeats a name nor sets a reserved one, its (or else the
     /// Agent's) `spec.gitConfig` is a usable commit author, its `spec.fileMounts` stay clear of
     /// the contract's directories, every skill
-    /// name is a safe directory name, and no two skills share a name. `skills` may come in any
-    /// order; `params` come from [`resolve_run`](crate::params::resolve_run). Git skills
-    /// need a `fetcher`: without one they are [`Error::OperatorImageNotSet`].
+    /// name is a safe directory name, no two skills share a name, and the annotations that
+    /// carry the skills manifest, the params and the pinned skills fit an object's
+    /// annotations ([`Error::AnnotationsTooLarge`]). `skills` may come in any order; `params`
+    /// come from [`resolve_run`](crate::params::resolve_run). Git skills need a `fetcher`:
+    /// without one they are [`Error::OperatorImageNotSet`].
     pub fn new(
         run: &'a AgentRun,
         agent: &'a Agent,
@@ -290,6 +320,7 @@ impl<'a> SandboxInputs<'a> {
                 second_collection: None,
             });
         }
+        let annotations = objects::run_annotations(run_name, &skills, &params)?;
         Ok(SandboxInputs {
             run,
             run_name,
@@ -303,6 +334,7 @@ impl<'a> SandboxInputs<'a> {
             git_author,
             file_mounts,
             fetcher,
+            annotations,
         })
     }
 

@@ -1,5 +1,6 @@
 //! The orphan sweep's decision: which of the objects labelled for a run (the sandbox, its
-//! pod, the run's ConfigMap and Secret) belong to a run that no longer exists.
+//! pod, its Service and Secret, the ConfigMap of a run an earlier version started) belong to
+//! a run that no longer exists.
 //!
 //! Normally the garbage collector deletes them with their run through the controller
 //! ownerReference; the sweep is for clusters (or moments) where it did not: a run deleted

@@ -106,30 +106,6 @@ where
     }
 }
 
-/// Like [`apply_owned`], creating first: for objects that usually do not exist yet (a run's
-/// ConfigMap on its first pass), where the create is the one request. Only an object already
-/// there is read, and applied over when the caller controls it.
-pub async fn create_or_apply_owned<K>(
-    api: &Api<K>,
-    object: K,
-    kind: &'static str,
-    uid: &str,
-) -> Result<Result<(), NameTaken>>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let name = object.meta().name.clone().unwrap_or_default();
-    match api.create(&post_params(), &object).await {
-        Ok(_) => Ok(Ok(())),
-        Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await? {
-            Some(existing) => apply_over(api, &existing, object, kind, uid).await,
-            // Deleted since the create: the retry creates it.
-            None => Err(kube::Error::Api(status).into()),
-        },
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Applies `object` over `existing` when the owner with `uid` controls it; else [`NameTaken`].
 async fn apply_over<K>(
     api: &Api<K>,

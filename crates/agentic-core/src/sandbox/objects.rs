@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use agentic_api::SkillCard;
+use agentic_api::{PinnedSkill, SkillCard, SkillType};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -10,24 +10,27 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use super::{
-    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, MANAGED_BY, MANAGED_BY_LABEL, PARAMS_KEY,
-    SKILL_CARD_LABEL, SKILL_FILE, SKILLS_MANIFEST_KEY, SandboxInputs, SkillSource, build_pod_spec,
-    name_and_namespace,
+    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, ANNOTATIONS_LEFT_FOR_OTHERS_BYTES, MANAGED_BY,
+    MANAGED_BY_LABEL, MAX_ANNOTATIONS_BYTES, MountedSkill, PARAMS_ANNOTATION,
+    PINNED_SKILLS_ANNOTATION, RunAnnotations, SKILL_CARD_LABEL, SKILL_FILE,
+    SKILLS_MANIFEST_ANNOTATION, SandboxInputs, SkillSource, build_pod_spec, name_and_namespace,
 };
 use crate::Error;
-use crate::names::{
-    acp_secret_name, inline_skill_config_map_name, label_value, run_config_map_name,
-};
+use crate::names::{acp_secret_name, inline_skill_config_map_name, label_value};
+use crate::params::RunParams;
 
 /// The `apiVersion` of the agent-sandbox `Sandbox` (the version its CRD stores).
 pub const SANDBOX_API_VERSION: &str = "agents.x-k8s.io/v1beta1";
 /// The kind of the agent-sandbox sandbox.
 pub const SANDBOX_KIND: &str = "Sandbox";
 
-/// The run's ConfigMap, `<sandbox>-config`, with two keys, each mounted read-only as a file:
+/// The annotations of a run's sandbox, after checking that they fit.
 ///
-/// - `konveyor-skills.json` at `/opt/skills/.konveyor-skills.json`, the skills manifest:
-///   `{"skills": [...], "rules": [...]}` with one entry per mounted skill, sorted by name:
+/// The pod's (the `downwardAPI` volume makes each a read-only file):
+///
+/// - [`SKILLS_MANIFEST_ANNOTATION`](super::SKILLS_MANIFEST_ANNOTATION), the file
+///   `/opt/skills/.konveyor-skills.json`: `{"skills": [...], "rules": [...]}` with one entry
+///   per mounted skill, sorted by name:
 ///   - `name`: the frontmatter name,
 ///   - `description`: the frontmatter description,
 ///   - `type`: `skill` or `rule`,
@@ -38,13 +41,23 @@ pub const SANDBOX_KIND: &str = "Sandbox";
 ///     `/opt/skills/<name>`;
 ///
 ///   and `rules` lists the names of the `rule` skills, sorted.
-/// - `params.json` at `/run/konveyor/params.json`: `{"workflow": {...}, "agent": {...},
-///   "execution": {...}}`, see [`resolve_run`](crate::params::resolve_run); keys sorted.
+/// - [`PARAMS_ANNOTATION`](super::PARAMS_ANNOTATION), the file `/run/konveyor/params.json`:
+///   `{"workflow": {...}, "agent": {...}, "execution": {...}}`, see
+///   [`resolve_run`](crate::params::resolve_run); keys sorted.
 ///
 /// Both are pretty-printed JSON with a final newline, byte-identical for identical inputs.
-pub fn build_run_config_map(inputs: &SandboxInputs, owner: OwnerReference) -> ConfigMap {
-    let skills: Vec<Value> = inputs
-        .skills()
+/// The sandbox's: [`PINNED_SKILLS_ANNOTATION`](super::PINNED_SKILLS_ANNOTATION), the skills as
+/// the run's `status.skills` records them.
+///
+/// All three are counted against what the operator allows of an object's annotations on
+/// both backends (with agent-sandbox the pinned skills sit on the Sandbox, not its pod), so
+/// that a run does not start on one backend and fail on the other.
+pub(super) fn run_annotations(
+    run_name: &str,
+    skills: &[MountedSkill],
+    params: &RunParams,
+) -> Result<RunAnnotations, Error> {
+    let entries: Vec<Value> = skills
         .iter()
         .map(|skill| {
             let source = match &skill.source {
@@ -61,20 +74,44 @@ pub fn build_run_config_map(inputs: &SandboxInputs, owner: OwnerReference) -> Co
             })
         })
         .collect();
-    let manifest = json!({ "skills": skills, "rules": inputs.rules() });
+    let rules: Vec<&str> = skills
+        .iter()
+        .filter(|s| s.skill_type == SkillType::Rule)
+        .map(|s| s.name.as_str())
+        .collect();
+    let manifest = json!({ "skills": entries, "rules": rules });
     let params = json!({
-        "workflow": inputs.params.workflow,
-        "agent": inputs.params.agent,
-        "execution": inputs.params.execution.to_json(),
+        "workflow": params.workflow,
+        "agent": params.agent,
+        "execution": params.execution.to_json(),
     });
-    ConfigMap {
-        metadata: run_object_metadata(inputs, run_config_map_name(inputs.sandbox_name()), owner),
-        data: Some(BTreeMap::from([
-            (SKILLS_MANIFEST_KEY.to_string(), pretty(&manifest)),
-            (PARAMS_KEY.to_string(), pretty(&params)),
-        ])),
-        ..Default::default()
+    let pinned: Vec<PinnedSkill> = skills.iter().map(MountedSkill::pinned).collect();
+    let pinned = serde_json::to_string(&pinned).map_err(|e| Error::Serialization {
+        what: "pinned skills",
+        message: e.to_string(),
+    })?;
+    let annotations = RunAnnotations {
+        files: BTreeMap::from([
+            (SKILLS_MANIFEST_ANNOTATION.to_string(), pretty(&manifest)),
+            (PARAMS_ANNOTATION.to_string(), pretty(&params)),
+        ]),
+        pinned: BTreeMap::from([(PINNED_SKILLS_ANNOTATION.to_string(), pinned)]),
+    };
+    let bytes: usize = annotations
+        .files
+        .iter()
+        .chain(&annotations.pinned)
+        .map(|(key, value)| key.len() + value.len())
+        .sum();
+    let limit = MAX_ANNOTATIONS_BYTES - ANNOTATIONS_LEFT_FOR_OTHERS_BYTES;
+    if bytes > limit {
+        return Err(Error::AnnotationsTooLarge {
+            run: run_name.to_string(),
+            bytes,
+            limit,
+        });
     }
+    Ok(annotations)
 }
 
 /// The run's Secret, `<sandbox>-acp-key`, holding `random_key` under `secret-key`; the agent
@@ -129,10 +166,21 @@ pub fn build_inline_skill_config_map(
     })
 }
 
-/// The sandbox as a bare Pod (the `pod` backend), named `<sandbox>` and owned by the run.
+/// The sandbox as a bare Pod (the `pod` backend), named `<sandbox>` and owned by the run,
+/// annotated with the skills manifest, the params and the pinned skills.
 pub fn build_pod(inputs: &SandboxInputs, owner: OwnerReference) -> Pod {
+    let mut metadata = run_object_metadata(inputs, inputs.sandbox_name().to_string(), owner);
+    let annotations = &inputs.annotations;
+    metadata.annotations = Some(
+        annotations
+            .files
+            .iter()
+            .chain(&annotations.pinned)
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+    );
     Pod {
-        metadata: run_object_metadata(inputs, inputs.sandbox_name().to_string(), owner),
+        metadata,
         spec: Some(build_pod_spec(inputs)),
         ..Default::default()
     }
@@ -164,13 +212,15 @@ pub fn build_acp_service(inputs: &SandboxInputs, owner: OwnerReference) -> Servi
 }
 
 /// The sandbox as an agent-sandbox `agents.x-k8s.io/v1beta1` `Sandbox`, owned by the run:
-/// `spec.podTemplate` carries the run's labels and [`build_pod_spec`], and `spec.service:
-/// true` asks for a headless Service (selecting the pod) so clients reach the ACP port at
-/// `<sandbox>.<namespace>.svc`.
+/// `spec.podTemplate` carries the run's labels, the annotations of the skills manifest and
+/// the params, and [`build_pod_spec`]; the Sandbox itself carries the pinned skills; and
+/// `spec.service: true` asks for a headless Service (selecting the pod) so clients reach the
+/// ACP port at `<sandbox>.<namespace>.svc`.
 ///
-/// The agent-sandbox controller (v0.5.3) names the Pod and the Service it creates exactly
-/// like the Sandbox, copies the template's labels to the Pod (adding its own
-/// `agents.x-k8s.io/sandbox-name-hash`), and makes the Sandbox the Pod's controller owner.
+/// The agent-sandbox controller (v0.5.6) names the Pod and the Service it creates exactly
+/// like the Sandbox, copies the template's labels and annotations to the Pod (but any under
+/// `agents.x-k8s.io/`, adding its own `agents.x-k8s.io/sandbox-name-hash` label and the list
+/// of the annotations it propagated), and makes the Sandbox the Pod's controller owner.
 /// A run controller therefore finds its pod as `<sandbox>` in the run's namespace, and can
 /// watch pods by the [`RUN_LABEL`](super::RUN_LABEL) label. Only a pod adopted from a warm
 /// pool has another name (recorded in the Sandbox's `agents.x-k8s.io/pod-name`
@@ -188,21 +238,19 @@ pub fn build_sandbox(inputs: &SandboxInputs, owner: OwnerReference) -> Result<Va
         "Sandbox pod template",
         serde_json::to_value(build_pod_spec(inputs)),
     )?;
-    let metadata = serialize(
-        "Sandbox metadata",
-        serde_json::to_value(run_object_metadata(
-            inputs,
-            inputs.sandbox_name().to_string(),
-            owner,
-        )),
-    )?;
+    let mut metadata = run_object_metadata(inputs, inputs.sandbox_name().to_string(), owner);
+    metadata.annotations = Some(inputs.annotations.pinned.clone());
+    let metadata = serialize("Sandbox metadata", serde_json::to_value(metadata))?;
     Ok(json!({
         "apiVersion": SANDBOX_API_VERSION,
         "kind": SANDBOX_KIND,
         "metadata": metadata,
         "spec": {
             "podTemplate": {
-                "metadata": { "labels": inputs.labels() },
+                "metadata": {
+                    "labels": inputs.labels(),
+                    "annotations": inputs.annotations.files,
+                },
                 "spec": pod_spec,
             },
             "service": true,

@@ -5,23 +5,26 @@ use std::collections::HashMap;
 
 use agentic_api::CredentialRef;
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvFromSource, EnvVar, EnvVarSource, ImageVolumeSource, KeyToPath, LocalObjectReference,
-    PodSecurityContext, PodSpec, Probe, SeccompProfile, SecretEnvSource, SecretKeySelector,
-    SecretVolumeSource, SecurityContext, TCPSocketAction, Volume, VolumeMount,
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, DownwardAPIVolumeFile,
+    DownwardAPIVolumeSource, EmptyDirVolumeSource, EnvFromSource, EnvVar, EnvVarSource,
+    ImageVolumeSource, KeyToPath, LocalObjectReference, ObjectFieldSelector, PodSecurityContext,
+    PodSpec, Probe, SeccompProfile, SecretEnvSource, SecretKeySelector, SecretVolumeSource,
+    SecurityContext, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{
-    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, AGENT_CONTAINER, MountedSkill, PARAMS_KEY,
-    PARAMS_PATH, SKILL_FETCH_CONTAINER_PREFIX, SKILL_FILE, SKILLS_DIR, SKILLS_MANIFEST_KEY,
-    SKILLS_MANIFEST_PATH, SandboxInputs, SkillFetcher, SkillSource, TMP_DIR, WORKSPACE_DIR, env,
+    ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, AGENT_CONTAINER, MountedSkill, PARAMS_ANNOTATION,
+    PARAMS_KEY, PARAMS_PATH, SKILL_FETCH_CONTAINER_PREFIX, SKILL_FILE, SKILLS_DIR,
+    SKILLS_MANIFEST_ANNOTATION, SKILLS_MANIFEST_KEY, SKILLS_MANIFEST_PATH, SandboxInputs,
+    SkillFetcher, SkillSource, TMP_DIR, WORKSPACE_DIR, env,
 };
-use crate::names::{acp_secret_name, run_config_map_name};
+use crate::names::acp_secret_name;
 
 const WORKSPACE_VOLUME: &str = "workspace";
 const TMP_VOLUME: &str = "tmp";
-const RUN_CONFIG_VOLUME: &str = "konveyor-run";
+/// The `downwardAPI` volume of the skills manifest and the params.
+const RUN_FILES_VOLUME: &str = "konveyor-run";
 /// Where a skill-fetch init container writes the skill (its emptyDir).
 const FETCH_DEST_DIR: &str = "/skill";
 /// Where a skill-fetch init container finds its credentials (the Secret's volume).
@@ -40,6 +43,8 @@ const FETCH_TMP_DIR: &str = "/tmp";
 ///   fail to start; the root filesystem stays writable for the same reason.
 /// - `terminationMessagePolicy: FallbackToLogsOnError`, so a failed run reports the end of
 ///   the agent's log when it writes no termination message.
+/// - The skills manifest and params are files of one `downwardAPI` volume, `konveyor-run`,
+///   read from the pod's own annotations: the kubelet reads no other object for them.
 /// - Skills from one image digest (a SkillCollection's, or several cards' `subPath`s of one
 ///   image) share one image volume, each mounted read-only through its own `subPath`.
 /// - `imagePullSecrets`: the skills' pull secrets, sorted, so the kubelet can pull the skill
@@ -331,14 +336,11 @@ fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
             ..Default::default()
         },
         Volume {
-            name: RUN_CONFIG_VOLUME.to_string(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: run_config_map_name(inputs.sandbox_name()),
-                // Listing the keys makes a missing key fail the mount instead of leaving an
-                // empty directory at the file's path.
+            name: RUN_FILES_VOLUME.to_string(),
+            downward_api: Some(DownwardAPIVolumeSource {
                 items: Some(vec![
-                    key_to_path(SKILLS_MANIFEST_KEY),
-                    key_to_path(PARAMS_KEY),
+                    annotation_file(SKILLS_MANIFEST_KEY, SKILLS_MANIFEST_ANNOTATION),
+                    annotation_file(PARAMS_KEY, PARAMS_ANNOTATION),
                 ]),
                 ..Default::default()
             }),
@@ -401,6 +403,18 @@ fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
     volumes
 }
 
+/// The file `path` of the pod's annotation `annotation`.
+fn annotation_file(path: &str, annotation: &str) -> DownwardAPIVolumeFile {
+    DownwardAPIVolumeFile {
+        path: path.to_string(),
+        field_ref: Some(ObjectFieldSelector {
+            field_path: format!("metadata.annotations['{annotation}']"),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 fn key_to_path(key: &str) -> KeyToPath {
     KeyToPath {
         key: key.to_string(),
@@ -414,12 +428,12 @@ fn volume_mounts(inputs: &SandboxInputs) -> Vec<VolumeMount> {
         mount(WORKSPACE_VOLUME, WORKSPACE_DIR, false, None),
         mount(TMP_VOLUME, TMP_DIR, false, None),
         mount(
-            RUN_CONFIG_VOLUME,
+            RUN_FILES_VOLUME,
             SKILLS_MANIFEST_PATH,
             true,
             Some(SKILLS_MANIFEST_KEY),
         ),
-        mount(RUN_CONFIG_VOLUME, PARAMS_PATH, true, Some(PARAMS_KEY)),
+        mount(RUN_FILES_VOLUME, PARAMS_PATH, true, Some(PARAMS_KEY)),
     ];
     let owners = volume_owners(inputs.skills());
     for (skill, owner) in inputs.skills().iter().zip(owners) {

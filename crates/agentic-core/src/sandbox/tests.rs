@@ -4,7 +4,7 @@ use agentic_api::{
 use k8s_openapi::api::core::v1::{
     ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource, EnvVar, EnvVarSource, PodSpec,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::{Value, json};
 
 use super::*;
@@ -247,11 +247,12 @@ fn volumes_one_per_skill_sorted_by_name() {
         json!([
             {"name": "workspace", "emptyDir": {}},
             {"name": "tmp", "emptyDir": {}},
-            {"name": "konveyor-run", "configMap": {
-                "name": "fix-123-config",
+            {"name": "konveyor-run", "downwardAPI": {
                 "items": [
-                    {"key": "konveyor-skills.json", "path": "konveyor-skills.json"},
-                    {"key": "params.json", "path": "params.json"}
+                    {"path": "konveyor-skills.json", "fieldRef": {
+                        "fieldPath": "metadata.annotations['konveyor.io/skills-manifest']"}},
+                    {"path": "params.json", "fieldRef": {
+                        "fieldPath": "metadata.annotations['konveyor.io/params']"}}
                 ]
             }},
             {"name": "skill-0", "configMap": {
@@ -802,30 +803,28 @@ fn run_without_namespace_is_refused() {
     );
 }
 
-#[test]
-fn run_config_map_holds_manifest_and_params() {
-    let fixture = Fixture::new();
-    let config_map = build_run_config_map(&fixture.inputs(), owner("fix-123"));
-    assert_eq!(config_map.metadata.name.as_deref(), Some("fix-123-config"));
-    assert_eq!(config_map.metadata.namespace.as_deref(), Some("team-a"));
-    assert_eq!(
-        config_map.metadata.owner_references,
-        Some(vec![owner("fix-123")])
-    );
-    assert_eq!(
-        config_map.metadata.labels,
-        Some(BTreeMap::from([
-            (
-                "app.kubernetes.io/managed-by".into(),
-                "agentic-operator".into()
-            ),
-            ("konveyor.io/agentrun".into(), "fix-123".into()),
-        ]))
-    );
-    let data = config_map.data.expect("data");
-    assert_eq!(data.len(), 2);
+/// The pod's annotations, which its `downwardAPI` volume makes files.
+fn pod_annotations(inputs: &SandboxInputs) -> BTreeMap<String, String> {
+    build_pod(inputs, owner("fix-123"))
+        .metadata
+        .annotations
+        .expect("annotations")
+}
 
-    let manifest = &data["konveyor-skills.json"];
+#[test]
+fn the_pod_carries_the_manifest_and_params_as_annotations() {
+    let fixture = Fixture::new();
+    let annotations = pod_annotations(&fixture.inputs());
+    assert_eq!(
+        annotations.keys().collect::<Vec<_>>(),
+        [
+            "konveyor.io/params",
+            "konveyor.io/pinned-skills",
+            "konveyor.io/skills-manifest"
+        ]
+    );
+
+    let manifest = &annotations["konveyor.io/skills-manifest"];
     assert!(
         manifest.ends_with("}\n"),
         "pretty JSON with a final newline"
@@ -851,9 +850,12 @@ fn run_config_map_holds_manifest_and_params() {
     );
 
     assert_eq!(
-        data["params.json"],
+        annotations["konveyor.io/params"],
         "{\n  \"agent\": {\n    \"depth\": 3,\n    \"dry_run\": false,\n    \"target\": \"quarkus\"\n  },\n  \"execution\": {\n    \"mode\": \"auto\"\n  },\n  \"workflow\": {}\n}\n"
     );
+    let pinned: Vec<PinnedSkill> =
+        serde_json::from_str(&annotations["konveyor.io/pinned-skills"]).expect("JSON");
+    assert_eq!(pinned, fixture.inputs().pinned_skills());
 }
 
 #[test]
@@ -870,16 +872,88 @@ fn empty_skills_and_params_are_still_files() {
         fixture.fetcher.as_ref(),
     )
     .expect("valid");
-    let data = build_run_config_map(&inputs, owner("fix-123"))
-        .data
-        .expect("data");
-    let params: Value = serde_json::from_str(&data["params.json"]).expect("JSON");
+    let annotations = pod_annotations(&inputs);
+    let params: Value = serde_json::from_str(&annotations[PARAMS_ANNOTATION]).expect("JSON");
     assert_eq!(
         params,
         json!({"workflow": {}, "agent": {}, "execution": {"mode": "auto"}})
     );
-    let manifest: Value = serde_json::from_str(&data["konveyor-skills.json"]).expect("JSON");
+    let manifest: Value =
+        serde_json::from_str(&annotations[SKILLS_MANIFEST_ANNOTATION]).expect("JSON");
     assert_eq!(manifest, json!({"skills": [], "rules": []}));
+}
+
+/// `count` image skills of one image, each with a description of `description_len`.
+fn many_skills(count: usize, description_len: usize) -> Vec<MountedSkill> {
+    (0..count)
+        .map(|i| MountedSkill {
+            description: "d".repeat(description_len),
+            ..image_skill(&format!("skill-{i:03}"), JAVA_IMAGE, Some("skills/x"))
+        })
+        .collect()
+}
+
+#[test]
+fn annotations_over_the_limit_refuse_the_run_with_size_and_limit() {
+    let mut fixture = Fixture::new();
+    // 256 skills with 1024-character descriptions: the manifest alone is over 256 KiB.
+    fixture.skills = many_skills(256, 1024);
+    let error = inputs_error(&fixture);
+    assert_eq!(error.reason(), "AnnotationsTooLarge");
+    let Error::AnnotationsTooLarge { run, bytes, limit } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(run, "fix-123");
+    assert_eq!(*limit, 256 * 1024 - 4096);
+    assert!(*bytes > 256 * 1024, "{bytes}");
+    let message = error.to_string();
+    for part in [
+        "AgentRun \"fix-123\"",
+        &format!("{bytes} bytes"),
+        "over the 258048 bytes allowed",
+        "262144 bytes for all of an object's annotations",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+}
+
+#[test]
+fn annotations_just_under_the_limit_are_accepted_and_counted_as_built() {
+    let mut fixture = Fixture::new();
+    // Grow the descriptions until the run is refused; the last size accepted must be what
+    // the pod's annotations really take, and within the limit.
+    let mut description_len = 1;
+    let mut accepted = 0;
+    loop {
+        fixture.skills = many_skills(100, description_len);
+        let result = SandboxInputs::new(
+            &fixture.run,
+            &fixture.agent,
+            &fixture.gateway,
+            fixture.skills.clone(),
+            SkillDeliveryMode::Native,
+            params(),
+            None,
+        );
+        match result {
+            Ok(inputs) => {
+                accepted = pod_annotations(&inputs)
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum();
+                description_len += 64;
+            }
+            Err(Error::AnnotationsTooLarge { bytes, limit, .. }) => {
+                assert!(bytes > limit);
+                assert!(
+                    accepted <= limit && accepted > limit - 100 * 64 * 2,
+                    "{accepted}"
+                );
+                break;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
 }
 
 #[test]
@@ -962,6 +1036,7 @@ fn pod_backend() {
     assert_eq!(pod.metadata.namespace.as_deref(), Some("team-a"));
     assert_eq!(pod.metadata.owner_references, Some(vec![owner("fix-123")]));
     assert_eq!(pod.metadata.labels, Some(inputs.labels()));
+    assert_eq!(pod.metadata.annotations.map(|a| a.len()), Some(3));
     assert_eq!(pod.spec, Some(build_pod_spec(&inputs)));
 }
 
@@ -972,7 +1047,11 @@ fn pod_backend_service_reaches_the_acp_port() {
     let service = build_acp_service(&inputs, owner("fix-123"));
     let pod = build_pod(&inputs, owner("fix-123"));
     assert_eq!(
-        service.metadata, pod.metadata,
+        service.metadata,
+        ObjectMeta {
+            annotations: None,
+            ..pod.metadata.clone()
+        },
         "named, labelled and owned as the pod"
     );
     assert_eq!(
@@ -1003,6 +1082,7 @@ fn sandbox_backend() {
     let inputs = fixture.inputs();
     let sandbox = build_sandbox(&inputs, owner("fix-123")).expect("serializes");
     let pod_spec: Value = serde_json::to_value(build_pod_spec(&inputs)).expect("serializes");
+    let pod_annotations = pod_annotations(&inputs);
     assert_eq!(
         sandbox,
         json!({
@@ -1022,14 +1102,24 @@ fn sandbox_backend() {
                     "uid": "5f0c-uid",
                     "controller": true,
                     "blockOwnerDeletion": true
-                }]
+                }],
+                "annotations": {
+                    "konveyor.io/pinned-skills": pod_annotations["konveyor.io/pinned-skills"]
+                }
             },
             "spec": {
                 "podTemplate": {
-                    "metadata": {"labels": {
-                        "app.kubernetes.io/managed-by": "agentic-operator",
-                        "konveyor.io/agentrun": "fix-123"
-                    }},
+                    "metadata": {
+                        "labels": {
+                            "app.kubernetes.io/managed-by": "agentic-operator",
+                            "konveyor.io/agentrun": "fix-123"
+                        },
+                        "annotations": {
+                            "konveyor.io/params": pod_annotations["konveyor.io/params"],
+                            "konveyor.io/skills-manifest":
+                                pod_annotations["konveyor.io/skills-manifest"]
+                        }
+                    },
                     "spec": pod_spec
                 },
                 "service": true
@@ -1060,10 +1150,6 @@ fn awkward_run_names_give_valid_object_names() {
 
     let spec = serde_json::to_value(build_pod_spec(&inputs)).expect("serializes");
     assert_eq!(
-        spec["volumes"][2]["configMap"]["name"],
-        format!("{sandbox}-config")
-    );
-    assert_eq!(
         container(&spec)["env"][9]["valueFrom"]["secretKeyRef"]["name"],
         format!("{sandbox}-acp-key")
     );
@@ -1078,8 +1164,8 @@ fn builds_are_deterministic() {
     let mut reversed = Fixture::new();
     reversed.skills.reverse();
     assert_eq!(
-        build_run_config_map(&fixture.inputs(), owner("fix-123")),
-        build_run_config_map(&reversed.inputs(), owner("fix-123")),
+        build_pod(&fixture.inputs(), owner("fix-123")),
+        build_pod(&reversed.inputs(), owner("fix-123")),
         "skill order in the input does not matter"
     );
 }
@@ -1269,8 +1355,7 @@ fn a_git_skill_pins_its_commit_in_status_and_manifest() {
         pinned[0].image,
         format!("https://git.example.com/acme/skills.git@{GIT_COMMIT}")
     );
-    let config_map = build_run_config_map(&fixture.inputs(), owner("fix-123"));
-    let manifest = &config_map.data.expect("data")[SKILLS_MANIFEST_KEY];
+    let manifest = &pod_annotations(&fixture.inputs())[SKILLS_MANIFEST_ANNOTATION];
     assert!(
         manifest.contains(&format!(
             "\"source\": \"https://git.example.com/acme/skills.git@{GIT_COMMIT}\""

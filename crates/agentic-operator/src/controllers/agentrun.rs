@@ -2,7 +2,8 @@
 //! validated skills, and follow it to Succeeded or Failed.
 //!
 //! Pipeline: dereference (Agent, Gateway, SkillCards) → validate (params, gateway) → build
-//! (pod spec, run ConfigMap, ACP key Secret) → apply → status. Once the sandbox exists the run
+//! (pod spec with the skills manifest and params as annotations, ACP key Secret) → apply →
+//! status. Once the sandbox exists the run
 //! only observes it: a later change to an Agent or SkillCard never changes a running sandbox.
 
 use std::collections::{BTreeMap, HashMap};
@@ -19,12 +20,12 @@ use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_b
 use agentic_core::params::resolve_run;
 use agentic_core::reasons::{REASON_GATEWAY_NOT_FOUND, REASON_GATEWAY_NOT_READY};
 use agentic_core::sandbox::{
-    Enforced, FileMountSources, FileSourceKind, Limits, MountedSkill,
+    Enforced, FileMountSources, FileSourceKind, Limits, MountedSkill, PINNED_SKILLS_ANNOTATION,
     REASON_FILE_MOUNT_SOURCE_NOT_FOUND, REASON_FILE_MOUNT_SOURCE_UNAVAILABLE,
     REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome, SANDBOX_KIND, SandboxInputs, SourceLookup,
-    admit, admit_in_namespace, build_acp_secret, build_acp_service, build_pod,
-    build_run_config_map, build_sandbox, cancelled, enforce, file_mount_source, file_mount_sources,
-    run_events, run_outcome, startup_deadline, stops_sandbox, time_to_live,
+    admit, admit_in_namespace, build_acp_secret, build_acp_service, build_pod, build_sandbox,
+    cancelled, enforce, file_mount_source, file_mount_sources, run_events, run_outcome,
+    startup_deadline, stops_sandbox, time_to_live,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -41,9 +42,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{guard_ref, lookup, namespace_of, read_cached, related};
 use super::watches::{Stop, Watches};
-use crate::apply::{
-    NAME_TAKEN_RETRY, NameTaken, create_or_apply_owned, create_owned, expire_finished,
-};
+use crate::apply::{NAME_TAKEN_RETRY, NameTaken, create_owned, expire_finished};
 use crate::caches::{Guarded, SandboxPod, SecretMeta, listed};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
@@ -58,9 +57,6 @@ pub(super) use sweep::sweep;
 pub const KIND: &str = "AgentRun";
 /// Condition that is True once the run has finished, with the outcome as its reason.
 pub const CONDITION_COMPLETED: &str = "Completed";
-/// Annotation on the sandbox recording the skills pinned at creation, so a restarted operator
-/// reports exactly what the sandbox mounts.
-pub const PINNED_SKILLS_ANNOTATION: &str = "konveyor.io/pinned-skills";
 /// How often a queued run checks for a free slot, besides the watch on the Agent's runs that
 /// brings it back when one finishes or is deleted.
 const QUEUED_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
@@ -668,10 +664,10 @@ fn owner_of(run: &AgentRun) -> Result<OwnerReference> {
         })
 }
 
-/// Creates the run's Secret and ConfigMap (side by side: neither needs the other), then its
-/// sandbox, which mounts both, stopping at the first name another object holds; the skills
-/// the sandbox mounts (from its annotation: a sandbox an earlier pass created keeps its own)
-/// and the sandbox as created.
+/// Creates the run's Secret (and, with the `pod` backend, its Service) side by side, then its
+/// sandbox, which carries the skills manifest and params itself, stopping at the first name
+/// another object holds; the skills the sandbox mounts (from its annotation: a sandbox an
+/// earlier pass created keeps its own) and the sandbox as created.
 async fn create_sandbox_objects(
     ctx: &Context,
     namespace: &str,
@@ -684,8 +680,6 @@ async fn create_sandbox_objects(
     // under a sandbox that already uses it.
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let secret = build_acp_secret(inputs, random_key(), owner.clone());
-    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-    let config_map = build_run_config_map(inputs, owner.clone());
     // The pod backend's sandbox gets the Service agent-sandbox makes for a Sandbox, so that
     // ACP clients reach the agent at <sandbox>.<namespace>.svc:4000 on either backend.
     let service = async {
@@ -700,28 +694,15 @@ async fn create_sandbox_objects(
     };
     // When one name is taken the other objects may still be created: they are the run's
     // own, and go with the run.
-    let (secret, config_map, service) = futures::try_join!(
-        create_owned(&secrets, &secret, "Secret", &uid),
-        create_or_apply_owned(&config_maps, config_map, "ConfigMap", &uid),
-        service,
-    )?;
-    if let Err(taken) = secret.map(drop).and(config_map).and(service) {
+    let (secret, service) =
+        futures::try_join!(create_owned(&secrets, &secret, "Secret", &uid), service,)?;
+    if let Err(taken) = secret.map(drop).and(service) {
         return Ok(Err(taken));
     }
 
-    let pinned =
-        serde_json::to_string(&inputs.pinned_skills()).map_err(|source| Error::Serialize {
-            what: "pinned skills",
-            source,
-        })?;
-    let annotations = BTreeMap::from([(PINNED_SKILLS_ANNOTATION.to_string(), pinned)]);
     match ctx.settings.sandbox_backend {
         SandboxBackend::Pod => {
-            let mut pod = build_pod(inputs, owner);
-            pod.metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .extend(annotations);
+            let pod = build_pod(inputs, owner);
             let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
             Ok(create_owned(&pods, &pod, "Pod", &uid).await?.map(|pod| {
                 let world = SandboxState {
@@ -740,12 +721,7 @@ async fn create_sandbox_objects(
             }))
         }
         SandboxBackend::AgentSandbox => {
-            let mut sandbox = build_sandbox(inputs, owner)?;
-            sandbox["metadata"]["annotations"] =
-                serde_json::to_value(&annotations).map_err(|source| Error::Serialize {
-                    what: "annotations",
-                    source,
-                })?;
+            let sandbox = build_sandbox(inputs, owner)?;
             let object: DynamicObject =
                 serde_json::from_value(sandbox).map_err(|source| Error::Serialize {
                     what: "Sandbox",

@@ -31,7 +31,7 @@ use agentic_api::{
     Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
     SkillCollection,
 };
-use agentic_core::sandbox::RUN_LABEL;
+use agentic_core::sandbox::{PARAMS_ANNOTATION, RUN_LABEL, SKILLS_MANIFEST_ANNOTATION};
 use backon::BackoffBuilder as _;
 use kube::api::DynamicObject;
 use kube::runtime::utils::Backoff;
@@ -104,7 +104,8 @@ pub(super) struct Watches {
     /// sandbox from the cache. It reads a pod's metadata and status and a Sandbox's metadata
     /// only, so neither spec is kept: the pod template (containers, env, the skills' volumes)
     /// is most of their bytes, once per run. A pod's spec is not even decoded
-    /// ([`SandboxPod`]).
+    /// ([`SandboxPod`]), and the skills manifest and params it carries as annotations for its
+    /// own files are dropped: nothing in the operator reads them back.
     pub pods: SharedWatch<SandboxPod>,
     /// With the agent-sandbox backend only.
     pub sandboxes: Option<SharedWatch<DynamicObject>>,
@@ -152,7 +153,13 @@ impl Watches {
             workflows: SharedWatch::new("AgentWorkflow", api_for(client, namespace), all()),
             workflow_runs: SharedWatch::new("AgentWorkflowRun", api_for(client, namespace), all()),
             agent_runs: SharedWatch::new("AgentRun", api_for(client, namespace), all()),
-            pods: SharedWatch::new("Pod", api_for(client, namespace), all().labels(RUN_LABEL)),
+            pods: SharedWatch::new("Pod", api_for(client, namespace), all().labels(RUN_LABEL))
+                .trimmed(|pod: &mut SandboxPod| {
+                    if let Some(annotations) = pod.metadata.annotations.as_mut() {
+                        annotations.remove(SKILLS_MANIFEST_ANNOTATION);
+                        annotations.remove(PARAMS_ANNOTATION);
+                    }
+                }),
             sandboxes,
             default_collections,
         }

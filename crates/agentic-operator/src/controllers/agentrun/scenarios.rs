@@ -41,17 +41,21 @@ async fn a_run_of_a_ready_agent_gets_its_sandbox_objects_and_records_them() {
     );
     assert!(!status.phase.is_some_and(AgentRunPhase::is_finished));
     let pod: Pod = api.get(NS, "fix-bug").expect("the sandbox pod");
-    let owner = &pod.metadata.owner_references.expect("an owner")[0];
+    let owner = &pod.metadata.owner_references.clone().expect("an owner")[0];
     assert_eq!(
         (owner.kind.as_str(), owner.uid.as_str()),
         ("AgentRun", "uid-run-fix-bug")
     );
-    assert_eq!(api.names::<ConfigMap>(NS).len(), 1);
+    // The skills manifest and params ride on the pod, for its downwardAPI volume.
+    let annotations = pod.metadata.annotations.expect("annotations");
+    assert!(annotations.contains_key("konveyor.io/skills-manifest"));
+    assert!(annotations.contains_key("konveyor.io/params"));
+    assert!(api.names::<ConfigMap>(NS).is_empty(), "no run ConfigMap");
     assert_eq!(api.names::<Secret>(NS).len(), 1);
     let service: Service = api.get(NS, "fix-bug").expect("the ACP Service");
     let ports = service.spec.and_then(|s| s.ports).unwrap_or_default();
     assert_eq!(ports.iter().map(|p| p.port).collect::<Vec<_>>(), [4000]);
-    // Six writes start a run: its four objects (the Service for ACP clients with the pod
+    // Five writes start a run: its three objects (the Service for ACP clients with the pod
     // backend), one Event and one status apply.
     let writes: Vec<String> = api
         .writes()
@@ -68,7 +72,6 @@ async fn a_run_of_a_ready_agent_gets_its_sandbox_objects_and_records_them() {
         writes,
         [
             "POST secrets",
-            "POST configmaps",
             "POST services",
             "POST pods",
             "POST events",

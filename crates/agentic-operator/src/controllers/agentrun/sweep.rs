@@ -41,7 +41,8 @@ struct Swept {
 
 /// The kinds swept, the sandbox first so that an orphaned agent stops before its inputs go:
 /// the sandbox of the backend in use (a `Sandbox`, or the `Pod`), then the pods (agent-sandbox
-/// pods have the Sandbox as their controller and are left to it), ConfigMaps and Secrets.
+/// pods have the Sandbox as their controller and are left to it), ConfigMaps (runs no longer
+/// get one: these are of runs an earlier version started) and Secrets.
 fn swept_kinds(backend: SandboxBackend) -> Vec<Swept> {
     let mut kinds = Vec::new();
     if backend == SandboxBackend::AgentSandbox {
