@@ -1,11 +1,13 @@
-//! The one error type of this crate.
+//! The one error type of this crate. What it shares with the errors of skill images (bounded
+//! messages, listed skill directories, the verdict on a refused SKILL.md) is in
+//! `agentic-skill`.
 
-/// Longest message kept from a server's answer or a library's error chain.
-const MAX_MESSAGE_BYTES: usize = 1024;
+use agentic_skill::Refusal;
 
-/// Skill directory names kept in [`GitError::SubPathRequired`]: a repository may hold
-/// thousands.
-pub const MAX_LISTED_DIRECTORIES: usize = 32;
+pub use agentic_skill::MAX_LISTED_DIRECTORIES;
+// Server answers and library error chains are cut to agentic-skill's
+// MAX_SOURCE_MESSAGE_BYTES.
+pub(crate) use agentic_skill::bounded_message as bounded;
 
 /// Everything that can go wrong while resolving, fetching or reading a skill from git.
 ///
@@ -47,9 +49,8 @@ pub enum GitError {
 
     /// The commit has no `SKILL.md` at its root and several skill directories.
     #[error(
-        "the repository has no SKILL.md at its root; set subPath to one of its skill directories: {}{}",
-        directories.join(", "),
-        agentic_skill::and_more(directories.len(), *total)
+        "the repository has no SKILL.md at its root; set subPath to one of its skill directories: {}",
+        agentic_skill::listed_directories(directories, *total)
     )]
     SubPathRequired {
         /// The first skill directories in sorted order, at most [`MAX_LISTED_DIRECTORIES`].
@@ -157,6 +158,16 @@ impl GitError {
         )
     }
 
+    /// The verdict on the `SKILL.md` at `path` that `report` refuses
+    /// ([`Report::refusal`](agentic_skill::Report::refusal)), `None` when it does not.
+    pub(crate) fn refused_skill(path: String, report: &agentic_skill::Report) -> Option<Self> {
+        let summary = report.summary();
+        report.refusal().map(|refusal| match refusal {
+            Refusal::GooseIncompatible => GitError::GooseIncompatible { path, summary },
+            Refusal::InvalidSkill => GitError::InvalidSkill { path, summary },
+        })
+    }
+
     pub(crate) fn sub_path_required(mut directories: Vec<String>) -> Self {
         let total = directories.len();
         directories.truncate(MAX_LISTED_DIRECTORIES);
@@ -181,12 +192,6 @@ impl GitError {
             message: bounded(error.to_string()),
         }
     }
-}
-
-/// `message` cut to [`MAX_MESSAGE_BYTES`] on a character boundary: servers choose how long
-/// their error texts are, and errors end up in caches and statuses.
-pub(crate) fn bounded(message: String) -> String {
-    agentic_skill::truncate_message(message, MAX_MESSAGE_BYTES)
 }
 
 #[cfg(test)]
@@ -241,13 +246,5 @@ mod tests {
         let text = error.to_string();
         assert!(text.ends_with(&format!("(and {} more)", 1000 - MAX_LISTED_DIRECTORIES)));
         assert!(text.len() < 1024, "{}", text.len());
-    }
-
-    #[test]
-    fn messages_are_bounded_on_a_character_boundary() {
-        let cut = bounded("é".repeat(MAX_MESSAGE_BYTES));
-        assert!(cut.len() <= MAX_MESSAGE_BYTES + "…".len());
-        assert!(cut.ends_with('…'));
-        assert_eq!(bounded("short".into()), "short");
     }
 }

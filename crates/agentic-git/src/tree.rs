@@ -206,17 +206,8 @@ impl Fetched {
         let content = self.blob(repo, skill_md)?;
         let expected_name = sub_path.and_then(|p| p.rsplit('/').next());
         let report = agentic_skill::validate_skill_md(&content, expected_name);
-        if report.is_goose_incompatibility_only() {
-            return Err(GitError::GooseIncompatible {
-                path: target,
-                summary: report.summary(),
-            });
-        }
-        if !report.is_valid() || report.frontmatter.is_none() {
-            return Err(GitError::InvalidSkill {
-                path: target,
-                summary: report.summary(),
-            });
+        if let Some(refused) = GitError::refused_skill(target, &report) {
+            return Err(refused);
         }
         Ok(SkillTree {
             commit: self.commit.to_string(),

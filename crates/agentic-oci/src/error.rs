@@ -1,6 +1,13 @@
-//! The one error type of this crate.
+//! The one error type of this crate. What it shares with the errors of git skills (bounded
+//! messages, listed skill directories, the verdict on a refused SKILL.md) is in
+//! `agentic-skill`.
 
-use crate::limits::{MAX_LISTED_DIRECTORIES, MAX_MESSAGE_BYTES};
+use agentic_skill::Refusal;
+
+use crate::limits::MAX_LISTED_DIRECTORIES;
+
+// Registry answers and their causes are cut to agentic-skill's MAX_SOURCE_MESSAGE_BYTES.
+pub(crate) use agentic_skill::bounded_message as bounded;
 
 /// Everything that can go wrong while packing, pushing, resolving or reading a skill image.
 ///
@@ -54,9 +61,8 @@ pub enum OciError {
 
     /// The image holds several skills in top-level directories and no `subPath` chose one.
     #[error(
-        "the image has no SKILL.md at its root; set subPath to one of its skill directories: {}{}",
-        directories.join(", "),
-        agentic_skill::and_more(directories.len(), *total)
+        "the image has no SKILL.md at its root; set subPath to one of its skill directories: {}",
+        agentic_skill::listed_directories(directories, *total)
     )]
     SubPathRequired {
         /// The first skill directories in sorted order, at most
@@ -151,10 +157,9 @@ impl OciError {
     /// when goose alone would not read it as written ([`OciError::GooseIncompatible`]).
     pub fn invalid_skill(path: String, report: &agentic_skill::Report) -> Self {
         let summary = report.summary();
-        if report.is_goose_incompatibility_only() {
-            OciError::GooseIncompatible { path, summary }
-        } else {
-            OciError::InvalidSkill { path, summary }
+        match report.refusal() {
+            Some(Refusal::GooseIncompatible) => OciError::GooseIncompatible { path, summary },
+            Some(Refusal::InvalidSkill) | None => OciError::InvalidSkill { path, summary },
         }
     }
 
@@ -242,12 +247,6 @@ impl OciError {
     }
 }
 
-/// `message` cut to [`MAX_MESSAGE_BYTES`]: text that comes from a registry (error bodies,
-/// causes) can be as long as the registry likes, and errors end up in caches and statuses.
-pub(crate) fn bounded(message: String) -> String {
-    agentic_skill::truncate_message(message, MAX_MESSAGE_BYTES)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,14 +332,5 @@ mod tests {
             text.ends_with(&format!("(and {} more)", 50_000 - MAX_LISTED_DIRECTORIES)),
             "{text}"
         );
-    }
-
-    #[test]
-    fn messages_are_bounded_on_a_character_boundary() {
-        let long = "é".repeat(MAX_MESSAGE_BYTES);
-        let cut = bounded(long);
-        assert!(cut.len() <= MAX_MESSAGE_BYTES + "…".len(), "{}", cut.len());
-        assert!(cut.ends_with('…'));
-        assert_eq!(bounded("short".into()), "short");
     }
 }

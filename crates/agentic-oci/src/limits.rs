@@ -109,11 +109,9 @@ pub(crate) const MAX_PATH_BYTES: usize = 4096;
 pub(crate) const MAX_PAX_HEADER_BYTES: u64 = 64 * 1024;
 
 /// Skill directory names kept in [`OciError::SubPathRequired`](crate::OciError) and
-/// [`SkillContent::skill_dirs`](crate::SkillContent): an image may hold thousands.
-pub const MAX_LISTED_DIRECTORIES: usize = 32;
-
-/// Longest message kept from a registry's answer (error bodies, causes).
-pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
+/// [`SkillContent::skill_dirs`](crate::SkillContent), as in the errors of git skills: an
+/// image may hold thousands.
+pub use agentic_skill::MAX_LISTED_DIRECTORIES;
 
 /// Largest manifest or index read, checked against `Content-Length` before reading and while
 /// reading. Distribution refuses to store larger ones too.

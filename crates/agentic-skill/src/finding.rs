@@ -246,6 +246,18 @@ impl Report {
                 .all(|f| f.code.is_goose_incompatibility())
     }
 
+    /// How a source of skills (an image, a git commit) refuses this SKILL.md, with
+    /// [`Report::summary`] as the message; `None` when it is valid and its frontmatter read.
+    pub fn refusal(&self) -> Option<Refusal> {
+        if self.is_goose_incompatibility_only() {
+            Some(Refusal::GooseIncompatible)
+        } else if !self.is_valid() || self.frontmatter.is_none() {
+            Some(Refusal::InvalidSkill)
+        } else {
+            None
+        }
+    }
+
     /// Whether any error or warning carries `code`.
     pub fn has(&self, code: FindingCode) -> bool {
         self.errors
@@ -253,6 +265,17 @@ impl Report {
             .chain(&self.warnings)
             .any(|f| f.code == code)
     }
+}
+
+/// Why a source of skills refuses a SKILL.md ([`Report::refusal`]); each source's error has a
+/// variant of the same name, and its reason is that name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Invalid by the specification.
+    InvalidSkill,
+    /// Valid by the specification, but goose, the agent runtime that reads the mounted
+    /// skills, would skip it or read it cut short.
+    GooseIncompatible,
 }
 
 /// Most findings of one code in a report.

@@ -30,9 +30,12 @@ mod validate;
 mod yaml;
 
 pub use error::SkillError;
-pub use finding::{Finding, FindingCode, MAX_FINDINGS_PER_CODE, Report, Severity};
+pub use finding::{Finding, FindingCode, MAX_FINDINGS_PER_CODE, Refusal, Report, Severity};
 pub use output::{PathReport, render_text};
-pub use text::{and_more, truncate_message};
+pub use text::{
+    MAX_LISTED_DIRECTORIES, MAX_SOURCE_MESSAGE_BYTES, and_more, bounded_message,
+    listed_directories, truncate_message,
+};
 pub use validate::{
     MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, RECOMMENDED_MAX_LINES,
     validate_path, validate_skill_md,

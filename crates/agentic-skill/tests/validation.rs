@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use agentic_skill::{
-    FindingCode, Frontmatter, MAX_FINDINGS_PER_CODE, MAX_SKILL_MD_BYTES, PathReport, Report,
-    SKILL_FILE, Severity, SkillError, render_text, validate_path, validate_skill_md,
+    FindingCode, Frontmatter, MAX_FINDINGS_PER_CODE, MAX_SKILL_MD_BYTES, PathReport, Refusal,
+    Report, SKILL_FILE, Severity, SkillError, render_text, validate_path, validate_skill_md,
 };
 
 fn md(frontmatter: &str) -> Vec<u8> {
@@ -654,7 +654,12 @@ fn goose_findings_say_what_goose_would_do_and_where() {
     assert!(integer.is_goose_incompatibility_only());
     let both = validate("name: null\ndescription: d\n");
     assert!(!both.is_goose_incompatibility_only(), "{}", both.summary());
-    assert!(!validate("name: x\ndescription: d\n").is_goose_incompatibility_only());
+    let valid = validate("name: x\ndescription: d\n");
+    assert!(!valid.is_goose_incompatibility_only());
+    // What a source reports: its own reason for goose alone, InvalidSkill for the rest.
+    assert_eq!(integer.refusal(), Some(Refusal::GooseIncompatible));
+    assert_eq!(both.refusal(), Some(Refusal::InvalidSkill));
+    assert_eq!(valid.refusal(), None);
 }
 
 #[test]
