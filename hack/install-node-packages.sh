@@ -3,7 +3,8 @@
 # runtime containerd's shim runs), the CNI plugins (bridge, host-local, loopback), a
 # static busybox (the test images' userland), git (the test git server: `git daemon`
 # and `git http-backend`), and what the test image of the operator is built with: `strip`
-# and `ldd` (binutils, libc-bin) and the CA bundle its base image, distroless, carries.
+# and `ldd` (binutils, libc-bin), the CA bundle its base image, distroless, carries, and
+# ssh-keygen (openssh-client), which signs the SSH-signed commits of agentic-trust's tests.
 # Quiet and quick when all are there.
 set -euo pipefail
 
@@ -16,6 +17,7 @@ declare -A packages=(
     [binutils]=/usr/bin/strip
     [libc-bin]=/usr/bin/ldd
     [ca-certificates]=/etc/ssl/certs/ca-certificates.crt
+    [openssh-client]=/usr/bin/ssh-keygen
 )
 
 log() { printf 'install-node-packages: %s\n' "$*" >&2; }

@@ -90,6 +90,17 @@ impl Fetched {
         self.commit.to_string()
     }
 
+    /// The commit object's bytes, as `git cat-file commit <id>` prints them: what its
+    /// signature (the `gpgsig` header) is checked over. They were checked against the commit
+    /// id when the fetched pack was indexed.
+    pub fn raw_commit(&self) -> Result<Vec<u8>, GitError> {
+        let object = self
+            .repo
+            .find_object(self.commit)
+            .map_err(|error| self.missing(self.commit, error))?;
+        Ok(object.data.clone())
+    }
+
     /// Finds and validates the skill at the root or at `sub_path`, within `limits`.
     ///
     /// Refused: a symlink (or a file) at or along `sub_path` or at `SKILL.md`, names that are

@@ -85,6 +85,11 @@ async fn resolves_fetches_and_reads_a_pinned_commit_over_git_and_http() {
         let dest = out.path().to_path_buf();
         let (commit, skill, root, missing) = blocking(move || {
             let fetched = fetch_commit(&s, &c, &GitAuth::Anonymous, &o).unwrap();
+            // The raw object handed to signature checks is the commit's: it hashes to its id.
+            let raw = fetched.raw_commit().unwrap();
+            let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Commit, &raw)
+                .unwrap();
+            assert_eq!(id.to_string(), fetched.commit());
             let skill = fetched.skill(Some("demo"), &o.limits).unwrap();
             fetched.write_skill(&skill, &dest).unwrap();
             let root = fetched.skill(None, &o.limits).unwrap_err();
