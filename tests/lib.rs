@@ -427,6 +427,40 @@ pub async fn kubelet(pods: &Api<Pod>, name: &str, exit_code: Option<i32>) {
         .expect("patch pod status");
 }
 
+/// The metadata of an object named `name`, the rest left to the API server.
+pub fn meta(name: &str) -> kube::api::ObjectMeta {
+    kube::api::ObjectMeta {
+        name: Some(name.to_string()),
+        ..kube::api::ObjectMeta::default()
+    }
+}
+
+/// The agent container's log of the run's pod (the node's tests, where pods really run).
+pub async fn agent_log(client: &Client, ns: &str, run: &AgentRun) -> String {
+    let pod = run
+        .status
+        .as_ref()
+        .and_then(|status| status.sandbox_name.clone())
+        .unwrap_or_else(|| panic!("the run names its sandbox: {run:#?}"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.logs(
+        &pod,
+        &kube::api::LogParams {
+            container: Some("agent".into()),
+            ..kube::api::LogParams::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|error| panic!("reading the log of pod {pod}: {error}"))
+}
+
+/// The values of the log lines that start with `prefix`: what the stub agent printed.
+pub fn log_values<'a>(log: &'a str, prefix: &str) -> Vec<&'a str> {
+    log.lines()
+        .filter_map(|line| line.strip_prefix(prefix))
+        .collect()
+}
+
 /// The condition of `type_`, if present.
 pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)

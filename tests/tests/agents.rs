@@ -8,20 +8,13 @@ use agentic_api::{
     SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    LLM_KEY, apply, condition, has_condition, llm_server, scenario, wait_for,
+    LLM_KEY, apply, condition, has_condition, llm_server, meta, scenario, wait_for,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, ObjectMeta};
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
+use kube::api::ListParams;
 
 pub fn inline_card(name: &str, skill: &str, skill_type: SkillType) -> SkillCard {
     SkillCard {

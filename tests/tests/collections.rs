@@ -15,20 +15,13 @@ use agentic_api::{
     SkillOrigin, SkillType,
 };
 use agentic_integration_tests::{
-    apply, condition, has_condition, llm_gateway, node_scenario, push, stub_agent, wait_for,
+    apply, condition, has_condition, llm_gateway, meta, node_scenario, push, stub_agent, wait_for,
     wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, LogParams, ObjectMeta};
 use kube::{Api, ResourceExt};
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
 
 fn collection(name: &str, spec: SkillCollectionSpec) -> SkillCollection {
     SkillCollection {

@@ -4,20 +4,12 @@ use std::time::{Duration, Instant};
 
 use agentic_api::{Agent, AgentRun, AgentRunSpec, AgentSpec, ObjectRef};
 use agentic_integration_tests::{
-    Operator, apply, http_get, llm_gateway, run_options, wait_agent_ready, wait_for_sandbox,
+    Operator, apply, http_get, llm_gateway, meta, run_options, wait_agent_ready, wait_for_sandbox,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_operator::operator::RunOptions;
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use kube::Api;
-use kube::api::ObjectMeta;
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
 
 fn run(name: &str) -> AgentRun {
     AgentRun {

@@ -7,20 +7,13 @@ use std::collections::BTreeMap;
 
 use agentic_api::{CredentialRef, Gateway, GatewayModel, GatewaySpec};
 use agentic_integration_tests::{
-    LLM_KEY, apply, condition, has_condition, llm_server, scenario, wait_for,
+    LLM_KEY, apply, condition, has_condition, llm_server, meta, scenario, wait_for,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, ObjectMeta};
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
+use kube::api::ListParams;
 
 fn gateway(name: &str, provider: &str, endpoint: &str, secret: Option<&str>) -> Gateway {
     Gateway {

@@ -20,14 +20,13 @@ use agentic_api::{
     SkillType,
 };
 use agentic_integration_tests::{
-    CONVERGE, Operator, apply, condition, has_condition, llm_gateway, node_env, operator_binary,
-    push, wait_agent_ready, wait_for, write_skill,
+    CONVERGE, Operator, agent_log, apply, condition, has_condition, llm_gateway, meta, node_env,
+    operator_binary, push, wait_agent_ready, wait_for, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{GitFile, GitServer, push_goose_image, push_operator_image};
-use k8s_openapi::api::core::v1::{EnvVar, Pod};
-use kube::api::{LogParams, ObjectMeta};
-use kube::{Api, Client};
+use k8s_openapi::api::core::v1::EnvVar;
+use kube::Api;
 use serde_json::Value;
 
 /// The skills goose 1.52 brings along in its binary. It lists them after the ones it finds on
@@ -43,13 +42,6 @@ const REQUEST_PREFIX: &str = "fake-llm-request: ";
 /// seconds of work fit well inside them, and the wait below is derived from them.
 const STARTUP_DEADLINE_SECONDS: i32 = 300;
 const ACTIVE_DEADLINE_SECONDS: i64 = 120;
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
 
 fn goose_bin() -> PathBuf {
     match std::env::var_os("GOOSE_BIN") {
@@ -439,23 +431,4 @@ async fn wait_finished(runs: &Api<AgentRun>, name: &str) -> AgentRun {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// The agent container's log of the run's pod.
-async fn agent_log(client: &Client, ns: &str, run: &AgentRun) -> String {
-    let pod = run
-        .status
-        .as_ref()
-        .and_then(|status| status.sandbox_name.clone())
-        .expect("the run names its sandbox");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    pods.logs(
-        &pod,
-        &LogParams {
-            container: Some("agent".into()),
-            ..LogParams::default()
-        },
-    )
-    .await
-    .unwrap_or_else(|error| panic!("reading the log of pod {pod}: {error}"))
 }

@@ -5,9 +5,9 @@
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef};
 use agentic_integration_tests::{
-    Operator, apply, condition, events_about, eventually, llm_gateway, node_env, node_scenario,
-    operator_binary, operator_command, registry, stub_agent, wait_agent_ready, wait_for, wait_gone,
-    wait_phase,
+    Operator, apply, condition, events_about, eventually, llm_gateway, meta, node_env,
+    node_scenario, operator_binary, operator_command, registry, stub_agent, wait_agent_ready,
+    wait_for, wait_gone, wait_phase,
 };
 use agentic_operator::context::{RunDefaults, SandboxBackend};
 use agentic_operator::controllers::agentrun::sandbox_resource;
@@ -17,13 +17,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
 
 /// A Gateway and the Agent `name` running `image`; waits until it is Ready.
 async fn agent(client: &Client, ns: &str, name: &str, image: &str) {

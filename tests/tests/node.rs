@@ -11,24 +11,16 @@ use agentic_api::{
     SkillCard, SkillCardSpec, SkillCollection, SkillCollectionSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, files_below, has_condition, llm_gateway, node_env, node_scenario,
-    operator_binary, push, stub_agent, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase,
-    write_skill,
+    Operator, agent_log, apply, condition, files_below, has_condition, llm_gateway, log_values,
+    meta, node_env, node_scenario, operator_binary, push, stub_agent, wait_agent_ready, wait_for,
+    wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{GitFile, GitServer, push_operator_image};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, KeyToPath, Pod, Secret};
-use kube::api::{LogParams, ObjectMeta};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
 
 /// The SHA-256 of every file under `dir`, keyed by its path relative to `root`.
 fn hashes(root: &Path, dir: &Path, into: &mut BTreeMap<String, String>) {
@@ -108,36 +100,10 @@ fn run(name: &str, agent: &str, env: &[(&str, &str)]) -> AgentRun {
     }
 }
 
-/// The agent container's log of the run's pod.
-async fn agent_log(client: &Client, ns: &str, run: &AgentRun) -> String {
-    let pod = run
-        .status
-        .as_ref()
-        .and_then(|status| status.sandbox_name.clone())
-        .expect("the run names its sandbox");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    pods.logs(
-        &pod,
-        &LogParams {
-            container: Some("agent".into()),
-            ..LogParams::default()
-        },
-    )
-    .await
-    .unwrap_or_else(|error| panic!("reading the log of pod {pod}: {error}"))
-}
-
-/// The values of the log lines that start with `prefix`.
-fn lines<'a>(log: &'a str, prefix: &str) -> Vec<&'a str> {
-    log.lines()
-        .filter_map(|line| line.strip_prefix(prefix))
-        .collect()
-}
-
 /// The SHA-256 the stub agent printed for each skill file, keyed by its path under
 /// `/opt/skills` (the skills manifest left out).
 fn printed_hashes(log: &str) -> BTreeMap<String, String> {
-    lines(log, "skill-sha256: ")
+    log_values(log, "skill-sha256: ")
         .into_iter()
         .filter_map(|line| {
             let (hash, path) = line.split_once("  ")?;
@@ -150,7 +116,7 @@ fn printed_hashes(log: &str) -> BTreeMap<String, String> {
 /// The file the stub agent printed as base64.
 fn printed_file(log: &str, path: &str) -> Vec<u8> {
     let prefix = format!("file-base64: {path} ");
-    let encoded = lines(log, &prefix)
+    let encoded = log_values(log, &prefix)
         .first()
         .copied()
         .unwrap_or_else(|| panic!("the agent printed no {path}:\n{log}"));
@@ -255,7 +221,7 @@ async fn the_pod_sees_every_skill_byte_for_byte_read_only() {
     );
 
     // Read-only: the image volumes and the inline skill's ConfigMap refuse writes.
-    let refusals = lines(&log, "write-skill: ");
+    let refusals = log_values(&log, "write-skill: ");
     assert_eq!(refusals.len(), 3, "{log}");
     for refusal in &refusals {
         assert!(refusal.contains("refused: "), "{refusal}\n{log}");
@@ -269,7 +235,7 @@ async fn the_pod_sees_every_skill_byte_for_byte_read_only() {
         );
     }
     assert!(
-        lines(&log, "write-opt-skills: ")
+        log_values(&log, "write-opt-skills: ")
             .first()
             .is_some_and(|line| line.starts_with("refused")),
         "{log}"
@@ -313,11 +279,11 @@ async fn the_pod_sees_every_skill_byte_for_byte_read_only() {
         })
     );
     assert_eq!(
-        lines(&log, "KONVEYOR_RULES="),
+        log_values(&log, "KONVEYOR_RULES="),
         ["no-system-out,quarkus-config"],
         "{log}"
     );
-    assert_eq!(lines(&log, "HARNESS_SKILL_MODE="), ["native"], "{log}");
+    assert_eq!(log_values(&log, "HARNESS_SKILL_MODE="), ["native"], "{log}");
     operator.stop().await;
 }
 
@@ -346,12 +312,12 @@ async fn konveyor_rules_is_set_and_empty_without_rules() {
     let done = wait_phase(&runs, "plan", AgentRunPhase::Succeeded).await;
     let log = agent_log(&client, &ns, &done).await;
     assert_eq!(
-        lines(&log, "KONVEYOR_RULES="),
+        log_values(&log, "KONVEYOR_RULES="),
         [""],
         "set and empty:\n{log}"
     );
     assert_eq!(
-        lines(&log, "skill-file: "),
+        log_values(&log, "skill-file: "),
         [".konveyor-skills.json", "plan/SKILL.md"],
         "{log}"
     );
@@ -646,22 +612,22 @@ async fn the_pod_sees_params_prompt_file_mounts_and_git_author() {
         "{log}"
     );
     assert_eq!(
-        lines(&log, "KONVEYOR_PROMPT="),
+        log_values(&log, "KONVEYOR_PROMPT="),
         ["Target Java 21, dry run false, literal $(agent.target)."],
         "{log}"
     );
     assert_eq!(
-        lines(&log, "KONVEYOR_INSTRUCTIONS="),
+        log_values(&log, "KONVEYOR_INSTRUCTIONS="),
         ["Ticket MIG-7, stage 2."],
         "{log}"
     );
     assert_eq!(
-        lines(&log, "KONVEYOR_GIT_AUTHOR_NAME="),
+        log_values(&log, "KONVEYOR_GIT_AUTHOR_NAME="),
         ["Run Bot"],
         "{log}"
     );
     assert_eq!(
-        lines(&log, "KONVEYOR_GIT_AUTHOR_EMAIL="),
+        log_values(&log, "KONVEYOR_GIT_AUTHOR_EMAIL="),
         ["run-bot@example.com"],
         "{log}"
     );
@@ -675,7 +641,7 @@ async fn the_pod_sees_params_prompt_file_mounts_and_git_author() {
         b"retries: 3\n",
         "{log}"
     );
-    let probe = lines(&log, "write-dir: /etc/app ");
+    let probe = log_values(&log, "write-dir: /etc/app ");
     assert!(
         probe.first().is_some_and(
             |line| line.starts_with("refused") && line.contains("Read-only file system")
@@ -993,7 +959,7 @@ async fn the_pod_sees_the_pinned_commit_of_a_git_skill_fetched_with_its_secret()
         ("upgrade/scripts/run.sh".to_string(), sha(&script)),
     ]);
     assert_eq!(printed_hashes(&log), expected, "{log}");
-    let refusals = lines(&log, "write-skill: upgrade ");
+    let refusals = log_values(&log, "write-skill: upgrade ");
     assert!(
         refusals.len() == 1
             && refusals[0].starts_with("refused")

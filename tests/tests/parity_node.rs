@@ -11,14 +11,14 @@ use agentic_api::{
     ParamType, RunParam,
 };
 use agentic_integration_tests::{
-    CONVERGE, apply, condition, has_condition, llm_gateway, node_scenario, stub_agent,
-    wait_agent_ready, wait_for, wait_phase,
+    CONVERGE, agent_log, apply, condition, has_condition, llm_gateway, log_values, meta,
+    node_scenario, stub_agent, wait_agent_ready, wait_for, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{EnvVar, KeyToPath, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{ListParams, LogParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -30,13 +30,6 @@ const FILE_MOUNT_RETRY: Duration = Duration::from_secs(10);
 /// The port the harness serves ACP on and clients reach through the Service
 /// (`agentic_core::sandbox::ACP_PORT`).
 const ACP_PORT: u16 = 4000;
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
 
 /// The Gateway `llm` and an Agent `name` running the stub agent with `prompt` and `params`;
 /// waits until it is Ready.
@@ -124,32 +117,10 @@ fn sandbox_of(run: &AgentRun) -> String {
         .unwrap_or_else(|| panic!("the run names its sandbox: {run:#?}"))
 }
 
-/// The agent container's log of the run's pod.
-async fn agent_log(client: &Client, ns: &str, run: &AgentRun) -> String {
-    let pod = sandbox_of(run);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    pods.logs(
-        &pod,
-        &LogParams {
-            container: Some("agent".into()),
-            ..LogParams::default()
-        },
-    )
-    .await
-    .unwrap_or_else(|error| panic!("reading the log of pod {pod}: {error}"))
-}
-
-/// The values of the log lines that start with `prefix`.
-fn lines<'a>(log: &'a str, prefix: &str) -> Vec<&'a str> {
-    log.lines()
-        .filter_map(|line| line.strip_prefix(prefix))
-        .collect()
-}
-
 /// The file the stub agent printed as base64.
 fn printed_file(log: &str, path: &str) -> Vec<u8> {
     let prefix = format!("file-base64: {path} ");
-    let encoded = lines(log, &prefix)
+    let encoded = log_values(log, &prefix)
         .first()
         .copied()
         .unwrap_or_else(|| panic!("the agent printed no {path}:\n{log}"));
@@ -225,7 +196,7 @@ async fn params_in_gos_grammar_reach_the_agent_coerced() {
     let done = wait_phase(&runs, "coerced", AgentRunPhase::Succeeded).await;
     let log = agent_log(&client, &ns, &done).await;
     assert_eq!(
-        lines(&log, "KONVEYOR_PROMPT="),
+        log_values(&log, "KONVEYOR_PROMPT="),
         ["Flag true, n 25, note []."],
         "{log}"
     );

@@ -11,21 +11,14 @@ use agentic_api::{
     ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, has_condition, kubelet, llm_gateway, push, registry, scenario,
-    wait_agent_ready, wait_for, wait_for_sandbox, wait_phase, write_skill,
+    Operator, apply, condition, has_condition, kubelet, llm_gateway, meta, push, registry,
+    scenario, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use kube::api::{DynamicObject, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
 
 /// What a run's Agent was built from.
 struct Fixture {

@@ -10,22 +10,15 @@ use agentic_api::{
     ObjectRef, SkillCard, SkillCardSpec,
 };
 use agentic_integration_tests::{
-    apply, condition, has_condition, kubelet, scenario, wait_agent_ready, wait_for,
+    apply, condition, has_condition, kubelet, meta, scenario, wait_agent_ready, wait_for,
     wait_for_sandbox, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
 
 /// An inline SkillCard `notes`, a Gateway without credentials and the Agent `coder` using
 /// both; waits until the Agent is Ready.

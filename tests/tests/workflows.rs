@@ -13,7 +13,7 @@ use agentic_api::{
     RunExecution, RunParam,
 };
 use agentic_integration_tests::{
-    apply, condition, llm_gateway, node_scenario, stub_agent, wait_agent_ready, wait_for,
+    apply, condition, llm_gateway, meta, node_scenario, stub_agent, wait_agent_ready, wait_for,
     wait_gone, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
@@ -23,13 +23,6 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, LogParams, ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    }
-}
 
 /// A Gateway and the stub Agent `name` declaring `params`; waits until it is Ready.
 async fn agent(client: &Client, ns: &str, name: &str, params: &[&str]) {
