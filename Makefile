@@ -79,5 +79,6 @@ chart-readme: ## Regenerate the values table of charts/agentic-operator/README.m
 
 .PHONY: crds
 crds: ## Regenerate the committed CRD manifests from the Rust types
-	cargo run --quiet --locked -p agentic-operator -- crd > config/crd/bases/konveyor.io.yaml
-	cp config/crd/bases/konveyor.io.yaml charts/agentic-operator/files/crds/konveyor.io.yaml
+	cargo run --quiet --locked -p agentic-operator -- crd --group konveyor.io > config/crd/bases/konveyor.io.yaml
+	cargo run --quiet --locked -p agentic-operator -- crd --group trust.agentic-operator.io > config/crd/bases/trust.agentic-operator.io.yaml
+	cp config/crd/bases/konveyor.io.yaml config/crd/bases/trust.agentic-operator.io.yaml charts/agentic-operator/files/crds/

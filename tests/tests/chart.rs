@@ -4,13 +4,15 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
 use support::{
-    CHART, KUBE_VERSION, all_of_kind, crd_check_permissions, find, first_difference, helm_template,
-    identities, kind, lease_permissions, meta, metrics_review_permissions, namespaced_permissions,
-    parse_yaml_stream, permissions, read_yaml_file, repo_root, run_err, run_ok, testenv_tool,
+    CHART, GENERATED_CRD_FILES, KUBE_VERSION, all_of_kind, cluster_policy_permissions,
+    crd_check_permissions, find, first_difference, generated_crds, helm_template, identities, kind,
+    lease_permissions, meta, metrics_review_permissions, namespaced_permissions, parse_yaml_stream,
+    permissions, read_yaml_file, repo_root, run_err, run_ok, testenv_tool,
 };
 
 const RELEASE: &str = "agentic-operator";
@@ -107,6 +109,7 @@ fn default_values_create_the_cluster_wide_operator() {
 
     let mut want = namespaced_permissions();
     want.extend(crd_check_permissions());
+    want.extend(cluster_policy_permissions());
     assert_eq!(
         permissions(&find(&objects, "ClusterRole", RELEASE)["rules"]),
         want
@@ -250,9 +253,11 @@ fn watched_namespaces_get_roles_and_only_the_crd_check_stays_cluster_wide() {
     }
     assert_eq!(all_of_kind(&objects, "Role").len(), 2);
 
+    let mut want = crd_check_permissions();
+    want.extend(cluster_policy_permissions());
     assert_eq!(
         permissions(&find(&objects, "ClusterRole", RELEASE)["rules"]),
-        crd_check_permissions()
+        want
     );
     let args = args(&objects);
     assert!(args.contains(&"--namespace=team-a".to_owned()), "{args:?}");
@@ -260,7 +265,7 @@ fn watched_namespaces_get_roles_and_only_the_crd_check_stays_cluster_wide() {
 }
 
 #[test]
-fn an_explicit_backend_needs_no_crd_permission() {
+fn an_explicit_backend_needs_no_crd_permission_only_the_cluster_policies() {
     let namespaced = render(&[
         "--set",
         "sandboxBackend=pod",
@@ -276,17 +281,23 @@ fn an_explicit_backend_needs_no_crd_permission() {
                 .is_none_or(|labels| !labels.keys().any(|k| k.contains("/aggregate-to-")))
         })
         .collect();
-    assert!(
-        operator_roles.is_empty() && all_of_kind(&namespaced, "ClusterRoleBinding").is_empty(),
-        "nothing cluster-scoped for the operator: {:?}",
+    assert_eq!(
+        operator_roles
+            .iter()
+            .map(|role| permissions(&role["rules"]))
+            .collect::<Vec<_>>(),
+        [cluster_policy_permissions()],
+        "nothing cluster-scoped for the operator but the cluster's trust policies: {:?}",
         identities(&namespaced)
     );
     assert!(args(&namespaced).contains(&"--sandbox-backend=pod".to_owned()));
 
     let cluster_wide = render(&["--set", "sandboxBackend=agent-sandbox"]);
+    let mut want = namespaced_permissions();
+    want.extend(cluster_policy_permissions());
     assert_eq!(
         permissions(&find(&cluster_wide, "ClusterRole", RELEASE)["rules"]),
-        namespaced_permissions()
+        want
     );
 }
 
@@ -401,6 +412,7 @@ fn secure_metrics_review_tokens_and_are_scraped_over_https() {
     let mut want = namespaced_permissions();
     want.extend(crd_check_permissions());
     want.extend(metrics_review_permissions());
+    want.extend(cluster_policy_permissions());
     assert_eq!(
         permissions(&find(&objects, "ClusterRole", RELEASE)["rules"]),
         want
@@ -423,16 +435,18 @@ fn secure_metrics_review_tokens_and_are_scraped_over_https() {
     assert_eq!(endpoint["tlsConfig"], json!({"insecureSkipVerify": true}));
 
     // Watching some namespaces with an explicit backend needs nothing else cluster-wide, so
-    // the ClusterRole holds the reviews alone.
+    // the ClusterRole holds the reviews and the cluster's trust policies alone.
     let namespaced = render(&[
         "--set",
         "metrics.secure=true,sandboxBackend=pod",
         "--set-json",
         r#"watchNamespaces=["team-a"]"#,
     ]);
+    let mut want = metrics_review_permissions();
+    want.extend(cluster_policy_permissions());
     assert_eq!(
         permissions(&find(&namespaced, "ClusterRole", RELEASE)["rules"]),
-        metrics_review_permissions()
+        want
     );
     find(&namespaced, "ClusterRoleBinding", RELEASE);
 
@@ -591,24 +605,27 @@ fn every_object_carries_the_release_labels() {
     }
 }
 
-const GENERATED_CRDS: &str = "config/crd/bases/konveyor.io.yaml";
-
 fn generated_crd_identities() -> BTreeSet<(String, String, String)> {
-    identities(&read_yaml_file(GENERATED_CRDS))
+    identities(&generated_crds())
 }
 
 #[test]
 fn chart_crds_are_the_generated_ones() {
     // The chart's copy is byte for byte the generated file (agentic-api's
     // `committed_manifests_match_the_code` ties that file to the Rust types)...
-    let chart = std::fs::read(repo_root().join(CHART).join("files/crds/konveyor.io.yaml"))
-        .expect("the chart has files/crds/konveyor.io.yaml");
-    let generated = std::fs::read(repo_root().join(GENERATED_CRDS))
-        .expect("config/crd/bases/konveyor.io.yaml exists");
-    assert!(
-        chart == generated,
-        "charts/agentic-operator/files/crds/konveyor.io.yaml differs from config/crd/bases; run `make crds`"
-    );
+    for generated_file in GENERATED_CRD_FILES {
+        let file_name = Path::new(generated_file).file_name().expect("a file name");
+        let chart_file = Path::new(CHART).join("files/crds").join(file_name);
+        let chart = std::fs::read(repo_root().join(&chart_file))
+            .unwrap_or_else(|e| panic!("the chart has {}: {e}", chart_file.display()));
+        let generated = std::fs::read(repo_root().join(generated_file))
+            .unwrap_or_else(|e| panic!("{generated_file} exists: {e}"));
+        assert!(
+            chart == generated,
+            "{} differs from {generated_file}; run `make crds`",
+            chart_file.display()
+        );
+    }
     // ...with no crds/ next to the templates, from which Helm would install them a second
     // time and never upgrade them.
     assert!(
@@ -620,7 +637,7 @@ fn chart_crds_are_the_generated_ones() {
     // annotation.
     let objects = render(&[]);
     let rendered = all_of_kind(&objects, "CustomResourceDefinition");
-    let generated = read_yaml_file(GENERATED_CRDS);
+    let generated = generated_crds();
     assert_eq!(rendered.len(), generated.len(), "every CRD is rendered");
     for crd in &generated {
         let name = meta(crd, "name");
@@ -639,7 +656,7 @@ fn chart_crds_are_the_generated_ones() {
         metadata.remove("annotations");
         metadata.remove("labels");
         if let Some(difference) = first_difference(&ours, crd) {
-            panic!("the chart's {name} differs from {GENERATED_CRDS} at {difference}");
+            panic!("the chart's {name} differs from the generated one at {difference}");
         }
     }
 }

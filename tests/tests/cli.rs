@@ -336,14 +336,26 @@ fn text_logs_have_no_colour_codes_when_piped() {
 
 #[test]
 fn crd_prints_the_committed_manifests() {
+    let committed = |group: &str| {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../config/crd/bases/{group}.yaml"));
+        std::fs::read_to_string(&path).expect("the committed CRDs")
+    };
+    let mut everything = String::new();
+    for group in ["konveyor.io", "trust.agentic-operator.io"] {
+        let out = cli(&["crd", "--group", group]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(
+            stdout(&out) == committed(group),
+            "`agentic-operator crd --group {group}` differs from config/crd/bases/{group}.yaml; run `make crds`"
+        );
+        everything.push_str(&committed(group));
+    }
     let out = cli(&["crd"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let committed =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/crd/bases/konveyor.io.yaml");
-    let committed = std::fs::read_to_string(&committed).expect("the committed CRDs");
     assert!(
-        stdout(&out) == committed,
-        "`agentic-operator crd` differs from config/crd/bases/konveyor.io.yaml; run `make crds`"
+        stdout(&out) == everything,
+        "`agentic-operator crd` prints every group's CRDs, one after the other"
     );
 }
 

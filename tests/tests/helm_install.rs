@@ -16,8 +16,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::{
-    CHART, crd_check_permissions, lease_permissions, meta, namespaced_permissions, permissions,
-    read_yaml_file, repo_root, run_ok, testenv_tool,
+    CHART, cluster_policy_permissions, crd_check_permissions, generated_crds, lease_permissions,
+    meta, namespaced_permissions, permissions, read_yaml_file, repo_root, run_ok, testenv_tool,
 };
 
 const GENERATED_CRDS: &str = "config/crd/bases/konveyor.io.yaml";
@@ -105,7 +105,7 @@ async fn chart_installs_and_uninstalls_on_a_real_api_server() {
     // users to, so that Helm adopts them.
     let client = env.client();
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    let generated = read_yaml_file(GENERATED_CRDS);
+    let generated = generated_crds();
     let adopt = json!({"metadata": {
         "labels": {"app.kubernetes.io/managed-by": "Helm"},
         "annotations": {
@@ -220,10 +220,9 @@ async fn chart_installs_and_uninstalls_on_a_real_api_server() {
         .get(&fullname)
         .await
         .expect("the ClusterRole exists");
-    assert_eq!(
-        permissions(&rules_of(&cluster_role)),
-        crd_check_permissions()
-    );
+    let mut want = crd_check_permissions();
+    want.extend(cluster_policy_permissions());
+    assert_eq!(permissions(&rules_of(&cluster_role)), want);
     let bindings = Api::<ClusterRoleBinding>::all(client.clone());
     bindings
         .get(&fullname)

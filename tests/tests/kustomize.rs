@@ -8,14 +8,13 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use support::{
-    all_of_kind, crd_check_permissions, find, first_difference, helm_template, identities, kind,
-    lease_permissions, meta, namespaced_permissions, parse_yaml_stream, permissions,
-    read_yaml_file, repo_root, run_ok, testenv_tool,
+    all_of_kind, cluster_policy_permissions, crd_check_permissions, find, first_difference,
+    generated_crds, helm_template, identities, kind, lease_permissions, meta,
+    namespaced_permissions, parse_yaml_stream, permissions, repo_root, run_ok, testenv_tool,
 };
 
 const NAME: &str = "agentic-operator";
 const NAMESPACE: &str = "agentic-operator-system";
-const CRDS: &str = "config/crd/bases/konveyor.io.yaml";
 
 fn kustomize(dir: &str) -> Vec<Value> {
     let text = run_ok(
@@ -56,14 +55,19 @@ fn crd_names(objects: &[Value]) -> BTreeSet<String> {
 #[test]
 fn crd_kustomization_is_exactly_the_generated_crds() {
     let rendered = kustomize("config/crd");
-    let generated = read_yaml_file(CRDS);
-    assert_eq!(rendered.len(), 7, "seven CRDs: {:?}", crd_names(&rendered));
+    let generated = generated_crds();
+    assert_eq!(
+        rendered.len(),
+        9,
+        "Konveyor's seven CRDs and our two trust policies: {:?}",
+        crd_names(&rendered)
+    );
     assert_eq!(crd_names(&rendered), crd_names(&generated));
     for crd in &generated {
         let name = meta(crd, "name");
         let kustomized = find(&rendered, "CustomResourceDefinition", name);
         if let Some(difference) = first_difference(kustomized, crd) {
-            panic!("{name} differs from {CRDS} at {difference}");
+            panic!("{name} differs from the generated one at {difference}");
         }
     }
 }
@@ -80,7 +84,7 @@ fn default_installs_what_the_chart_installs() {
     );
     assert_eq!(
         crd_names(&kustomized),
-        crd_names(&read_yaml_file(CRDS)),
+        crd_names(&generated_crds()),
         "config/default installs every CRD"
     );
     assert_eq!(
@@ -101,6 +105,7 @@ fn default_rbac_equals_the_chart_and_the_documented_rules() {
 
     let mut documented = namespaced_permissions();
     documented.extend(crd_check_permissions());
+    documented.extend(cluster_policy_permissions());
     assert_eq!(kustomize_rules, documented);
 
     let binding = find(&kustomized, "ClusterRoleBinding", NAME);

@@ -118,6 +118,26 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# Read the namespace's trust policies and write their blast radius.
+- apiGroups: ["trust.agentic-operator.io"]
+  resources: ["skilltrustpolicies"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["trust.agentic-operator.io"]
+  resources: ["skilltrustpolicies/status"]
+  verbs: ["get", "patch"]
+{{- end }}
+
+{{/*
+The cluster's trust policies apply to every watched namespace, so they are read (and their
+status written) cluster-wide whatever namespaces are watched.
+*/}}
+{{- define "agentic-operator.clusterPolicyRules" -}}
+- apiGroups: ["trust.agentic-operator.io"]
+  resources: ["clusterskilltrustpolicies"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["trust.agentic-operator.io"]
+  resources: ["clusterskilltrustpolicies/status"]
+  verbs: ["get", "patch"]
 {{- end }}
 
 {{/*

@@ -20,6 +20,7 @@ mod gateway;
 mod gitconfig;
 mod skillcard;
 mod skillcollection;
+mod trustpolicy;
 
 pub use agent::{
     Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType, SkillOrigin,
@@ -45,6 +46,14 @@ pub use skillcard::{
 pub use skillcollection::{
     DEFAULT_SKILLS_LABEL, SKILL_COLLECTION_LABEL, SkillCollection, SkillCollectionSkill,
     SkillCollectionSpec, SkillCollectionStatus,
+};
+
+pub use trustpolicy::{
+    AffectedRun, ClusterSkillTrustPolicy, ClusterSkillTrustPolicySpec, GitSigners, KeyRef,
+    KeySource, KeylessIdentity, MAX_BLAST_RADIUS_ENTRIES, REVOKED_COMMIT_PATTERN,
+    REVOKED_DIGEST_PATTERN, RevocationAction, Revocations, SkillTrustPolicy, SkillTrustPolicySpec,
+    SkillTrustPolicyStatus, SkillVerification, TRUST_GROUP, TrustMode, TrustPolicy, TrustRoot,
+    VerificationState,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -81,10 +90,29 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     crds
 }
 
-/// Every CRD as one multi-document YAML stream, as committed under `config/crd/bases/`.
+/// The CustomResourceDefinitions of our extension group [`TRUST_GROUP`], apart from
+/// [`crds`]: those are Konveyor's kinds, all namespaced in `konveyor.io`.
+pub fn trust_crds() -> Vec<CustomResourceDefinition> {
+    let mut crds = vec![ClusterSkillTrustPolicy::crd(), SkillTrustPolicy::crd()];
+    crds.iter_mut().for_each(descriptions::unwrap_crd);
+    crds
+}
+
+/// Every `konveyor.io` CRD as one multi-document YAML stream, as committed in
+/// `config/crd/bases/konveyor.io.yaml`.
 pub fn crds_yaml() -> Result<String, serde_json::Error> {
+    to_yaml_stream(crds())
+}
+
+/// Every trust policy CRD as one multi-document YAML stream, as committed in
+/// `config/crd/bases/trust.agentic-operator.io.yaml`.
+pub fn trust_crds_yaml() -> Result<String, serde_json::Error> {
+    to_yaml_stream(trust_crds())
+}
+
+fn to_yaml_stream(crds: Vec<CustomResourceDefinition>) -> Result<String, serde_json::Error> {
     let mut out = String::new();
-    for crd in crds() {
+    for crd in crds {
         out.push_str("---\n");
         out.push_str(&yaml::to_yaml(&serde_json::to_value(&crd)?));
     }

@@ -186,13 +186,21 @@ pub struct SkillCardStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_mode: Option<DeliveryMode>,
 
+    /// Who signed what this card pins, when a trust policy
+    /// (`trust.agentic-operator.io`) selects it. (An agentic-operator extension of the
+    /// Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::SkillVerification>,
+
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
     /// `Ready` tells whether the skill is valid and usable; `RegistryReachable` (images) and
     /// `SourceReachable` (git) tell whether the last check reached the registry or git
-    /// server; `MovingRef` (git) whether the card follows the default branch.
+    /// server; `MovingRef` (git) whether the card follows the default branch; `Verified`
+    /// (our extension, only when a trust policy selects the card) whether what it pins is
+    /// signed as the policies require.
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

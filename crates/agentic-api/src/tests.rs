@@ -79,8 +79,105 @@ fn conditions_merge_by_type_everywhere() {
 
 #[test]
 fn no_unsigned_integer_formats() {
-    let text = crds_yaml().expect("yaml");
-    assert!(!text.contains("format: uint"), "unsigned format found");
+    for text in [crds_yaml(), trust_crds_yaml()] {
+        let text = text.expect("yaml");
+        assert!(!text.contains("format: uint"), "unsigned format found");
+    }
+}
+
+#[test]
+fn trust_policies_live_in_our_group_one_per_scope() {
+    let kinds: Vec<(String, String, String)> = trust_crds()
+        .into_iter()
+        .map(|crd| (crd.spec.names.kind, crd.spec.scope, crd.spec.group))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ClusterSkillTrustPolicy", "Cluster"),
+            ("SkillTrustPolicy", "Namespaced"),
+        ]
+        .map(|(kind, scope)| (
+            kind.to_string(),
+            scope.to_string(),
+            TRUST_GROUP.to_string()
+        ))
+    );
+    for crd in trust_crds() {
+        assert_ne!(crd.spec.group, GROUP, "never in Konveyor's group");
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, VERSION);
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some(),
+            "{} has no status subresource",
+            crd.spec.names.kind
+        );
+        let schema = schema_of(&crd);
+        let conditions = &schema["properties"]["status"]["properties"]["conditions"];
+        assert_eq!(
+            conditions["x-kubernetes-list-map-keys"],
+            serde_json::json!(["type"])
+        );
+    }
+}
+
+#[test]
+fn both_trust_policy_kinds_share_one_spec_schema() {
+    let [cluster, namespaced] = [ClusterSkillTrustPolicy::crd(), SkillTrustPolicy::crd()]
+        .map(|crd| schema_of(&crd)["properties"]["spec"]["properties"].clone());
+    assert_eq!(cluster, namespaced);
+    let properties: Vec<&String> = cluster.as_object().expect("properties").keys().collect();
+    assert_eq!(
+        properties,
+        [
+            "action",
+            "gitSigners",
+            "images",
+            "keyless",
+            "keys",
+            "mode",
+            "revoked",
+            "sources",
+            "trustRoot"
+        ]
+    );
+}
+
+#[test]
+fn trust_policy_manifests_deserialize() {
+    let policy: ClusterSkillTrustPolicy = serde_json::from_value(serde_json::json!({
+        "apiVersion": "trust.agentic-operator.io/v1alpha1", "kind": "ClusterSkillTrustPolicy",
+        "metadata": {"name": "signed-skills"},
+        "spec": {"images": ["registry.example/skills/**"], "mode": "Enforce", "action": "Cancel",
+                  "keys": [{"pem": "-----BEGIN PUBLIC KEY-----"},
+                           {"secretKeyRef": {"name": "keys", "key": "next.pub", "namespace": "platform"}}],
+                  "keyless": [{"issuer": "https://issuer.example", "subjectRegExp": "^https://ci.example/.*$"}],
+                  "trustRoot": {"fulcioCertificates": [{"configMapKeyRef": {"name": "root", "key": "fulcio.pem", "namespace": "platform"}}],
+                                "rekorKeys": [{"pem": "k"}]},
+                  "gitSigners": {"allowedSigners": {"pem": "dev@example ssh-ed25519 AAAA"}},
+                  "revoked": {"digests": ["sha256:0000000000000000000000000000000000000000000000000000000000000000"],
+                              "keys": ["sha256:ab"]}}
+    }))
+    .expect("a cluster policy");
+    let spec = &policy.spec.policy;
+    assert_eq!(spec.action, RevocationAction::Cancel);
+    assert_eq!(spec.keys.len(), 2);
+    assert_eq!(
+        spec.keyless[0].subject_reg_exp.as_deref(),
+        Some("^https://ci.example/.*$")
+    );
+    let defaulted: SkillTrustPolicy = serde_json::from_value(serde_json::json!({
+        "apiVersion": "trust.agentic-operator.io/v1alpha1", "kind": "SkillTrustPolicy",
+        "metadata": {"name": "p", "namespace": "team"},
+        "spec": {"sources": ["https://git.example/**"]}
+    }))
+    .expect("a namespaced policy");
+    assert_eq!(defaulted.spec.policy.mode, TrustMode::Enforce);
+    assert_eq!(defaulted.spec.policy.action, RevocationAction::Block);
 }
 
 #[test]
@@ -207,16 +304,25 @@ fn cel_rules_are_declared_where_the_api_promises() {
 
 #[test]
 fn committed_manifests_match_the_code() {
-    let generated = crds_yaml().expect("yaml");
+    let konveyor = crds_yaml().expect("yaml");
+    let trust = trust_crds_yaml().expect("yaml");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    for path in [
-        "config/crd/bases/konveyor.io.yaml",
-        "charts/agentic-operator/files/crds/konveyor.io.yaml",
+    for (path, generated) in [
+        ("config/crd/bases/konveyor.io.yaml", &konveyor),
+        (
+            "charts/agentic-operator/files/crds/konveyor.io.yaml",
+            &konveyor,
+        ),
+        ("config/crd/bases/trust.agentic-operator.io.yaml", &trust),
+        (
+            "charts/agentic-operator/files/crds/trust.agentic-operator.io.yaml",
+            &trust,
+        ),
     ] {
         let committed = std::fs::read_to_string(root.join(path))
             .unwrap_or_else(|e| panic!("{path}: {e}; run `make crds`"));
         assert!(
-            committed == generated,
+            &committed == generated,
             "{path} drifted from the Rust types; run `make crds` and commit the result"
         );
     }
@@ -242,7 +348,7 @@ fn descriptions(value: &Value, out: &mut Vec<String>) {
 #[test]
 fn descriptions_have_no_line_break_inside_a_paragraph() {
     let mut found = Vec::new();
-    for crd in crds() {
+    for crd in crds().into_iter().chain(trust_crds()) {
         descriptions(&serde_json::to_value(&crd).expect("crd"), &mut found);
     }
     assert!(

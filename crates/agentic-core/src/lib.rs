@@ -20,6 +20,8 @@
 //! - [`sandbox`]: a run's sandbox (pod spec, Pod or agent-sandbox `Sandbox`, ConfigMaps,
 //!   Secret), the run's outcome read back from its pod, and its lifecycle (admission under an
 //!   Agent's cap, deadlines, cancellation, time to live).
+//! - [`trust`]: which trust policies apply to a skill, the `Verified` verdict on its pin,
+//!   the pin a card keeps when its tag moves, and the runs a revocation reaches.
 //! - [`events`]: the Events a status change raises.
 //! - [`reasons`]: the reason vocabulary, one table per kind, that `docs/conditions.md`
 //!   documents (tests keep the two, and the code, in step). Errors carry their reason in
@@ -40,6 +42,7 @@ pub mod sandbox;
 pub mod skills;
 pub mod substitution;
 pub mod sweep;
+pub mod trust;
 pub mod workflow;
 
 pub use error::Error;

@@ -8,7 +8,7 @@
 //! fails when a section and its table differ, and `tests/tests/reasons.rs` when the code
 //! writes a reason no table lists, or a table lists one no code writes.
 
-use crate::{collections, gateway, sandbox, skills, workflow};
+use crate::{collections, gateway, sandbox, skills, trust, workflow};
 
 /// A SkillCard's content is valid.
 pub const REASON_SKILL_VALID: &str = "SkillValid";
@@ -90,6 +90,14 @@ pub const VOCABULARY: &[Vocabulary] = &[
             "Unauthorized",
             "UnsafeImageContent",
             "UnsafeSourceContent",
+            // Trust policies: `Ready` and `Verified`.
+            trust::REASON_REVOKED,
+            trust::REASON_UNVERIFIED,
+            trust::REASON_VERIFICATION_UNAVAILABLE,
+            trust::REASON_SIGNATURE_VERIFIED,
+            trust::REASON_NEW_PIN_REFUSED,
+            trust::REASON_UNSIGNED,
+            trust::REASON_SIGNATURE_INVALID,
         ],
     },
     Vocabulary {

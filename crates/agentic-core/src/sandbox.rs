@@ -238,6 +238,7 @@ impl MountedSkill {
             name: self.name.clone(),
             image: self.source.pin(),
             skill_type: self.skill_type,
+            verification: None,
         }
     }
 }

@@ -626,14 +626,17 @@ impl ControlPlane {
             }
         }
         // A cluster for workloads is a fresh one: the chart or configuration under test
-        // installs the konveyor.io CRDs, as it does for users.
-        let konveyor_crds = if bins.controller_manager.is_some() {
+        // installs the konveyor.io and trust policy CRDs, as it does for users.
+        let our_crds = if bins.controller_manager.is_some() {
             Vec::new()
         } else {
             agentic_api::crds()
+                .into_iter()
+                .chain(agentic_api::trust_crds())
+                .collect()
         };
         let crds: Vec<CustomResourceDefinition> =
-            konveyor_crds.into_iter().chain(sandbox_crds).collect();
+            our_crds.into_iter().chain(sandbox_crds).collect();
         install_crds(&client, crds).await?;
 
         if with_agent_sandbox {

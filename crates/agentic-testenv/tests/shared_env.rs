@@ -54,6 +54,7 @@ async fn our_crds_and_the_sandbox_crd_are_established() {
     let api = Api::<CustomResourceDefinition>::all(env().await.client());
     let mut expected: Vec<String> = agentic_api::crds()
         .into_iter()
+        .chain(agentic_api::trust_crds())
         .filter_map(|crd| crd.metadata.name)
         .collect();
     assert!(!expected.is_empty(), "agentic_api::crds() returned no CRDs");

@@ -112,6 +112,20 @@ pub fn parse_yaml_stream(text: &str, origin: &str) -> Vec<Value> {
 }
 
 /// A YAML file of the repository, every document.
+/// The generated CRD files: Konveyor's kinds, then our trust policies.
+pub const GENERATED_CRD_FILES: [&str; 2] = [
+    "config/crd/bases/konveyor.io.yaml",
+    "config/crd/bases/trust.agentic-operator.io.yaml",
+];
+
+/// Every generated CRD, from [`GENERATED_CRD_FILES`].
+pub fn generated_crds() -> Vec<Value> {
+    GENERATED_CRD_FILES
+        .iter()
+        .flat_map(|file| read_yaml_file(file))
+        .collect()
+}
+
 pub fn read_yaml_file(relative: &str) -> Vec<Value> {
     let path = repo_root().join(relative);
     let text = std::fs::read_to_string(&path)
@@ -257,7 +271,8 @@ const STATUSES: &[&str] = &[
 /// our kinds, patch their status, apply Secrets, ConfigMaps, Pods and Sandboxes, delete the
 /// sandboxes of ended runs, the runs and workflow runs past their time to live and (one by
 /// one) the objects of runs that no longer exist, create (and cancel, with a patch) the runs
-/// of workflow stages, and record Events. Anything wider must fail the tests.
+/// of workflow stages, record Events, and read the namespace's trust policies and write their
+/// status. Anything wider must fail the tests.
 pub fn namespaced_permissions() -> BTreeSet<Permission> {
     expected_permissions(&[
         ("konveyor.io", KINDS, READ, "*"),
@@ -283,6 +298,38 @@ pub fn namespaced_permissions() -> BTreeSet<Permission> {
         ("agents.x-k8s.io", &["sandboxes"], READ_APPLY, "*"),
         ("agents.x-k8s.io", &["sandboxes"], &["delete"], "*"),
         ("events.k8s.io", &["events"], &["create", "patch"], "*"),
+        // A namespace's trust policies: read, and their blast radius written to status.
+        (
+            "trust.agentic-operator.io",
+            &["skilltrustpolicies"],
+            READ,
+            "*",
+        ),
+        (
+            "trust.agentic-operator.io",
+            &["skilltrustpolicies/status"],
+            &["get", "patch"],
+            "*",
+        ),
+    ])
+}
+
+/// The cluster's trust policies, read and given their status whatever namespaces the
+/// operator watches: they apply to all of them.
+pub fn cluster_policy_permissions() -> BTreeSet<Permission> {
+    expected_permissions(&[
+        (
+            "trust.agentic-operator.io",
+            &["clusterskilltrustpolicies"],
+            READ,
+            "*",
+        ),
+        (
+            "trust.agentic-operator.io",
+            &["clusterskilltrustpolicies/status"],
+            &["get", "patch"],
+            "*",
+        ),
     ])
 }
 

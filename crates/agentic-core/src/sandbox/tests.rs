@@ -1179,17 +1179,20 @@ fn pinned_skills_record_images_and_config_maps() {
             PinnedSkill {
                 name: "always-test".into(),
                 image: "configmap:notes-card-skill".into(),
-                skill_type: SkillType::Rule
+                skill_type: SkillType::Rule,
+                verification: None,
             },
             PinnedSkill {
                 name: "java".into(),
                 image: JAVA_IMAGE.into(),
-                skill_type: SkillType::Skill
+                skill_type: SkillType::Skill,
+                verification: None,
             },
             PinnedSkill {
                 name: "style".into(),
                 image: STYLE_IMAGE.into(),
-                skill_type: SkillType::Rule
+                skill_type: SkillType::Rule,
+                verification: None,
             },
         ]
     );

@@ -33,12 +33,28 @@ pub enum Command {
     /// Run the controllers against the cluster of the current kubeconfig (or in-cluster).
     Run(RunArgs),
     /// Print every CustomResourceDefinition as multi-document YAML.
-    Crd,
+    Crd(CrdArgs),
     /// Validate, publish, inspect and pull skills.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
     /// List, start, follow and cancel AgentRuns in the cluster of the current kubeconfig.
     Agentrun(agentrun::AgentRunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CrdArgs {
+    /// Print only the CRDs of this API group: Konveyor's kinds, or our trust policies.
+    #[arg(long, value_enum)]
+    pub group: Option<CrdGroup>,
+}
+
+/// The API groups whose CRDs the operator ships.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CrdGroup {
+    #[value(name = "konveyor.io")]
+    Konveyor,
+    #[value(name = "trust.agentic-operator.io")]
+    Trust,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -223,7 +239,7 @@ const USAGE_ERROR: u8 = 2;
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Crd => print_crds(),
+        Command::Crd(args) => print_crds(args.group),
         Command::Skill(command) => skill::run(command),
         Command::Agentrun(args) => agentrun::run(args),
         Command::Run(args) => run_operator(args),
@@ -313,8 +329,14 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn print_crds() -> ExitCode {
-    let written = agentic_api::crds_yaml()
+fn print_crds(group: Option<CrdGroup>) -> ExitCode {
+    let yaml = match group {
+        Some(CrdGroup::Konveyor) => agentic_api::crds_yaml(),
+        Some(CrdGroup::Trust) => agentic_api::trust_crds_yaml(),
+        None => agentic_api::crds_yaml()
+            .and_then(|konveyor| Ok(konveyor + &agentic_api::trust_crds_yaml()?)),
+    };
+    let written = yaml
         .map_err(|e| format!("serializing CRDs: {e}"))
         .and_then(|yaml| {
             std::io::stdout()

@@ -1,0 +1,408 @@
+//! The `trust.agentic-operator.io/v1alpha1` API, our extension beside Konveyor's kinds: who
+//! must have signed the skills a cluster (`ClusterSkillTrustPolicy`) or a namespace
+//! (`SkillTrustPolicy`) mounts, and which digests, commits and keys are revoked.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::AgentRunPhase;
+
+/// The API group of the trust policy kinds: ours, never `konveyor.io`, whose kinds stay
+/// byte-compatible with Konveyor.
+pub const TRUST_GROUP: &str = "trust.agentic-operator.io";
+
+/// The most runs a policy's `status.blastRadius` lists; `status.affectedRuns` counts them all.
+/// It keeps the status far below the API server's object size limit.
+pub const MAX_BLAST_RADIUS_ENTRIES: usize = 100;
+
+/// The pattern of a revoked digest: `sha256:` and 64 lowercase hex digits.
+pub const REVOKED_DIGEST_PATTERN: &str = "^sha256:[0-9a-f]{64}$";
+/// The pattern of a revoked git commit: the full 40 (SHA-1) or 64 (SHA-256) hex digits.
+pub const REVOKED_COMMIT_PATTERN: &str = "^([0-9a-f]{40}|[0-9a-f]{64})$";
+
+/// The desired state of a SkillTrustPolicy.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "trust.agentic-operator.io",
+    version = "v1alpha1",
+    kind = "SkillTrustPolicy",
+    doc = "A SkillTrustPolicy says who must have signed the skills of its namespace's SkillCards that it selects, and which digests, commits and keys are revoked there. It adds to the cluster's ClusterSkillTrustPolicies and can never relax them: every policy that selects a skill must be satisfied. An agentic-operator extension, not part of the Konveyor API.",
+    namespaced,
+    status = "SkillTrustPolicyStatus",
+    shortname = "stp",
+    category = "agentic-trust",
+    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode"),
+    printcolumn(name = "Action", type_ = "string", json_path = ".spec.action"),
+    printcolumn(
+        name = "Affected",
+        type_ = "integer",
+        json_path = ".status.affectedRuns"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillTrustPolicySpec {
+    #[serde(flatten)]
+    pub policy: TrustPolicy,
+}
+
+/// The desired state of a ClusterSkillTrustPolicy.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "trust.agentic-operator.io",
+    version = "v1alpha1",
+    kind = "ClusterSkillTrustPolicy",
+    doc = "A ClusterSkillTrustPolicy says who must have signed the skills of every namespace's SkillCards that it selects, and which digests, commits and keys are revoked everywhere. Namespaced SkillTrustPolicies can only add to it. An agentic-operator extension, not part of the Konveyor API.",
+    status = "SkillTrustPolicyStatus",
+    shortname = "cstp",
+    category = "agentic-trust",
+    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode"),
+    printcolumn(name = "Action", type_ = "string", json_path = ".spec.action"),
+    printcolumn(
+        name = "Affected",
+        type_ = "integer",
+        json_path = ".status.affectedRuns"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSkillTrustPolicySpec {
+    #[serde(flatten)]
+    pub policy: TrustPolicy,
+}
+
+/// What a trust policy selects and requires; the same for both kinds.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustPolicy {
+    /// Image repositories whose skills this policy requires signatures for, matched against
+    /// the repository a SkillCard pins (`status.resolvedImage` without `@sha256:...`), for
+    /// example `registry.example/skills/java`. `*` matches any characters but `/`, `**` any
+    /// characters including `/`: `registry.example/skills/**` selects every repository under
+    /// `skills/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub images: Vec<String>,
+
+    /// Git repository URLs whose skills this policy requires signed commits for, matched
+    /// against a SkillCard's `spec.source` as written, with the wildcards of `images`, for
+    /// example `https://git.example/acme/**`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub sources: Vec<String>,
+
+    /// `Enforce` (default): a selected skill without a valid signature is not Ready. `Warn`:
+    /// it stays Ready, with `Verified=False` and a Warning Event. A namespaced `Warn` policy
+    /// never softens a cluster `Enforce` one: each policy is judged on its own.
+    #[serde(default)]
+    pub mode: TrustMode,
+
+    /// What a revocation does to runs that mounted the revoked skill. `Block` (default): its
+    /// SkillCards turn `Ready=False` (reason `Revoked`), so Agents using them are not Ready
+    /// and no new run starts; running runs go on. `Cancel`: running runs that mounted it are
+    /// cancelled as well (`spec.cancel: true`).
+    #[serde(default)]
+    pub action: RevocationAction,
+
+    /// Cosign public keys; an image is verified when a cosign signature of its exact digest,
+    /// in this repository, verifies with any one of them. List several to rotate keys.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(merge_strategy = ListMerge::Atomic)]
+    pub keys: Vec<KeySource>,
+
+    /// Keyless (Fulcio certificate) signers; an image is verified when a signature's
+    /// certificate chains to `trustRoot.fulcioCertificates`, names one of these identities,
+    /// and its Rekor entry's signed timestamp verifies with `trustRoot.rekorKeys`. Checked
+    /// offline: the operator calls no Sigstore service.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(merge_strategy = ListMerge::Atomic)]
+    pub keyless: Vec<KeylessIdentity>,
+
+    /// The certificates and keys keyless signatures are checked against. Required with
+    /// `keyless`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_root: Option<TrustRoot>,
+
+    /// Who may sign the commits of selected git skills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_signers: Option<GitSigners>,
+
+    /// Digests, commits and keys no skill in this policy's scope may use, whichever
+    /// repository or URL it comes from: every namespace for a ClusterSkillTrustPolicy, its
+    /// own for a SkillTrustPolicy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<Revocations>,
+}
+
+/// Whether a failed verification blocks a skill.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum TrustMode {
+    /// Not Ready without a valid signature.
+    #[default]
+    Enforce,
+    /// Ready, with `Verified=False` and a Warning Event.
+    Warn,
+}
+
+/// What a revocation does to running runs.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RevocationAction {
+    /// Block new runs; running runs go on.
+    #[default]
+    Block,
+    /// Block new runs and cancel the running ones that mounted a revoked skill.
+    Cancel,
+}
+
+/// Key text (PEM, an allowed-signers file or an armored GPG key), given inline or read from a
+/// key of a Secret or ConfigMap.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(
+    validation = Rule::new("[has(self.pem), has(self.secretKeyRef), has(self.configMapKeyRef)].filter(x, x).size() == 1").message("set exactly one of pem, secretKeyRef and configMapKeyRef")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KeySource {
+    /// The text itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 65536))]
+    pub pem: Option<String>,
+
+    /// A key of a Secret holding the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<KeyRef>,
+
+    /// A key of a ConfigMap holding the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<KeyRef>,
+}
+
+/// One key of a Secret or ConfigMap.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRef {
+    /// Name of the Secret or ConfigMap.
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::OBJECT_NAME_PATTERN))]
+    pub name: String,
+
+    /// The key holding the text.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+
+    /// Namespace of the Secret or ConfigMap. A SkillTrustPolicy may only read its own
+    /// namespace (leave this empty); a ClusterSkillTrustPolicy must name one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
+}
+
+/// A certificate identity a keyless signature may carry: its OIDC issuer and subject, each
+/// exact or a regular expression (RE2 syntax, matched against the whole value).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(
+    validation = Rule::new("has(self.issuer) != has(self.issuerRegExp)").message("set exactly one of issuer and issuerRegExp"),
+    validation = Rule::new("has(self.subject) != has(self.subjectRegExp)").message("set exactly one of subject and subjectRegExp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KeylessIdentity {
+    /// The exact OIDC issuer, for example `https://token.actions.githubusercontent.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub issuer: Option<String>,
+
+    /// A regular expression the whole issuer must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub issuer_reg_exp: Option<String>,
+
+    /// The exact subject (the certificate's e-mail or URI), for example
+    /// `https://github.com/acme/skills/.github/workflows/release.yml@refs/heads/main`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub subject: Option<String>,
+
+    /// A regular expression the whole subject must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub subject_reg_exp: Option<String>,
+}
+
+/// The Sigstore trust root keyless signatures are checked against, supplied by the
+/// administrator: nothing is fetched from a Sigstore service.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustRoot {
+    /// Fulcio CA certificates (root and intermediates) signing certificates chain to.
+    #[schemars(length(min = 1, max = 16))]
+    pub fulcio_certificates: Vec<KeySource>,
+
+    /// Rekor public keys; a signature's Rekor signed entry timestamp must verify with one.
+    #[schemars(length(min = 1, max = 16))]
+    pub rekor_keys: Vec<KeySource>,
+
+    /// Certificate Transparency log public keys; a certificate's embedded SCT must verify
+    /// with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub ct_log_keys: Vec<KeySource>,
+}
+
+/// Who may sign the commits of git skills.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitSigners {
+    /// An SSH allowed-signers file, in the format of git's `gpg.ssh.allowedSignersFile`
+    /// (`<principals> [options] <key type> <key>` per line); a commit is verified when its
+    /// SSH signature verifies with one of its keys, valid at the commit's time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_signers: Option<KeySource>,
+
+    /// Armored GPG public keys; a commit is verified when its GPG signature verifies with
+    /// one of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub gpg_keys: Vec<KeySource>,
+}
+
+/// What may no longer be used, whoever signed it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Revocations {
+    /// Image digests, `sha256:` and 64 hex digits: a SkillCard pinned to one is
+    /// `Ready=False` with reason `Revoked`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4096))]
+    #[schemars(inner(regex(pattern = REVOKED_DIGEST_PATTERN)))]
+    pub digests: Vec<String>,
+
+    /// Full git commit ids: a git SkillCard pinned to one is `Ready=False` with reason
+    /// `Revoked`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4096))]
+    #[schemars(inner(regex(pattern = REVOKED_COMMIT_PATTERN)))]
+    pub commits: Vec<String>,
+
+    /// Signing keys, as a SkillCard's `status.verification.signer` names them (a
+    /// `sha256:` key fingerprint, an SSH `SHA256:` fingerprint, or a certificate identity
+    /// `<issuer> <subject>`): a signature by one of them no longer counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub keys: Vec<String>,
+}
+
+/// The observed state of a trust policy.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillTrustPolicyStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// How many runs, live and finished, mounted a skill this policy revokes or does not
+    /// verify (read from the runs' `status.skills`).
+    #[serde(default)]
+    pub affected_runs: i64,
+
+    /// The runs counted in `affectedRuns`, at most 100, live runs first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Atomic)]
+    pub blast_radius: Vec<AffectedRun>,
+
+    /// `Ready`: whether every key, certificate and referenced Secret or ConfigMap of the
+    /// policy could be read.
+    #[serde(default)]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// A run that mounted a skill a policy revokes or does not verify.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AffectedRun {
+    /// Namespace of the AgentRun.
+    pub namespace: String,
+    /// Name of the AgentRun.
+    pub name: String,
+    /// The run's phase when the policy looked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<AgentRunPhase>,
+    /// Frontmatter name of the skill.
+    pub skill: String,
+    /// What the run mounted, as its `status.skills[].image` says.
+    pub image: String,
+    /// `Revoked` or `Unverified`.
+    pub reason: String,
+}
+
+/// How a mounted or pinned skill stands against the trust policies that select it (an
+/// agentic-operator extension of the Konveyor status).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillVerification {
+    /// `Verified`, `Unverified` (a `Warn` policy let it through) or `Revoked`.
+    pub state: VerificationState,
+
+    /// Who signed what is pinned: a `sha256:` key fingerprint, an SSH `SHA256:`
+    /// fingerprint, a GPG key id, or a certificate identity `<issuer> <subject>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+
+    /// Digest of the signature that verified (the signature manifest or bundle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_digest: Option<String>,
+
+    /// Where the signature was found: `tag` (cosign's `sha256-<digest>.sig`), `referrers`
+    /// (an OCI referrer or Sigstore bundle), or `commit` (a signed git commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
+
+    /// The policies that select the skill, as `ClusterSkillTrustPolicy/<name>` or
+    /// `SkillTrustPolicy/<namespace>/<name>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
+}
+
+/// Where a skill stands against its trust policies.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum VerificationState {
+    /// Every selecting policy's signature requirement is met.
+    #[default]
+    Verified,
+    /// A `Warn` policy's requirement is not met; the skill is used anyway.
+    Unverified,
+    /// Its digest, commit or signing key is revoked.
+    Revoked,
+}
+
+impl VerificationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Verified => "Verified",
+            Self::Unverified => "Unverified",
+            Self::Revoked => "Revoked",
+        }
+    }
+}

@@ -1,0 +1,647 @@
+//! Skill trust: which trust policies (`trust.agentic-operator.io`) apply to a skill, what a
+//! card says once its signatures are checked, which pin it keeps, which runs a policy's
+//! revocations reach.
+//!
+//! The model, in one place:
+//! - A policy *selects* a skill when one of its `images` patterns matches the pinned
+//!   repository, or one of its `sources` patterns the git URL. Inline skills are never
+//!   selected: they have no bytes anyone signed.
+//! - Every selecting policy must be satisfied on its own (any one of its keys or identities
+//!   will do): a namespaced policy adds a requirement and never replaces the cluster's, so a
+//!   namespaced `Warn`, or a key of the namespace's own, cannot relax a cluster `Enforce`.
+//! - Revocations apply to every skill in a policy's scope, selected or not (a digest or a
+//!   commit names one content, wherever it comes from): the cluster's everywhere, a
+//!   namespace's in that namespace. A signature by a revoked key no longer counts.
+//! - No policy selecting a skill and no revocation hitting it: the card reads as before, with
+//!   no `Verified` condition.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use agentic_api::{
+    AffectedRun, AgentRun, ClusterSkillTrustPolicy, ConditionStatus, KeyRef,
+    MAX_BLAST_RADIUS_ENTRIES, RevocationAction, SkillTrustPolicy, SkillVerification, TrustMode,
+    TrustPolicy, VerificationState,
+};
+
+/// The condition a SkillCard selected by a trust policy carries (our extension).
+pub const CONDITION_VERIFIED: &str = "Verified";
+
+/// `Verified=True`: every selecting policy's requirement is met.
+pub const REASON_SIGNATURE_VERIFIED: &str = "SignatureVerified";
+/// `Verified=False`: no signature of the pinned digest or commit was found.
+pub const REASON_UNSIGNED: &str = "Unsigned";
+/// `Verified=False`: signatures were found, but none verifies as a policy requires (another
+/// key, another identity, another digest or repository, a broken chain).
+pub const REASON_SIGNATURE_INVALID: &str = "SignatureInvalid";
+/// `Verified=False` and `Ready=False`: the pinned digest, commit or its signer is revoked.
+pub const REASON_REVOKED: &str = "Revoked";
+/// `Ready=False`: an `Enforce` policy's requirement is not met.
+pub const REASON_UNVERIFIED: &str = "Unverified";
+/// `Verified=Unknown` (and `Ready=False` for a pin never verified under `Enforce`): the
+/// signatures or the policy's keys could not be read.
+pub const REASON_VERIFICATION_UNAVAILABLE: &str = "VerificationUnavailable";
+/// `Verified=True`: the card keeps its verified pin and refused the digest or commit its tag
+/// or branch moved to.
+pub const REASON_NEW_PIN_REFUSED: &str = "NewPinRefused";
+
+/// What a card pins, as the trust policies see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinnedSource<'a> {
+    /// An image: its repository (`registry/path`) and digest (`sha256:...`).
+    Image {
+        repository: &'a str,
+        digest: &'a str,
+    },
+    /// A git source: its URL as written in `spec.source`, and the full commit id.
+    Git { url: &'a str, commit: &'a str },
+    /// Inline text: nothing anyone signed.
+    Inline,
+}
+
+impl<'a> PinnedSource<'a> {
+    /// The source a run recorded in `status.skills[].image`: `repository@sha256:...`,
+    /// `<url>@<commit>`, or `configmap:<name>`.
+    pub fn from_pin(pin: &'a str) -> Self {
+        if pin.starts_with("configmap:") {
+            return Self::Inline;
+        }
+        match pin.rsplit_once('@') {
+            Some((repository, digest)) if digest.starts_with("sha256:") => {
+                Self::Image { repository, digest }
+            }
+            Some((url, commit)) => Self::Git { url, commit },
+            None => Self::Inline,
+        }
+    }
+
+    /// The digest or commit, as revocation lists name it.
+    fn content(&self) -> Option<&'a str> {
+        match *self {
+            Self::Image { digest, .. } => Some(digest),
+            Self::Git { commit, .. } => Some(commit),
+            Self::Inline => None,
+        }
+    }
+}
+
+/// A policy, as status and messages name it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PolicyId {
+    Cluster { name: String },
+    Namespaced { namespace: String, name: String },
+}
+
+impl PolicyId {
+    pub fn of_cluster(policy: &ClusterSkillTrustPolicy) -> Self {
+        Self::Cluster {
+            name: policy.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
+    pub fn of_namespaced(policy: &SkillTrustPolicy) -> Self {
+        Self::Namespaced {
+            namespace: policy.metadata.namespace.clone().unwrap_or_default(),
+            name: policy.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Whether the policy's revocations and requirements reach skills of `namespace`.
+    pub fn covers(&self, namespace: &str) -> bool {
+        match self {
+            Self::Cluster { .. } => true,
+            Self::Namespaced { namespace: own, .. } => own == namespace,
+        }
+    }
+
+    /// The namespace `key` is read from: a cluster policy must name one, a namespaced
+    /// policy may only read its own, so a tenant never reads another namespace's Secrets
+    /// through the operator.
+    pub fn key_namespace<'k>(&'k self, key: &'k KeyRef) -> Result<&'k str, String> {
+        match (self, key.namespace.as_deref()) {
+            (Self::Cluster { .. }, Some(namespace)) => Ok(namespace),
+            (Self::Cluster { .. }, None) => Err(format!(
+                "{self}: the reference to key {:?} of {:?} names no namespace; a \
+                 ClusterSkillTrustPolicy must name one",
+                key.key, key.name
+            )),
+            (Self::Namespaced { namespace, .. }, None) => Ok(namespace),
+            (Self::Namespaced { namespace, .. }, Some(other)) if other == namespace => Ok(other),
+            (Self::Namespaced { .. }, Some(other)) => Err(format!(
+                "{self}: the reference to key {:?} of {:?} names namespace {other:?}; a \
+                 SkillTrustPolicy may only read its own namespace",
+                key.key, key.name
+            )),
+        }
+    }
+}
+
+impl fmt::Display for PolicyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cluster { name } => write!(f, "ClusterSkillTrustPolicy/{name}"),
+            Self::Namespaced { namespace, name } => {
+                write!(f, "SkillTrustPolicy/{namespace}/{name}")
+            }
+        }
+    }
+}
+
+/// One policy with its name.
+#[derive(Clone, Copy, Debug)]
+pub struct NamedPolicy<'a> {
+    pub id: &'a PolicyId,
+    pub policy: &'a TrustPolicy,
+}
+
+/// Every policy of the cluster and of one namespace, as a card or run of that namespace sees
+/// them. Build it with [`Policies::new`].
+#[derive(Clone, Debug, Default)]
+pub struct Policies {
+    policies: Vec<(PolicyId, TrustPolicy)>,
+}
+
+impl Policies {
+    /// The cluster's policies and those of `namespace` (namespaced policies of other
+    /// namespaces are left out), in a stable order: cluster policies first, each kind by name.
+    pub fn new<'a>(
+        cluster: impl IntoIterator<Item = &'a ClusterSkillTrustPolicy>,
+        namespaced: impl IntoIterator<Item = &'a SkillTrustPolicy>,
+        namespace: &str,
+    ) -> Self {
+        let mut policies: Vec<(PolicyId, TrustPolicy)> = cluster
+            .into_iter()
+            .map(|p| (PolicyId::of_cluster(p), p.spec.policy.clone()))
+            .chain(
+                namespaced
+                    .into_iter()
+                    .map(|p| (PolicyId::of_namespaced(p), p.spec.policy.clone())),
+            )
+            .filter(|(id, _)| id.covers(namespace))
+            .collect();
+        policies.sort_by(|a, b| a.0.cmp(&b.0));
+        Self { policies }
+    }
+
+    /// Whether there is no policy at all: everything behaves as without this feature.
+    pub fn is_empty(&self) -> bool {
+        self.policies.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = NamedPolicy<'_>> {
+        self.policies
+            .iter()
+            .map(|(id, policy)| NamedPolicy { id, policy })
+    }
+
+    /// The policies whose signature requirements apply to `source`.
+    pub fn selecting<'s>(&'s self, source: &PinnedSource<'_>) -> Vec<NamedPolicy<'s>> {
+        self.iter().filter(|p| selects(p.policy, source)).collect()
+    }
+
+    /// The first policy revoking the digest or commit `source` pins, and its action.
+    pub fn revoking_content(&self, source: &PinnedSource<'_>) -> Option<NamedPolicy<'_>> {
+        let (content, images) = match source {
+            PinnedSource::Image { digest, .. } => (*digest, true),
+            PinnedSource::Git { commit, .. } => (*commit, false),
+            PinnedSource::Inline => return None,
+        };
+        self.iter().find(|p| {
+            p.policy.revoked.as_ref().is_some_and(|revoked| {
+                let list = if images {
+                    &revoked.digests
+                } else {
+                    &revoked.commits
+                };
+                list.iter().any(|c| c.eq_ignore_ascii_case(content))
+            })
+        })
+    }
+
+    /// The first policy revoking the key `signer`.
+    pub fn revoking_signer(&self, signer: &str) -> Option<NamedPolicy<'_>> {
+        self.iter().find(|p| {
+            p.policy
+                .revoked
+                .as_ref()
+                .is_some_and(|revoked| revoked.keys.iter().any(|k| k == signer))
+        })
+    }
+}
+
+/// Whether `policy`'s `images` or `sources` select `source`.
+pub fn selects(policy: &TrustPolicy, source: &PinnedSource<'_>) -> bool {
+    match source {
+        PinnedSource::Image { repository, .. } => {
+            policy.images.iter().any(|p| pattern_matches(p, repository))
+        }
+        PinnedSource::Git { url, .. } => policy.sources.iter().any(|p| pattern_matches(p, url)),
+        PinnedSource::Inline => false,
+    }
+}
+
+/// Whether `text` matches `pattern` whole: `**` matches any characters, `*` any but `/`,
+/// everything else itself.
+pub fn pattern_matches(pattern: &str, text: &str) -> bool {
+    let (pattern, text) = (pattern.as_bytes(), text.as_bytes());
+    // Two pointers and a restart point per wildcard kind, no recursion: linear in practice
+    // and bounded by pattern × text on hostile input. A `*` that reaches a `/` gives way to
+    // the last `**`, which takes one more character and tries again.
+    let (mut p, mut t) = (0, 0);
+    let mut single: Option<(usize, usize)> = None;
+    let mut double: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if pattern.get(p) == Some(&b'*') {
+            if pattern.get(p + 1) == Some(&b'*') {
+                p += 2;
+                double = Some((p, t));
+                single = None;
+            } else {
+                p += 1;
+                single = Some((p, t));
+            }
+            continue;
+        }
+        if pattern.get(p) == Some(&text[t]) {
+            p += 1;
+            t += 1;
+            continue;
+        }
+        if let Some((after, from)) = single.filter(|&(_, from)| text[from] != b'/') {
+            single = Some((after, from + 1));
+            (p, t) = (after, from + 1);
+        } else if let Some((after, from)) = double {
+            single = None;
+            double = Some((after, from + 1));
+            (p, t) = (after, from + 1);
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+/// A signature that verified, as the verifier reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    /// Key fingerprint or certificate identity.
+    pub signer: String,
+    /// Digest of the signature manifest or bundle (none for a git commit).
+    pub digest: Option<String>,
+    /// `tag`, `referrers` or `commit`.
+    pub layout: String,
+}
+
+/// What checking one policy's requirement against the pinned bytes found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Verified(Signature),
+    /// No signature at all.
+    Unsigned,
+    /// Signatures, none valid for this policy; why.
+    Invalid(String),
+    /// The registry, git server or the policy's keys could not be read; why.
+    Unavailable(String),
+}
+
+/// What a card's status says about trust, from its policies and the outcomes of their
+/// requirements.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The `Verified` condition: status, reason, message.
+    pub verified: (ConditionStatus, &'static str, String),
+    /// `Ready=False` with this reason and message, when trust forbids using the skill.
+    pub blocked: Option<(&'static str, String)>,
+    /// `status.verification`.
+    pub verification: SkillVerification,
+}
+
+impl Verdict {
+    /// Whether the pinned bytes may be used: not blocked.
+    pub fn usable(&self) -> bool {
+        self.blocked.is_none()
+    }
+}
+
+/// The verdict on `source` under `policies`, given the outcome of each selecting policy's
+/// requirement (in the order of [`Policies::selecting`]; a missing outcome counts as
+/// unavailable). `None`: no policy selects it and nothing revokes it, so the card reads as it
+/// did before trust policies existed.
+pub fn judge(
+    policies: &Policies,
+    source: &PinnedSource<'_>,
+    outcomes: &[Outcome],
+) -> Option<Verdict> {
+    let selecting = policies.selecting(source);
+    let revoked = policies.revoking_content(source);
+    if selecting.is_empty() && revoked.is_none() {
+        return None;
+    }
+    let names: Vec<String> = selecting.iter().map(|p| p.id.to_string()).collect();
+    let mut verification = SkillVerification {
+        policies: names,
+        ..SkillVerification::default()
+    };
+    if let Some(revoking) = revoked {
+        let message = format!(
+            "{} is revoked by {}",
+            source.content().unwrap_or_default(),
+            revoking.id
+        );
+        verification.state = VerificationState::Revoked;
+        return Some(revoked_verdict(message, verification));
+    }
+
+    let mut failures: Vec<String> = Vec::new();
+    let mut failure_reason = REASON_UNSIGNED;
+    let mut unavailable: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut warn_reason = REASON_UNSIGNED;
+    let mut warn_unavailable: Vec<String> = Vec::new();
+    let mut signers: Vec<String> = Vec::new();
+    for (index, policy) in selecting.iter().enumerate() {
+        let outcome = outcomes
+            .get(index)
+            .cloned()
+            .unwrap_or_else(|| Outcome::Unavailable("the signature was not checked".to_string()));
+        let enforced = policy.policy.mode == TrustMode::Enforce;
+        match outcome {
+            Outcome::Verified(signature) => {
+                if let Some(revoking) = policies.revoking_signer(&signature.signer) {
+                    let message = format!(
+                        "the signer {} of {} is revoked by {}",
+                        signature.signer,
+                        source.content().unwrap_or_default(),
+                        revoking.id
+                    );
+                    verification.state = VerificationState::Revoked;
+                    verification.signer = Some(signature.signer);
+                    verification.signature_digest = signature.digest;
+                    verification.layout = Some(signature.layout);
+                    return Some(revoked_verdict(message, verification));
+                }
+                if verification.signer.is_none() {
+                    verification.signer = Some(signature.signer.clone());
+                    verification.signature_digest = signature.digest;
+                    verification.layout = Some(signature.layout);
+                }
+                signers.push(format!("{} ({})", signature.signer, policy.id));
+            }
+            Outcome::Unsigned | Outcome::Invalid(_) => {
+                let (reason, why) = match &outcome {
+                    Outcome::Invalid(why) => (REASON_SIGNATURE_INVALID, why.as_str()),
+                    _ => (REASON_UNSIGNED, "no signature found"),
+                };
+                let line = format!("{}: {why}", policy.id);
+                if enforced {
+                    if failures.is_empty() {
+                        failure_reason = reason;
+                    }
+                    failures.push(line);
+                } else {
+                    if warnings.is_empty() {
+                        warn_reason = reason;
+                    }
+                    warnings.push(line);
+                }
+            }
+            Outcome::Unavailable(why) => {
+                let line = format!("{}: {why}", policy.id);
+                if enforced {
+                    unavailable.push(line);
+                } else {
+                    warn_unavailable.push(line);
+                }
+            }
+        }
+    }
+
+    let content = source.content().unwrap_or_default();
+    if !failures.is_empty() {
+        verification.state = VerificationState::Unverified;
+        let message = format!(
+            "{content} is not signed as required: {}",
+            failures.join("; ")
+        );
+        return Some(Verdict {
+            verified: (ConditionStatus::False, failure_reason, message.clone()),
+            blocked: Some((REASON_UNVERIFIED, message)),
+            verification,
+        });
+    }
+    if !unavailable.is_empty() {
+        verification.state = VerificationState::Unverified;
+        let message = format!(
+            "the signatures of {content} could not be checked: {}",
+            unavailable.join("; ")
+        );
+        return Some(Verdict {
+            verified: (
+                ConditionStatus::Unknown,
+                REASON_VERIFICATION_UNAVAILABLE,
+                message.clone(),
+            ),
+            blocked: Some((REASON_VERIFICATION_UNAVAILABLE, message)),
+            verification,
+        });
+    }
+    if !warnings.is_empty() {
+        verification.state = VerificationState::Unverified;
+        let message = format!(
+            "{content} is used although it is not signed as a Warn policy asks: {}",
+            warnings.join("; ")
+        );
+        return Some(Verdict {
+            verified: (ConditionStatus::False, warn_reason, message),
+            blocked: None,
+            verification,
+        });
+    }
+    if !warn_unavailable.is_empty() {
+        verification.state = VerificationState::Unverified;
+        let message = format!(
+            "{content} is used; its signatures could not be checked for a Warn policy: {}",
+            warn_unavailable.join("; ")
+        );
+        return Some(Verdict {
+            verified: (
+                ConditionStatus::Unknown,
+                REASON_VERIFICATION_UNAVAILABLE,
+                message,
+            ),
+            blocked: None,
+            verification,
+        });
+    }
+    verification.state = VerificationState::Verified;
+    let message = format!("{content} is signed by {}", signers.join(", "));
+    Some(Verdict {
+        verified: (ConditionStatus::True, REASON_SIGNATURE_VERIFIED, message),
+        blocked: None,
+        verification,
+    })
+}
+
+fn revoked_verdict(message: String, verification: SkillVerification) -> Verdict {
+    Verdict {
+        verified: (ConditionStatus::False, REASON_REVOKED, message.clone()),
+        blocked: Some((REASON_REVOKED, message)),
+        verification,
+    }
+}
+
+/// Which pin a card keeps when its tag or branch resolves to new bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PinChoice {
+    /// Take the new pin, with its verdict.
+    Adopt,
+    /// Stay on the previous pin; the message says why the new one was refused, for the
+    /// `Verified` condition (reason [`REASON_NEW_PIN_REFUSED`]) and its Event.
+    KeepPrevious { message: String },
+}
+
+/// Whether a card adopts `new_pin` (judged `new`) or keeps `previous_pin` (judged `previous`
+/// under the same policies): a tag that moves to bytes that are not verified, or cannot be
+/// checked now, is not followed while the previous pin is still usable and verified. A
+/// revoked previous pin is never kept; a Warn-only verdict is adopted as Warn says.
+pub fn choose_pin(
+    new_pin: &str,
+    new: Option<&Verdict>,
+    previous_pin: Option<&str>,
+    previous: Option<&Verdict>,
+) -> PinChoice {
+    let Some(new) = new else {
+        return PinChoice::Adopt;
+    };
+    let (Some(previous_pin), Some(previous)) = (previous_pin, previous) else {
+        return PinChoice::Adopt;
+    };
+    let previous_verified =
+        previous.usable() && previous.verification.state == VerificationState::Verified;
+    if new.usable() || previous_pin == new_pin || !previous_verified {
+        return PinChoice::Adopt;
+    }
+    let why = new
+        .blocked
+        .as_ref()
+        .map(|(_, message)| message.as_str())
+        .unwrap_or_default();
+    PinChoice::KeepPrevious {
+        message: format!("kept {previous_pin}; refused {new_pin}: {why}"),
+    }
+}
+
+/// A run's mounted skill that a policy revokes or did not verify, and why.
+fn affected_skill(
+    policies: &Policies,
+    policy: &PolicyId,
+    pinned: &agentic_api::PinnedSkill,
+) -> Option<&'static str> {
+    let source = PinnedSource::from_pin(&pinned.image);
+    let by_this = |p: Option<NamedPolicy<'_>>| p.is_some_and(|p| p.id == policy);
+    if by_this(policies.revoking_content(&source)) {
+        return Some(REASON_REVOKED);
+    }
+    let verification = pinned.verification.as_ref()?;
+    if verification
+        .signer
+        .as_deref()
+        .is_some_and(|signer| by_this(policies.revoking_signer(signer)))
+    {
+        return Some(REASON_REVOKED);
+    }
+    let named_here = verification
+        .policies
+        .iter()
+        .any(|p| *p == policy.to_string());
+    match verification.state {
+        VerificationState::Unverified if named_here => Some(REASON_UNVERIFIED),
+        VerificationState::Revoked if named_here => Some(REASON_REVOKED),
+        _ => None,
+    }
+}
+
+/// The blast radius of `policy`: every run (live or finished) that mounted a skill it
+/// revokes or did not verify, live runs first, then by namespace and name; at most
+/// [`MAX_BLAST_RADIUS_ENTRIES`] entries, with the count of them all.
+pub fn blast_radius<'a>(
+    cluster: &[ClusterSkillTrustPolicy],
+    namespaced: &[SkillTrustPolicy],
+    policy: &PolicyId,
+    runs: impl IntoIterator<Item = &'a AgentRun>,
+) -> (i64, Vec<AffectedRun>) {
+    let mut by_namespace: std::collections::BTreeMap<String, Policies> = Default::default();
+    let mut affected: Vec<(bool, AffectedRun)> = Vec::new();
+    for run in runs {
+        let namespace = run.metadata.namespace.clone().unwrap_or_default();
+        if !policy.covers(&namespace) {
+            continue;
+        }
+        let policies = by_namespace
+            .entry(namespace.clone())
+            .or_insert_with(|| Policies::new(cluster, namespaced, &namespace));
+        let Some(status) = &run.status else {
+            continue;
+        };
+        let live = !status.phase.is_some_and(|p| p.is_finished());
+        for pinned in &status.skills {
+            if let Some(reason) = affected_skill(policies, policy, pinned) {
+                affected.push((
+                    live,
+                    AffectedRun {
+                        namespace: namespace.clone(),
+                        name: run.metadata.name.clone().unwrap_or_default(),
+                        phase: status.phase,
+                        skill: pinned.name.clone(),
+                        image: pinned.image.clone(),
+                        reason: reason.to_string(),
+                    },
+                ));
+            }
+        }
+    }
+    let runs: BTreeSet<(&str, &str)> = affected
+        .iter()
+        .map(|(_, a)| (a.namespace.as_str(), a.name.as_str()))
+        .collect();
+    let count = i64::try_from(runs.len()).unwrap_or(i64::MAX);
+    affected.sort_by(|(live_a, a), (live_b, b)| {
+        live_b
+            .cmp(live_a)
+            .then_with(|| (&a.namespace, &a.name, &a.skill).cmp(&(&b.namespace, &b.name, &b.skill)))
+    });
+    let entries = affected
+        .into_iter()
+        .map(|(_, a)| a)
+        .take(MAX_BLAST_RADIUS_ENTRIES)
+        .collect();
+    (count, entries)
+}
+
+/// Why a live run must be cancelled under `policies`: it mounted a skill whose digest,
+/// commit or signer a policy with `action: Cancel` revokes. `None` for finished runs, runs
+/// already cancelled and runs nothing revokes.
+pub fn cancellation(policies: &Policies, run: &AgentRun) -> Option<String> {
+    let status = run.status.as_ref()?;
+    if status.phase.is_some_and(|p| p.is_finished()) || run.spec.cancel == Some(true) {
+        return None;
+    }
+    let cancels = |p: Option<NamedPolicy<'_>>| {
+        p.filter(|p| p.policy.action == RevocationAction::Cancel)
+            .map(|p| p.id.to_string())
+    };
+    status.skills.iter().find_map(|pinned| {
+        let source = PinnedSource::from_pin(&pinned.image);
+        let by = cancels(policies.revoking_content(&source)).or_else(|| {
+            let signer = pinned.verification.as_ref()?.signer.as_deref()?;
+            cancels(policies.revoking_signer(signer))
+        })?;
+        Some(format!(
+            "skill {:?} ({}) is revoked by {by}, whose action is Cancel",
+            pinned.name, pinned.image
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,766 @@
+use agentic_api::{
+    AgentRunPhase, AgentRunSpec, AgentRunStatus, ClusterSkillTrustPolicySpec, PinnedSkill,
+    Revocations, SkillTrustPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::*;
+
+const REPO: &str = "registry.example/skills/java";
+const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const OTHER_DIGEST: &str =
+    "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+const URL: &str = "https://git.example/acme/skills";
+
+fn image() -> PinnedSource<'static> {
+    PinnedSource::Image {
+        repository: REPO,
+        digest: DIGEST,
+    }
+}
+
+fn policy(images: &[&str], mode: TrustMode) -> TrustPolicy {
+    TrustPolicy {
+        images: images.iter().map(|s| s.to_string()).collect(),
+        mode,
+        ..TrustPolicy::default()
+    }
+}
+
+fn cluster(name: &str, policy: TrustPolicy) -> ClusterSkillTrustPolicy {
+    ClusterSkillTrustPolicy {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: ClusterSkillTrustPolicySpec { policy },
+        status: None,
+    }
+}
+
+fn namespaced(namespace: &str, name: &str, policy: TrustPolicy) -> SkillTrustPolicy {
+    SkillTrustPolicy {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            ..ObjectMeta::default()
+        },
+        spec: SkillTrustPolicySpec { policy },
+        status: None,
+    }
+}
+
+fn verified(signer: &str) -> Outcome {
+    Outcome::Verified(Signature {
+        signer: signer.into(),
+        digest: Some(OTHER_DIGEST.into()),
+        layout: "tag".into(),
+    })
+}
+
+fn revoking(revoked: Revocations, action: RevocationAction) -> TrustPolicy {
+    TrustPolicy {
+        revoked: Some(revoked),
+        action,
+        ..TrustPolicy::default()
+    }
+}
+
+#[test]
+fn patterns_match_whole_names_with_single_and_double_stars() {
+    for (pattern, text) in [
+        ("registry.example/skills/java", REPO),
+        ("registry.example/skills/*", REPO),
+        ("registry.example/**", REPO),
+        ("**", REPO),
+        ("registry.example/*/java", REPO),
+        ("*.example/skills/j*a", REPO),
+        ("a/**/x*", "a/b/x/c/xd"),
+        ("https://git.example/**", URL),
+    ] {
+        assert!(
+            pattern_matches(pattern, text),
+            "{pattern} should match {text}"
+        );
+    }
+    for (pattern, text) in [
+        ("registry.example/*", REPO),
+        ("registry.example/skills/jav", REPO),
+        ("registry.example/skills/java/", REPO),
+        ("other.example/**", REPO),
+        ("*", REPO),
+        ("a/*/x*", "a/b/x/c/xd"),
+        ("", REPO),
+    ] {
+        assert!(
+            !pattern_matches(pattern, text),
+            "{pattern} must not match {text}"
+        );
+    }
+}
+
+#[test]
+fn a_hostile_pattern_finishes_quickly() {
+    let pattern = "*a".repeat(200) + "b";
+    let text = "a".repeat(2000);
+    assert!(!pattern_matches(&pattern, &text));
+}
+
+#[test]
+fn no_policy_leaves_the_card_as_it_was() {
+    let none = Policies::new([], [], "team");
+    assert!(none.is_empty());
+    assert_eq!(judge(&none, &image(), &[]), None);
+    let elsewhere = Policies::new(
+        [&cluster(
+            "c",
+            policy(&["other.example/**"], TrustMode::Enforce),
+        )],
+        [],
+        "team",
+    );
+    assert_eq!(judge(&elsewhere, &image(), &[]), None, "not selected");
+    assert_eq!(
+        judge(&elsewhere, &PinnedSource::Inline, &[]),
+        None,
+        "inline skills are never selected"
+    );
+}
+
+#[test]
+fn policies_of_other_namespaces_do_not_apply() {
+    let other = namespaced("other", "p", policy(&["**"], TrustMode::Enforce));
+    let policies = Policies::new([], [&other], "team");
+    assert!(policies.is_empty());
+    assert_eq!(judge(&policies, &image(), &[]), None);
+}
+
+#[test]
+fn enforce_without_a_signature_is_not_ready() {
+    let policies = Policies::new(
+        [&cluster(
+            "signed",
+            policy(&["registry.example/**"], TrustMode::Enforce),
+        )],
+        [],
+        "team",
+    );
+    let verdict = judge(&policies, &image(), &[Outcome::Unsigned]).expect("selected");
+    assert_eq!(verdict.verified.0, ConditionStatus::False);
+    assert_eq!(verdict.verified.1, REASON_UNSIGNED);
+    let (reason, message) = verdict.blocked.expect("blocked");
+    assert_eq!(reason, REASON_UNVERIFIED);
+    assert!(
+        message.contains("ClusterSkillTrustPolicy/signed"),
+        "{message}"
+    );
+    assert!(message.contains(DIGEST), "{message}");
+    assert_eq!(verdict.verification.state, VerificationState::Unverified);
+    assert_eq!(
+        verdict.verification.policies,
+        ["ClusterSkillTrustPolicy/signed"]
+    );
+
+    let invalid = judge(
+        &policies,
+        &image(),
+        &[Outcome::Invalid("signed for another digest".into())],
+    )
+    .expect("selected");
+    assert_eq!(invalid.verified.1, REASON_SIGNATURE_INVALID);
+    assert!(invalid.verified.2.contains("signed for another digest"));
+    assert!(!invalid.usable());
+}
+
+#[test]
+fn a_valid_signature_is_verified_and_names_its_signer() {
+    let policies = Policies::new(
+        [&cluster(
+            "signed",
+            policy(&["registry.example/**"], TrustMode::Enforce),
+        )],
+        [],
+        "team",
+    );
+    let verdict = judge(&policies, &image(), &[verified("sha256:abcd")]).expect("selected");
+    assert!(verdict.usable());
+    assert_eq!(verdict.verified.0, ConditionStatus::True);
+    assert_eq!(verdict.verified.1, REASON_SIGNATURE_VERIFIED);
+    assert_eq!(verdict.verification.state, VerificationState::Verified);
+    assert_eq!(verdict.verification.signer.as_deref(), Some("sha256:abcd"));
+    assert_eq!(
+        verdict.verification.signature_digest.as_deref(),
+        Some(OTHER_DIGEST)
+    );
+    assert_eq!(verdict.verification.layout.as_deref(), Some("tag"));
+}
+
+#[test]
+fn warn_keeps_the_card_ready_with_verified_false() {
+    let policies = Policies::new(
+        [&cluster("audit", policy(&["**"], TrustMode::Warn))],
+        [],
+        "team",
+    );
+    let verdict = judge(&policies, &image(), &[Outcome::Unsigned]).expect("selected");
+    assert!(verdict.usable());
+    assert_eq!(verdict.verified.0, ConditionStatus::False);
+    assert_eq!(verdict.verified.1, REASON_UNSIGNED);
+    assert_eq!(verdict.verification.state, VerificationState::Unverified);
+
+    let unknown = judge(
+        &policies,
+        &image(),
+        &[Outcome::Unavailable("registry down".into())],
+    )
+    .expect("selected");
+    assert!(unknown.usable());
+    assert_eq!(unknown.verified.0, ConditionStatus::Unknown);
+}
+
+#[test]
+fn a_namespaced_warn_policy_cannot_soften_a_cluster_enforce_one() {
+    let cluster_policy = cluster("signed", policy(&["**"], TrustMode::Enforce));
+    // The tenant's own policy selects the same skills, in Warn mode, with its own key.
+    let tenant = namespaced("team", "relaxed", policy(&["**"], TrustMode::Warn));
+    let policies = Policies::new([&cluster_policy], [&tenant], "team");
+    assert_eq!(policies.selecting(&image()).len(), 2, "both apply");
+    // Signed by the tenant's key only: the cluster's requirement still fails.
+    let verdict = judge(
+        &policies,
+        &image(),
+        &[
+            Outcome::Invalid("no signature by its keys".into()),
+            verified("tenant-key"),
+        ],
+    )
+    .expect("selected");
+    let (reason, message) = verdict.blocked.expect("still blocked");
+    assert_eq!(reason, REASON_UNVERIFIED);
+    assert!(
+        message.contains("ClusterSkillTrustPolicy/signed"),
+        "{message}"
+    );
+    assert!(!message.contains("SkillTrustPolicy/team"), "{message}");
+}
+
+#[test]
+fn a_namespaced_policy_adds_a_requirement() {
+    let cluster_policy = cluster("audit", policy(&["**"], TrustMode::Warn));
+    let tenant = namespaced("team", "strict", policy(&["**"], TrustMode::Enforce));
+    let policies = Policies::new([&cluster_policy], [&tenant], "team");
+    let verdict = judge(
+        &policies,
+        &image(),
+        &[verified("platform-key"), Outcome::Unsigned],
+    )
+    .expect("selected");
+    let (_, message) = verdict.blocked.expect("the tenant's Enforce blocks");
+    assert!(
+        message.contains("SkillTrustPolicy/team/strict"),
+        "{message}"
+    );
+    // In another namespace the tenant's policy does not apply.
+    let elsewhere = Policies::new([&cluster_policy], [&tenant], "other");
+    let verdict = judge(&elsewhere, &image(), &[verified("platform-key")]).expect("selected");
+    assert!(verdict.usable());
+}
+
+#[test]
+fn an_enforce_policy_that_cannot_check_blocks_an_unverified_pin() {
+    let policies = Policies::new(
+        [&cluster("signed", policy(&["**"], TrustMode::Enforce))],
+        [],
+        "team",
+    );
+    let verdict = judge(
+        &policies,
+        &image(),
+        &[Outcome::Unavailable("registry down".into())],
+    )
+    .expect("selected");
+    assert_eq!(verdict.verified.0, ConditionStatus::Unknown);
+    assert_eq!(
+        verdict.blocked.map(|b| b.0),
+        Some(REASON_VERIFICATION_UNAVAILABLE)
+    );
+    let unchecked = judge(&policies, &image(), &[]).expect("selected");
+    assert!(
+        !unchecked.usable(),
+        "a missing outcome never counts as verified"
+    );
+}
+
+#[test]
+fn revoked_digests_commits_and_keys_block_with_reason_revoked() {
+    let digests = cluster(
+        "kill",
+        revoking(
+            Revocations {
+                digests: vec![DIGEST.into()],
+                ..Revocations::default()
+            },
+            RevocationAction::Block,
+        ),
+    );
+    let policies = Policies::new([&digests], [], "team");
+    // Revocations apply to what no pattern selects.
+    let verdict = judge(&policies, &image(), &[]).expect("revoked");
+    assert_eq!(verdict.blocked.as_ref().map(|b| b.0), Some(REASON_REVOKED));
+    assert_eq!(verdict.verified.1, REASON_REVOKED);
+    assert_eq!(verdict.verification.state, VerificationState::Revoked);
+    assert!(verdict.verified.2.contains("ClusterSkillTrustPolicy/kill"));
+
+    let commits = namespaced(
+        "team",
+        "kill",
+        revoking(
+            Revocations {
+                commits: vec![COMMIT.into()],
+                ..Revocations::default()
+            },
+            RevocationAction::Block,
+        ),
+    );
+    let git = PinnedSource::Git {
+        url: URL,
+        commit: COMMIT,
+    };
+    let policies = Policies::new([], [&commits], "team");
+    let verdict = judge(&policies, &git, &[]).expect("revoked");
+    assert_eq!(verdict.blocked.map(|b| b.0), Some(REASON_REVOKED));
+    assert_eq!(
+        judge(&Policies::new([], [&commits], "other"), &git, &[]),
+        None
+    );
+
+    let mut keys = policy(&["**"], TrustMode::Enforce);
+    keys.revoked = Some(Revocations {
+        keys: vec!["sha256:leaked".into()],
+        ..Revocations::default()
+    });
+    let policies = Policies::new([&cluster("keys", keys)], [], "team");
+    let verdict = judge(&policies, &image(), &[verified("sha256:leaked")]).expect("selected");
+    assert_eq!(verdict.blocked.map(|b| b.0), Some(REASON_REVOKED));
+    assert_eq!(
+        verdict.verification.signer.as_deref(),
+        Some("sha256:leaked")
+    );
+    let fresh = judge(&policies, &image(), &[verified("sha256:new")]).expect("selected");
+    assert!(fresh.usable());
+}
+
+#[test]
+fn a_namespaced_revocation_adds_to_the_clusters() {
+    let cluster_policy = cluster("signed", policy(&["**"], TrustMode::Enforce));
+    let tenant = namespaced(
+        "team",
+        "kill",
+        revoking(
+            Revocations {
+                digests: vec![DIGEST.into()],
+                ..Revocations::default()
+            },
+            RevocationAction::Block,
+        ),
+    );
+    let policies = Policies::new([&cluster_policy], [&tenant], "team");
+    let verdict = judge(&policies, &image(), &[verified("k")]).expect("selected");
+    assert_eq!(verdict.blocked.map(|b| b.0), Some(REASON_REVOKED));
+}
+
+#[test]
+fn a_tag_moved_to_an_unsigned_digest_keeps_the_verified_pin() {
+    let policies = Policies::new(
+        [&cluster("signed", policy(&["**"], TrustMode::Enforce))],
+        [],
+        "team",
+    );
+    let old_pin = format!("{REPO}@{DIGEST}");
+    let new_pin = format!("{REPO}@{OTHER_DIGEST}");
+    let moved = PinnedSource::Image {
+        repository: REPO,
+        digest: OTHER_DIGEST,
+    };
+    let previous = judge(&policies, &image(), &[verified("k")]);
+    let new = judge(&policies, &moved, &[Outcome::Unsigned]);
+    let PinChoice::KeepPrevious { message } =
+        choose_pin(&new_pin, new.as_ref(), Some(&old_pin), previous.as_ref())
+    else {
+        panic!("the unsigned digest must be refused");
+    };
+    assert!(message.contains(&format!("kept {old_pin}")), "{message}");
+    assert!(message.contains(&format!("refused {new_pin}")), "{message}");
+    assert!(message.contains("no signature found"), "{message}");
+
+    let signed = judge(&policies, &moved, &[verified("k")]);
+    assert_eq!(
+        choose_pin(&new_pin, signed.as_ref(), Some(&old_pin), previous.as_ref()),
+        PinChoice::Adopt
+    );
+    // Nothing verified to fall back on: the new pin's verdict stands.
+    let unverified_before = judge(&policies, &image(), &[Outcome::Unsigned]);
+    assert_eq!(
+        choose_pin(
+            &new_pin,
+            new.as_ref(),
+            Some(&old_pin),
+            unverified_before.as_ref()
+        ),
+        PinChoice::Adopt
+    );
+    assert_eq!(
+        choose_pin(&new_pin, new.as_ref(), None, None),
+        PinChoice::Adopt
+    );
+    // A revoked previous pin is never kept.
+    let mut revoked = policy(&["**"], TrustMode::Enforce);
+    revoked.revoked = Some(Revocations {
+        digests: vec![DIGEST.into()],
+        ..Revocations::default()
+    });
+    let policies = Policies::new([&cluster("signed", revoked)], [], "team");
+    let previous = judge(&policies, &image(), &[verified("k")]);
+    assert_eq!(
+        choose_pin(&new_pin, new.as_ref(), Some(&old_pin), previous.as_ref()),
+        PinChoice::Adopt
+    );
+}
+
+#[test]
+fn a_registry_outage_keeps_a_verified_card_on_its_new_pin_refused() {
+    let policies = Policies::new(
+        [&cluster("signed", policy(&["**"], TrustMode::Enforce))],
+        [],
+        "team",
+    );
+    let old_pin = format!("{REPO}@{DIGEST}");
+    let new_pin = format!("{REPO}@{OTHER_DIGEST}");
+    let moved = PinnedSource::Image {
+        repository: REPO,
+        digest: OTHER_DIGEST,
+    };
+    let previous = judge(&policies, &image(), &[verified("k")]);
+    let new = judge(
+        &policies,
+        &moved,
+        &[Outcome::Unavailable("registry down".into())],
+    );
+    assert!(matches!(
+        choose_pin(&new_pin, new.as_ref(), Some(&old_pin), previous.as_ref()),
+        PinChoice::KeepPrevious { .. }
+    ));
+}
+
+#[test]
+fn key_references_stay_in_the_policys_namespace() {
+    let key = |namespace: Option<&str>| KeyRef {
+        name: "keys".into(),
+        key: "cosign.pub".into(),
+        namespace: namespace.map(str::to_string),
+    };
+    let cluster_id = PolicyId::Cluster { name: "c".into() };
+    let team = PolicyId::Namespaced {
+        namespace: "team".into(),
+        name: "p".into(),
+    };
+    assert_eq!(
+        cluster_id.key_namespace(&key(Some("platform"))),
+        Ok("platform")
+    );
+    let missing = cluster_id.key_namespace(&key(None)).expect_err("needs one");
+    assert!(missing.contains("ClusterSkillTrustPolicy/c"), "{missing}");
+    assert_eq!(team.key_namespace(&key(None)), Ok("team"));
+    assert_eq!(team.key_namespace(&key(Some("team"))), Ok("team"));
+    let escape = team
+        .key_namespace(&key(Some("platform")))
+        .expect_err("refused");
+    assert!(escape.contains("SkillTrustPolicy/team/p"), "{escape}");
+    assert!(escape.contains("\"platform\""), "{escape}");
+}
+
+fn run(namespace: &str, name: &str, phase: AgentRunPhase, skills: Vec<PinnedSkill>) -> AgentRun {
+    AgentRun {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            ..ObjectMeta::default()
+        },
+        spec: AgentRunSpec::default(),
+        status: Some(AgentRunStatus {
+            phase: Some(phase),
+            skills,
+            ..AgentRunStatus::default()
+        }),
+    }
+}
+
+fn mounted(name: &str, image: &str, verification: Option<SkillVerification>) -> PinnedSkill {
+    PinnedSkill {
+        name: name.into(),
+        image: image.into(),
+        verification,
+        ..PinnedSkill::default()
+    }
+}
+
+#[test]
+fn the_blast_radius_lists_live_runs_first_and_counts_runs_once() {
+    let kill = cluster(
+        "kill",
+        revoking(
+            Revocations {
+                digests: vec![DIGEST.into()],
+                commits: vec![COMMIT.into()],
+                ..Revocations::default()
+            },
+            RevocationAction::Block,
+        ),
+    );
+    let revoked_image = format!("{REPO}@{DIGEST}");
+    let revoked_commit = format!("{URL}@{COMMIT}");
+    let fine = format!("{REPO}@{OTHER_DIGEST}");
+    let runs = [
+        run(
+            "a",
+            "finished",
+            AgentRunPhase::Succeeded,
+            vec![mounted("java", &revoked_image, None)],
+        ),
+        run(
+            "b",
+            "live",
+            AgentRunPhase::Running,
+            vec![
+                mounted("java", &revoked_image, None),
+                mounted("git", &revoked_commit, None),
+            ],
+        ),
+        run(
+            "a",
+            "untouched",
+            AgentRunPhase::Running,
+            vec![mounted("java", &fine, None)],
+        ),
+    ];
+    let id = PolicyId::of_cluster(&kill);
+    let (count, entries) = blast_radius(std::slice::from_ref(&kill), &[], &id, &runs);
+    assert_eq!(count, 2);
+    let listed: Vec<(&str, &str, &str)> = entries
+        .iter()
+        .map(|a| (a.name.as_str(), a.skill.as_str(), a.reason.as_str()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("live", "git", REASON_REVOKED),
+            ("live", "java", REASON_REVOKED),
+            ("finished", "java", REASON_REVOKED)
+        ]
+    );
+}
+
+#[test]
+fn the_blast_radius_counts_unverified_mounts_and_revoked_signers() {
+    let mut audit = policy(&["**"], TrustMode::Warn);
+    audit.revoked = Some(Revocations {
+        keys: vec!["sha256:leaked".into()],
+        ..Revocations::default()
+    });
+    let audit = cluster("audit", audit);
+    let id = PolicyId::of_cluster(&audit);
+    let pin = format!("{REPO}@{OTHER_DIGEST}");
+    let warned = SkillVerification {
+        state: VerificationState::Unverified,
+        policies: vec![id.to_string()],
+        ..SkillVerification::default()
+    };
+    let leaked = SkillVerification {
+        state: VerificationState::Verified,
+        signer: Some("sha256:leaked".into()),
+        policies: vec![id.to_string()],
+        ..SkillVerification::default()
+    };
+    let other_policys = SkillVerification {
+        state: VerificationState::Unverified,
+        policies: vec!["ClusterSkillTrustPolicy/else".into()],
+        ..SkillVerification::default()
+    };
+    let runs = [
+        run(
+            "a",
+            "warned",
+            AgentRunPhase::Failed,
+            vec![mounted("s", &pin, Some(warned))],
+        ),
+        run(
+            "a",
+            "leaked",
+            AgentRunPhase::Running,
+            vec![mounted("s", &pin, Some(leaked))],
+        ),
+        run(
+            "a",
+            "other",
+            AgentRunPhase::Running,
+            vec![mounted("s", &pin, Some(other_policys))],
+        ),
+    ];
+    let (count, entries) = blast_radius(std::slice::from_ref(&audit), &[], &id, &runs);
+    assert_eq!(count, 2);
+    assert_eq!(
+        entries
+            .iter()
+            .map(|a| (a.name.as_str(), a.reason.as_str()))
+            .collect::<Vec<_>>(),
+        [("leaked", REASON_REVOKED), ("warned", REASON_UNVERIFIED)]
+    );
+}
+
+#[test]
+fn the_blast_radius_is_capped_but_counts_everything() {
+    let kill = cluster(
+        "kill",
+        revoking(
+            Revocations {
+                digests: vec![DIGEST.into()],
+                ..Revocations::default()
+            },
+            RevocationAction::Block,
+        ),
+    );
+    let pin = format!("{REPO}@{DIGEST}");
+    let runs: Vec<AgentRun> = (0..MAX_BLAST_RADIUS_ENTRIES + 5)
+        .map(|i| {
+            run(
+                "a",
+                &format!("r{i:04}"),
+                AgentRunPhase::Succeeded,
+                vec![mounted("s", &pin, None)],
+            )
+        })
+        .collect();
+    let id = PolicyId::of_cluster(&kill);
+    let (count, entries) = blast_radius(std::slice::from_ref(&kill), &[], &id, &runs);
+    assert_eq!(
+        count,
+        i64::try_from(MAX_BLAST_RADIUS_ENTRIES + 5).expect("small")
+    );
+    assert_eq!(entries.len(), MAX_BLAST_RADIUS_ENTRIES);
+}
+
+#[test]
+fn a_namespaced_policys_blast_radius_stays_in_its_namespace() {
+    let kill = namespaced(
+        "a",
+        "kill",
+        revoking(
+            Revocations {
+                digests: vec![DIGEST.into()],
+                ..Revocations::default()
+            },
+            RevocationAction::Block,
+        ),
+    );
+    let pin = format!("{REPO}@{DIGEST}");
+    let runs = [
+        run(
+            "a",
+            "mine",
+            AgentRunPhase::Running,
+            vec![mounted("s", &pin, None)],
+        ),
+        run(
+            "b",
+            "theirs",
+            AgentRunPhase::Running,
+            vec![mounted("s", &pin, None)],
+        ),
+    ];
+    let id = PolicyId::of_namespaced(&kill);
+    let (count, entries) = blast_radius(&[], std::slice::from_ref(&kill), &id, &runs);
+    assert_eq!(count, 1);
+    assert_eq!(entries[0].name, "mine");
+}
+
+#[test]
+fn only_cancel_policies_cancel_live_runs() {
+    let pin = format!("{REPO}@{DIGEST}");
+    let revoked = Revocations {
+        digests: vec![DIGEST.into()],
+        ..Revocations::default()
+    };
+    let blocking = cluster("block", revoking(revoked.clone(), RevocationAction::Block));
+    let cancelling = cluster("cancel", revoking(revoked, RevocationAction::Cancel));
+    let live = run(
+        "a",
+        "r",
+        AgentRunPhase::Running,
+        vec![mounted("java", &pin, None)],
+    );
+
+    assert_eq!(
+        cancellation(&Policies::new([&blocking], [], "a"), &live),
+        None,
+        "Block never cancels"
+    );
+    let why = cancellation(&Policies::new([&cancelling], [], "a"), &live).expect("cancelled");
+    assert!(why.contains("ClusterSkillTrustPolicy/cancel"), "{why}");
+    assert!(why.contains("\"java\""), "{why}");
+
+    let finished = run(
+        "a",
+        "r",
+        AgentRunPhase::Failed,
+        vec![mounted("java", &pin, None)],
+    );
+    assert_eq!(
+        cancellation(&Policies::new([&cancelling], [], "a"), &finished),
+        None
+    );
+    let mut cancelled = live.clone();
+    cancelled.spec.cancel = Some(true);
+    assert_eq!(
+        cancellation(&Policies::new([&cancelling], [], "a"), &cancelled),
+        None
+    );
+
+    let signer = cluster(
+        "keys",
+        revoking(
+            Revocations {
+                keys: vec!["sha256:leaked".into()],
+                ..Revocations::default()
+            },
+            RevocationAction::Cancel,
+        ),
+    );
+    let signed_by_leaked = run(
+        "a",
+        "r",
+        AgentRunPhase::Pending,
+        vec![mounted(
+            "java",
+            &format!("{REPO}@{OTHER_DIGEST}"),
+            Some(SkillVerification {
+                signer: Some("sha256:leaked".into()),
+                ..SkillVerification::default()
+            }),
+        )],
+    );
+    assert!(cancellation(&Policies::new([&signer], [], "a"), &signed_by_leaked).is_some());
+}
+
+#[test]
+fn pins_read_back_from_run_status() {
+    assert_eq!(PinnedSource::from_pin(&format!("{REPO}@{DIGEST}")), image());
+    assert_eq!(
+        PinnedSource::from_pin(&format!("{URL}@{COMMIT}")),
+        PinnedSource::Git {
+            url: URL,
+            commit: COMMIT
+        }
+    );
+    assert_eq!(PinnedSource::from_pin("configmap:x"), PinnedSource::Inline);
+}
