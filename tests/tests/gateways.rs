@@ -3,45 +3,16 @@
 //! the failures apart, checks again when the Secret changes, skips cloud-signed providers, and
 //! never shows the key in status or events.
 
-use std::collections::BTreeMap;
-
-use agentic_api::{CredentialRef, Gateway, GatewayModel, GatewaySpec};
+use agentic_api::Gateway;
+use agentic_fixtures::{gateway, key_secret};
 use agentic_integration_tests::{
-    LLM_KEY, apply, condition, has_condition, llm_server, meta, scenario, wait_for,
+    LLM_KEY, apply, condition, has_condition, llm_server, scenario, wait_for,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
-
-fn gateway(name: &str, provider: &str, endpoint: &str, secret: Option<&str>) -> Gateway {
-    Gateway {
-        metadata: meta(name),
-        spec: GatewaySpec {
-            provider: provider.into(),
-            endpoint: Some(endpoint.into()),
-            credential_ref: secret.map(|secret| CredentialRef {
-                secret_name: secret.into(),
-                key: Some("apiKey".into()),
-            }),
-            model: GatewayModel {
-                name: "gpt-test".into(),
-                context_window: 128_000,
-                tier: None,
-            },
-        },
-        status: None,
-    }
-}
-
-fn key_secret(name: &str, key: &str) -> Secret {
-    Secret {
-        metadata: meta(name),
-        string_data: Some(BTreeMap::from([("apiKey".to_string(), key.to_string())])),
-        ..Secret::default()
-    }
-}
 
 /// Waits until the Gateway `name` is `Ready` with `status` and `reason` at its generation.
 async fn wait_ready(gateways: &Api<Gateway>, name: &str, status: &str, reason: &str) -> Gateway {

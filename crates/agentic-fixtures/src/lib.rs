@@ -195,48 +195,58 @@ async fn llm_answer(port: u16, uri: Uri, headers: HeaderMap) -> Response {
     }
 }
 
-/// Applies the Gateway `llm` (provider `openai`, model `gpt-test`, endpoint [`llm_server`])
-/// and its Secret `llm-key` with [`LLM_KEY`] in `ns`: what most runs need and none looks
-/// into.
-pub async fn llm_gateway(client: &Client, ns: &str) -> anyhow::Result<()> {
-    let named = |name: &str| ObjectMeta {
-        name: Some(name.to_string()),
-        ..ObjectMeta::default()
-    };
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    apply(
-        &secrets,
-        &Secret {
-            metadata: named("llm-key"),
-            string_data: Some(std::collections::BTreeMap::from([(
-                "apiKey".into(),
-                LLM_KEY.into(),
-            )])),
-            ..Secret::default()
+/// The Gateway `name` of `provider` at `endpoint`, model `gpt-test`, its key in the
+/// `apiKey` of the Secret `secret` (none for cloud-signed providers).
+pub fn gateway(name: &str, provider: &str, endpoint: &str, secret: Option<&str>) -> Gateway {
+    Gateway {
+        metadata: named(name),
+        spec: GatewaySpec {
+            provider: provider.into(),
+            endpoint: Some(endpoint.into()),
+            credential_ref: secret.map(|secret| CredentialRef {
+                secret_name: secret.into(),
+                key: Some("apiKey".into()),
+            }),
+            model: GatewayModel {
+                name: "gpt-test".into(),
+                context_window: 128_000,
+                tier: None,
+            },
         },
-    )
-    .await?;
+        status: None,
+    }
+}
+
+/// The Secret `name` holding `key` as its `apiKey`, as [`gateway`] reads it.
+pub fn key_secret(name: &str, key: &str) -> Secret {
+    Secret {
+        metadata: named(name),
+        string_data: Some(std::collections::BTreeMap::from([(
+            "apiKey".to_string(),
+            key.to_string(),
+        )])),
+        ..Secret::default()
+    }
+}
+
+/// Applies the Gateway `llm` (provider `openai`, endpoint [`llm_server`]) and its Secret
+/// `llm-key` with [`LLM_KEY`] in `ns`: what most runs need and none looks into.
+pub async fn llm_gateway(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    apply(&secrets, &key_secret("llm-key", LLM_KEY)).await?;
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
+    let endpoint = format!("{}/openai", llm_server()?);
     apply(
         &gateways,
-        &Gateway {
-            metadata: named("llm"),
-            spec: GatewaySpec {
-                provider: "openai".into(),
-                endpoint: Some(format!("{}/openai", llm_server()?)),
-                credential_ref: Some(CredentialRef {
-                    secret_name: "llm-key".into(),
-                    key: Some("apiKey".into()),
-                }),
-                model: GatewayModel {
-                    name: "gpt-test".into(),
-                    context_window: 128_000,
-                    tier: None,
-                },
-            },
-            status: None,
-        },
+        &gateway("llm", "openai", &endpoint, Some("llm-key")),
     )
     .await?;
     Ok(())
+}
+
+fn named(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
 }
