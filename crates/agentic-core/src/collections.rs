@@ -5,13 +5,18 @@
 use std::collections::BTreeMap;
 
 use agentic_api::{
-    SKILL_COLLECTION_LABEL, SkillCard, SkillCardSpec, SkillCollection, SkillCollectionSkill,
-    SkillType,
+    CONDITION_READY, ConditionStatus, SKILL_COLLECTION_LABEL, SkillCard, SkillCardSpec,
+    SkillCollection, SkillCollectionSkill, SkillCollectionStatus, SkillType,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use crate::Error;
+use crate::cards::{Fetched, Finding, Next};
+use crate::conditions::{find_condition, set_condition};
 use crate::names::{collection_skill_card_name, label_value};
+use crate::owners::is_controlled_by;
+use crate::reasons::REASON_REGISTRY_UNAVAILABLE;
+use crate::sandbox::REASON_OBJECT_NAME_TAKEN;
 use crate::skills::{Lookup, card_not_usable};
 
 /// Reason of `Ready` = True: every SkillCard of the collection is Ready (Konveyor's word).
@@ -211,6 +216,250 @@ pub fn readiness<N: AsRef<str>>(cards: &[(N, Lookup<SkillCard>)]) -> (bool, &'st
             ),
         )
     }
+}
+
+/// A collection's image as listed: pinned by digest, with its skills.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageListing {
+    /// `repository@sha256:...`.
+    pub pinned: String,
+    pub skills: ImageSkills,
+}
+
+/// The SkillCards a collection should have, or why it has none now.
+#[derive(Clone, Debug)]
+pub enum Planned {
+    /// Its cards, and the image they were listed from.
+    Cards {
+        plan: Plan,
+        resolved_image: Option<String>,
+    },
+    /// It cannot be used as it is.
+    Refused(Finding),
+    /// The registry did not answer: nothing is known about the image now.
+    Unavailable(Finding),
+}
+
+/// The SkillCards the collection should have: from `listing`, the outcome of listing its
+/// `spec.image` (`None` for a collection of `spec.skills` entries).
+pub fn plan_collection(
+    collection: &SkillCollection,
+    owner: &OwnerReference,
+    listing: Option<Fetched<ImageListing>>,
+) -> Planned {
+    let planned = match listing {
+        None => plan_entries(collection, owner).map(|plan| (plan, None)),
+        Some(Fetched::Read(listing)) => {
+            plan_image(collection, owner, &listing.pinned, &listing.skills)
+                .map(|plan| (plan, Some(listing.pinned)))
+        }
+        Some(Fetched::Unavailable(finding)) => return Planned::Unavailable(finding),
+        Some(
+            Fetched::Refused(finding) | Fetched::Rejected(finding) | Fetched::RefGone(finding),
+        ) => return Planned::Refused(finding),
+    };
+    match planned {
+        Ok((plan, resolved_image)) => Planned::Cards {
+            plan,
+            resolved_image,
+        },
+        Err(e) => Planned::Refused(Finding::new(e.reason(), e.to_string())),
+    }
+}
+
+/// A collection's next status, and what to write for it.
+#[derive(Clone, Debug)]
+pub struct CollectionDecision {
+    pub status: SkillCollectionStatus,
+    /// The generated cards to create or update: every one but those whose name another
+    /// object holds.
+    pub apply: Vec<SkillCard>,
+    /// The cards it controls and no longer lists, to delete.
+    pub prune: Vec<String>,
+    pub next: Next,
+}
+
+/// The collection's next status and the cards to write and delete, from its plan, its cards
+/// as read (`cards`: each card the plan names, and each labelled card it controls), the
+/// status it started from and the time.
+///
+/// A generated card is judged as it will be once applied: a card whose spec the apply
+/// changes is at its next generation, which its status does not describe yet; a card
+/// about to be created has no status. A card of a generated name that the collection does
+/// not control is left alone (`ObjectNameTaken`). A collection that cannot be listed now
+/// writes and deletes nothing, and one Ready at this generation stays Ready through a
+/// registry outage.
+pub fn decide_collection(
+    collection: &SkillCollection,
+    owner_uid: &str,
+    planned: Planned,
+    cards: &[(String, Lookup<'_, SkillCard>)],
+    old: &SkillCollectionStatus,
+    now: &Time,
+) -> CollectionDecision {
+    let generation = collection.metadata.generation;
+    let mut status = old.clone();
+    status.observed_generation = generation;
+    let mut decision = CollectionDecision {
+        status,
+        apply: Vec::new(),
+        prune: Vec::new(),
+        next: next_listing(collection),
+    };
+    let status = &mut decision.status;
+    let (plan, resolved_image) = match planned {
+        Planned::Cards {
+            plan,
+            resolved_image,
+        } => (plan, resolved_image),
+        Planned::Refused(finding) => {
+            status.resolved_skills.clear();
+            status.resolved_image = None;
+            set_ready(status, false, &finding, generation, now);
+            return decision;
+        }
+        Planned::Unavailable(finding) => {
+            decision.next = Next::Unavailable;
+            if !ready_at(old, generation) {
+                let finding = Finding::new(REASON_REGISTRY_UNAVAILABLE, finding.message);
+                set_ready(status, false, &finding, generation, now);
+            }
+            return decision;
+        }
+    };
+    let read = |name: &str| {
+        cards
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(Lookup::Missing, |(_, card)| *card)
+    };
+    let mut taken = Vec::new();
+    let mut applied = Vec::new();
+    for desired in &plan.generated {
+        let name = desired.metadata.name.clone().unwrap_or_default();
+        match read(&name) {
+            Lookup::Found(existing) if !is_controlled_by(&existing.metadata, owner_uid) => {
+                taken.push(name);
+            }
+            Lookup::Found(existing) => {
+                applied.push((name, as_applied(existing, desired)));
+                decision.apply.push(desired.clone());
+            }
+            Lookup::Missing | Lookup::Malformed(_) => {
+                applied.push((name, desired.clone()));
+                decision.apply.push(desired.clone());
+            }
+        }
+    }
+    let wanted = plan.card_names();
+    decision.prune = cards
+        .iter()
+        .filter_map(|(name, card)| match card {
+            Lookup::Found(card)
+                if is_controlled_by(&card.metadata, owner_uid)
+                    && labelled_by(card, collection)
+                    && !wanted.contains(name) =>
+            {
+                Some(name.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    let usable: Vec<String> = wanted.into_iter().filter(|n| !taken.contains(n)).collect();
+    let looked_up: Vec<(&str, Lookup<'_, SkillCard>)> = usable
+        .iter()
+        .map(|name| {
+            let card = match applied.iter().find(|(n, _)| n == name) {
+                Some((_, card)) => Lookup::Found(card),
+                None => read(name),
+            };
+            (name.as_str(), card)
+        })
+        .collect();
+    let (ready, finding) = if taken.is_empty() {
+        let (ready, reason, message) = readiness(&looked_up);
+        (ready, Finding::new(reason, message))
+    } else {
+        decision.next = Next::NameTaken;
+        let message = format!(
+            "SkillCard(s) {} exist and are not controlled by this SkillCollection: they are left alone; delete or rename them to use these skills",
+            taken.join(", ")
+        );
+        (false, Finding::new(REASON_OBJECT_NAME_TAKEN, message))
+    };
+    status.resolved_skills = usable;
+    status.resolved_image = resolved_image;
+    set_ready(status, ready, &finding, generation, now);
+    decision
+}
+
+/// When a collection lists its image again: a tag may move, like a SkillCard's.
+fn next_listing(collection: &SkillCollection) -> Next {
+    match &collection.spec.image {
+        Some(image) if !image.contains("@sha256:") => Next::Refresh,
+        _ => Next::AwaitChange,
+    }
+}
+
+/// `existing` once `desired` is applied over it: a changed spec moves the generation on.
+fn as_applied(existing: &SkillCard, desired: &SkillCard) -> SkillCard {
+    let mut applied = existing.clone();
+    if !holds(&existing.spec, &desired.spec) {
+        applied.spec = desired.spec.clone();
+        applied.metadata.generation = existing.metadata.generation.map(|g| g + 1);
+    }
+    applied
+}
+
+/// Whether `existing` already says everything `desired` says (fields the API server
+/// defaulted may be added).
+fn holds(existing: &SkillCardSpec, desired: &SkillCardSpec) -> bool {
+    match (
+        serde_json::to_value(existing),
+        serde_json::to_value(desired),
+    ) {
+        (Ok(existing), Ok(desired)) => crate::applied::holds(&existing, &desired),
+        _ => false,
+    }
+}
+
+fn labelled_by(card: &SkillCard, collection: &SkillCollection) -> bool {
+    let name = collection.metadata.name.as_deref().unwrap_or_default();
+    card.metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(SKILL_COLLECTION_LABEL))
+        .is_some_and(|value| *value == label_value(name))
+}
+
+fn set_ready(
+    status: &mut SkillCollectionStatus,
+    ready: bool,
+    finding: &Finding,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let condition = if ready {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    set_condition(
+        &mut status.conditions,
+        CONDITION_READY,
+        condition,
+        finding.reason,
+        &finding.message,
+        generation,
+        now.clone(),
+    );
+}
+
+/// Whether the status already describes a Ready collection at this generation.
+fn ready_at(status: &SkillCollectionStatus, generation: Option<i64>) -> bool {
+    status.observed_generation == generation
+        && find_condition(&status.conditions, CONDITION_READY)
+            .is_some_and(|c| c.status == ConditionStatus::True.as_str())
 }
 
 #[cfg(test)]

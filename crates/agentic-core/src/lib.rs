@@ -2,6 +2,7 @@
 //! call these functions, and apply what they return. Nothing here talks to a server, reads
 //! a clock or draws random numbers, so the same inputs always give byte-identical outputs.
 //!
+//! - [`applied`]: whether an apply would change an object as stored.
 //! - [`cards`]: a SkillCard's status and inline ConfigMap, from what reading its skill
 //!   came to.
 //! - [`collections`]: a SkillCollection's SkillCards, generated and referenced, and its
@@ -27,6 +28,7 @@
 //!   documents (tests keep the two, and the code, in step). Errors carry their reason in
 //!   [`Error::reason`]; run outcomes in [`sandbox::RunOutcome::reason`].
 
+pub mod applied;
 pub mod cards;
 pub mod collections;
 pub mod conditions;

@@ -136,19 +136,11 @@ where
 /// `desired` would change nothing of. Fields others set (more labels, fields the API server
 /// defaults) do not count; a list counts whole.
 fn holds<K: serde::Serialize>(existing: &K, desired: &K) -> bool {
-    fn within(existing: &serde_json::Value, desired: &serde_json::Value) -> bool {
-        match (existing, desired) {
-            (serde_json::Value::Object(existing), serde_json::Value::Object(desired)) => desired
-                .iter()
-                .all(|(key, value)| existing.get(key).is_some_and(|e| within(e, value))),
-            (existing, desired) => existing == desired,
-        }
-    }
     match (
         serde_json::to_value(existing),
         serde_json::to_value(desired),
     ) {
-        (Ok(existing), Ok(desired)) => within(&existing, &desired),
+        (Ok(existing), Ok(desired)) => agentic_core::applied::holds(&existing, &desired),
         _ => false,
     }
 }

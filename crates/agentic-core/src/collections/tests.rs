@@ -233,3 +233,238 @@ fn readiness_names_every_card_that_is_not_ready_with_its_reason() {
     assert!(ready);
     assert_eq!(reason, REASON_ALL_SKILLS_RESOLVED);
 }
+
+fn at(second: i64) -> Time {
+    Time(Timestamp::from_second(second).expect("a time"))
+}
+
+fn image_collection(image: &str) -> SkillCollection {
+    let mut c = collection(SkillCollectionSpec {
+        image: Some(image.into()),
+        ..SkillCollectionSpec::default()
+    });
+    c.metadata.generation = Some(1);
+    c
+}
+
+fn listed(directories: &[&str]) -> Option<Fetched<ImageListing>> {
+    Some(Fetched::Read(ImageListing {
+        pinned: PINNED.into(),
+        skills: ImageSkills::Directories(directories.iter().map(|d| d.to_string()).collect()),
+    }))
+}
+
+/// The generated card `name` as the collection would write it, Ready at its generation.
+fn generated_ready(planned: &Planned, name: &str, skill: &str) -> SkillCard {
+    let Planned::Cards { plan, .. } = planned else {
+        panic!("a plan");
+    };
+    let mut card = plan
+        .generated
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name))
+        .expect("a generated card")
+        .clone();
+    card.metadata.uid = Some(format!("uid-{name}"));
+    card.metadata.generation = Some(1);
+    card.status = ready_card(name, skill).status;
+    card.status.as_mut().expect("a status").resolved_image = Some(format!("{PINNED}-{name}"));
+    card
+}
+
+/// The decision on the collection `c` controlled by `owner()`, at `second`.
+fn decide(
+    c: &SkillCollection,
+    planned: Planned,
+    cards: &[(String, Lookup<'_, SkillCard>)],
+    old: &SkillCollectionStatus,
+    second: i64,
+) -> CollectionDecision {
+    decide_collection(c, &owner().uid, planned, cards, old, &at(second))
+}
+
+fn message_of(status: &SkillCollectionStatus) -> &str {
+    &find_condition(&status.conditions, CONDITION_READY)
+        .expect("Ready")
+        .message
+}
+
+fn ready_of(status: &SkillCollectionStatus) -> (&str, &str) {
+    let ready = find_condition(&status.conditions, CONDITION_READY).expect("Ready");
+    (ready.status.as_str(), ready.reason.as_str())
+}
+
+#[test]
+fn a_listed_image_plans_its_cards_pinned_and_a_refused_one_plans_none() {
+    let c = image_collection("registry.test/skills/bundle:1");
+    match plan_collection(&c, &owner(), listed(&["pdf", "xlsx"])) {
+        Planned::Cards {
+            plan,
+            resolved_image,
+        } => {
+            assert_eq!(plan.card_names(), ["bundle-pdf", "bundle-xlsx"]);
+            assert_eq!(resolved_image.as_deref(), Some(PINNED));
+        }
+        other => panic!("{other:?}"),
+    }
+    let none = plan_collection(&c, &owner(), listed(&[]));
+    assert!(
+        matches!(&none, Planned::Refused(f) if f.reason == "NoSkills"),
+        "{none:?}"
+    );
+    let gone = Some(Fetched::Rejected(Finding::new(
+        "ImageNotFound",
+        "no such image",
+    )));
+    assert!(matches!(
+        plan_collection(&c, &owner(), gone),
+        Planned::Refused(f) if f.reason == "ImageNotFound"
+    ));
+    let down = Some(Fetched::Unavailable(Finding::new(
+        "RegistryUnavailable",
+        "down",
+    )));
+    assert!(matches!(
+        plan_collection(&c, &owner(), down),
+        Planned::Unavailable(_)
+    ));
+}
+
+#[test]
+fn new_cards_are_applied_and_waited_for_and_a_tag_is_listed_again() {
+    let c = image_collection("registry.test/skills/bundle:1");
+    let planned = plan_collection(&c, &owner(), listed(&["pdf"]));
+    let decision = decide(&c, planned, &[], &SkillCollectionStatus::default(), 10);
+    assert_eq!(decision.apply.len(), 1);
+    assert!(decision.prune.is_empty());
+    assert_eq!(decision.status.resolved_skills, ["bundle-pdf"]);
+    assert_eq!(decision.status.resolved_image.as_deref(), Some(PINNED));
+    assert_eq!(
+        ready_of(&decision.status),
+        ("False", REASON_SKILLS_NOT_READY)
+    );
+    let message = message_of(&decision.status);
+    assert!(message.contains("no Ready condition yet"), "{message}");
+    assert_eq!(decision.next, Next::Refresh);
+}
+
+#[test]
+fn ready_cards_it_controls_make_it_ready_and_unlisted_ones_are_pruned() {
+    let c = image_collection(PINNED);
+    let planned = plan_collection(&c, &owner(), listed(&["pdf"]));
+    let pdf = generated_ready(&planned, "bundle-pdf", "pdf");
+    let old_plan = plan_collection(&c, &owner(), listed(&["old"]));
+    let old = generated_ready(&old_plan, "bundle-old", "old");
+    let cards = [
+        ("bundle-old".to_string(), Lookup::Found(&old)),
+        ("bundle-pdf".to_string(), Lookup::Found(&pdf)),
+    ];
+    let decision = decide(&c, planned, &cards, &SkillCollectionStatus::default(), 10);
+    assert_eq!(
+        ready_of(&decision.status),
+        ("True", REASON_ALL_SKILLS_RESOLVED)
+    );
+    assert_eq!(decision.prune, ["bundle-old"]);
+    assert_eq!(decision.status.resolved_skills, ["bundle-pdf"]);
+    // Pinned by digest: nothing to list again.
+    assert_eq!(decision.next, Next::AwaitChange);
+}
+
+#[test]
+fn a_card_whose_spec_the_apply_changes_waits_for_its_next_generation() {
+    let c = image_collection("registry.test/skills/bundle:1");
+    let planned = plan_collection(&c, &owner(), listed(&["pdf"]));
+    let mut stale = generated_ready(&planned, "bundle-pdf", "pdf");
+    stale.spec.image = Some("registry.test/skills/bundle@sha256:older".into());
+    let cards = [("bundle-pdf".to_string(), Lookup::Found(&stale))];
+    let decision = decide(&c, planned, &cards, &SkillCollectionStatus::default(), 10);
+    assert_eq!(decision.apply.len(), 1);
+    assert_eq!(
+        ready_of(&decision.status),
+        ("False", REASON_SKILLS_NOT_READY)
+    );
+    let message = message_of(&decision.status);
+    assert!(message.contains("its spec is at generation 2"), "{message}");
+}
+
+#[test]
+fn a_name_another_card_holds_is_left_alone_and_named() {
+    let c = image_collection("registry.test/skills/bundle:1");
+    let planned = plan_collection(&c, &owner(), listed(&["pdf", "xlsx"]));
+    let theirs = ready_card("bundle-pdf", "pdf");
+    let cards = [("bundle-pdf".to_string(), Lookup::Found(&theirs))];
+    let decision = decide(&c, planned, &cards, &SkillCollectionStatus::default(), 10);
+    let applied: Vec<_> = decision
+        .apply
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    assert_eq!(applied, ["bundle-xlsx"]);
+    assert!(decision.prune.is_empty());
+    assert_eq!(decision.status.resolved_skills, ["bundle-xlsx"]);
+    assert_eq!(
+        ready_of(&decision.status),
+        ("False", REASON_OBJECT_NAME_TAKEN)
+    );
+    assert_eq!(decision.next, Next::NameTaken);
+}
+
+#[test]
+fn an_outage_keeps_a_ready_collection_ready_and_writes_nothing() {
+    let c = image_collection("registry.test/skills/bundle:1");
+    let planned = plan_collection(&c, &owner(), listed(&["pdf"]));
+    let pdf = generated_ready(&planned, "bundle-pdf", "pdf");
+    let cards = [("bundle-pdf".to_string(), Lookup::Found(&pdf))];
+    let ready = decide(&c, planned, &cards, &SkillCollectionStatus::default(), 10);
+    assert_eq!(
+        ready_of(&ready.status),
+        ("True", REASON_ALL_SKILLS_RESOLVED)
+    );
+
+    let down = Some(Fetched::Unavailable(Finding::new(
+        "RegistryUnavailable",
+        "down",
+    )));
+    let outage = plan_collection(&c, &owner(), down.clone());
+    let kept = decide(&c, outage, &cards, &ready.status, 20);
+    assert_eq!(kept.status, ready.status);
+    assert!(kept.apply.is_empty() && kept.prune.is_empty());
+    assert_eq!(kept.next, Next::Unavailable);
+
+    let fresh = decide(
+        &c,
+        plan_collection(&c, &owner(), down),
+        &cards,
+        &SkillCollectionStatus::default(),
+        20,
+    );
+    assert_eq!(
+        ready_of(&fresh.status),
+        ("False", REASON_REGISTRY_UNAVAILABLE)
+    );
+    assert!(fresh.apply.is_empty() && fresh.prune.is_empty());
+}
+
+#[test]
+fn a_refused_image_clears_what_it_listed_and_deletes_nothing() {
+    let c = image_collection("registry.test/skills/bundle:1");
+    let planned = plan_collection(&c, &owner(), listed(&["pdf"]));
+    let pdf = generated_ready(&planned, "bundle-pdf", "pdf");
+    let cards = [("bundle-pdf".to_string(), Lookup::Found(&pdf))];
+    let ready = decide(&c, planned, &cards, &SkillCollectionStatus::default(), 10);
+    let gone = Some(Fetched::Rejected(Finding::new(
+        "ImageNotFound",
+        "no such image",
+    )));
+    let refused = decide(
+        &c,
+        plan_collection(&c, &owner(), gone),
+        &cards,
+        &ready.status,
+        20,
+    );
+    assert_eq!(ready_of(&refused.status), ("False", "ImageNotFound"));
+    assert!(refused.status.resolved_skills.is_empty());
+    assert_eq!(refused.status.resolved_image, None);
+    assert!(refused.apply.is_empty() && refused.prune.is_empty());
+}

@@ -203,7 +203,7 @@ impl State {
     }
 
     /// The objects directly in `collection` that the label selector of `query` selects
-    /// (`key`, `!key`, `key=value`, comma-separated).
+    /// (`key`, `!key`, `key=value`, comma-separated; keys may have a `prefix/`).
     fn list(&self, collection: &str, query: &str) -> Value {
         let selector = query
             .split('&')
@@ -212,6 +212,7 @@ impl State {
                 s.replace("%21", "!")
                     .replace("%3D", "=")
                     .replace("%2C", ",")
+                    .replace("%2F", "/")
             })
             .unwrap_or_default();
         let prefix = format!("{collection}/");

@@ -84,6 +84,13 @@ pub fn ready(conditions: &[Condition]) -> (String, String) {
     (ready.status.clone(), ready.reason.clone())
 }
 
+/// The `Ready` condition's message, from `conditions`.
+pub fn ready_message(conditions: &[Condition]) -> &str {
+    &find_condition(conditions, CONDITION_READY)
+        .expect("a Ready condition")
+        .message
+}
+
 /// The status of the `K` named `name` once one pass of its controller is over.
 pub async fn status_after_pass<K, R>(
     api: &FakeApi,

@@ -2,24 +2,28 @@
 //! `skills` entries), own one SkillCard per skill, delete the generated cards it no longer
 //! lists, and report Ready when every one of its SkillCards is Ready.
 //!
-//! Pipeline: validate (resolve the image to a digest, list its skills, read the root skill's
-//! name) → build (the generated SkillCards, pinned by digest) → apply (create or update the
-//! cards it controls, leave any other card of the name alone) → prune → status.
+//! Pipeline: gather (resolve the image to a digest, list its skills, read the root skill's
+//! name) → decide the cards it should have (`agentic_core::collections::plan_collection`:
+//! the generated SkillCards, pinned by digest) → gather those cards and the ones it controls
+//! → decide (`decide_collection`: the status, the cards to write and to delete) → apply
+//! (create or update the cards it controls, leave any other card of the name alone) → prune;
+//! the status through the wrapper.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use agentic_api::{
-    CONDITION_READY, ConditionStatus, SKILL_COLLECTION_LABEL, SkillCard, SkillCollection,
+    CONDITION_READY, SKILL_COLLECTION_LABEL, SkillCard, SkillCardSpec, SkillCollection,
     SkillCollectionStatus,
 };
-use agentic_core::collections::{ImageSkills, Plan, plan_entries, plan_image, readiness};
-use agentic_core::conditions::{find_condition, set_condition};
+use agentic_core::cards::Fetched;
+use agentic_core::collections::{
+    CollectionDecision, ImageListing, ImageSkills, Planned, decide_collection, plan_collection,
+};
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::names::label_value;
-use agentic_core::owners::{controlling_collection, is_controlled_by};
-use agentic_core::reasons::REASON_REGISTRY_UNAVAILABLE;
-use agentic_core::sandbox::REASON_OBJECT_NAME_TAKEN;
+use agentic_core::owners::controlling_collection;
+use agentic_core::skills::Lookup;
 use agentic_oci::{RegistryAuth, SkillListing};
 use futures::future::BoxFuture;
 use kube::api::{DeleteParams, ListParams, Preconditions};
@@ -28,37 +32,15 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
-use super::support::{lookup, namespace_of, read_reference, related};
+use super::skillcard::reads::{Reader, action, registry_answer, registry_of};
+use super::support::{Read, lookup, namespace_of, read_reference, related};
 use super::watches::{Stop, Watches};
-use crate::apply::{NAME_TAKEN_RETRY, apply_owned};
+use crate::apply::apply_owned;
 use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Error, Result};
 
 pub const KIND: &str = "SkillCollection";
-
-/// What the collection's spec comes to, before any card is written.
-enum ListingVerdict {
-    /// Its SkillCards, and the image they were listed from.
-    Planned {
-        plan: Plan,
-        resolved_image: Option<String>,
-    },
-    /// It cannot be used as it is.
-    Refused {
-        reason: &'static str,
-        message: String,
-    },
-    /// The registry did not answer: nothing is known about the image now.
-    Unreachable { message: String },
-}
-
-fn refused(reason: &'static str, message: impl Into<String>) -> ListingVerdict {
-    ListingVerdict::Refused {
-        reason,
-        message: message.into(),
-    }
-}
 
 /// Image listings kept; past this many, the cache starts over.
 const LISTING_CACHE_ENTRIES: usize = 1024;
@@ -126,6 +108,9 @@ impl Reconciled for SkillCollection {
     }
 }
 
+/// A collection's pass: list its image (or take its entries) and decide the cards it should
+/// have, read those cards and the ones it controls, decide its status and what to write and
+/// delete, then apply and prune.
 pub async fn reconcile(
     collection: Arc<SkillCollection>,
     ctx: Arc<Context>,
@@ -140,152 +125,118 @@ pub async fn reconcile(
             name: name.clone(),
             field: "metadata.uid",
         })?;
-    let uid = owner.uid.clone();
-    let cards: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
-
-    // Validate and build.
-    let verdict = match &collection.spec.image {
-        Some(image) => match list_image(image, &namespace, &name, &ctx).await {
-            Ok((pinned, skills)) => match plan_image(&collection, &owner, &pinned, &skills) {
-                Ok(plan) => ListingVerdict::Planned {
-                    plan,
-                    resolved_image: Some(pinned),
-                },
-                Err(e) => refused(e.reason(), e.to_string()),
-            },
-            Err(verdict) => verdict,
-        },
-        None => match plan_entries(&collection, &owner) {
-            Ok(plan) => ListingVerdict::Planned {
-                plan,
-                resolved_image: None,
-            },
-            Err(e) => refused(e.reason(), e.to_string()),
-        },
-    };
-
-    let generation = collection.metadata.generation;
-    let mut status = old.clone();
-    status.observed_generation = generation;
+    let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
     let now = crate::now();
-    let mut name_taken = false;
-    let mut unreachable = false;
-    match verdict {
-        ListingVerdict::Planned {
-            plan,
-            resolved_image,
-        } => {
-            // Apply: every generated card, unless another object holds its name.
-            let mut taken = Vec::new();
-            for card in &plan.generated {
-                if let Err(t) = apply_owned(&cards, card.clone(), "SkillCard", &uid).await? {
-                    taken.push(t.name);
-                }
-            }
-            let wanted = plan.card_names();
-            prune(&cards, &name, &uid, &wanted).await?;
 
-            let usable: Vec<String> = wanted.into_iter().filter(|n| !taken.contains(n)).collect();
-            let mut read = Vec::new();
-            for card in &usable {
-                read.push((
-                    card.clone(),
-                    read_reference::<SkillCard>(&ctx.client, &namespace, card).await?,
-                ));
-            }
-            let looked_up: Vec<(&str, _)> =
-                read.iter().map(|(n, c)| (n.as_str(), lookup(c))).collect();
-            let (ready, reason, message) = if taken.is_empty() {
-                readiness(&looked_up)
-            } else {
-                name_taken = true;
-                (
-                    false,
-                    REASON_OBJECT_NAME_TAKEN,
-                    format!(
-                        "SkillCard(s) {} exist and are not controlled by this SkillCollection: they are left alone; delete or rename them to use these skills",
-                        taken.join(", ")
-                    ),
-                )
-            };
-            status.resolved_skills = usable;
-            status.resolved_image = resolved_image;
-            set_condition(
-                &mut status.conditions,
-                CONDITION_READY,
-                if ready {
-                    ConditionStatus::True
-                } else {
-                    ConditionStatus::False
-                },
-                reason,
-                &message,
-                generation,
-                now,
-            );
+    let listing = match &collection.spec.image {
+        Some(image) => Some(list_image(image, &namespace, &name, &ctx).await),
+        None => None,
+    };
+    let planned = plan_collection(&collection, &owner, listing);
+    let mut cards = gather_cards(&api, &name, &planned, &namespace, &ctx).await?;
+    let decide = |cards: &Cards| {
+        decide_collection(
+            &collection,
+            &owner.uid,
+            planned.clone(),
+            &cards.lookups(),
+            &old,
+            &now,
+        )
+    };
+    let mut decision = decide(&cards);
+    let taken = apply(&api, &owner.uid, &decision, &cards).await?;
+    if !taken.is_empty() {
+        // Taken between the read and the write: decided again with the cards apply found.
+        for name in taken {
+            cards.taken(name);
         }
-        ListingVerdict::Refused { reason, message } => {
-            status.resolved_skills.clear();
-            status.resolved_image = None;
-            set_condition(
-                &mut status.conditions,
-                CONDITION_READY,
-                ConditionStatus::False,
-                reason,
-                &message,
-                generation,
-                now,
-            );
-        }
-        ListingVerdict::Unreachable { message } => {
-            unreachable = true;
-            // A registry outage says nothing about skills already listed and validated at
-            // this generation: the collection stays Ready on its pinned cards, none pruned.
-            if !validated_at(&old, generation) {
-                set_condition(
-                    &mut status.conditions,
-                    CONDITION_READY,
-                    ConditionStatus::False,
-                    REASON_REGISTRY_UNAVAILABLE,
-                    &message,
-                    generation,
-                    now,
-                );
-            }
-        }
+        decision = decide(&cards);
+    }
+    let next = action(decision.next, ctx.settings.tag_refresh_interval, || {
+        Error::RegistryUnavailable(format!("SkillCollection {namespace}/{name}"))
+    });
+    Ok(Pass {
+        status: decision.status,
+        next,
+    })
+}
+
+/// The SkillCards a collection's decision is made from, by name.
+struct Cards(BTreeMap<String, Read<SkillCard>>);
+
+impl Cards {
+    fn lookups(&self) -> Vec<(String, Lookup<'_, SkillCard>)> {
+        self.0
+            .iter()
+            .map(|(name, card)| (name.clone(), lookup(card)))
+            .collect()
     }
 
-    let next = if unreachable {
-        Err(Error::RegistryUnavailable(format!(
-            "SkillCollection {namespace}/{name}"
-        )))
-    } else if name_taken {
-        Ok(Action::requeue(NAME_TAKEN_RETRY))
-    } else if collection
-        .spec
-        .image
-        .as_deref()
-        .is_some_and(|image| !image.contains("@sha256:"))
-    {
-        // A tag may move: list it again, like a SkillCard's tag.
-        Ok(Action::requeue(ctx.settings.tag_refresh_interval))
-    } else {
-        Ok(Action::await_change())
+    /// Records that another object holds the name `name`.
+    fn taken(&mut self, name: String) {
+        let foreign = SkillCard::new(&name, SkillCardSpec::default());
+        self.0.insert(name, Some(Ok(foreign)));
+    }
+}
+
+/// Reads every card the plan names, and the labelled cards the collection controls. A
+/// generated card that does not deserialize fails the pass, as its apply would.
+async fn gather_cards(
+    api: &Api<SkillCard>,
+    collection: &str,
+    planned: &Planned,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<Cards> {
+    let mut cards = BTreeMap::new();
+    let Planned::Cards { plan, .. } = planned else {
+        return Ok(Cards(cards));
     };
-    Ok(Pass { status, next })
+    for card in &plan.generated {
+        let name = card.name_any();
+        let existing = api.get_opt(&name).await?;
+        cards.insert(name, existing.map(Ok));
+    }
+    for name in &plan.referenced {
+        let read = read_reference::<SkillCard>(&ctx.client, namespace, name).await?;
+        cards.insert(name.clone(), read);
+    }
+    let selector = format!("{SKILL_COLLECTION_LABEL}={}", label_value(collection));
+    for card in api.list(&ListParams::default().labels(&selector)).await? {
+        cards.entry(card.name_any()).or_insert(Some(Ok(card)));
+    }
+    Ok(Cards(cards))
+}
+
+/// Creates or updates the cards the decision wants and deletes those it prunes. Returns the
+/// names of the cards other objects took since they were read: those are left alone.
+async fn apply(
+    api: &Api<SkillCard>,
+    uid: &str,
+    decision: &CollectionDecision,
+    cards: &Cards,
+) -> Result<Vec<String>> {
+    let mut taken = Vec::new();
+    for card in &decision.apply {
+        if let Err(t) = apply_owned(api, card.clone(), "SkillCard", uid).await? {
+            taken.push(t.name);
+        }
+    }
+    for name in &decision.prune {
+        let uid = cards
+            .0
+            .get(name)
+            .and_then(|card| card.as_ref()?.as_ref().ok()?.metadata.uid.clone());
+        prune(api, name, uid).await?;
+    }
+    Ok(taken)
 }
 
 /// A collection whose registry is down is asked again at least once per tag refresh.
 pub fn error_policy(collection: Arc<SkillCollection>, error: &Error, ctx: Arc<Context>) -> Action {
     let cap = ctx.settings.tag_refresh_interval;
     ctx.backoff_at_most(KIND, collection.as_ref(), error, cap)
-}
-
-/// Whether the status already describes a Ready collection at this generation.
-fn validated_at(status: &SkillCollectionStatus, generation: Option<i64>) -> bool {
-    status.observed_generation == generation
-        && find_condition(&status.conditions, CONDITION_READY)
-            .is_some_and(|c| c.status == ConditionStatus::True.as_str())
 }
 
 /// Resolves the collection's image to a digest and lists its skills through the registry
@@ -296,11 +247,13 @@ async fn list_image(
     namespace: &str,
     name: &str,
     ctx: &Context,
-) -> std::result::Result<(String, ImageSkills), ListingVerdict> {
+) -> Fetched<ImageListing> {
     let auth = RegistryAuth::Anonymous;
     let client = &ctx.settings.registry;
-    let registry = agentic_oci::image_registry(image)
-        .map_err(|e| refused(e.reason(), format!("spec.image: {e}")))?;
+    let registry = match registry_of(image) {
+        Ok(registry) => registry,
+        Err(refused) => return refused,
+    };
     let answer = async {
         let resolved = client.resolve_digest(image, &auth).await?;
         let listings = ctx.kind_state::<Listings>();
@@ -313,27 +266,13 @@ async fn list_image(
             }
         };
         let skills = skills_of(&listing, ctx, &auth).await?;
-        Ok::<_, agentic_oci::OciError>((resolved.repository_with_digest, skills))
+        Ok(ImageListing {
+            pinned: resolved.repository_with_digest,
+            skills,
+        })
     };
-    answer.await.map_err(|e| {
-        if e.is_transient() {
-            // As for SkillCards: how the connection failed stays in the operator's log.
-            tracing::warn!(
-                namespace,
-                name,
-                %registry,
-                error = %crate::error::Chain(&e),
-                "registry unreachable"
-            );
-            ListingVerdict::Unreachable {
-                message: format!(
-                    "registry {registry} did not answer; the operator's log has the cause"
-                ),
-            }
-        } else {
-            refused(e.reason(), format!("spec.image: {e}"))
-        }
-    })
+    let reader = Reader { namespace, name };
+    registry_answer(answer.await, &registry, &reader, Some("spec.image"))
 }
 
 /// The skills of a listing; a skill at the image root is named by its frontmatter, read (and
@@ -362,38 +301,25 @@ async fn skills_of(
     Ok(ImageSkills::Root { name })
 }
 
-/// Deletes the SkillCards this collection (`uid`) controls that it no longer lists. Cards
-/// it does not control are never touched, whatever their labels say.
-async fn prune(
-    cards: &Api<SkillCard>,
-    collection: &str,
-    uid: &str,
-    wanted: &[String],
-) -> Result<()> {
-    let selector = format!("{SKILL_COLLECTION_LABEL}={}", label_value(collection));
-    let listed = cards.list(&ListParams::default().labels(&selector)).await?;
-    for card in listed {
-        let card_name = card.name_any();
-        if !is_controlled_by(card.meta(), uid) || wanted.contains(&card_name) {
-            continue;
+/// Deletes the SkillCard `name` the collection controls and no longer lists, on the
+/// condition that it is still the object read (its `uid`).
+async fn prune(cards: &Api<SkillCard>, name: &str, uid: Option<String>) -> Result<()> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match cards.delete(name, &params).await {
+        Ok(_) => {
+            tracing::info!(card = %name, "deleted a SkillCard the collection no longer lists");
+            Ok(())
         }
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: card.meta().uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match cards.delete(&card_name, &params).await {
-            Ok(_) => {
-                tracing::info!(collection, card = %card_name, "deleted a SkillCard the collection no longer lists")
-            }
-            // Gone already, or replaced by another object of the name: nothing of ours to delete.
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
+        // Gone already, or replaced by another object of the name: nothing of ours to delete.
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
     }
-    Ok(())
 }
 
 /// The collections in `namespace` that a change to the SkillCard `card` concerns: the one

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use agentic_api::{DeliveryMode, SkillCard};
+use agentic_api::{DeliveryMode, SkillCard, SkillCardStatus};
 use agentic_core::conditions::find_condition;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::controller::Action;
@@ -11,7 +11,7 @@ use serde_json::json;
 use super::reconcile;
 use crate::apply::NAME_TAKEN_RETRY;
 use crate::controllers::fake_api::FakeApi;
-use crate::controllers::scenario::{NS, context, object, pass, ready};
+use crate::controllers::scenario::{NS, context, object, pass, ready, ready_message};
 
 /// An inline SkillCard named `name` whose SKILL.md names `skill`.
 pub(crate) fn inline_card(name: &str, skill: &str) -> SkillCard {
@@ -21,6 +21,11 @@ pub(crate) fn inline_card(name: &str, skill: &str) -> SkillCard {
             "---\nname: {skill}\ndescription: Does {skill} things when asked to.\n---\n# {skill}\n"
         )},
     }))
+}
+
+fn card_status(api: &FakeApi, name: &str) -> SkillCardStatus {
+    let card: SkillCard = api.get(NS, name).expect("the card");
+    card.status.expect("a status")
 }
 
 #[tokio::test]
@@ -146,11 +151,7 @@ async fn an_image_card_is_marked_validating_before_its_pull_secret_is_found_miss
         .await
         .expect("a pass");
     assert_eq!(action, Action::requeue(Duration::from_secs(300)));
-    let status = api
-        .get::<SkillCard>(NS, "pdf")
-        .expect("the card")
-        .status
-        .expect("a status");
+    let status = card_status(&api, "pdf");
     assert_eq!(
         ready(&status.conditions),
         ("False".into(), "PullSecretNotFound".into())
@@ -187,11 +188,7 @@ async fn a_git_card_whose_source_secret_is_missing_is_refused_and_says_its_ref_m
     pass::<SkillCard, _>(&api, &context(&api), "review", reconcile)
         .await
         .expect("a pass");
-    let status = api
-        .get::<SkillCard>(NS, "review")
-        .expect("the card")
-        .status
-        .expect("a status");
+    let status = card_status(&api, "review");
     assert_eq!(
         ready(&status.conditions),
         ("False".into(), "SourceSecretNotFound".into())
@@ -215,17 +212,9 @@ async fn an_image_reference_that_names_no_registry_is_refused_without_asking_one
     pass::<SkillCard, _>(&api, &context(&api), "pdf", reconcile)
         .await
         .expect("a pass");
-    let status = api
-        .get::<SkillCard>(NS, "pdf")
-        .expect("the card")
-        .status
-        .expect("a status");
-    let ready_condition = find_condition(&status.conditions, "Ready").expect("Ready");
-    assert_eq!(ready_condition.status, "False");
-    assert!(
-        ready_condition.message.starts_with("spec.image: "),
-        "{}",
-        ready_condition.message
-    );
+    let status = card_status(&api, "pdf");
+    assert_eq!(ready(&status.conditions).0, "False");
+    let message = ready_message(&status.conditions);
+    assert!(message.starts_with("spec.image: "), "{message}");
     assert!(find_condition(&status.conditions, "RegistryReachable").is_none());
 }

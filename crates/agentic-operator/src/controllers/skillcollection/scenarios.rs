@@ -1,12 +1,16 @@
 //! The SkillCollection controller's real pass over SkillCards the real SkillCard pass made
 //! Ready, against the fake API server.
 
-use agentic_api::{SkillCard, SkillCollection};
+use std::time::Duration;
+
+use agentic_api::{SKILL_COLLECTION_LABEL, SkillCard, SkillCollection, SkillCollectionStatus};
+use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::reconcile;
+use crate::apply::NAME_TAKEN_RETRY;
 use crate::controllers::fake_api::FakeApi;
-use crate::controllers::scenario::{NS, context, object, pass, ready};
+use crate::controllers::scenario::{NS, context, object, pass, ready, ready_message};
 use crate::controllers::skillcard;
 use crate::controllers::skillcard::scenarios::inline_card;
 
@@ -54,4 +58,114 @@ async fn a_collection_is_ready_once_every_card_it_lists_is() {
         ready(&status.conditions),
         ("True".into(), "AllSkillsResolved".into())
     );
+}
+
+/// A collection of `spec.skills` entries: `image` entries generate cards, `skillCardRef`
+/// entries name existing ones.
+fn collection_of(entries: serde_json::Value) -> SkillCollection {
+    object(json!({
+        "metadata": {"name": "docs", "uid": "uid-col"},
+        "spec": {"skills": entries},
+    }))
+}
+
+fn collection_status(api: &FakeApi) -> SkillCollectionStatus {
+    let collection: SkillCollection = api.get(NS, "docs").expect("the collection");
+    collection.status.expect("a status")
+}
+
+const PINNED: &str = "registry.test/skills/pdf@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+#[tokio::test]
+async fn an_entry_generates_a_card_the_collection_owns_and_waits_for() {
+    let api = FakeApi::default();
+    api.put(&collection_of(json!([{"name": "pdf", "image": PINNED}])));
+    let action = pass::<SkillCollection, _>(&api, &context(&api), "docs", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(action, Action::await_change());
+    let card: SkillCard = api.get(NS, "docs-pdf").expect("the generated card");
+    assert_eq!(card.spec.image.as_deref(), Some(PINNED));
+    let owner = &card.metadata.owner_references.expect("an owner")[0];
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        ("uid-col", Some(true))
+    );
+    let labels = card.metadata.labels.expect("labels");
+    assert_eq!(labels[SKILL_COLLECTION_LABEL], "docs");
+    let status = collection_status(&api);
+    assert_eq!(status.resolved_skills, ["docs-pdf"]);
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "SkillsNotReady".into())
+    );
+    let message = ready_message(&status.conditions);
+    assert!(message.contains("no Ready condition yet"), "{message}");
+}
+
+#[tokio::test]
+async fn a_card_the_collection_no_longer_lists_is_deleted_and_others_are_not() {
+    let api = FakeApi::default();
+    let ctx = context(&api);
+    api.put(&collection_of(json!([
+        {"name": "pdf", "image": PINNED},
+        {"name": "xlsx", "image": PINNED},
+    ])));
+    pass::<SkillCollection, _>(&api, &ctx, "docs", reconcile)
+        .await
+        .expect("a pass");
+    // A card with the collection's label that another owner controls.
+    let mut foreign = inline_card("docs-other", "other");
+    foreign.metadata.labels =
+        Some([(SKILL_COLLECTION_LABEL.to_string(), "docs".to_string())].into());
+    api.put(&foreign);
+    api.put(&collection_of(json!([{"name": "pdf", "image": PINNED}])));
+    pass::<SkillCollection, _>(&api, &ctx, "docs", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(api.names::<SkillCard>(NS), ["docs-other", "docs-pdf"]);
+    let status = collection_status(&api);
+    assert_eq!(status.resolved_skills, ["docs-pdf"]);
+}
+
+#[tokio::test]
+async fn a_generated_name_another_card_holds_is_left_alone_and_retried() {
+    let api = FakeApi::default();
+    api.put(&inline_card("docs-pdf", "pdf-tools"));
+    api.put(&collection_of(json!([
+        {"name": "pdf", "image": PINNED},
+        {"name": "xlsx", "image": PINNED},
+    ])));
+    let action = pass::<SkillCollection, _>(&api, &context(&api), "docs", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(action, Action::requeue(NAME_TAKEN_RETRY));
+    let theirs: SkillCard = api.get(NS, "docs-pdf").expect("their card");
+    assert!(theirs.spec.inline.is_some() && theirs.spec.image.is_none());
+    assert!(api.get::<SkillCard>(NS, "docs-xlsx").is_some());
+    let status = collection_status(&api);
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "ObjectNameTaken".into())
+    );
+    assert_eq!(status.resolved_skills, ["docs-xlsx"]);
+}
+
+#[tokio::test]
+async fn an_image_reference_that_names_no_registry_is_refused_and_writes_no_card() {
+    let api = FakeApi::default();
+    api.put(&object::<SkillCollection>(json!({
+        "metadata": {"name": "docs", "uid": "uid-col"},
+        "spec": {"image": "Not A Reference"},
+    })));
+    let action = pass::<SkillCollection, _>(&api, &context(&api), "docs", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(action, Action::requeue(Duration::from_secs(300)));
+    assert!(api.names::<SkillCard>(NS).is_empty());
+    let status = collection_status(&api);
+    assert_eq!(ready(&status.conditions).0, "False");
+    let message = ready_message(&status.conditions);
+    assert!(message.starts_with("spec.image: "), "{message}");
+    assert!(status.resolved_skills.is_empty());
 }
