@@ -169,3 +169,31 @@ async fn an_image_reference_that_names_no_registry_is_refused_and_writes_no_card
     assert!(message.starts_with("spec.image: "), "{message}");
     assert!(status.resolved_skills.is_empty());
 }
+
+#[tokio::test]
+async fn a_settled_collection_writes_nothing() {
+    let api = FakeApi::default();
+    let ctx = context(&api);
+    api.put(&inline_card("pdf", "pdf-tools"));
+    pass::<SkillCard, _>(&api, &ctx, "pdf", skillcard::reconcile)
+        .await
+        .expect("a card pass");
+    api.put(&collection_of(json!([
+        {"name": "xlsx", "image": PINNED},
+        {"name": "pdf", "skillCardRef": "pdf"},
+    ])));
+    pass::<SkillCollection, _>(&api, &ctx, "docs", reconcile)
+        .await
+        .expect("a pass");
+    api.clear_requests();
+    pass::<SkillCollection, _>(&api, &ctx, "docs", reconcile)
+        .await
+        .expect("a pass");
+    // The generated card is read and found as it should be; nothing is written again.
+    let writes = api.writes();
+    assert!(writes.is_empty(), "{writes:?}");
+    assert_eq!(
+        collection_status(&api).resolved_skills,
+        ["docs-xlsx", "pdf"]
+    );
+}
