@@ -7,6 +7,8 @@
 //!
 //! One test only: the counter sees every thread of the process, so nothing may run beside it.
 
+mod support;
+
 use std::io::Write;
 use std::time::Instant;
 
@@ -19,6 +21,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use peak_alloc::PeakAlloc;
 use sha2::{Digest as _, Sha256};
+use support::one_layer_image;
 
 #[global_allocator]
 static HEAP: PeakAlloc = PeakAlloc;
@@ -33,10 +36,6 @@ const REPETITIONS: usize = 10;
 /// 400 KiB, and a new connection may replace it between reads. A read that kept its top-level
 /// records and names would leave about 250 KiB of the small image each time: 2 MiB over ten.
 const GROWTH_SLACK: usize = 8 * 1024 + 400 * 1024;
-
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
 
 /// Hashes the uncompressed tar on its way into the gzip encoder (the config's diff_id).
 struct Hashing<W> {
@@ -69,29 +68,7 @@ fn streamed_image(
     let hashing = builder.into_inner().unwrap();
     let diff_id = format!("sha256:{}", hex::encode(hashing.hasher.finalize()));
     let layer = hashing.inner.finish().unwrap();
-    let config = serde_json::to_vec(&serde_json::json!({
-        "architecture": "amd64",
-        "os": "linux",
-        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-    }))
-    .unwrap();
-    let manifest = serde_json::to_vec(&serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": agentic_oci::MANIFEST_MEDIA_TYPE,
-        "config": {"mediaType": agentic_oci::CONFIG_MEDIA_TYPE, "digest": sha256(&config), "size": config.len()},
-        "layers": [{"mediaType": agentic_oci::LAYER_MEDIA_TYPE, "digest": sha256(&layer), "size": layer.len()}],
-    }))
-    .unwrap();
-    PackedImage {
-        skills: Vec::new(),
-        layer_digest: sha256(&layer),
-        diff_id,
-        config_digest: sha256(&config),
-        manifest_digest: sha256(&manifest),
-        layer,
-        config,
-        manifest,
-    }
+    one_layer_image(layer, diff_id)
 }
 
 fn append_dir(builder: &mut tar::Builder<impl Write>, path: &str) {

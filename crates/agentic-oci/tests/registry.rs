@@ -1,5 +1,7 @@
 //! Round trips through a real registry (CNCF distribution, started by agentic-testenv).
 
+mod support;
+
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use agentic_oci::{
 use agentic_testenv::Registry;
 use flate2::read::GzDecoder;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use sha2::{Digest as _, Sha256};
+use support::{one_layer_image, sha256};
 
 const ANONYMOUS: RegistryAuth = RegistryAuth::Anonymous;
 
@@ -40,38 +42,12 @@ fn write_skill(root: &Path, name: &str) -> PathBuf {
     dir
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
-
 /// An image whose single layer is `tar`, packed without any validation.
 fn hand_made_image(tar: &[u8]) -> PackedImage {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     encoder.write_all(tar).unwrap();
     let layer = encoder.finish().unwrap();
-    let config = serde_json::to_vec(&serde_json::json!({
-        "architecture": "amd64",
-        "os": "linux",
-        "rootfs": {"type": "layers", "diff_ids": [sha256(tar)]},
-    }))
-    .unwrap();
-    let manifest = serde_json::to_vec(&serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": agentic_oci::MANIFEST_MEDIA_TYPE,
-        "config": {"mediaType": agentic_oci::CONFIG_MEDIA_TYPE, "digest": sha256(&config), "size": config.len()},
-        "layers": [{"mediaType": agentic_oci::LAYER_MEDIA_TYPE, "digest": sha256(&layer), "size": layer.len()}],
-    }))
-    .unwrap();
-    PackedImage {
-        skills: Vec::new(),
-        layer_digest: sha256(&layer),
-        diff_id: sha256(tar),
-        config_digest: sha256(&config),
-        manifest_digest: sha256(&manifest),
-        layer,
-        config,
-        manifest,
-    }
+    one_layer_image(layer, sha256(tar))
 }
 
 fn tar_with(entries: &[(&str, tar::EntryType, &[u8], Option<&str>)]) -> Vec<u8> {
