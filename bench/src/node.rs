@@ -1,6 +1,9 @@
 //! `make bench BENCH_ARGS="--node"`: what a user waits for, on a real node: from an AgentRun's
 //! create to its agent's process started, with 1, 10 and 30 skills, next to a bare pod of the
 //! same agent image created by the bench itself (no skills, no operator), which is the limit.
+//! That pod is measured as a user gets it (with the ServiceAccount token volume the
+//! `ServiceAccount` admission plugin adds to every pod that does not opt out) and with no
+//! volume at all.
 //!
 //! Every milestone is the moment the bench sees it in a watch, on one clock:
 //!
@@ -38,8 +41,10 @@ use agentic_testenv::{TestEnv, TestEnvOptions};
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, Event,
-    Pod, PodSpec, Secret, SecretKeySelector, Volume, VolumeMount,
+    ConfigMap, ConfigMapProjection, Container, DownwardAPIProjection, DownwardAPIVolumeFile,
+    DownwardAPIVolumeSource, EmptyDirVolumeSource, EnvVar, EnvVarSource, Event, KeyToPath,
+    ObjectFieldSelector, Pod, PodSpec, ProjectedVolumeSource, Secret, SecretKeySelector,
+    ServiceAccount, ServiceAccountTokenProjection, Volume, VolumeMount, VolumeProjection,
 };
 use kube::api::{DeleteParams, LogParams, PostParams};
 use kube::runtime::watcher;
@@ -71,9 +76,15 @@ enum Layout {
 /// One line of the report: a bare pod, or a run with `skills` skills laid out as `layout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scenario {
+    /// The agent's image alone, with no volume at all (`automountServiceAccountToken: false`).
     Bare,
-    /// The bare pod plus what a run's pod has besides its skills: two emptyDirs, a ConfigMap
-    /// volume, a variable from a Secret. What the kubelet does for those, no operator.
+    /// The same pod as a user gets it: with the `kube-api-access-*` token volume the
+    /// `ServiceAccount` admission plugin adds (the test cluster runs without the plugin, so the
+    /// bench adds the volume as the plugin would). The limit the ratios are taken against.
+    UserBare,
+    /// The bare pod plus what a run's pod has besides its skills: two emptyDirs, the
+    /// `downwardAPI` volume of the run's two files, a variable from a Secret. What the kubelet
+    /// does for those, no operator.
     BareWithVolumes,
     Run {
         skills: usize,
@@ -86,6 +97,7 @@ impl Scenario {
         let run = |skills, layout| Scenario::Run { skills, layout };
         vec![
             Scenario::Bare,
+            Scenario::UserBare,
             Scenario::BareWithVolumes,
             run(1, Layout::Separate),
             run(10, Layout::Separate),
@@ -97,7 +109,8 @@ impl Scenario {
 
     fn label(self) -> String {
         match self {
-            Scenario::Bare => "bare pod (no skills, no operator)".into(),
+            Scenario::Bare => "bare pod, no volume at all".into(),
+            Scenario::UserBare => "bare pod as a user gets it (token volume)".into(),
             Scenario::BareWithVolumes => "bare pod + a run's other volumes".into(),
             Scenario::Run {
                 skills,
@@ -114,6 +127,7 @@ impl Scenario {
     fn slug(self) -> String {
         match self {
             Scenario::Bare => "bare".into(),
+            Scenario::UserBare => "userbare".into(),
             Scenario::BareWithVolumes => "barevol".into(),
             Scenario::Run {
                 skills,
@@ -487,7 +501,7 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
             warm.entry(scenario.label()).or_default().push(sample);
         }
         for &scenario in &scenarios {
-            if matches!(scenario, Scenario::Bare | Scenario::BareWithVolumes) {
+            if !matches!(scenario, Scenario::Run { .. }) {
                 // The agent's image is on the node after the first start: a bare pod has no
                 // cold start to measure here.
                 continue;
@@ -501,17 +515,22 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
     }
     child.kill().await?;
 
-    let bare = warm
-        .get(&Scenario::Bare.label())
-        .map(|results| {
-            median(
-                results
-                    .iter()
-                    .filter_map(|r| r.as_ref().ok())
-                    .map(|s| s.started),
-            )
-        })
-        .context("no bare pod measured")?;
+    let started_median = |scenario: Scenario| {
+        warm.get(&scenario.label())
+            .map(|results| {
+                median(
+                    results
+                        .iter()
+                        .filter_map(|r| r.as_ref().ok())
+                        .map(|s| s.started),
+                )
+            })
+            .with_context(|| format!("no {} measured", scenario.label()))
+    };
+    let bare = Bases {
+        user: started_median(Scenario::UserBare)?,
+        no_volume: started_median(Scenario::Bare)?,
+    };
     println!(
         "agentic-operator node bench: {} rounds, medians (min-max of create -> started)",
         args.rounds
@@ -519,7 +538,7 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
     for (temperature, table) in [("warm", &warm), ("cold", &cold)] {
         println!("  {temperature}:");
         println!(
-            "    {:<40} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>15} {:>6} {:>9}",
+            "    {:<44} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>15} {:>6} {:>6} {:>9}",
             "",
             "pod",
             "sched",
@@ -529,18 +548,21 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
             "Running",
             "(min-max)",
             "ratio",
+            "(novol)",
             "pulls",
         );
         for scenario in &scenarios {
             let Some(samples) = table.get(&scenario.label()) else {
                 continue;
             };
-            print_row(&scenario.label(), samples, bare);
+            print_row(&scenario.label(), samples, &bare);
         }
     }
     println!(
-        "  ratio: the median create -> agent started over the bare pod's ({bare:.3} s); \
-         pulls: the kubelet's summed pull time of the skill images (median)"
+        "  ratio: the median create -> agent started over the bare pod's as a user gets it \
+         ({:.3} s); (novol): over the bare pod's without any volume ({:.3} s); \
+         pulls: the kubelet's summed pull time of the skill images (median)",
+        bare.user, bare.no_volume
     );
     Ok(())
 }
@@ -559,8 +581,10 @@ impl NodeBench {
     /// the Agent is Ready with every skill. `None` for the bare pod.
     async fn prepare(&self, scenario: Scenario, tag: &str) -> anyhow::Result<Option<Prepared>> {
         let Scenario::Run { skills, layout } = scenario else {
-            if scenario == Scenario::BareWithVolumes {
-                self.bare_volume_sources().await?;
+            match scenario {
+                Scenario::BareWithVolumes => self.bare_volume_sources().await?,
+                Scenario::UserBare => self.service_account_sources().await?,
+                _ => {}
             }
             return Ok(None);
         };
@@ -679,8 +703,10 @@ impl NodeBench {
         let ((at, wall), pod_name) = match prepared {
             None => {
                 let mut pod = bare_pod(&name, &self.agent_image, sleep);
-                if scenario == Scenario::BareWithVolumes {
-                    add_run_volumes(&mut pod);
+                match scenario {
+                    Scenario::BareWithVolumes => add_run_volumes(&mut pod),
+                    Scenario::UserBare => add_token_volume(&mut pod),
+                    _ => {}
                 }
                 let at = (Instant::now(), jiff::Timestamp::now());
                 pods.create(&PostParams::default(), &pod).await?;
@@ -762,28 +788,53 @@ impl NodeBench {
     }
 }
 
-/// The ConfigMap and Secret of [`Scenario::BareWithVolumes`].
+/// The Secret of [`Scenario::BareWithVolumes`].
 const BARE_SOURCES: &str = "bare-sources";
+/// The ServiceAccount a user's pod runs as when it names none.
+const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+/// The ConfigMap of the cluster's CA that every namespace gets and token volumes project.
+const ROOT_CA_CONFIG_MAP: &str = "kube-root-ca.crt";
+/// Where the `ServiceAccount` admission plugin mounts the token volume.
+const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// The token lifetime the admission plugin asks for (an hour, plus the 7 s it adds).
+const TOKEN_EXPIRATION_SECONDS: i64 = 3607;
 
 impl NodeBench {
-    /// The ConfigMap and Secret [`add_run_volumes`] names, as a run's are.
+    /// The Secret [`add_run_volumes`] names, as a run's ACP Secret is.
     async fn bare_volume_sources(&self) -> anyhow::Result<()> {
-        let data = BTreeMap::from([("params.json".to_string(), "{}".to_string())]);
-        apply(
-            &Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns),
-            &ConfigMap {
-                metadata: meta(BARE_SOURCES),
-                data: Some(data.clone()),
-                ..ConfigMap::default()
-            },
-        )
-        .await?;
         apply(
             &Api::<Secret>::namespaced(self.client.clone(), &self.ns),
             &Secret {
                 metadata: meta(BARE_SOURCES),
-                string_data: Some(data),
+                string_data: Some(BTreeMap::from([("secret-key".to_string(), "k".repeat(43))])),
                 ..Secret::default()
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// What kube-controller-manager gives every namespace and a user's pod's token volume
+    /// needs: the `default` ServiceAccount (the kubelet asks for its token) and the
+    /// `kube-root-ca.crt` ConfigMap (its content does not matter to the timing).
+    async fn service_account_sources(&self) -> anyhow::Result<()> {
+        apply(
+            &Api::<ServiceAccount>::namespaced(self.client.clone(), &self.ns),
+            &ServiceAccount {
+                metadata: meta(DEFAULT_SERVICE_ACCOUNT),
+                ..ServiceAccount::default()
+            },
+        )
+        .await?;
+        apply(
+            &Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns),
+            &ConfigMap {
+                metadata: meta(ROOT_CA_CONFIG_MAP),
+                data: Some(BTreeMap::from([(
+                    "ca.crt".to_string(),
+                    "the cluster's CA bundle".to_string(),
+                )])),
+                ..ConfigMap::default()
             },
         )
         .await?;
@@ -791,9 +842,95 @@ impl NodeBench {
     }
 }
 
-/// What a run's pod has besides its skills: `/workspace` and `/tmp` emptyDirs, a file of a
-/// ConfigMap, a variable from a Secret.
+/// A `downwardAPI` file of the pod's field `field_path`.
+fn field_file(path: &str, field_path: &str) -> DownwardAPIVolumeFile {
+    DownwardAPIVolumeFile {
+        path: path.into(),
+        field_ref: Some(ObjectFieldSelector {
+            field_path: field_path.into(),
+            ..ObjectFieldSelector::default()
+        }),
+        ..DownwardAPIVolumeFile::default()
+    }
+}
+
+fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        ..VolumeMount::default()
+    }
+}
+
+/// What the `ServiceAccount` admission plugin does to a pod that does not set
+/// `automountServiceAccountToken: false`: the `default` ServiceAccount, and a projected
+/// volume of its token, the cluster's CA and the namespace, read-only at
+/// `/var/run/secrets/kubernetes.io/serviceaccount` in every container.
+fn add_token_volume(pod: &mut Pod) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    spec.automount_service_account_token = None;
+    spec.service_account_name = Some(DEFAULT_SERVICE_ACCOUNT.into());
+    let name = "kube-api-access-bench";
+    spec.volumes = Some(vec![Volume {
+        name: name.into(),
+        projected: Some(ProjectedVolumeSource {
+            default_mode: Some(0o644),
+            sources: Some(vec![
+                VolumeProjection {
+                    service_account_token: Some(ServiceAccountTokenProjection {
+                        expiration_seconds: Some(TOKEN_EXPIRATION_SECONDS),
+                        path: "token".into(),
+                        ..ServiceAccountTokenProjection::default()
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    config_map: Some(ConfigMapProjection {
+                        name: ROOT_CA_CONFIG_MAP.into(),
+                        items: Some(vec![KeyToPath {
+                            key: "ca.crt".into(),
+                            path: "ca.crt".into(),
+                            mode: None,
+                        }]),
+                        ..ConfigMapProjection::default()
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    downward_api: Some(DownwardAPIProjection {
+                        items: Some(vec![field_file("namespace", "metadata.namespace")]),
+                    }),
+                    ..VolumeProjection::default()
+                },
+            ]),
+        }),
+        ..Volume::default()
+    }]);
+    for container in &mut spec.containers {
+        container.volume_mounts = Some(vec![VolumeMount {
+            read_only: Some(true),
+            ..mount(name, TOKEN_MOUNT_PATH)
+        }]);
+    }
+}
+
+/// What a run's pod has besides its skills: `/workspace` and `/tmp` emptyDirs, the two files
+/// of a `downwardAPI` volume of the pod's annotations (as big as a run's with a few skills),
+/// a variable from a Secret.
 fn add_run_volumes(pod: &mut Pod) {
+    let manifest = format!(
+        "{{\"skills\": [], \"rules\": [], \"pad\": \"{}\"}}\n",
+        "x".repeat(600)
+    );
+    pod.metadata.annotations = Some(BTreeMap::from([
+        ("konveyor.io/skills-manifest".to_string(), manifest),
+        (
+            "konveyor.io/params".to_string(),
+            "{\"agent\": {}, \"execution\": {\"mode\": \"auto\"}, \"workflow\": {}}\n".to_string(),
+        ),
+    ]));
     let Some(spec) = pod.spec.as_mut() else {
         return;
     };
@@ -806,27 +943,33 @@ fn add_run_volumes(pod: &mut Pod) {
         empty("workspace"),
         empty("tmp"),
         Volume {
-            name: "config".into(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: BARE_SOURCES.into(),
-                ..ConfigMapVolumeSource::default()
+            name: "konveyor-run".into(),
+            downward_api: Some(DownwardAPIVolumeSource {
+                items: Some(vec![
+                    field_file(
+                        "konveyor-skills.json",
+                        "metadata.annotations['konveyor.io/skills-manifest']",
+                    ),
+                    field_file("params.json", "metadata.annotations['konveyor.io/params']"),
+                ]),
+                ..DownwardAPIVolumeSource::default()
             }),
             ..Volume::default()
         },
     ]);
-    let mount = |name: &str, path: &str| VolumeMount {
-        name: name.into(),
-        mount_path: path.into(),
-        ..VolumeMount::default()
-    };
     for container in &mut spec.containers {
         container.volume_mounts = Some(vec![
             mount("workspace", "/workspace"),
             mount("tmp", "/tmp"),
             VolumeMount {
                 read_only: Some(true),
+                sub_path: Some("konveyor-skills.json".into()),
+                ..mount("konveyor-run", "/opt/skills/.konveyor-skills.json")
+            },
+            VolumeMount {
+                read_only: Some(true),
                 sub_path: Some("params.json".into()),
-                ..mount("config", "/run/konveyor/params.json")
+                ..mount("konveyor-run", "/run/konveyor/params.json")
             },
         ]);
         container.env.get_or_insert_with(Vec::new).push(EnvVar {
@@ -835,7 +978,7 @@ fn add_run_volumes(pod: &mut Pod) {
             value_from: Some(EnvVarSource {
                 secret_key_ref: Some(SecretKeySelector {
                     name: BARE_SOURCES.into(),
-                    key: "params.json".into(),
+                    key: "secret-key".into(),
                     optional: None,
                 }),
                 ..EnvVarSource::default()
@@ -911,7 +1054,15 @@ fn median_of(samples: &[Sample], pick: impl Fn(&Sample) -> Option<f64>) -> Strin
     }
 }
 
-fn print_row(label: &str, results: &[Result<Sample, String>], bare: f64) {
+/// The two bare pods' median starts, which the ratios divide by.
+struct Bases {
+    /// [`Scenario::UserBare`]'s.
+    user: f64,
+    /// [`Scenario::Bare`]'s.
+    no_volume: f64,
+}
+
+fn print_row(label: &str, results: &[Result<Sample, String>], bare: &Bases) {
     let samples: Vec<Sample> = results
         .iter()
         .filter_map(|r| r.as_ref().ok())
@@ -923,7 +1074,7 @@ fn print_row(label: &str, results: &[Result<Sample, String>], bare: f64) {
         Some(first) => format!("  {} of {} failed: {first}", failed.len(), results.len()),
     };
     if samples.is_empty() {
-        println!("    {label:<40}{failures}");
+        println!("    {label:<44}{failures}");
         return;
     }
     let started = median(samples.iter().map(|s| s.started));
@@ -933,14 +1084,15 @@ fn print_row(label: &str, results: &[Result<Sample, String>], bare: f64) {
         .fold(f64::INFINITY, f64::min);
     let max = samples.iter().map(|s| s.started).fold(0.0, f64::max);
     println!(
-        "    {label:<40} {:>7} {:>7} {:>7} {:>7} {started:>7.3} {:>7} {:>15} {:>6.2} {:>9}{failures}",
+        "    {label:<44} {:>7} {:>7} {:>7} {:>7} {started:>7.3} {:>7} {:>15} {:>6.2} {:>6.2} {:>9}{failures}",
         median_of(&samples, |s| s.pod),
         median_of(&samples, |s| s.scheduled),
         median_of(&samples, |s| s.last_skill),
         median_of(&samples, |s| s.created),
         median_of(&samples, |s| s.running),
         format!("({min:.3}-{max:.3})"),
-        started / bare,
+        started / bare.user,
+        started / bare.no_volume,
         median_of(&samples, |s| s.pull_sum),
     );
 }
