@@ -32,9 +32,10 @@ use agentic_api::{
     SkillType,
 };
 use agentic_core::names::sandbox_name;
+use agentic_core::reasons::AgentRunReason;
 use agentic_core::sandbox::{
-    MountedSkill, REASON_SANDBOX_CREATING, RUN_LABEL, RunOutcome, SandboxInputs, build_acp_secret,
-    build_acp_service, build_pod,
+    MountedSkill, RUN_LABEL, RunOutcome, SandboxInputs, build_acp_secret, build_acp_service,
+    build_pod,
 };
 use agentic_core::skills::{Lookup, resolve_skill_delivery};
 use agentic_fixtures::{apply, llm_gateway, operator_command, push_to, write_skill};
@@ -809,7 +810,7 @@ async fn one_runs_writes(
         ..AgentRunStatus::default()
     };
     let outcome = RunOutcome::pending(
-        REASON_SANDBOX_CREATING,
+        AgentRunReason::SandboxCreating,
         format!("sandbox {sandbox} created; waiting for its pod"),
     );
     outcome.apply(
@@ -830,7 +831,7 @@ async fn one_runs_writes(
     .await?;
     let event = Event {
         type_: EventType::Normal,
-        reason: REASON_SANDBOX_CREATING.into(),
+        reason: AgentRunReason::SandboxCreating.as_str().into(),
         note: Some(outcome.message),
         action: "Reconcile".into(),
         secondary: None,

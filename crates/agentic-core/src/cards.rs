@@ -292,7 +292,12 @@ fn verdict(inputs: &CardInputs<'_>, old: &SkillCardStatus) -> (Verdict, Option<C
     }
     let config_map = match build_inline_skill_config_map(card, inputs.owner.clone()) {
         Ok(config_map) => config_map,
-        Err(e) => return (invalid(Finding::new(e.reason(), e.to_string())), None),
+        Err(e) => {
+            return (
+                invalid(Finding::new(e.reason().as_str(), e.to_string())),
+                None,
+            );
+        }
     };
     if let Some(holder) = &inputs.config_map
         && !is_controlled_by(holder, &inputs.owner.uid)

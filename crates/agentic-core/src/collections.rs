@@ -263,7 +263,7 @@ pub fn plan_collection(
             plan,
             resolved_image,
         },
-        Err(e) => Planned::Refused(Finding::new(e.reason(), e.to_string())),
+        Err(e) => Planned::Refused(Finding::new(e.reason().as_str(), e.to_string())),
     }
 }
 

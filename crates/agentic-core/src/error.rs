@@ -2,6 +2,8 @@
 
 use agentic_api::ParamType;
 
+use crate::reasons::ErrorReason;
+
 /// Why an Agent, an AgentRun or one of their sandbox objects cannot be built as asked.
 ///
 /// Every variant has a stable CamelCase [`reason`](Error::reason), fit for a condition's
@@ -279,41 +281,41 @@ pub enum Error {
 }
 
 impl Error {
-    /// A stable CamelCase word for condition reasons, events and metric labels.
-    pub fn reason(&self) -> &'static str {
+    /// The reason of a condition that reports this error, of an Event and a metric label.
+    pub fn reason(&self) -> ErrorReason {
         match self {
-            Error::UnknownParam { .. } => "UnknownParam",
-            Error::DuplicateParam { .. } => "DuplicateParam",
-            Error::MissingParam { .. } => "MissingParam",
-            Error::InvalidParamValue { .. } => "InvalidParamValue",
-            Error::InvalidParamDefault { .. } => "InvalidParamDefault",
-            Error::UnresolvedReference { .. } => "UnresolvedReference",
-            Error::InvalidParams(_) => "InvalidParams",
-            Error::InvalidGitConfig { .. } => "InvalidGitConfig",
-            Error::InvalidFileMounts(_) => "InvalidFileMounts",
-            Error::MissingSkillCards(_) => "SkillCardNotFound",
-            Error::SkillCardsNotReady(_) => "SkillCardNotReady",
-            Error::DuplicateSkillName { .. } => "DuplicateSkillName",
-            Error::MissingSkillCollections(_) => "SkillCollectionNotFound",
-            Error::SkillCollectionsNotReady(_) => "SkillCollectionNotReady",
-            Error::NoSkills { .. } => "NoSkills",
-            Error::TooManySkills { .. } => "TooManySkills",
-            Error::DuplicateSkillCardName { .. } => "DuplicateSkillCardName",
-            Error::InvalidSkillName { .. } => "InvalidSkillName",
-            Error::MissingInlineSkill { .. } => "MissingInlineSkill",
-            Error::OperatorImageNotSet { .. } => "OperatorImageNotSet",
-            Error::GatewayNotFound(_) => "GatewayNotFound",
-            Error::GatewayNotReady(_) => "GatewayNotReady",
-            Error::NoGateway => "NoGateway",
-            Error::GatewayRequired { .. } => "GatewayRequired",
-            Error::GatewayNotAllowed { .. } => "GatewayNotAllowed",
-            Error::AgentNotFound { .. } => "AgentNotFound",
-            Error::AgentNotReady { .. } => "AgentNotReady",
-            Error::ReservedEnvName { .. } => "ReservedEnvName",
-            Error::DuplicateEnvName { .. } => "DuplicateEnvName",
-            Error::AnnotationsTooLarge { .. } => "AnnotationsTooLarge",
-            Error::MissingMetadata { .. } => "MissingMetadata",
-            Error::Serialization { .. } => "SerializationFailed",
+            Error::UnknownParam { .. } => ErrorReason::UnknownParam,
+            Error::DuplicateParam { .. } => ErrorReason::DuplicateParam,
+            Error::MissingParam { .. } => ErrorReason::MissingParam,
+            Error::InvalidParamValue { .. } => ErrorReason::InvalidParamValue,
+            Error::InvalidParamDefault { .. } => ErrorReason::InvalidParamDefault,
+            Error::UnresolvedReference { .. } => ErrorReason::UnresolvedReference,
+            Error::InvalidParams(_) => ErrorReason::InvalidParams,
+            Error::InvalidGitConfig { .. } => ErrorReason::InvalidGitConfig,
+            Error::InvalidFileMounts(_) => ErrorReason::InvalidFileMounts,
+            Error::MissingSkillCards(_) => ErrorReason::SkillCardNotFound,
+            Error::SkillCardsNotReady(_) => ErrorReason::SkillCardNotReady,
+            Error::DuplicateSkillName { .. } => ErrorReason::DuplicateSkillName,
+            Error::MissingSkillCollections(_) => ErrorReason::SkillCollectionNotFound,
+            Error::SkillCollectionsNotReady(_) => ErrorReason::SkillCollectionNotReady,
+            Error::NoSkills { .. } => ErrorReason::NoSkills,
+            Error::TooManySkills { .. } => ErrorReason::TooManySkills,
+            Error::DuplicateSkillCardName { .. } => ErrorReason::DuplicateSkillCardName,
+            Error::InvalidSkillName { .. } => ErrorReason::InvalidSkillName,
+            Error::MissingInlineSkill { .. } => ErrorReason::MissingInlineSkill,
+            Error::OperatorImageNotSet { .. } => ErrorReason::OperatorImageNotSet,
+            Error::GatewayNotFound(_) => ErrorReason::GatewayNotFound,
+            Error::GatewayNotReady(_) => ErrorReason::GatewayNotReady,
+            Error::NoGateway => ErrorReason::NoGateway,
+            Error::GatewayRequired { .. } => ErrorReason::GatewayRequired,
+            Error::GatewayNotAllowed { .. } => ErrorReason::GatewayNotAllowed,
+            Error::AgentNotFound { .. } => ErrorReason::AgentNotFound,
+            Error::AgentNotReady { .. } => ErrorReason::AgentNotReady,
+            Error::ReservedEnvName { .. } => ErrorReason::ReservedEnvName,
+            Error::DuplicateEnvName { .. } => ErrorReason::DuplicateEnvName,
+            Error::AnnotationsTooLarge { .. } => ErrorReason::AnnotationsTooLarge,
+            Error::MissingMetadata { .. } => ErrorReason::MissingMetadata,
+            Error::Serialization { .. } => ErrorReason::SerializationFailed,
         }
     }
 }
@@ -372,29 +374,30 @@ fn not_ready_list(kind: &str, items: &[(String, String)]) -> String {
 mod tests {
     use super::*;
 
+    /// The variants whose reason is not their own name keep the words users match on.
     #[test]
-    fn reasons_are_camel_case_condition_reasons() {
+    fn renamed_variants_keep_their_reasons() {
         let samples = [
-            Error::InvalidParams(vec![]),
-            Error::MissingSkillCards(vec![]),
-            Error::Serialization {
-                what: "x",
-                message: String::new(),
-            },
-            Error::NoGateway,
+            (Error::MissingSkillCards(vec![]), "SkillCardNotFound"),
+            (Error::SkillCardsNotReady(vec![]), "SkillCardNotReady"),
+            (
+                Error::MissingSkillCollections(vec![]),
+                "SkillCollectionNotFound",
+            ),
+            (
+                Error::SkillCollectionsNotReady(vec![]),
+                "SkillCollectionNotReady",
+            ),
+            (
+                Error::Serialization {
+                    what: "x",
+                    message: String::new(),
+                },
+                "SerializationFailed",
+            ),
         ];
-        for error in samples {
-            let reason = error.reason();
-            assert!(
-                reason
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_uppercase())
-            );
-            assert!(
-                reason.chars().all(|c| c.is_ascii_alphanumeric()),
-                "{reason}"
-            );
+        for (error, reason) in samples {
+            assert_eq!(error.reason().as_str(), reason, "{error:?}");
         }
     }
 

@@ -5,31 +5,12 @@
 use std::fmt;
 use std::time::Duration;
 
-use agentic_api::ConditionStatus;
+use agentic_api::{CONDITION_READY, ConditionStatus, GatewaySpec, GatewayStatus};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-/// Ready: the endpoint answered the check with a 2xx status.
-pub const REASON_CONNECTION_VERIFIED: &str = "ConnectionVerified";
-/// Ready without a check: the provider signs requests with cloud credentials, the Gateway has
-/// no endpoint, or its credential is a whole Secret whose API key the operator cannot pick.
-pub const REASON_VERIFICATION_SKIPPED: &str = "VerificationSkipped";
-/// The endpoint answered 401 or 403: it refused the credential.
-pub const REASON_UNAUTHORIZED: &str = "Unauthorized";
-/// The endpoint could not be reached, or did not answer within [`CHECK_TIMEOUT`].
-pub const REASON_ENDPOINT_UNREACHABLE: &str = "EndpointUnreachable";
-/// The endpoint answered with a status other than 2xx, 401 and 403 (redirects included).
-pub const REASON_UNEXPECTED_STATUS: &str = "UnexpectedStatus";
-/// The TLS handshake with the endpoint failed (certificate not trusted, expired, wrong name,
-/// or no TLS at all).
-pub const REASON_TLS_FAILURE: &str = "TLSFailure";
-/// `spec.endpoint` is not an `http` or `https` URL the operator can check.
-pub const REASON_INVALID_ENDPOINT: &str = "InvalidEndpoint";
-/// The credential cannot be sent in an HTTP header (it holds a newline or another control
-/// character).
-pub const REASON_INVALID_CREDENTIAL: &str = "InvalidCredential";
-/// The credential Secret does not exist.
-pub const REASON_SECRET_NOT_FOUND: &str = "SecretNotFound";
-/// The credential Secret lacks `spec.credentialRef.key`.
-pub const REASON_SECRET_KEY_NOT_FOUND: &str = "SecretKeyNotFound";
+use crate::conditions::{Conditions, find_condition};
+pub use crate::reasons::GatewayReason;
 
 /// The condition with the result of the latest check, whatever `Ready` says.
 pub const CONDITION_ENDPOINT_REACHABLE: &str = "EndpointReachable";
@@ -83,19 +64,21 @@ pub enum Credential<'a> {
 /// What to do about a Gateway.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Nothing to check; Ready with [`REASON_VERIFICATION_SKIPPED`] and this message.
+    /// Nothing to check; Ready with [`GatewayReason::VerificationSkipped`] and this message.
     Skip(String),
     /// Not Ready with this reason and message, without a request.
-    Refuse(&'static str, String),
+    Refuse(GatewayReason, String),
     /// Send `GET url` with `headers`.
     Check(Probe),
 }
 
-/// The request of a check. Its `Debug` leaves the header values out: they hold the key.
+/// The request of a check. Its `Debug` leaves the header values and the key out.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Probe {
     pub url: String,
     pub headers: Vec<(&'static str, String)>,
+    /// The key the headers carry, to scrub from the answers the operator logs.
+    pub key: Option<String>,
 }
 
 impl fmt::Debug for Probe {
@@ -139,7 +122,7 @@ pub fn plan(provider: &str, endpoint: Option<&str>, credential: Credential<'_>) 
         Ok(url) => url,
         Err(problem) => {
             return Plan::Refuse(
-                REASON_INVALID_ENDPOINT,
+                GatewayReason::InvalidEndpoint,
                 format!("spec.endpoint {endpoint:?} {problem}"),
             );
         }
@@ -156,7 +139,7 @@ pub fn plan(provider: &str, endpoint: Option<&str>, credential: Credential<'_>) 
             Ok(key) if key.chars().all(|c| !c.is_control()) && !key.is_empty() => Some(key),
             _ => {
                 return Plan::Refuse(
-                    REASON_INVALID_CREDENTIAL,
+                    GatewayReason::InvalidCredential,
                     "the key in spec.credentialRef is empty, not UTF-8 or holds control characters (a trailing newline?), so it cannot be sent in a header"
                         .to_string(),
                 );
@@ -171,7 +154,204 @@ pub fn plan(provider: &str, endpoint: Option<&str>, credential: Credential<'_>) 
             ("anthropic-version", ANTHROPIC_VERSION.to_string()),
         ],
     };
-    Plan::Check(Probe { url, headers })
+    Plan::Check(Probe {
+        url,
+        headers,
+        key: key.map(str::to_owned),
+    })
+}
+
+/// The check for a Gateway of `spec` in `namespace`, whose credential Secret (when it
+/// names one) is `secret`: [`plan`], or a refusal when the Secret or its key is missing.
+pub fn plan_for(spec: &GatewaySpec, namespace: &str, secret: Option<&Secret>) -> Plan {
+    let endpoint = spec.endpoint.as_deref();
+    let Some(credential) = &spec.credential_ref else {
+        return plan(&spec.provider, endpoint, Credential::None);
+    };
+    let Some(secret) = secret else {
+        return Plan::Refuse(
+            GatewayReason::SecretNotFound,
+            format!(
+                "spec.credentialRef.secretName: Secret {} not found in namespace {namespace}",
+                credential.secret_name
+            ),
+        );
+    };
+    let Some(key) = &credential.key else {
+        return plan(&spec.provider, endpoint, Credential::WholeSecret);
+    };
+    match secret_value(secret, key) {
+        Some(value) => plan(&spec.provider, endpoint, Credential::Key(value)),
+        None => Plan::Refuse(
+            GatewayReason::SecretKeyNotFound,
+            format!(
+                "spec.credentialRef.key: Secret {} has no key {key}",
+                credential.secret_name
+            ),
+        ),
+    }
+}
+
+/// The value of `key` in `secret` (`data`, else `stringData`).
+fn secret_value<'a>(secret: &'a Secret, key: &str) -> Option<&'a [u8]> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|v| v.0.as_slice())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|v| v.as_bytes())
+        })
+}
+
+/// The last check this process made of a Gateway, as the next pass sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreviousCheck {
+    /// It checked the same Gateway (uid), generation and Secret version.
+    pub same_subject: bool,
+    /// How long ago it was made.
+    pub elapsed: Duration,
+    /// When it asked to be checked again.
+    pub recheck_after: Duration,
+    /// It succeeded.
+    pub verified: bool,
+}
+
+/// Whether a Gateway whose plan is a check is checked in this pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Due {
+    /// The last check of this subject still holds; look again after this long.
+    Wait(Duration),
+    /// Check now. `verified_before` says whether a check already succeeded at this
+    /// generation and Secret version, which keeps the Gateway Ready through an outage.
+    Now { verified_before: bool },
+}
+
+/// Whether to check now, from the last check this process made (if any) and, without one (a
+/// restarted operator), the status: a record for another subject means a new generation or
+/// credential, which must prove itself.
+pub fn due(previous: Option<PreviousCheck>, old: &GatewayStatus, generation: Option<i64>) -> Due {
+    match previous {
+        Some(last) if last.same_subject && last.elapsed < last.recheck_after => {
+            Due::Wait(last.recheck_after - last.elapsed)
+        }
+        Some(last) => Due::Now {
+            verified_before: last.same_subject && last.verified,
+        },
+        None => Due::Now {
+            verified_before: old.connection_verified
+                && find_condition(&old.conditions, CONDITION_READY)
+                    .is_some_and(|c| c.observed_generation == generation),
+        },
+    }
+}
+
+/// What a pass found about a Gateway: the inputs of [`decide`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    /// The plan: nothing to check ([`Plan::Skip`]).
+    Skipped(String),
+    /// The plan: not Ready without a request ([`Plan::Refuse`]).
+    Refused(GatewayReason, String),
+    /// The last check still holds ([`Due::Wait`]).
+    NotDue(Duration),
+    /// The check was sent to `url` and `observation` came back.
+    Checked {
+        url: String,
+        observation: Observation,
+        verified_before: bool,
+    },
+}
+
+/// What the pass keeps in memory about the Gateway's checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    /// Nothing is checked any more: forget the last check.
+    Forget,
+    /// Keep the last check as it is.
+    Keep,
+    /// Remember the check just made.
+    Record {
+        verified: bool,
+        recheck_after: Duration,
+    },
+}
+
+/// The outcome of a pass over a Gateway.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The status to write.
+    pub status: GatewayStatus,
+    /// When to look again; `None` waits for a change of the Gateway or its Secret.
+    pub recheck_after: Option<Duration>,
+    /// What to remember of the check.
+    pub memory: Memory,
+}
+
+/// The status and next check of a Gateway at `generation` from what the pass found, the
+/// status it started from and the time of the pass.
+pub fn decide(
+    finding: Finding,
+    old: &GatewayStatus,
+    generation: Option<i64>,
+    now: Time,
+) -> Decision {
+    let mut status = old.clone();
+    status.observed_generation = generation;
+    let mut conditions = Conditions::<GatewayReason>::new(&mut status.conditions, generation, now);
+    let (recheck_after, memory) = match finding {
+        Finding::Skipped(message) => {
+            conditions.set(
+                CONDITION_READY,
+                ConditionStatus::True,
+                GatewayReason::VerificationSkipped,
+                &message,
+            );
+            conditions.remove(CONDITION_ENDPOINT_REACHABLE);
+            status.connection_verified = false;
+            (None, Memory::Forget)
+        }
+        Finding::Refused(reason, message) => {
+            conditions.set(CONDITION_READY, ConditionStatus::False, reason, &message);
+            conditions.remove(CONDITION_ENDPOINT_REACHABLE);
+            status.connection_verified = false;
+            (None, Memory::Forget)
+        }
+        Finding::NotDue(remaining) => (Some(remaining), Memory::Keep),
+        Finding::Checked {
+            url,
+            observation,
+            verified_before,
+        } => {
+            let checked = checked(&url, observation, verified_before);
+            let reachable = &checked.reachable;
+            conditions.set(
+                CONDITION_ENDPOINT_REACHABLE,
+                reachable.status,
+                reachable.reason,
+                &reachable.message,
+            );
+            let ready = &checked.ready;
+            conditions.set(CONDITION_READY, ready.status, ready.reason, &ready.message);
+            status.connection_verified = checked.connection_verified;
+            (
+                Some(checked.recheck_after),
+                Memory::Record {
+                    verified: checked.connection_verified,
+                    recheck_after: checked.recheck_after,
+                },
+            )
+        }
+    };
+    Decision {
+        status,
+        recheck_after,
+        memory,
+    }
 }
 
 /// `<endpoint>/v1/models`, or why `endpoint` cannot be checked. An endpoint that already ends
@@ -223,7 +403,7 @@ pub enum Observation {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     pub status: ConditionStatus,
-    pub reason: &'static str,
+    pub reason: GatewayReason,
     pub message: String,
 }
 
@@ -257,48 +437,48 @@ pub fn checked(url: &str, observation: Observation, verified_before: bool) -> Ch
     let reachable = match observation {
         Observation::Status(code) if (200..300).contains(&code) => Verdict {
             status: ConditionStatus::True,
-            reason: REASON_CONNECTION_VERIFIED,
+            reason: GatewayReason::ConnectionVerified,
             message: format!("GET {url} answered {code} with the credential"),
         },
         Observation::Status(code @ (401 | 403)) => failed(
-            REASON_UNAUTHORIZED,
+            GatewayReason::Unauthorized,
             format!("GET {url} answered {code}: the endpoint refused the credential"),
         ),
         Observation::Status(code @ 300..=399) => failed(
-            REASON_UNEXPECTED_STATUS,
+            GatewayReason::UnexpectedStatus,
             format!(
                 "GET {url} answered {code}, a redirect to another origin or more than {MAX_REDIRECTS} redirects, which are not followed; set spec.endpoint to where it leads"
             ),
         ),
         Observation::Status(code) => failed(
-            REASON_UNEXPECTED_STATUS,
+            GatewayReason::UnexpectedStatus,
             format!("GET {url} answered {code}; a 2xx status was expected"),
         ),
         Observation::TimedOut => failed(
-            REASON_ENDPOINT_UNREACHABLE,
+            GatewayReason::EndpointUnreachable,
             format!(
                 "GET {url} got no answer within {} seconds",
                 CHECK_TIMEOUT.as_secs()
             ),
         ),
         Observation::Unreachable => failed(
-            REASON_ENDPOINT_UNREACHABLE,
+            GatewayReason::EndpointUnreachable,
             format!("GET {url}: no connection to the endpoint"),
         ),
         Observation::Tls => failed(
-            REASON_TLS_FAILURE,
+            GatewayReason::TLSFailure,
             format!("GET {url}: the TLS handshake failed"),
         ),
     };
     let succeeded = reachable.status == ConditionStatus::True;
-    let refused = reachable.reason == REASON_UNAUTHORIZED;
+    let refused = reachable.reason == GatewayReason::Unauthorized;
     let connection_verified = succeeded || (verified_before && !refused);
     let ready = if succeeded || !connection_verified {
         reachable.clone()
     } else {
         Verdict {
             status: ConditionStatus::True,
-            reason: REASON_CONNECTION_VERIFIED,
+            reason: GatewayReason::ConnectionVerified,
             message: format!(
                 "{url} was verified at this generation and Secret version; the latest check failed ({}), see EndpointReachable",
                 reachable.reason

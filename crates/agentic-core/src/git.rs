@@ -110,7 +110,7 @@ mod tests {
     #[test]
     fn both_fields_or_neither() {
         let error = git_author(None, Some(&config(Some("Bot"), None))).expect_err("half");
-        assert_eq!(error.reason(), "InvalidGitConfig");
+        assert_eq!(error.reason().as_str(), "InvalidGitConfig");
         assert_eq!(
             error.to_string(),
             "AgentRun spec.gitConfig: set both userName and userEmail, or neither"

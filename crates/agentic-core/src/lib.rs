@@ -7,7 +7,8 @@
 //!   came to.
 //! - [`collections`]: a SkillCollection's SkillCards, generated and referenced, and its
 //!   readiness.
-//! - [`conditions`]: status conditions that change only when something changed.
+//! - [`conditions`]: the one writer of status conditions, which change only when something
+//!   changed.
 //! - [`params`]: a run's string params typed against the Agent's declarations, and its
 //!   whole params.json.
 //! - [`git`]: the author of a run's commits.
@@ -24,8 +25,8 @@
 //! - [`trust`]: which trust policies apply to a skill, the `Verified` verdict on its pin,
 //!   the pin a card keeps when its tag moves, and the runs a revocation reaches.
 //! - [`events`]: the Events a status change raises.
-//! - [`reasons`]: the reason vocabulary, one table per kind, that `docs/conditions.md`
-//!   documents (tests keep the two, and the code, in step). Errors carry their reason in
+//! - [`reasons`]: the reason vocabulary, one enum per kind, that `docs/conditions.md`
+//!   documents (a test keeps the two in step). Errors carry their reason in
 //!   [`Error::reason`]; run outcomes in [`sandbox::RunOutcome::reason`].
 
 pub mod applied;

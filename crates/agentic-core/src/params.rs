@@ -941,11 +941,11 @@ mod tests {
             &given(&[("colour", "red"), ("depth", "deep"), ("depth", "1")]),
         )
         .expect_err("invalid");
-        assert_eq!(error.reason(), "InvalidParams");
+        assert_eq!(error.reason().as_str(), "InvalidParams");
         let Error::InvalidParams(problems) = &error else {
             panic!("unexpected {error:?}");
         };
-        let reasons: Vec<&str> = problems.iter().map(Error::reason).collect();
+        let reasons: Vec<&str> = problems.iter().map(|e| e.reason().as_str()).collect();
         assert_eq!(
             reasons,
             [
@@ -1125,7 +1125,7 @@ mod tests {
         let agent = agent_spec("Use $(agent.ghost).", None);
         let run = run_spec("For $(workflow.ticket).", &[("target", "x")]);
         let error = resolve_run(&agent, &run).expect_err("unresolved");
-        assert_eq!(error.reason(), "InvalidParams");
+        assert_eq!(error.reason().as_str(), "InvalidParams");
         assert_eq!(
             error,
             Error::InvalidParams(vec![
@@ -1210,7 +1210,7 @@ mod tests {
         let Err(Error::InvalidParams(problems)) = resolve_run(&agent, &run) else {
             panic!("invalid");
         };
-        let reasons: Vec<&str> = problems.iter().map(Error::reason).collect();
+        let reasons: Vec<&str> = problems.iter().map(|e| e.reason().as_str()).collect();
         assert_eq!(
             reasons,
             ["MissingParam", "InvalidParamValue", "UnresolvedReference"],

@@ -1,258 +1,614 @@
-//! The reason vocabulary: for each kind, every reason its conditions can carry.
+//! The reason vocabulary: for each kind, an enum of every reason its conditions can carry.
 //!
-//! A reason is spelled once, where it arises: a `REASON_*` constant (here for the reasons the
-//! controllers decide, in the module of the rule otherwise) or an arm of an error's
-//! `reason()`. [`VOCABULARY`] gathers them per kind, and [`RECONCILE_ERRORS`] the reasons of
-//! failed passes that label `agentic_reconcile_errors_total` and the `ReconcileFailed`
-//! Event. Each table is what its section of `docs/conditions.md` documents: a test here
-//! fails when a section and its table differ, and `tests/tests/reasons.rs` when the code
-//! writes a reason no table lists, or a table lists one no code writes.
+//! A reason is a variant, spelled once: its name is the CamelCase word written into
+//! conditions, Events and metric labels, its doc comment what it means. The conditions
+//! writer ([`crate::conditions::Conditions`]) takes the kind's enum, so a reason no enum
+//! lists does not compile, and a reason of one kind cannot land on another's conditions.
+//!
+//! The errors of the pure middle ([`crate::Error`]) are one type shared by several kinds:
+//! their reasons are [`ErrorReason`], carried by a kind's `Error` variant, and each kind
+//! names in its `ERRORS` the ones its conditions can carry (what its section of
+//! `docs/conditions.md` documents). [`ReconcileErrorReason`] labels failed passes
+//! (`agentic_reconcile_errors_total`, the `ReconcileFailed` Event) and [`EventReason`] the
+//! Events that belong to no condition. A test here fails when a section of
+//! `docs/conditions.md` and its enum differ.
 
-use crate::{collections, gateway, sandbox, skills, trust, workflow};
+use std::fmt;
 
-/// A SkillCard's content is valid.
-pub const REASON_SKILL_VALID: &str = "SkillValid";
-/// A SkillCard's `Ready` is Unknown: its registry or git server is being asked.
-pub const REASON_VALIDATING: &str = "Validating";
-/// A SkillCard's registry answered with the tag's digest.
-pub const REASON_DIGEST_RESOLVED: &str = "DigestResolved";
-/// A git SkillCard's server answered with the ref's commit.
-pub const REASON_REF_RESOLVED: &str = "RefResolved";
-/// A git SkillCard follows the repository's default branch (no `spec.ref`).
-pub const REASON_DEFAULT_BRANCH: &str = "DefaultBranch";
-/// A git SkillCard names its ref.
-pub const REASON_REF_SET: &str = "RefSet";
-/// A SkillCard's pull secret is not a docker config.
-pub const REASON_INVALID_PULL_SECRET: &str = "InvalidPullSecret";
-/// A SkillCard's pull secret does not exist.
-pub const REASON_PULL_SECRET_NOT_FOUND: &str = "PullSecretNotFound";
-/// A git SkillCard's `spec.sourceSecret` does not exist.
-pub const REASON_SOURCE_SECRET_NOT_FOUND: &str = "SourceSecretNotFound";
-/// A git SkillCard's `spec.sourceSecret` holds no usable credential.
-pub const REASON_INVALID_SOURCE_SECRET: &str = "InvalidSourceSecret";
-/// A registry did not answer (a condition reason, and a reconcile error).
-pub const REASON_REGISTRY_UNAVAILABLE: &str = "RegistryUnavailable";
-/// An Agent is Ready.
-pub const REASON_AGENT_READY: &str = "AgentReady";
-/// An Agent's `spec.skillDelivery` is one the operator knows.
-pub const REASON_KNOWN_SKILL_DELIVERY: &str = "KnownSkillDelivery";
-/// The Gateway a run uses does not exist.
-pub const REASON_GATEWAY_NOT_FOUND: &str = "GatewayNotFound";
-/// The Gateway a run uses is not Ready.
-pub const REASON_GATEWAY_NOT_READY: &str = "GatewayNotReady";
+/// A kind's reason enum.
+pub trait Reason: Copy + Eq + fmt::Debug + fmt::Display + 'static {
+    /// The kind, as `docs/conditions.md` titles its section.
+    const KIND: &'static str;
+    /// Every reason of the kind: its own, then those of [`crate::Error`] it carries.
+    fn all() -> Vec<Self>;
+    /// The word written into conditions, Events and metric labels.
+    fn as_str(self) -> &'static str;
+}
 
-/// The reasons of one kind's conditions.
+/// Defines a reason enum whose variants are the reasons themselves (the variant's name is
+/// the word), and with `errors [...]` an `Error` variant for the listed [`ErrorReason`]s.
+macro_rules! reasons {
+    (
+        $(#[doc = $enum_doc:literal])*
+        pub enum $name:ident for $kind:literal {
+            $( $(#[doc = $doc:literal])+ $variant:ident, )+
+        }
+        errors [ $($error:ident),+ $(,)? ]
+    ) => {
+        $(#[doc = $enum_doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[doc = $doc])+ $variant, )+
+            /// A reason of [`crate::Error`]; the ones this kind carries are in `ERRORS`.
+            Error(ErrorReason),
+        }
+
+        impl $name {
+            /// The reasons of [`crate::Error`] this kind's conditions carry.
+            pub const ERRORS: &'static [ErrorReason] = &[$(ErrorReason::$error),+];
+
+            /// The word written into conditions, Events and metric labels.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( Self::$variant => stringify!($variant), )+
+                    Self::Error(error) => error.as_str(),
+                }
+            }
+        }
+
+        impl From<ErrorReason> for $name {
+            fn from(error: ErrorReason) -> Self {
+                Self::Error(error)
+            }
+        }
+
+        impl Reason for $name {
+            const KIND: &'static str = $kind;
+
+            fn all() -> Vec<Self> {
+                [$(Self::$variant),+]
+                    .into_iter()
+                    .chain(Self::ERRORS.iter().copied().map(Self::Error))
+                    .collect()
+            }
+
+            fn as_str(self) -> &'static str {
+                $name::as_str(self)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+    (
+        $(#[doc = $enum_doc:literal])*
+        pub enum $name:ident for $kind:literal {
+            $( $(#[doc = $doc:literal])+ $variant:ident, )+
+        }
+    ) => {
+        $(#[doc = $enum_doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[doc = $doc])+ $variant, )+
+        }
+
+        impl $name {
+            /// The word written into conditions, Events and metric labels.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( Self::$variant => stringify!($variant), )+
+                }
+            }
+        }
+
+        impl Reason for $name {
+            const KIND: &'static str = $kind;
+
+            fn all() -> Vec<Self> {
+                vec![$(Self::$variant),+]
+            }
+
+            fn as_str(self) -> &'static str {
+                $name::as_str(self)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+reasons! {
+    /// The reasons of [`crate::Error`]: why an Agent, a run, a workflow or a collection cannot
+    /// be built as asked.
+    pub enum ErrorReason for "errors" {
+        /// A run sets a param the Agent does not declare.
+        UnknownParam,
+        /// A run sets the same param more than once.
+        DuplicateParam,
+        /// A required param is not set by the run.
+        MissingParam,
+        /// A run's value does not parse as the param's declared type.
+        InvalidParamValue,
+        /// An Agent's declared default does not parse as the param's declared type.
+        InvalidParamDefault,
+        /// `spec.prompt` or `spec.instructions` references a param that has no value.
+        UnresolvedReference,
+        /// Every param problem found at once.
+        InvalidParams,
+        /// `spec.gitConfig` cannot be used as a commit author.
+        InvalidGitConfig,
+        /// The run's `spec.fileMounts` cannot be mounted.
+        InvalidFileMounts,
+        /// SkillCards an Agent references do not exist.
+        SkillCardNotFound,
+        /// SkillCards an Agent references exist but cannot be used yet.
+        SkillCardNotReady,
+        /// Two SkillCards of one Agent provide skills with the same frontmatter name.
+        DuplicateSkillName,
+        /// SkillCollections an Agent references do not exist.
+        SkillCollectionNotFound,
+        /// SkillCollections an Agent references exist but are not Ready.
+        SkillCollectionNotReady,
+        /// A SkillCollection's image holds no skill.
+        NoSkills,
+        /// A SkillCollection holds more skills than one collection may.
+        TooManySkills,
+        /// Two skills of one SkillCollection would get the same SkillCard name.
+        DuplicateSkillCardName,
+        /// A skill name that is not a safe directory name under `/opt/skills`.
+        InvalidSkillName,
+        /// A SkillCard without `spec.inline` was asked for its inline ConfigMap (an invariant
+        /// of the code, never a condition).
+        MissingInlineSkill,
+        /// A run has git skills, and the operator was not told its own image.
+        OperatorImageNotSet,
+        /// Gateways an Agent or a run references do not exist.
+        GatewayNotFound,
+        /// Gateways an Agent or a run references exist but are not Ready.
+        GatewayNotReady,
+        /// Neither the Agent nor the run names a gateway.
+        NoGateway,
+        /// The Agent lists several gateways and the run does not pick one.
+        GatewayRequired,
+        /// The run asks for a gateway the Agent does not list.
+        GatewayNotAllowed,
+        /// The run's Agent does not exist.
+        AgentNotFound,
+        /// The run's Agent exists but is not Ready for its current spec.
+        AgentNotReady,
+        /// The run's `spec.env` sets names the operator reserves.
+        ReservedEnvName,
+        /// The run's `spec.env` sets the same name twice.
+        DuplicateEnvName,
+        /// What a run's sandbox carries as annotations would not fit an object's annotations.
+        AnnotationsTooLarge,
+        /// An object lacks metadata the API server always sets.
+        MissingMetadata,
+        /// Turning a built object into JSON failed.
+        SerializationFailed,
+    }
+}
+
+reasons! {
+    /// The reasons of a SkillCard's conditions.
+    pub enum SkillCardReason for "SkillCard" {
+        /// `Ready` True: the card's content is valid.
+        SkillValid,
+        /// `Ready` Unknown: its registry or git server is being asked.
+        Validating,
+        /// `RegistryReachable` True: the registry answered with the tag's digest.
+        DigestResolved,
+        /// `SourceReachable` True: the git server answered with the ref's commit.
+        RefResolved,
+        /// `MovingRef` True: the card follows the repository's default branch.
+        DefaultBranch,
+        /// `MovingRef` False: the card names its ref.
+        RefSet,
+        /// A pull secret is not a docker config.
+        InvalidPullSecret,
+        /// A pull secret does not exist.
+        PullSecretNotFound,
+        /// `spec.sourceSecret` does not exist.
+        SourceSecretNotFound,
+        /// `spec.sourceSecret` holds no usable credential.
+        InvalidSourceSecret,
+        /// The registry did not answer.
+        RegistryUnavailable,
+        /// The inline card's ConfigMap exists and is controlled by something else.
+        ObjectNameTaken,
+        /// None, or more than one, of `spec.image`, `spec.inline` and `spec.source` is set.
+        NoSkillSource,
+        /// The registry served bytes that do not hash to their digest.
+        DigestMismatch,
+        /// The registry does not know the repository, tag or digest.
+        ImageNotFound,
+        /// The image is over a limit.
+        ImageTooLarge,
+        /// Not an image the operator can read.
+        InvalidImage,
+        /// `spec.ref` cannot name a branch or tag.
+        InvalidRef,
+        /// `spec.image` cannot be parsed.
+        InvalidReference,
+        /// goose would skip the skill or read it cut short.
+        GooseIncompatible,
+        /// The SKILL.md breaks the Agent Skills specification.
+        InvalidSkill,
+        /// `spec.source` is not a URL the operator may fetch.
+        InvalidSource,
+        /// `spec.subPath` cannot be used.
+        InvalidSubPath,
+        /// A link inside the skill.
+        LinkInSkill,
+        /// A SKILL.md below the skill's root.
+        NestedSkillFile,
+        /// The repository has no such ref or commit.
+        RefNotFound,
+        /// The registry answered in a way the operator does not understand.
+        RegistryError,
+        /// The git server does not have the repository.
+        RepositoryNotFound,
+        /// The fetch or the skill directory is over a limit.
+        RepositoryTooLarge,
+        /// No SKILL.md at the root or under `spec.subPath`.
+        SkillNotFound,
+        /// The git server could not be reached.
+        SourceUnavailable,
+        /// The image holds several skills and no `spec.subPath` picks one.
+        SubPathRequired,
+        /// The registry or git server refused the credentials.
+        Unauthorized,
+        /// Unsafe entries in the image.
+        UnsafeImageContent,
+        /// Unsafe entries in the repository's tree.
+        UnsafeSourceContent,
+        /// `Verified` True: every selecting trust policy's requirement is met.
+        SignatureVerified,
+        /// `Verified` False: no signature of the pinned digest or commit was found.
+        Unsigned,
+        /// `Verified` False: signatures were found, but none verifies as a policy requires.
+        SignatureInvalid,
+        /// `Verified` False and `Ready` False: the pinned digest, commit or its signer is
+        /// revoked.
+        Revoked,
+        /// `Ready` False: an `Enforce` policy's requirement is not met.
+        Unverified,
+        /// `Verified` Unknown (and `Ready` False for a pin never verified under `Enforce`):
+        /// the signatures or the policy's keys could not be read.
+        VerificationUnavailable,
+        /// `Verified` True: the card keeps its verified pin and refused the digest or commit
+        /// its tag or branch moved to.
+        NewPinRefused,
+    }
+}
+
+reasons! {
+    /// The reasons of a SkillCollection's conditions.
+    pub enum SkillCollectionReason for "SkillCollection" {
+        /// `Ready` True: every SkillCard of the collection is Ready (Konveyor's word).
+        AllSkillsResolved,
+        /// `Ready` False: some SkillCards of the collection are missing or not Ready.
+        SkillsNotReady,
+        /// The registry did not answer.
+        RegistryUnavailable,
+        /// SkillCards it would generate are controlled by something else.
+        ObjectNameTaken,
+        /// The registry served bytes that do not hash to their digest.
+        DigestMismatch,
+        /// The registry does not know the repository, tag or digest.
+        ImageNotFound,
+        /// The image is over a limit.
+        ImageTooLarge,
+        /// Not an image the operator can read.
+        InvalidImage,
+        /// `spec.image` cannot be parsed.
+        InvalidReference,
+        /// goose would skip the root skill or read it cut short.
+        GooseIncompatible,
+        /// The root skill's SKILL.md breaks the Agent Skills specification.
+        InvalidSkill,
+        /// A link inside a skill.
+        LinkInSkill,
+        /// A SKILL.md below a skill's root.
+        NestedSkillFile,
+        /// The registry refused the credentials (or their absence).
+        Unauthorized,
+        /// Unsafe entries in the image.
+        UnsafeImageContent,
+    }
+    errors [NoSkills, TooManySkills, DuplicateSkillCardName]
+}
+
+reasons! {
+    /// The reasons of a Gateway's conditions (`Ready` and `EndpointReachable`).
+    pub enum GatewayReason for "Gateway" {
+        /// Ready: the endpoint answered the check with a 2xx status.
+        ConnectionVerified,
+        /// Ready without a check: the provider signs requests with cloud credentials, the
+        /// Gateway has no endpoint, or its credential is a whole Secret whose API key the
+        /// operator cannot pick.
+        VerificationSkipped,
+        /// The endpoint answered 401 or 403: it refused the credential.
+        Unauthorized,
+        /// The endpoint could not be reached, or did not answer in time.
+        EndpointUnreachable,
+        /// The endpoint answered with a status other than 2xx, 401 and 403 (redirects
+        /// included).
+        UnexpectedStatus,
+        /// The TLS handshake with the endpoint failed (certificate not trusted, expired,
+        /// wrong name, or no TLS at all).
+        TLSFailure,
+        /// `spec.endpoint` is not an `http` or `https` URL the operator can check.
+        InvalidEndpoint,
+        /// The credential cannot be sent in an HTTP header (it holds a newline or another
+        /// control character).
+        InvalidCredential,
+        /// The credential Secret does not exist.
+        SecretNotFound,
+        /// The credential Secret lacks `spec.credentialRef.key`.
+        SecretKeyNotFound,
+    }
+}
+
+reasons! {
+    /// The reasons of an Agent's conditions.
+    pub enum AgentReason for "Agent" {
+        /// `Ready` True: every reference is Ready and skill names are unique.
+        AgentReady,
+        /// `SkillDeliveryResolved` True: `spec.skillDelivery` is one the operator knows.
+        KnownSkillDelivery,
+        /// `SkillDeliveryResolved` True for `inject`: Konveyor's harness ignores it (goose
+        /// discovers every skill, the harness injects only rules).
+        HarnessMayIgnoreInject,
+        /// `SkillDeliveryResolved` False: `spec.skillDelivery` is not a known mode.
+        UnknownSkillDelivery,
+        /// `GatewayConfigured` True: `spec.gateways` lists at least one.
+        GatewaysListed,
+        /// `GatewayConfigured` False: `spec.gateways` is empty; runs must name one.
+        NoGatewaysListed,
+        /// `DefaultSkills` True: every default skill is in the Agent's skill set.
+        DefaultSkillsApplied,
+        /// `DefaultSkills` True: some default skills are replaced by the Agent's own of that
+        /// name.
+        DefaultSkillsShadowed,
+        /// `DefaultSkills` False: some default skills are left out because they are not
+        /// usable.
+        DefaultSkillsSkipped,
+        /// `DefaultSkills` False: two default skills share a name, and both are left out.
+        DuplicateDefaultSkill,
+        /// `RulesFitContext` True: the rules take at most their share of the context window.
+        RulesFit,
+        /// `RulesFitContext` False: the rules take more than their share of the context
+        /// window.
+        RulesExceedContext,
+    }
+    errors [
+        SkillCardNotFound,
+        SkillCardNotReady,
+        DuplicateSkillName,
+        InvalidSkillName,
+        SkillCollectionNotFound,
+        SkillCollectionNotReady,
+        GatewayNotFound,
+        GatewayNotReady,
+    ]
+}
+
+reasons! {
+    /// The reasons of an AgentRun's conditions (`Ready`, `Completed`, and Konveyor's
+    /// `Succeeded` and `ACPReady`).
+    pub enum AgentRunReason for "AgentRun" {
+        /// No pod yet: the sandbox is being created, or agent-sandbox has not made its pod.
+        SandboxCreating,
+        /// The pod exists but the agent container has not started (scheduling, image pulls).
+        PodPending,
+        /// The agent container runs.
+        AgentRunning,
+        /// The agent container exited 0.
+        AgentSucceeded,
+        /// The agent container exited non-zero.
+        AgentFailed,
+        /// The agent exited 2: an execution limit (`maxTurns`, `maxCost`) was reached and
+        /// the agent stopped.
+        LimitReached,
+        /// The agent exited 3: it declined the task.
+        Refused,
+        /// The pod failed without the agent container terminating (for example it was
+        /// evicted).
+        PodFailed,
+        /// An init container fetching a git skill failed, so the agent never started.
+        SkillFetchFailed,
+        /// The sandbox or its pod disappeared, or was replaced, after the agent started.
+        SandboxLost,
+        /// The kubelet cannot start the agent container or an init container.
+        StartupFailed,
+        /// The agent container did not start within the startup deadline.
+        StartupDeadlineExceeded,
+        /// The agent ran longer than the run's `spec.activeDeadlineSeconds`.
+        DeadlineExceeded,
+        /// The run waits for one of its Agent's (or its namespace's) slots.
+        Queued,
+        /// The run's `spec.cancel` is true.
+        Cancelled,
+        /// An object the run does not control holds the name of one of the run's objects.
+        ObjectNameTaken,
+        /// `Succeeded` True: the agent exited 0 (Konveyor's name for `AgentSucceeded`).
+        Succeeded,
+        /// `Succeeded` False: the agent exited non-zero (Konveyor's name for `AgentFailed`).
+        Failed,
+        /// `Succeeded` Unknown: the agent runs (Konveyor's name for `AgentRunning`).
+        Running,
+        /// `ACPReady` True: the pod is Ready, its readiness probe connects to the ACP port.
+        Listening,
+        /// `ACPReady` False: the run has not started, or its agent does not listen (yet).
+        NotListening,
+        /// `ACPReady` False: the run has ended.
+        Finished,
+        /// The run waits for a file mount's Secret or ConfigMap that does not exist
+        /// (Konveyor's).
+        FileMountSourceNotFound,
+        /// The run waits for a file mount's source that could not be looked up (Konveyor's).
+        FileMountSourceUnavailable,
+    }
+    errors [
+        AgentNotFound,
+        AgentNotReady,
+        GatewayNotFound,
+        GatewayNotReady,
+        SkillCardNotFound,
+        SkillCardNotReady,
+        OperatorImageNotSet,
+        InvalidParams,
+        UnknownParam,
+        MissingParam,
+        InvalidParamValue,
+        DuplicateParam,
+        InvalidParamDefault,
+        UnresolvedReference,
+        InvalidFileMounts,
+        InvalidGitConfig,
+        NoGateway,
+        GatewayRequired,
+        GatewayNotAllowed,
+        ReservedEnvName,
+        DuplicateEnvName,
+        AnnotationsTooLarge,
+    ]
+}
+
+reasons! {
+    /// The reasons of an AgentWorkflow's `Ready`.
+    pub enum AgentWorkflowReason for "AgentWorkflow" {
+        /// Every stage's Agent exists and is Ready.
+        AllAgentsReady,
+        /// A stage's Agent is missing or not Ready.
+        AgentsNotReady,
+    }
+    errors [InvalidParams]
+}
+
+reasons! {
+    /// The reasons of an AgentWorkflowRun's `Ready`.
+    pub enum AgentWorkflowRunReason for "AgentWorkflowRun" {
+        /// Pending: its AgentWorkflow does not exist.
+        WorkflowNotFound,
+        /// Pending: its AgentWorkflow is not Ready.
+        WorkflowNotReady,
+        /// Running: the current stage's run is on its way.
+        StageRunning,
+        /// Running: a stage succeeded and the next one starts.
+        StageSucceeded,
+        /// Failed: a stage's run failed.
+        StageFailed,
+        /// Failed: a stage's run was deleted before it finished.
+        AgentRunDeleted,
+        /// Succeeded: every stage's run succeeded (Konveyor's).
+        Succeeded,
+        /// Failed: `spec.cancel` is true.
+        Cancelled,
+        /// Failed: an AgentRun it does not control holds the name of a stage's run.
+        ObjectNameTaken,
+    }
+    errors [AgentNotFound, AgentNotReady, InvalidParams]
+}
+
+reasons! {
+    /// The reasons of a failed pass: the `reason` label of `agentic_reconcile_errors_total`
+    /// and the reason in the note of a `ReconcileFailed` Event.
+    pub enum ReconcileErrorReason for "Reconcile errors" {
+        /// The API server refused a request.
+        ApiError,
+        /// The API server could not be reached.
+        ApiUnavailable,
+        /// A registry could not be reached.
+        RegistryUnavailable,
+        /// A git server could not be reached.
+        SourceUnavailable,
+        /// The client that checks Gateways could not be built.
+        HttpClientFailed,
+        /// The object does not match the schema.
+        MalformedObject,
+    }
+    errors [SerializationFailed, MissingMetadata]
+}
+
+reasons! {
+    /// The reasons of the Events that report no condition.
+    pub enum EventReason for "Events" {
+        /// Warning: a pass failed; it is retried with backoff. A reason of its own: the
+        /// recorder folds Events of one reason into one series, and a failure must not vanish
+        /// into the series of a condition's transition that carries the same word.
+        ReconcileFailed,
+        /// Warning: the object does not match the schema and is skipped.
+        MalformedObject,
+        /// Normal, on a stage's AgentRun: params of the workflow run that the stage's Agent
+        /// does not declare.
+        ParamsFiltered,
+    }
+}
+
+// The words the SkillCard and SkillCollection controllers still write through
+// `conditions::set_condition`, until they hold a `Conditions` writer of their own.
+/// [`SkillCardReason::SkillValid`].
+pub const REASON_SKILL_VALID: &str = SkillCardReason::SkillValid.as_str();
+/// [`SkillCardReason::Validating`].
+pub const REASON_VALIDATING: &str = SkillCardReason::Validating.as_str();
+/// [`SkillCardReason::DigestResolved`].
+pub const REASON_DIGEST_RESOLVED: &str = SkillCardReason::DigestResolved.as_str();
+/// [`SkillCardReason::RefResolved`].
+pub const REASON_REF_RESOLVED: &str = SkillCardReason::RefResolved.as_str();
+/// [`SkillCardReason::DefaultBranch`].
+pub const REASON_DEFAULT_BRANCH: &str = SkillCardReason::DefaultBranch.as_str();
+/// [`SkillCardReason::RefSet`].
+pub const REASON_REF_SET: &str = SkillCardReason::RefSet.as_str();
+/// [`SkillCardReason::InvalidPullSecret`].
+pub const REASON_INVALID_PULL_SECRET: &str = SkillCardReason::InvalidPullSecret.as_str();
+/// [`SkillCardReason::PullSecretNotFound`].
+pub const REASON_PULL_SECRET_NOT_FOUND: &str = SkillCardReason::PullSecretNotFound.as_str();
+/// [`SkillCardReason::SourceSecretNotFound`].
+pub const REASON_SOURCE_SECRET_NOT_FOUND: &str = SkillCardReason::SourceSecretNotFound.as_str();
+/// [`SkillCardReason::InvalidSourceSecret`].
+pub const REASON_INVALID_SOURCE_SECRET: &str = SkillCardReason::InvalidSourceSecret.as_str();
+/// [`SkillCardReason::RegistryUnavailable`], [`SkillCollectionReason::RegistryUnavailable`].
+pub const REASON_REGISTRY_UNAVAILABLE: &str = SkillCardReason::RegistryUnavailable.as_str();
+
+/// The reasons of one kind's conditions, as words.
 #[derive(Debug)]
 pub struct Vocabulary {
     /// The kind, as `docs/conditions.md` titles its section.
     pub kind: &'static str,
     /// Every reason its conditions can carry.
-    pub reasons: &'static [&'static str],
+    pub reasons: Vec<&'static str>,
+}
+
+impl Vocabulary {
+    fn of<R: Reason>() -> Self {
+        Self {
+            kind: R::KIND,
+            reasons: R::all().into_iter().map(R::as_str).collect(),
+        }
+    }
 }
 
 /// Every kind's reasons, in the order of `docs/conditions.md`.
-pub const VOCABULARY: &[Vocabulary] = &[
-    Vocabulary {
-        kind: "SkillCard",
-        reasons: &[
-            REASON_SKILL_VALID,
-            REASON_VALIDATING,
-            REASON_DIGEST_RESOLVED,
-            REASON_REF_RESOLVED,
-            REASON_DEFAULT_BRANCH,
-            REASON_REF_SET,
-            REASON_INVALID_PULL_SECRET,
-            REASON_PULL_SECRET_NOT_FOUND,
-            REASON_SOURCE_SECRET_NOT_FOUND,
-            REASON_INVALID_SOURCE_SECRET,
-            REASON_REGISTRY_UNAVAILABLE,
-            sandbox::REASON_OBJECT_NAME_TAKEN,
-            // From the registry, git and SKILL.md errors.
-            "DigestMismatch",
-            "ImageNotFound",
-            "ImageTooLarge",
-            "InvalidImage",
-            "InvalidRef",
-            "InvalidReference",
-            "GooseIncompatible",
-            "InvalidSkill",
-            "InvalidSource",
-            "InvalidSubPath",
-            "LinkInSkill",
-            "NestedSkillFile",
-            "RefNotFound",
-            "RegistryError",
-            "RepositoryNotFound",
-            "RepositoryTooLarge",
-            "SkillNotFound",
-            "SourceUnavailable",
-            "SubPathRequired",
-            "Unauthorized",
-            "UnsafeImageContent",
-            "UnsafeSourceContent",
-            // Trust policies: `Ready` and `Verified`.
-            trust::REASON_REVOKED,
-            trust::REASON_UNVERIFIED,
-            trust::REASON_VERIFICATION_UNAVAILABLE,
-            trust::REASON_SIGNATURE_VERIFIED,
-            trust::REASON_NEW_PIN_REFUSED,
-            trust::REASON_UNSIGNED,
-            trust::REASON_SIGNATURE_INVALID,
-        ],
-    },
-    Vocabulary {
-        kind: "SkillCollection",
-        reasons: &[
-            collections::REASON_ALL_SKILLS_RESOLVED,
-            collections::REASON_SKILLS_NOT_READY,
-            REASON_REGISTRY_UNAVAILABLE,
-            sandbox::REASON_OBJECT_NAME_TAKEN,
-            "DigestMismatch",
-            "DuplicateSkillCardName",
-            "ImageNotFound",
-            "ImageTooLarge",
-            "InvalidImage",
-            "InvalidReference",
-            "GooseIncompatible",
-            "InvalidSkill",
-            "LinkInSkill",
-            "NestedSkillFile",
-            "NoSkills",
-            "TooManySkills",
-            "Unauthorized",
-            "UnsafeImageContent",
-        ],
-    },
-    Vocabulary {
-        kind: "Gateway",
-        reasons: &[
-            gateway::REASON_CONNECTION_VERIFIED,
-            gateway::REASON_VERIFICATION_SKIPPED,
-            gateway::REASON_UNAUTHORIZED,
-            gateway::REASON_ENDPOINT_UNREACHABLE,
-            gateway::REASON_UNEXPECTED_STATUS,
-            gateway::REASON_TLS_FAILURE,
-            gateway::REASON_INVALID_ENDPOINT,
-            gateway::REASON_INVALID_CREDENTIAL,
-            gateway::REASON_SECRET_NOT_FOUND,
-            gateway::REASON_SECRET_KEY_NOT_FOUND,
-        ],
-    },
-    Vocabulary {
-        kind: "Agent",
-        reasons: &[
-            REASON_AGENT_READY,
-            REASON_KNOWN_SKILL_DELIVERY,
-            skills::REASON_HARNESS_MAY_IGNORE_INJECT,
-            REASON_GATEWAY_NOT_FOUND,
-            REASON_GATEWAY_NOT_READY,
-            skills::REASON_UNKNOWN_SKILL_DELIVERY,
-            skills::REASON_GATEWAYS_LISTED,
-            skills::REASON_NO_GATEWAYS_LISTED,
-            skills::REASON_DEFAULT_SKILLS_APPLIED,
-            skills::REASON_DEFAULT_SKILLS_SHADOWED,
-            skills::REASON_DEFAULT_SKILLS_SKIPPED,
-            skills::REASON_DUPLICATE_DEFAULT_SKILL,
-            skills::REASON_RULES_FIT,
-            skills::REASON_RULES_EXCEED_CONTEXT,
-            "DuplicateSkillName",
-            "InvalidSkillName",
-            "SkillCardNotFound",
-            "SkillCardNotReady",
-            "SkillCollectionNotFound",
-            "SkillCollectionNotReady",
-        ],
-    },
-    Vocabulary {
-        kind: "AgentRun",
-        reasons: &[
-            sandbox::REASON_SANDBOX_CREATING,
-            sandbox::REASON_POD_PENDING,
-            sandbox::REASON_AGENT_RUNNING,
-            sandbox::REASON_AGENT_SUCCEEDED,
-            sandbox::REASON_AGENT_FAILED,
-            sandbox::REASON_LIMIT_REACHED,
-            sandbox::REASON_REFUSED,
-            sandbox::REASON_POD_FAILED,
-            sandbox::REASON_SKILL_FETCH_FAILED,
-            sandbox::REASON_SANDBOX_LOST,
-            sandbox::REASON_STARTUP_FAILED,
-            sandbox::REASON_STARTUP_DEADLINE_EXCEEDED,
-            sandbox::REASON_DEADLINE_EXCEEDED,
-            sandbox::REASON_QUEUED,
-            sandbox::REASON_CANCELLED,
-            sandbox::REASON_OBJECT_NAME_TAKEN,
-            sandbox::REASON_SUCCEEDED,
-            sandbox::REASON_FAILED,
-            sandbox::REASON_RUNNING,
-            sandbox::REASON_LISTENING,
-            sandbox::REASON_NOT_LISTENING,
-            sandbox::REASON_FINISHED,
-            REASON_GATEWAY_NOT_FOUND,
-            REASON_GATEWAY_NOT_READY,
-            sandbox::REASON_FILE_MOUNT_SOURCE_NOT_FOUND,
-            sandbox::REASON_FILE_MOUNT_SOURCE_UNAVAILABLE,
-            "AgentNotFound",
-            "AgentNotReady",
-            "AnnotationsTooLarge",
-            "DuplicateEnvName",
-            "DuplicateParam",
-            "GatewayNotAllowed",
-            "GatewayRequired",
-            "InvalidFileMounts",
-            "InvalidGitConfig",
-            "InvalidParamDefault",
-            "InvalidParamValue",
-            "InvalidParams",
-            "MissingParam",
-            "NoGateway",
-            "OperatorImageNotSet",
-            "ReservedEnvName",
-            "SkillCardNotFound",
-            "SkillCardNotReady",
-            "UnknownParam",
-            "UnresolvedReference",
-        ],
-    },
-    Vocabulary {
-        kind: "AgentWorkflow",
-        reasons: &[
-            workflow::REASON_ALL_AGENTS_READY,
-            workflow::REASON_AGENTS_NOT_READY,
-            "InvalidParams",
-        ],
-    },
-    Vocabulary {
-        kind: "AgentWorkflowRun",
-        reasons: &[
-            workflow::REASON_WORKFLOW_NOT_FOUND,
-            workflow::REASON_WORKFLOW_NOT_READY,
-            workflow::REASON_STAGE_RUNNING,
-            workflow::REASON_STAGE_SUCCEEDED,
-            workflow::REASON_STAGE_FAILED,
-            workflow::REASON_AGENT_RUN_DELETED,
-            sandbox::REASON_SUCCEEDED,
-            sandbox::REASON_CANCELLED,
-            sandbox::REASON_OBJECT_NAME_TAKEN,
-            "AgentNotFound",
-            "AgentNotReady",
-            "InvalidParams",
-        ],
-    },
-];
-
-/// The reasons of a failed pass: the `reason` label of `agentic_reconcile_errors_total` and
-/// the reason in the note of a `ReconcileFailed` Event (the operator's errors).
-pub const RECONCILE_ERRORS: &[&str] = &[
-    "ApiError",
-    "ApiUnavailable",
-    REASON_REGISTRY_UNAVAILABLE,
-    "SourceUnavailable",
-    "SerializationFailed",
-    "MissingMetadata",
-    "HttpClientFailed",
-    "MalformedObject",
-];
+pub fn vocabulary() -> Vec<Vocabulary> {
+    vec![
+        Vocabulary::of::<SkillCardReason>(),
+        Vocabulary::of::<SkillCollectionReason>(),
+        Vocabulary::of::<GatewayReason>(),
+        Vocabulary::of::<AgentReason>(),
+        Vocabulary::of::<AgentRunReason>(),
+        Vocabulary::of::<AgentWorkflowReason>(),
+        Vocabulary::of::<AgentWorkflowRunReason>(),
+    ]
+}
 
 #[cfg(test)]
 mod tests {
@@ -260,11 +616,22 @@ mod tests {
 
     use super::*;
 
+    fn conditions_md() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/conditions.md");
+        std::fs::read_to_string(path).expect("docs/conditions.md")
+    }
+
+    fn is_reason(word: &str) -> bool {
+        word.len() > 1
+            && word.starts_with(|c: char| c.is_ascii_uppercase())
+            && word.chars().all(|c| c.is_ascii_alphanumeric())
+            && word.chars().any(|c| c.is_ascii_lowercase())
+    }
+
     /// The backquoted CamelCase words of the `reason` column of each `## Kind` section's
     /// tables (its `###` subsections included), and of the "Reconcile errors" section's text.
     fn documented() -> BTreeMap<String, BTreeSet<String>> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/conditions.md");
-        let text = std::fs::read_to_string(path).expect("docs/conditions.md");
+        let text = conditions_md();
         let mut sections: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut section = String::new();
         let mut column = None;
@@ -273,7 +640,7 @@ mod tests {
                 section = heading.trim().to_string();
             }
             let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-            let words = if section == "Reconcile errors" {
+            let words = if section == ReconcileErrorReason::KIND {
                 line
             } else if !line.starts_with('|') {
                 column = None;
@@ -287,12 +654,11 @@ mod tests {
                     None => continue,
                 }
             };
-            let reasons = words.split('`').skip(1).step_by(2).filter(|word| {
-                word.len() > 1
-                    && word.starts_with(|c: char| c.is_ascii_uppercase())
-                    && word.chars().all(|c| c.is_ascii_alphanumeric())
-                    && word.chars().any(|c| c.is_ascii_lowercase())
-            });
+            let reasons = words
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .filter(|word| is_reason(word));
             sections
                 .entry(section.clone())
                 .or_default()
@@ -301,39 +667,82 @@ mod tests {
         sections
     }
 
-    fn set(reasons: &[&str]) -> BTreeSet<String> {
-        reasons.iter().map(|r| (*r).to_owned()).collect()
+    fn words<R: Reason>() -> BTreeSet<String> {
+        R::all()
+            .into_iter()
+            .map(|r| r.as_str().to_owned())
+            .collect()
     }
 
     #[test]
     fn each_section_of_the_docs_lists_exactly_its_kinds_reasons() {
         let documented = documented();
-        for vocabulary in VOCABULARY {
-            let table = set(vocabulary.reasons);
-            assert_eq!(
-                table.len(),
-                vocabulary.reasons.len(),
-                "{} lists a reason twice",
-                vocabulary.kind
-            );
+        for vocabulary in vocabulary() {
+            let listed: BTreeSet<String> =
+                vocabulary.reasons.iter().map(|r| (*r).to_owned()).collect();
             let section = documented.get(vocabulary.kind).cloned().unwrap_or_default();
-            let undocumented: Vec<_> = table.difference(&section).collect();
-            let unknown: Vec<_> = section.difference(&table).collect();
+            let undocumented: Vec<_> = listed.difference(&section).collect();
+            let unknown: Vec<_> = section.difference(&listed).collect();
             assert!(
                 undocumented.is_empty() && unknown.is_empty(),
-                "{}: not in its section of docs/conditions.md: {undocumented:?}; documented but not in its table: {unknown:?}",
+                "{}: not in its section of docs/conditions.md: {undocumented:?}; documented but in no variant of its enum: {unknown:?}",
                 vocabulary.kind
             );
         }
         let errors = documented
-            .get("Reconcile errors")
+            .get(ReconcileErrorReason::KIND)
             .cloned()
             .unwrap_or_default();
-        let listed = set(RECONCILE_ERRORS);
+        let listed = words::<ReconcileErrorReason>();
         assert!(
             listed.is_subset(&errors),
             "reconcile errors not documented: {:?}",
             listed.difference(&errors).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn event_reasons_are_documented() {
+        let text = conditions_md();
+        for reason in EventReason::all() {
+            assert!(
+                text.contains(&format!("`{reason}`")),
+                "docs/conditions.md does not mention the Event reason `{reason}`"
+            );
+        }
+    }
+
+    /// Two variants with one word would make a reason's meaning depend on which was written,
+    /// and matching on the enum would miss the other.
+    #[test]
+    fn no_kind_spells_a_reason_twice() {
+        fn unique<R: Reason>() {
+            let all = R::all();
+            assert_eq!(words::<R>().len(), all.len(), "{}: {all:?}", R::KIND);
+        }
+        unique::<SkillCardReason>();
+        unique::<SkillCollectionReason>();
+        unique::<GatewayReason>();
+        unique::<AgentReason>();
+        unique::<AgentRunReason>();
+        unique::<AgentWorkflowReason>();
+        unique::<AgentWorkflowRunReason>();
+        unique::<ReconcileErrorReason>();
+        unique::<EventReason>();
+        unique::<ErrorReason>();
+    }
+
+    #[test]
+    fn the_word_is_the_variant_and_an_error_keeps_its_word() {
+        assert_eq!(GatewayReason::TLSFailure.as_str(), "TLSFailure");
+        assert_eq!(
+            AgentRunReason::from(ErrorReason::InvalidParams).to_string(),
+            "InvalidParams"
+        );
+        for vocabulary in vocabulary() {
+            for reason in vocabulary.reasons {
+                assert!(is_reason(reason), "{}: {reason}", vocabulary.kind);
+            }
+        }
     }
 }

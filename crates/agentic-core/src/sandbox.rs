@@ -39,14 +39,12 @@ mod pod;
 
 pub use events::run_events;
 pub use files::{
-    FileMountSources, FileSourceKind, REASON_FILE_MOUNT_SOURCE_NOT_FOUND,
-    REASON_FILE_MOUNT_SOURCE_UNAVAILABLE, RESERVED_DIRS, SERVICE_ACCOUNT_DIR, SourceLookup,
+    FileMountSources, FileSourceKind, RESERVED_DIRS, SERVICE_ACCOUNT_DIR, SourceLookup,
     file_mount_source, file_mount_sources,
 };
 pub use lifecycle::{
-    Enforced, FATAL_WAITING_REASONS, Limits, REASON_CANCELLED, REASON_DEADLINE_EXCEEDED,
-    REASON_QUEUED, REASON_STARTUP_DEADLINE_EXCEEDED, REASON_STARTUP_FAILED, TtlDefaults, admit,
-    admit_in_namespace, cancelled, enforce, startup_deadline, stops_sandbox, time_to_live,
+    Enforced, FATAL_WAITING_REASONS, Limits, TtlDefaults, admit, admit_in_namespace, cancelled,
+    enforce, startup_deadline, stops_sandbox, time_to_live,
 };
 pub use objects::{
     SANDBOX_API_VERSION, SANDBOX_KIND, build_acp_secret, build_acp_service,
@@ -54,14 +52,15 @@ pub use objects::{
 };
 pub use outcome::{
     CONDITION_ACP_READY, CONDITION_COMPLETED, CONDITION_SUCCEEDED, EXIT_LIMIT_REACHED,
-    EXIT_REFUSED, MAX_TERMINATION_DATA_BYTES, MAX_TERMINATION_MESSAGE_BYTES, REASON_AGENT_FAILED,
-    REASON_AGENT_RUNNING, REASON_AGENT_SUCCEEDED, REASON_FAILED, REASON_FINISHED,
-    REASON_LIMIT_REACHED, REASON_LISTENING, REASON_NOT_LISTENING, REASON_OBJECT_NAME_TAKEN,
-    REASON_POD_FAILED, REASON_POD_PENDING, REASON_REFUSED, REASON_RUNNING, REASON_SANDBOX_CREATING,
-    REASON_SANDBOX_LOST, REASON_SKILL_FETCH_FAILED, REASON_SUCCEEDED, RunOutcome, run_outcome,
-    succeeded_reason,
+    EXIT_REFUSED, MAX_TERMINATION_DATA_BYTES, MAX_TERMINATION_MESSAGE_BYTES, RunOutcome,
+    run_outcome, succeeded_reason,
 };
 pub use pod::build_pod_spec;
+
+/// [`SkillCardReason::ObjectNameTaken`](crate::reasons::SkillCardReason::ObjectNameTaken), as
+/// the SkillCard and SkillCollection controllers still write it, as a word.
+pub const REASON_OBJECT_NAME_TAKEN: &str =
+    crate::reasons::SkillCardReason::ObjectNameTaken.as_str();
 
 /// Where skills are mounted, one directory per skill: `/opt/skills/<name>`.
 pub const SKILLS_DIR: &str = "/opt/skills";

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use crate::Error;
 use crate::conditions::find_condition;
 use crate::names::inline_skill_config_map_name;
+use crate::reasons::AgentReason;
 use crate::sandbox::{MountedSkill, SkillSource};
 
 /// An object a reference names, as a controller read it.
@@ -66,10 +67,6 @@ pub const BYTES_PER_TOKEN: u64 = 3;
 pub const RULES_CONTEXT_SHARE_PERCENT: u64 = 25;
 /// The condition an Agent with rules and gateways reports about their size.
 pub const CONDITION_RULES_FIT_CONTEXT: &str = "RulesFitContext";
-/// `RulesFitContext` = True: the rules take at most their share of the context window.
-pub const REASON_RULES_FIT: &str = "RulesFit";
-/// `RulesFitContext` = False: the rules take more than their share of the context window.
-pub const REASON_RULES_EXCEED_CONTEXT: &str = "RulesExceedContext";
 
 /// Whether an Agent's rules (`rule_body_bytes` of SKILL.md bodies, estimated at one token per
 /// [`BYTES_PER_TOKEN`] bytes, rounded up) fit [`RULES_CONTEXT_SHARE_PERCENT`] of the smallest
@@ -79,7 +76,7 @@ pub fn rules_fit(
     rules: &[String],
     rule_body_bytes: u64,
     context_windows: &[i64],
-) -> Option<(bool, &'static str, String)> {
+) -> Option<(bool, AgentReason, String)> {
     if rules.is_empty() {
         return None;
     }
@@ -96,11 +93,11 @@ pub fn rules_fit(
         rules.join(", ")
     );
     Some(if tokens <= budget {
-        (true, REASON_RULES_FIT, summary)
+        (true, AgentReason::RulesFit, summary)
     } else {
         (
             false,
-            REASON_RULES_EXCEED_CONTEXT,
+            AgentReason::RulesExceedContext,
             format!(
                 "{summary}: every prompt starts with the rules, leaving little room for the work"
             ),
@@ -261,14 +258,6 @@ pub fn collection_cards<'a, N: AsRef<str>>(
 
 /// The condition an Agent reports about its default skills, when any apply.
 pub const CONDITION_DEFAULT_SKILLS: &str = "DefaultSkills";
-/// `DefaultSkills` = True: every default skill is in the Agent's skill set.
-pub const REASON_DEFAULT_SKILLS_APPLIED: &str = "DefaultSkillsApplied";
-/// `DefaultSkills` = True: some default skills are replaced by the Agent's own of that name.
-pub const REASON_DEFAULT_SKILLS_SHADOWED: &str = "DefaultSkillsShadowed";
-/// `DefaultSkills` = False: some default skills are left out because they are not usable.
-pub const REASON_DEFAULT_SKILLS_SKIPPED: &str = "DefaultSkillsSkipped";
-/// `DefaultSkills` = False: two default skills share a name, and both are left out.
-pub const REASON_DUPLICATE_DEFAULT_SKILL: &str = "DuplicateDefaultSkill";
 
 /// Whose default a default-skills SkillCollection is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,7 +291,7 @@ impl DefaultsReport {
     /// The `DefaultSkills` condition (status, reason, message), or `None` when no default
     /// skill concerned the Agent. Skipped and conflicting defaults make it False, never the
     /// Agent's `Ready`.
-    pub fn condition(&self) -> Option<(bool, &'static str, String)> {
+    pub fn condition(&self) -> Option<(bool, AgentReason, String)> {
         if self.applied.is_empty()
             && self.shadowed.is_empty()
             && self.skipped.is_empty()
@@ -326,13 +315,13 @@ impl DefaultsReport {
         }
         let message = parts.join("; ");
         Some(if !self.skipped.is_empty() {
-            (false, REASON_DEFAULT_SKILLS_SKIPPED, message)
+            (false, AgentReason::DefaultSkillsSkipped, message)
         } else if !self.conflicts.is_empty() {
-            (false, REASON_DUPLICATE_DEFAULT_SKILL, message)
+            (false, AgentReason::DuplicateDefaultSkill, message)
         } else if !self.shadowed.is_empty() {
-            (true, REASON_DEFAULT_SKILLS_SHADOWED, message)
+            (true, AgentReason::DefaultSkillsShadowed, message)
         } else {
-            (true, REASON_DEFAULT_SKILLS_APPLIED, message)
+            (true, AgentReason::DefaultSkillsApplied, message)
         })
     }
 }
@@ -768,12 +757,7 @@ pub struct SkillDelivery {
 
 /// The condition an Agent reports when `spec.skillDelivery` is not a known mode.
 pub const CONDITION_SKILL_DELIVERY_RESOLVED: &str = "SkillDeliveryResolved";
-/// The reason of [`CONDITION_SKILL_DELIVERY_RESOLVED`] = False.
-pub const REASON_UNKNOWN_SKILL_DELIVERY: &str = "UnknownSkillDelivery";
-/// The reason of [`CONDITION_SKILL_DELIVERY_RESOLVED`] = True for `inject`: Konveyor's
-/// harness ignores it (goose discovers every skill, the harness injects only rules).
-pub const REASON_HARNESS_MAY_IGNORE_INJECT: &str = "HarnessMayIgnoreInject";
-/// The message that goes with [`REASON_HARNESS_MAY_IGNORE_INJECT`].
+/// The message that goes with `HarnessMayIgnoreInject`.
 pub const HARNESS_MAY_IGNORE_INJECT: &str = "runs use skill delivery inject (HARNESS_SKILL_MODE=inject), which Konveyor's harness ignores: it lets goose discover every skill under /opt/skills and injects only type: rule skills into the prompt; inject takes effect only with a harness that reads HARNESS_SKILL_MODE";
 
 impl SkillDelivery {
@@ -808,24 +792,20 @@ pub fn resolve_skill_delivery(spec: &str) -> SkillDelivery {
 
 /// The condition telling whether an Agent lists gateways (an agentic-operator condition).
 pub const CONDITION_GATEWAY_CONFIGURED: &str = "GatewayConfigured";
-/// [`CONDITION_GATEWAY_CONFIGURED`] True: `spec.gateways` lists at least one.
-pub const REASON_GATEWAYS_LISTED: &str = "GatewaysListed";
-/// [`CONDITION_GATEWAY_CONFIGURED`] False: `spec.gateways` is empty; runs must name one.
-pub const REASON_NO_GATEWAYS_LISTED: &str = "NoGatewaysListed";
 
 /// The status, reason and message of an Agent's [`CONDITION_GATEWAY_CONFIGURED`].
-pub fn gateway_configured(gateways: &[ObjectRef]) -> (ConditionStatus, &'static str, String) {
+pub fn gateway_configured(gateways: &[ObjectRef]) -> (ConditionStatus, AgentReason, String) {
     if gateways.is_empty() {
         return (
             ConditionStatus::False,
-            REASON_NO_GATEWAYS_LISTED,
+            AgentReason::NoGatewaysListed,
             "spec.gateways is empty: every run must name a Gateway in spec.gateway".to_string(),
         );
     }
     let names: Vec<String> = gateways.iter().map(|g| format!("{:?}", g.name)).collect();
     (
         ConditionStatus::True,
-        REASON_GATEWAYS_LISTED,
+        AgentReason::GatewaysListed,
         format!("runs may use gateway(s) {}", names.join(", ")),
     )
 }

@@ -23,14 +23,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use serde_json::{Map, Value};
 
 use crate::Error;
-use crate::conditions::{find_condition, set_condition};
+use crate::conditions::{Conditions, find_condition};
 use crate::events::StatusEvent;
 use crate::names::{collection_skill_card_name, label_value};
 use crate::params::{TypedParams, resolve_params_with_texts};
-use crate::sandbox::{
-    MANAGED_BY, MANAGED_BY_LABEL, REASON_CANCELLED, REASON_OBJECT_NAME_TAKEN, REASON_SUCCEEDED,
-    WORKFLOW_ENV,
-};
+use crate::reasons::{AgentWorkflowReason, AgentWorkflowRunReason};
+use crate::sandbox::{MANAGED_BY, MANAGED_BY_LABEL, WORKFLOW_ENV};
 use crate::skills::{Lookup, check_agent, malformed_detail};
 use crate::substitution::{Scopes, substitute};
 
@@ -40,25 +38,6 @@ pub const WORKFLOW_RUN_LABEL: &str = "konveyor.io/agentworkflowrun";
 /// Label on every stage's AgentRun naming its stage.
 pub const STAGE_LABEL: &str = "konveyor.io/stage";
 
-/// AgentWorkflow Ready: every stage's Agent exists and is Ready.
-pub const REASON_ALL_AGENTS_READY: &str = "AllAgentsReady";
-/// AgentWorkflow not Ready: a stage's Agent is missing or not Ready.
-pub const REASON_AGENTS_NOT_READY: &str = "AgentsNotReady";
-/// Workflow run Pending: its AgentWorkflow does not exist.
-pub const REASON_WORKFLOW_NOT_FOUND: &str = "WorkflowNotFound";
-/// Workflow run Pending: its AgentWorkflow is not Ready.
-pub const REASON_WORKFLOW_NOT_READY: &str = "WorkflowNotReady";
-/// Workflow run Running: the current stage's run is on its way.
-pub const REASON_STAGE_RUNNING: &str = "StageRunning";
-/// Workflow run Running: a stage succeeded and the next one starts.
-pub const REASON_STAGE_SUCCEEDED: &str = "StageSucceeded";
-/// Workflow run Failed: a stage's run failed.
-pub const REASON_STAGE_FAILED: &str = "StageFailed";
-/// Workflow run Failed: a stage's run was deleted before it finished.
-pub const REASON_AGENT_RUN_DELETED: &str = "AgentRunDeleted";
-/// Normal event: params of the workflow run that a stage's Agent does not declare.
-pub const EVENT_PARAMS_FILTERED: &str = "ParamsFiltered";
-
 /// Where `guide` substitution failures point.
 const GUIDE_FIELD: &str = "AgentWorkflow spec.guide";
 
@@ -67,11 +46,11 @@ const GUIDE_FIELD: &str = "AgentWorkflow spec.guide";
 pub fn workflow_readiness(
     workflow: &AgentWorkflow,
     agents: &[(&str, &str, Lookup<'_, Agent>)],
-) -> (ConditionStatus, &'static str, String) {
+) -> (ConditionStatus, AgentWorkflowReason, String) {
     if let Err(e) = crate::params::validate_param_declarations(&workflow.spec.params) {
         return (
             ConditionStatus::False,
-            e.reason(),
+            e.reason().into(),
             format!("spec.params: {e}"),
         );
     }
@@ -86,13 +65,13 @@ pub fn workflow_readiness(
     if problems.is_empty() {
         (
             ConditionStatus::True,
-            REASON_ALL_AGENTS_READY,
+            AgentWorkflowReason::AllAgentsReady,
             format!("the Agents of all {} stage(s) are Ready", agents.len()),
         )
     } else {
         (
             ConditionStatus::False,
-            REASON_AGENTS_NOT_READY,
+            AgentWorkflowReason::AgentsNotReady,
             problems.join("; "),
         )
     }
@@ -173,7 +152,7 @@ pub fn start(run: &AgentWorkflowRun, workflow: Lookup<'_, AgentWorkflow>, now: &
             &mut status,
             run,
             AgentRunPhase::Failed,
-            REASON_CANCELLED,
+            AgentWorkflowRunReason::Cancelled,
             "cancelled: spec.cancel is true; no stage had started",
             now,
         );
@@ -184,7 +163,7 @@ pub fn start(run: &AgentWorkflowRun, workflow: Lookup<'_, AgentWorkflow>, now: &
             return pending(
                 status,
                 run,
-                REASON_WORKFLOW_NOT_FOUND,
+                AgentWorkflowRunReason::WorkflowNotFound,
                 format!("AgentWorkflow {name:?} not found"),
                 now,
             );
@@ -193,7 +172,7 @@ pub fn start(run: &AgentWorkflowRun, workflow: Lookup<'_, AgentWorkflow>, now: &
             return pending(
                 status,
                 run,
-                REASON_WORKFLOW_NOT_READY,
+                AgentWorkflowRunReason::WorkflowNotReady,
                 format!("AgentWorkflow {name:?}: {}", malformed_detail(error)),
                 now,
             );
@@ -215,7 +194,7 @@ pub fn start(run: &AgentWorkflowRun, workflow: Lookup<'_, AgentWorkflow>, now: &
             return pending(
                 status,
                 run,
-                REASON_WORKFLOW_NOT_READY,
+                AgentWorkflowRunReason::WorkflowNotReady,
                 format!("AgentWorkflow {name:?} is not Ready: {why}"),
                 now,
             );
@@ -256,7 +235,7 @@ pub fn start(run: &AgentWorkflowRun, workflow: Lookup<'_, AgentWorkflow>, now: &
         &mut status,
         run,
         ConditionStatus::False,
-        REASON_STAGE_RUNNING,
+        AgentWorkflowRunReason::StageRunning,
         &format!(
             "took the snapshot of AgentWorkflow {name:?}; starting stage {:?}",
             first.unwrap_or_default()
@@ -285,7 +264,7 @@ pub fn advance(
             &mut status,
             run,
             AgentRunPhase::Succeeded,
-            REASON_SUCCEEDED,
+            AgentWorkflowRunReason::Succeeded,
             &format!("all {count} stage(s) succeeded"),
             now,
         );
@@ -317,7 +296,7 @@ pub fn advance(
                     &mut status,
                     run,
                     AgentRunPhase::Failed,
-                    REASON_CANCELLED,
+                    AgentWorkflowRunReason::Cancelled,
                     &format!(
                         "cancelled: spec.cancel is true; {label}: AgentRun {name} is cancelled"
                     ),
@@ -338,7 +317,7 @@ pub fn advance(
                         &mut status,
                         run,
                         AgentRunPhase::Succeeded,
-                        REASON_SUCCEEDED,
+                        AgentWorkflowRunReason::Succeeded,
                         &format!("all {count} stage(s) succeeded"),
                         now,
                     ),
@@ -349,7 +328,7 @@ pub fn advance(
                             &mut status,
                             run,
                             ConditionStatus::False,
-                            REASON_STAGE_SUCCEEDED,
+                            AgentWorkflowRunReason::StageSucceeded,
                             &format!("{label} succeeded; starting stage {next:?}"),
                             now,
                         );
@@ -359,7 +338,7 @@ pub fn advance(
                     &mut status,
                     run,
                     AgentRunPhase::Failed,
-                    REASON_STAGE_FAILED,
+                    AgentWorkflowRunReason::StageFailed,
                     &format!("{label} failed: AgentRun {name}: {detail}"),
                     now,
                 ),
@@ -367,7 +346,7 @@ pub fn advance(
                     &mut status,
                     run,
                     ConditionStatus::False,
-                    REASON_STAGE_RUNNING,
+                    AgentWorkflowRunReason::StageRunning,
                     &format!("{label}: AgentRun {name} is {}", phase.as_str()),
                     now,
                 ),
@@ -384,7 +363,7 @@ pub fn advance(
                 &mut status,
                 run,
                 AgentRunPhase::Failed,
-                REASON_AGENT_RUN_DELETED,
+                AgentWorkflowRunReason::AgentRunDeleted,
                 &format!("{label}: AgentRun {name} {what}"),
                 now,
             );
@@ -395,7 +374,7 @@ pub fn advance(
                 &mut status,
                 run,
                 AgentRunPhase::Failed,
-                REASON_CANCELLED,
+                AgentWorkflowRunReason::Cancelled,
                 &format!("cancelled: spec.cancel is true; {label} had not started"),
                 now,
             );
@@ -406,7 +385,7 @@ pub fn advance(
                 &mut status,
                 run,
                 AgentRunPhase::Failed,
-                REASON_OBJECT_NAME_TAKEN,
+                AgentWorkflowRunReason::ObjectNameTaken,
                 &format!(
                     "{label}: an AgentRun named {name} exists and this workflow run does not control it; it is left alone: delete it and create a new workflow run"
                 ),
@@ -450,7 +429,7 @@ pub fn advance(
                         &mut status,
                         run,
                         ConditionStatus::False,
-                        REASON_STAGE_RUNNING,
+                        AgentWorkflowRunReason::StageRunning,
                         &format!("{label}: AgentRun {name} created"),
                         now,
                     );
@@ -521,7 +500,7 @@ pub fn name_taken(
         &mut status,
         run,
         AgentRunPhase::Failed,
-        REASON_OBJECT_NAME_TAKEN,
+        AgentWorkflowRunReason::ObjectNameTaken,
         &message,
         now,
     );
@@ -667,7 +646,7 @@ fn run_name(run: &AgentWorkflowRun) -> String {
 fn pending(
     mut status: AgentWorkflowRunStatus,
     run: &AgentWorkflowRun,
-    reason: &str,
+    reason: impl Into<AgentWorkflowRunReason>,
     message: String,
     now: &Time,
 ) -> Step {
@@ -687,7 +666,7 @@ fn finish(
     status: &mut AgentWorkflowRunStatus,
     run: &AgentWorkflowRun,
     phase: AgentRunPhase,
-    reason: &str,
+    reason: impl Into<AgentWorkflowRunReason>,
     message: &str,
     now: &Time,
 ) {
@@ -708,19 +687,16 @@ fn set_ready(
     status: &mut AgentWorkflowRunStatus,
     run: &AgentWorkflowRun,
     ready: ConditionStatus,
-    reason: &str,
+    reason: impl Into<AgentWorkflowRunReason>,
     message: &str,
     now: &Time,
 ) {
-    set_condition(
+    Conditions::<AgentWorkflowRunReason>::new(
         &mut status.conditions,
-        CONDITION_READY,
-        ready,
-        reason,
-        message,
         run.metadata.generation,
         now.clone(),
-    );
+    )
+    .set(CONDITION_READY, ready, reason, message);
 }
 
 /// Whether `run` is a stage of a workflow run: controlled by an AgentWorkflowRun. Such a run

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_core::conditions::truncate;
+use agentic_core::reasons::EventReason;
 use agentic_core::sandbox::TtlDefaults;
 use agentic_oci::{RegistryClient, SkillCache};
 use k8s_openapi::api::events::v1 as events;
@@ -193,13 +194,13 @@ impl Context {
     /// Publishes an event about `obj` that can repeat, such as a pass failing again: the
     /// recorder folds repeats into one Event's series, and keeps each Event it posted for
     /// that for six minutes. Failing to publish is logged, never fatal.
-    pub async fn publish<K>(&self, obj: &K, type_: EventType, reason: &str, note: String)
+    pub async fn publish<K>(&self, obj: &K, type_: EventType, reason: EventReason, note: String)
     where
         K: Resource<DynamicType = ()>,
     {
         let event = Event {
             type_,
-            reason: reason.to_string(),
+            reason: reason.as_str().to_string(),
             note: Some(truncate(&note, MAX_EVENT_NOTE_BYTES).to_string()),
             action: EVENT_ACTION.to_string(),
             secondary: None,
@@ -275,7 +276,7 @@ impl Context {
             kind,
             namespace = obj.meta().namespace.as_deref().unwrap_or_default(),
             name = obj.meta().name.as_deref().unwrap_or_default(),
-            reason = error.reason(),
+            reason = %error.reason(),
             error = %Chain(error),
             retry_in = ?delay,
             "reconcile failed"

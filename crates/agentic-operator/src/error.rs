@@ -1,5 +1,7 @@
 //! The operator's error type: what can stop a reconcile pass.
 
+use agentic_core::reasons::{ErrorReason, ReconcileErrorReason};
+
 /// An error that ends a reconcile pass early; the object is retried with per-object
 /// exponential backoff. Findings about the user's objects (invalid skills, missing references)
 /// are not errors: they are reported in conditions and the pass succeeds.
@@ -43,17 +45,17 @@ pub enum Error {
 }
 
 impl Error {
-    /// A stable CamelCase word for metrics, events and logs.
-    pub fn reason(&self) -> &'static str {
+    /// The reason of the failed pass, for metrics, events and logs.
+    pub fn reason(&self) -> ReconcileErrorReason {
         match self {
-            Self::Kube(kube::Error::Api(_)) => "ApiError",
-            Self::Kube(_) => "ApiUnavailable",
-            Self::RegistryUnavailable(_) => "RegistryUnavailable",
-            Self::SourceUnavailable(_) => "SourceUnavailable",
-            Self::Serialize { .. } => "SerializationFailed",
-            Self::MissingMetadata { .. } => "MissingMetadata",
-            Self::HttpClient(_) => "HttpClientFailed",
-            Self::Build(e) => e.reason(),
+            Self::Kube(kube::Error::Api(_)) => ReconcileErrorReason::ApiError,
+            Self::Kube(_) => ReconcileErrorReason::ApiUnavailable,
+            Self::RegistryUnavailable(_) => ReconcileErrorReason::RegistryUnavailable,
+            Self::SourceUnavailable(_) => ReconcileErrorReason::SourceUnavailable,
+            Self::Serialize { .. } => ErrorReason::SerializationFailed.into(),
+            Self::MissingMetadata { .. } => ErrorReason::MissingMetadata.into(),
+            Self::HttpClient(_) => ReconcileErrorReason::HttpClientFailed,
+            Self::Build(e) => e.reason().into(),
         }
     }
 }

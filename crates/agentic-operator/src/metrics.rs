@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use agentic_api::{AgentRun, AgentRunStatus};
+use agentic_core::reasons::ReconcileErrorReason;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -256,9 +257,12 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    pub fn failed(&self, kind: &'static str, reason: &'static str) {
+    pub fn failed(&self, kind: &'static str, reason: ReconcileErrorReason) {
         self.errors
-            .get_or_create(&ErrorLabels { kind, reason })
+            .get_or_create(&ErrorLabels {
+                kind,
+                reason: reason.as_str(),
+            })
             .inc();
     }
 
@@ -493,7 +497,7 @@ mod tests {
         let metrics = Metrics::default();
         metrics.reconciled("SkillCard", Duration::from_millis(5), true);
         metrics.registry_request("registry.test", true, Duration::from_millis(5));
-        metrics.failed("SkillCard", "RegistryUnavailable");
+        metrics.failed("SkillCard", ReconcileErrorReason::RegistryUnavailable);
         metrics.set_objects("SkillCard", &[("Ready".to_string(), 1)]);
         metrics.set_runs(
             &[pair("Pending", "Queued", 1)],

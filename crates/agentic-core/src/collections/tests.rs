@@ -115,13 +115,13 @@ fn a_root_skill_is_named_by_its_frontmatter_and_has_no_sub_path() {
 fn an_image_without_skills_and_one_with_too_many_are_refused() {
     let c = collection(SkillCollectionSpec::default());
     let none = plan_image(&c, &owner(), PINNED, &ImageSkills::Directories(vec![]));
-    assert_eq!(none.expect_err("no skills").reason(), "NoSkills");
+    assert_eq!(none.expect_err("no skills").reason().as_str(), "NoSkills");
     let many: Vec<String> = (0..=MAX_COLLECTION_SKILLS)
         .map(|i| format!("s{i}"))
         .collect();
     let error =
         plan_image(&c, &owner(), PINNED, &ImageSkills::Directories(many)).expect_err("too many");
-    assert_eq!(error.reason(), "TooManySkills");
+    assert_eq!(error.reason().as_str(), "TooManySkills");
     assert!(error.to_string().contains("257"), "{error}");
 }
 
@@ -152,7 +152,7 @@ fn directories_that_would_share_a_card_name_are_reported() {
         ..SkillCollectionSpec::default()
     });
     let error = plan_entries(&clash, &owner()).expect_err("collision");
-    assert_eq!(error.reason(), "DuplicateSkillCardName");
+    assert_eq!(error.reason().as_str(), "DuplicateSkillCardName");
     assert!(error.to_string().contains("bundle-x"), "{error}");
 }
 

@@ -96,7 +96,7 @@ fn endpoints_that_would_change_what_is_checked_are_refused() {
     ] {
         let plan = plan("openai", Some(endpoint), Credential::None);
         assert!(
-            matches!(&plan, Plan::Refuse(REASON_INVALID_ENDPOINT, _)),
+            matches!(&plan, Plan::Refuse(GatewayReason::InvalidEndpoint, _)),
             "{endpoint:?}: {plan:?}"
         );
     }
@@ -109,7 +109,7 @@ fn keys_that_cannot_be_a_header_are_refused_without_showing_them() {
         let Plan::Refuse(reason, message) = &plan else {
             panic!("{plan:?}");
         };
-        assert_eq!(*reason, REASON_INVALID_CREDENTIAL);
+        assert_eq!(*reason, GatewayReason::InvalidCredential);
         assert!(!message.contains("sk-1"), "{message}");
     }
 }
@@ -130,22 +130,22 @@ fn debug_output_never_shows_the_key() {
 fn answers_map_to_reasons() {
     let url = "https://x.example/v1/models";
     let cases = [
-        (Observation::Status(200), REASON_CONNECTION_VERIFIED),
-        (Observation::Status(204), REASON_CONNECTION_VERIFIED),
-        (Observation::Status(401), REASON_UNAUTHORIZED),
-        (Observation::Status(403), REASON_UNAUTHORIZED),
-        (Observation::Status(302), REASON_UNEXPECTED_STATUS),
-        (Observation::Status(404), REASON_UNEXPECTED_STATUS),
-        (Observation::Status(503), REASON_UNEXPECTED_STATUS),
-        (Observation::TimedOut, REASON_ENDPOINT_UNREACHABLE),
-        (Observation::Unreachable, REASON_ENDPOINT_UNREACHABLE),
-        (Observation::Tls, REASON_TLS_FAILURE),
+        (Observation::Status(200), GatewayReason::ConnectionVerified),
+        (Observation::Status(204), GatewayReason::ConnectionVerified),
+        (Observation::Status(401), GatewayReason::Unauthorized),
+        (Observation::Status(403), GatewayReason::Unauthorized),
+        (Observation::Status(302), GatewayReason::UnexpectedStatus),
+        (Observation::Status(404), GatewayReason::UnexpectedStatus),
+        (Observation::Status(503), GatewayReason::UnexpectedStatus),
+        (Observation::TimedOut, GatewayReason::EndpointUnreachable),
+        (Observation::Unreachable, GatewayReason::EndpointUnreachable),
+        (Observation::Tls, GatewayReason::TLSFailure),
     ];
     for (observation, reason) in cases {
         let first = checked(url, observation, false);
         assert_eq!(first.reachable.reason, reason, "{observation:?}");
         assert_eq!(first.ready, first.reachable, "{observation:?}");
-        let ok = reason == REASON_CONNECTION_VERIFIED;
+        let ok = reason == GatewayReason::ConnectionVerified;
         assert_eq!(first.connection_verified, ok, "{observation:?}");
         assert_eq!(
             first.recheck_after,
@@ -170,15 +170,20 @@ fn an_outage_after_a_success_keeps_ready_but_a_refused_key_does_not() {
     ] {
         let later = checked(url, outage, true);
         assert_eq!(later.ready.status, ConditionStatus::True, "{outage:?}");
-        assert_eq!(later.ready.reason, REASON_CONNECTION_VERIFIED);
-        assert!(later.ready.message.contains(later.reachable.reason));
+        assert_eq!(later.ready.reason, GatewayReason::ConnectionVerified);
+        assert!(
+            later
+                .ready
+                .message
+                .contains(later.reachable.reason.as_str())
+        );
         assert_eq!(later.reachable.status, ConditionStatus::False);
         assert!(later.connection_verified);
         assert_eq!(later.recheck_after, RECHECK_AFTER_FAILURE);
     }
     let revoked = checked(url, Observation::Status(401), true);
     assert_eq!(revoked.ready.status, ConditionStatus::False);
-    assert_eq!(revoked.ready.reason, REASON_UNAUTHORIZED);
+    assert_eq!(revoked.ready.reason, GatewayReason::Unauthorized);
     assert!(!revoked.connection_verified);
 }
 
@@ -195,4 +200,249 @@ fn logged_bodies_are_bounded_and_scrubbed() {
     let cut = format!("{}sk-abc", "y".repeat(MAX_LOGGED_BODY_BYTES - 6));
     let shown = scrubbed(cut.as_bytes(), Some("sk-abc123"));
     assert!(!shown.contains("sk-abc"), "{shown}");
+}
+
+fn at(second: i64) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(second).expect("valid timestamp"))
+}
+
+fn secret(data: &[(&str, &str)]) -> Secret {
+    Secret {
+        data: Some(
+            data.iter()
+                .map(|(k, v)| {
+                    (
+                        (*k).to_string(),
+                        k8s_openapi::ByteString(v.as_bytes().to_vec()),
+                    )
+                })
+                .collect(),
+        ),
+        ..Secret::default()
+    }
+}
+
+fn spec(key: Option<&str>) -> GatewaySpec {
+    serde_json::from_value(serde_json::json!({
+        "provider": "openai",
+        "endpoint": "https://llm.example",
+        "credentialRef": {"secretName": "llm-key", "key": key},
+        "model": {"name": "m", "contextWindow": 1000},
+    }))
+    .expect("a Gateway spec")
+}
+
+#[test]
+fn the_secret_decides_between_a_check_and_a_refusal() {
+    let missing = plan_for(&spec(Some("apiKey")), "team", None);
+    assert_eq!(
+        missing,
+        Plan::Refuse(
+            GatewayReason::SecretNotFound,
+            "spec.credentialRef.secretName: Secret llm-key not found in namespace team".into()
+        )
+    );
+    let keyless = plan_for(
+        &spec(Some("apiKey")),
+        "team",
+        Some(&secret(&[("other", "x")])),
+    );
+    assert!(
+        matches!(&keyless, Plan::Refuse(GatewayReason::SecretKeyNotFound, m) if m.contains("no key apiKey")),
+        "{keyless:?}"
+    );
+    let whole = plan_for(&spec(None), "team", Some(&secret(&[("apiKey", "sk-1")])));
+    assert!(matches!(whole, Plan::Skip(_)), "{whole:?}");
+    let Plan::Check(probe) = plan_for(
+        &spec(Some("apiKey")),
+        "team",
+        Some(&secret(&[("apiKey", "sk-1")])),
+    ) else {
+        panic!("a check");
+    };
+    assert_eq!(probe.key.as_deref(), Some("sk-1"));
+    assert!(!format!("{probe:?}").contains("sk-1"));
+}
+
+#[test]
+fn a_check_is_due_when_the_last_one_expired_or_was_about_something_else() {
+    let last = PreviousCheck {
+        same_subject: true,
+        elapsed: Duration::from_secs(100),
+        recheck_after: RECHECK_AFTER_SUCCESS,
+        verified: true,
+    };
+    let old = GatewayStatus::default();
+    assert_eq!(
+        due(Some(last), &old, Some(1)),
+        Due::Wait(RECHECK_AFTER_SUCCESS - Duration::from_secs(100))
+    );
+    let expired = PreviousCheck {
+        elapsed: RECHECK_AFTER_SUCCESS,
+        ..last
+    };
+    assert_eq!(
+        due(Some(expired), &old, Some(1)),
+        Due::Now {
+            verified_before: true
+        }
+    );
+    let other = PreviousCheck {
+        same_subject: false,
+        ..last
+    };
+    assert_eq!(
+        due(Some(other), &old, Some(1)),
+        Due::Now {
+            verified_before: false
+        }
+    );
+}
+
+#[test]
+fn without_a_memory_the_status_of_this_generation_tells_whether_it_was_verified() {
+    let verified = decide(
+        Finding::Checked {
+            url: "https://llm.example/v1/models".into(),
+            observation: Observation::Status(200),
+            verified_before: false,
+        },
+        &GatewayStatus::default(),
+        Some(3),
+        at(10),
+    )
+    .status;
+    assert_eq!(
+        due(None, &verified, Some(3)),
+        Due::Now {
+            verified_before: true
+        }
+    );
+    assert_eq!(
+        due(None, &verified, Some(4)),
+        Due::Now {
+            verified_before: false
+        }
+    );
+}
+
+#[test]
+fn a_decision_sets_both_conditions_and_remembers_the_check() {
+    let url = "https://llm.example/v1/models";
+    let first = decide(
+        Finding::Checked {
+            url: url.into(),
+            observation: Observation::Status(200),
+            verified_before: false,
+        },
+        &GatewayStatus::default(),
+        Some(1),
+        at(10),
+    );
+    assert!(first.status.connection_verified);
+    assert_eq!(first.status.observed_generation, Some(1));
+    let reasons: Vec<(&str, &str)> = first
+        .status
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("EndpointReachable", "ConnectionVerified"),
+            ("Ready", "ConnectionVerified")
+        ]
+    );
+    assert_eq!(first.recheck_after, Some(RECHECK_AFTER_SUCCESS));
+    assert_eq!(
+        first.memory,
+        Memory::Record {
+            verified: true,
+            recheck_after: RECHECK_AFTER_SUCCESS
+        }
+    );
+
+    // An outage later keeps Ready (and its transition time), EndpointReachable turns False.
+    let outage = decide(
+        Finding::Checked {
+            url: url.into(),
+            observation: Observation::Unreachable,
+            verified_before: true,
+        },
+        &first.status,
+        Some(1),
+        at(20),
+    );
+    let ready =
+        crate::conditions::find_condition(&outage.status.conditions, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.last_transition_time.clone()),
+        ("True", at(10))
+    );
+    let reachable =
+        crate::conditions::find_condition(&outage.status.conditions, "EndpointReachable")
+            .expect("EndpointReachable");
+    assert_eq!(
+        (reachable.status.as_str(), reachable.reason.as_str()),
+        ("False", "EndpointUnreachable")
+    );
+    assert_eq!(outage.recheck_after, Some(RECHECK_AFTER_FAILURE));
+}
+
+#[test]
+fn a_refusal_or_a_skip_drops_the_check_and_a_pass_before_the_recheck_changes_nothing() {
+    let checked = decide(
+        Finding::Checked {
+            url: "https://llm.example/v1/models".into(),
+            observation: Observation::Status(200),
+            verified_before: false,
+        },
+        &GatewayStatus::default(),
+        Some(1),
+        at(10),
+    );
+    let waiting = decide(
+        Finding::NotDue(Duration::from_secs(30)),
+        &checked.status,
+        Some(1),
+        at(40),
+    );
+    assert_eq!(waiting.status, checked.status);
+    assert_eq!(waiting.recheck_after, Some(Duration::from_secs(30)));
+    assert_eq!(waiting.memory, Memory::Keep);
+
+    let refused = decide(
+        Finding::Refused(GatewayReason::SecretNotFound, "gone".into()),
+        &checked.status,
+        Some(2),
+        at(50),
+    );
+    assert!(!refused.status.connection_verified);
+    assert_eq!(refused.memory, Memory::Forget);
+    assert_eq!(refused.recheck_after, None);
+    let types: Vec<(&str, &str, &str)> = refused
+        .status
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+        .collect();
+    assert_eq!(types, [("Ready", "False", "SecretNotFound")]);
+
+    let skipped = decide(
+        Finding::Skipped("cloud-signed".into()),
+        &refused.status,
+        Some(3),
+        at(60),
+    );
+    let ready = &skipped.status.conditions[0];
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.observed_generation
+        ),
+        ("True", "VerificationSkipped", Some(3))
+    );
+    assert_eq!(skipped.memory, Memory::Forget);
 }

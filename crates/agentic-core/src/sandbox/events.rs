@@ -2,9 +2,9 @@
 
 use agentic_api::{AgentRunPhase, AgentRunStatus, CONDITION_READY};
 
-use super::{REASON_POD_PENDING, REASON_SANDBOX_CREATING};
 use crate::conditions::find_condition;
 use crate::events::StatusEvent;
+use crate::reasons::AgentRunReason;
 
 /// The Events for a run whose status goes from `old` to `new`, oldest first.
 ///
@@ -22,14 +22,15 @@ pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<StatusEvent
     };
     let (old_reason, new_reason) = (reason(old), reason(new));
     if let (None, Some(sandbox)) = (&old.sandbox_name, &new.sandbox_name)
-        && !matches!(
-            new_reason.as_deref(),
-            Some(REASON_SANDBOX_CREATING | REASON_POD_PENDING)
-        )
+        && !new_reason.as_deref().is_some_and(|reason| {
+            [AgentRunReason::SandboxCreating, AgentRunReason::PodPending]
+                .iter()
+                .any(|named| named.as_str() == reason)
+        })
     {
         events.push(StatusEvent {
             warning: false,
-            reason: REASON_SANDBOX_CREATING.to_string(),
+            reason: AgentRunReason::SandboxCreating.to_string(),
             note: format!("sandbox {sandbox} created"),
         });
     }

@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMapVolumeSource, SecretVolumeSource, Volu
 
 use super::{SKILLS_DIR, TMP_DIR, WORKSPACE_DIR};
 use crate::Error;
+use crate::reasons::AgentRunReason;
 
 /// The directories a file mount may not be, lie in or contain.
 pub const RESERVED_DIRS: [&str; 5] = [
@@ -176,13 +177,6 @@ fn is_relative_within(path: &str) -> bool {
     !path.is_empty() && !path.starts_with('/') && !path.split('/').any(|part| part == "..")
 }
 
-/// Reason of a run waiting for a file mount's Secret or ConfigMap that does not exist
-/// (Konveyor's; `Succeeded` stays `Unknown`).
-pub const REASON_FILE_MOUNT_SOURCE_NOT_FOUND: &str = "FileMountSourceNotFound";
-/// Reason of a run waiting for a file mount's source that could not be looked up
-/// (Konveyor's; `Succeeded` stays `Unknown`).
-pub const REASON_FILE_MOUNT_SOURCE_UNAVAILABLE: &str = "FileMountSourceUnavailable";
-
 /// The kind of object a file mount takes its files from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileSourceKind {
@@ -229,11 +223,11 @@ pub enum FileMountSources {
     /// Every source holds what its mount projects.
     Ready,
     /// A source is missing or could not be looked up: the run waits, not failed, with this
-    /// reason ([`REASON_FILE_MOUNT_SOURCE_NOT_FOUND`] or
-    /// [`REASON_FILE_MOUNT_SOURCE_UNAVAILABLE`]) and message, and is looked at again when
+    /// reason (`FileMountSourceNotFound` or
+    /// `FileMountSourceUnavailable`) and message, and is looked at again when
     /// the source changes or after a backoff.
     Wait {
-        reason: &'static str,
+        reason: AgentRunReason,
         message: String,
     },
     /// A source exists but lacks a key the mount projects: the run fails at once with
@@ -260,7 +254,7 @@ pub fn file_mount_sources(
             SourceLookup::Found(keys) => keys,
             SourceLookup::NotFound => {
                 return FileMountSources::Wait {
-                    reason: REASON_FILE_MOUNT_SOURCE_NOT_FOUND,
+                    reason: AgentRunReason::FileMountSourceNotFound,
                     message: format!(
                         "file mount at {at:?} waits for {} {name:?} in namespace {namespace:?}, which does not exist",
                         kind.as_str()
@@ -269,7 +263,7 @@ pub fn file_mount_sources(
             }
             SourceLookup::Unavailable(why) => {
                 return FileMountSources::Wait {
-                    reason: REASON_FILE_MOUNT_SOURCE_UNAVAILABLE,
+                    reason: AgentRunReason::FileMountSourceUnavailable,
                     message: format!(
                         "file mount at {at:?} waits for {} {name:?} in namespace {namespace:?}, which cannot be read: {why}",
                         kind.as_str()
@@ -416,7 +410,7 @@ mod tests {
             "/..",
         ] {
             let error = check_file_mounts(&[secret_at(path)]).expect_err(path);
-            assert_eq!(error.reason(), "InvalidFileMounts", "{path}");
+            assert_eq!(error.reason().as_str(), "InvalidFileMounts", "{path}");
             assert!(
                 error.to_string().contains("which the operator mounts"),
                 "{path}: {error}"
@@ -556,7 +550,7 @@ mod tests {
         assert_eq!(
             decision,
             FileMountSources::Wait {
-                reason: "FileMountSourceNotFound",
+                reason: AgentRunReason::FileMountSourceNotFound,
                 message: "file mount at \"/etc/jira\" waits for Secret \"creds\" in namespace \
                           \"team\", which does not exist"
                     .into(),
@@ -568,7 +562,7 @@ mod tests {
         assert_eq!(
             decision,
             FileMountSources::Wait {
-                reason: "FileMountSourceUnavailable",
+                reason: AgentRunReason::FileMountSourceUnavailable,
                 message: "file mount at \"/etc/jira\" waits for Secret \"creds\" in namespace \
                           \"team\", which cannot be read: the Secret cache is not synced yet"
                     .into(),
@@ -606,7 +600,7 @@ mod tests {
             let FileMountSources::Invalid(error) = decision else {
                 panic!("{mount:?}: {decision:?}");
             };
-            assert_eq!(error.reason(), "InvalidFileMounts");
+            assert_eq!(error.reason().as_str(), "InvalidFileMounts");
             assert_eq!(
                 error.to_string(),
                 format!(
@@ -632,7 +626,7 @@ mod tests {
             }
         });
         assert!(
-            matches!(decision, FileMountSources::Wait { reason, .. } if reason == REASON_FILE_MOUNT_SOURCE_NOT_FOUND),
+            matches!(decision, FileMountSources::Wait { reason, .. } if reason == AgentRunReason::FileMountSourceNotFound),
             "{decision:?}"
         );
         assert_eq!(

@@ -8,19 +8,8 @@ use agentic_api::{AgentRun, AgentRunPhase};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::outcome::{REASON_POD_PENDING, RunOutcome, agent_status, waiting_reason};
-
-/// The kubelet cannot start the agent container or an init container (see
-/// [`FATAL_WAITING_REASONS`]).
-pub const REASON_STARTUP_FAILED: &str = "StartupFailed";
-/// The agent container did not start within the startup deadline.
-pub const REASON_STARTUP_DEADLINE_EXCEEDED: &str = "StartupDeadlineExceeded";
-/// The agent ran longer than the run's `spec.activeDeadlineSeconds`.
-pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
-/// The run waits for one of its Agent's `spec.maxConcurrentRuns` slots.
-pub const REASON_QUEUED: &str = "Queued";
-/// The run's `spec.cancel` is true.
-pub const REASON_CANCELLED: &str = "Cancelled";
+use super::outcome::{RunOutcome, agent_status, waiting_reason};
+use crate::reasons::AgentRunReason;
 
 /// Waiting reasons of the agent container (or an init container) that end a run at once: the kubelet would retry
 /// them forever without a change to the run or the Agent. `ErrImagePull` is not one: the
@@ -128,7 +117,7 @@ pub fn enforce(
         let remaining = remaining(deadline, started, now);
         if remaining.is_zero() {
             return unchanged(RunOutcome::failed(
-                REASON_DEADLINE_EXCEEDED,
+                AgentRunReason::DeadlineExceeded,
                 format!(
                     "the agent ran past spec.activeDeadlineSeconds ({deadline}s); {} is stopped",
                     pod.and_then(|p| p.metadata.name.as_deref())
@@ -144,7 +133,7 @@ pub fn enforce(
     if observed.phase != AgentRunPhase::Pending {
         return unchanged(observed);
     }
-    if observed.reason == REASON_POD_PENDING {
+    if observed.reason == AgentRunReason::PodPending {
         let pod_name = pod.and_then(|p| p.metadata.name.as_deref()).unwrap_or("");
         if let Some((container, reason, message)) = pod.and_then(fatal_waiting) {
             let mut text = format!("{container} of pod {pod_name} cannot start: {reason}");
@@ -152,7 +141,7 @@ pub fn enforce(
                 text.push_str(": ");
                 text.push_str(message);
             }
-            return unchanged(RunOutcome::failed(REASON_STARTUP_FAILED, text));
+            return unchanged(RunOutcome::failed(AgentRunReason::StartupFailed, text));
         }
     }
     let (Some(deadline), Some(created)) = (limits.startup_deadline, sandbox_created) else {
@@ -161,7 +150,7 @@ pub fn enforce(
     let remaining = remaining(deadline, created, now);
     if remaining.is_zero() {
         return unchanged(RunOutcome::failed(
-            REASON_STARTUP_DEADLINE_EXCEEDED,
+            AgentRunReason::StartupDeadlineExceeded,
             format!(
                 "the agent did not start within the startup deadline of {deadline}s: {}",
                 observed.message
@@ -219,7 +208,7 @@ pub fn admit(
     let agent = &me.spec.agent_ref;
     queue(me, cap, runs, |r| &r.spec.agent_ref == agent, |_| true).map_err(|(place, active)| {
         RunOutcome::pending(
-            REASON_QUEUED,
+            AgentRunReason::Queued,
             format!(
                 "number {place} in the queue of Agent {agent}: it runs at most {cap} at once (spec.maxConcurrentRuns) and {active} are active"
             ),
@@ -246,7 +235,7 @@ pub fn admit_in_namespace(
     queue(me, cap, runs, |_| true, startable).map_err(|(place, active)| {
         let namespace = me.metadata.namespace.as_deref().unwrap_or_default();
         RunOutcome::pending(
-            REASON_QUEUED,
+            AgentRunReason::Queued,
             format!(
                 "number {place} in the queue of namespace {namespace}: the operator runs at most {cap} at once in a namespace (--max-concurrent-runs-per-namespace) and {active} are active"
             ),
@@ -299,7 +288,7 @@ pub fn cancelled(pod: Option<&str>) -> RunOutcome {
         Some(pod) => format!("cancelled: spec.cancel is true; pod {pod} is stopped"),
         None => "cancelled: spec.cancel is true".to_string(),
     };
-    RunOutcome::failed(REASON_CANCELLED, message)
+    RunOutcome::failed(AgentRunReason::Cancelled, message)
 }
 
 /// What is left of `seconds` counted from `since` at `now`; zero once it has passed.
@@ -309,16 +298,18 @@ fn remaining(seconds: u64, since: &Time, now: &Time) -> Duration {
     Duration::from_secs(seconds.saturating_sub(elapsed))
 }
 
-/// Whether a run that ended with `reason` was ended by the operator rather than by its agent,
-/// so that its sandbox must be deleted (the pod would otherwise go on pulling or running).
+/// Whether a run whose status ended with `reason` (as read back from it) was ended by the
+/// operator rather than by its agent, so that its sandbox must be deleted (the pod would
+/// otherwise go on pulling or running).
 pub fn stops_sandbox(reason: &str) -> bool {
     [
-        REASON_STARTUP_FAILED,
-        REASON_STARTUP_DEADLINE_EXCEEDED,
-        REASON_CANCELLED,
-        REASON_DEADLINE_EXCEEDED,
+        AgentRunReason::StartupFailed,
+        AgentRunReason::StartupDeadlineExceeded,
+        AgentRunReason::Cancelled,
+        AgentRunReason::DeadlineExceeded,
     ]
-    .contains(&reason)
+    .iter()
+    .any(|stopping| stopping.as_str() == reason)
 }
 
 #[cfg(test)]

@@ -8,53 +8,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value};
 
 use super::{ACP_PORT, AGENT_CONTAINER, SKILL_FETCH_CONTAINER_PREFIX};
-use crate::conditions::{set_condition, truncate};
+use crate::conditions::{Conditions, truncate};
 use crate::names::acp_secret_name;
+use crate::reasons::AgentRunReason;
 
 /// The condition that is True once a run has finished, with the outcome as its reason.
 pub const CONDITION_COMPLETED: &str = "Completed";
-
-/// No pod yet: the sandbox is being created, or agent-sandbox has not made its pod.
-pub const REASON_SANDBOX_CREATING: &str = "SandboxCreating";
-/// The pod exists but the agent container has not started (scheduling, image pulls).
-pub const REASON_POD_PENDING: &str = "PodPending";
-/// The agent container runs.
-pub const REASON_AGENT_RUNNING: &str = "AgentRunning";
-/// The agent container exited 0.
-pub const REASON_AGENT_SUCCEEDED: &str = "AgentSucceeded";
-/// The agent container exited non-zero.
-pub const REASON_AGENT_FAILED: &str = "AgentFailed";
-/// The pod failed without the agent container terminating (for example it was evicted).
-pub const REASON_POD_FAILED: &str = "PodFailed";
-/// An init container fetching a git skill failed, so the agent never started.
-pub const REASON_SKILL_FETCH_FAILED: &str = "SkillFetchFailed";
-/// The sandbox or its pod disappeared, or was replaced, after the agent started.
-pub const REASON_SANDBOX_LOST: &str = "SandboxLost";
-/// An object the run does not control holds the name of one of the run's objects.
-pub const REASON_OBJECT_NAME_TAKEN: &str = "ObjectNameTaken";
-/// The agent exited [`EXIT_LIMIT_REACHED`]: an execution limit (`maxTurns`, `maxCost`) was
-/// reached and the agent stopped.
-pub const REASON_LIMIT_REACHED: &str = "LimitReached";
-/// The agent exited [`EXIT_REFUSED`]: it declined the task.
-pub const REASON_REFUSED: &str = "Refused";
 
 /// Konveyor's condition for the run's outcome: Unknown until the run ends, then True when it
 /// succeeded and False otherwise.
 pub const CONDITION_SUCCEEDED: &str = "Succeeded";
 /// Konveyor's condition for whether the agent accepts ACP connections.
 pub const CONDITION_ACP_READY: &str = "ACPReady";
-/// `Succeeded` True: the agent exited 0 (Konveyor's name for [`REASON_AGENT_SUCCEEDED`]).
-pub const REASON_SUCCEEDED: &str = "Succeeded";
-/// `Succeeded` False: the agent exited non-zero (Konveyor's name for [`REASON_AGENT_FAILED`]).
-pub const REASON_FAILED: &str = "Failed";
-/// `Succeeded` Unknown: the agent runs (Konveyor's name for [`REASON_AGENT_RUNNING`]).
-pub const REASON_RUNNING: &str = "Running";
-/// `ACPReady` True: the pod is Ready, its readiness probe connects to the ACP port.
-pub const REASON_LISTENING: &str = "Listening";
-/// `ACPReady` False: the run has not started, or its agent does not listen (yet).
-pub const REASON_NOT_LISTENING: &str = "NotListening";
-/// `ACPReady` False: the run has ended.
-pub const REASON_FINISHED: &str = "Finished";
 
 /// The exit code of an agent that stopped at an execution limit.
 pub const EXIT_LIMIT_REACHED: i32 = 2;
@@ -72,8 +37,8 @@ pub const MAX_TERMINATION_MESSAGE_BYTES: usize = 4096;
 pub struct RunOutcome {
     /// The run's phase.
     pub phase: AgentRunPhase,
-    /// A stable CamelCase reason for the `Ready` and `Completed` conditions.
-    pub reason: &'static str,
+    /// The reason of the `Ready` and `Completed` conditions.
+    pub reason: AgentRunReason,
     /// What happened, for the user.
     pub message: String,
     /// When the agent container started.
@@ -89,13 +54,13 @@ pub struct RunOutcome {
 
 impl RunOutcome {
     /// A run waiting for something, for example its Agent.
-    pub fn pending(reason: &'static str, message: impl Into<String>) -> Self {
-        Self::new(AgentRunPhase::Pending, reason, message.into())
+    pub fn pending(reason: impl Into<AgentRunReason>, message: impl Into<String>) -> Self {
+        Self::new(AgentRunPhase::Pending, reason.into(), message.into())
     }
 
     /// A run that cannot run, for example because its params are invalid.
-    pub fn failed(reason: &'static str, message: impl Into<String>) -> Self {
-        Self::new(AgentRunPhase::Failed, reason, message.into())
+    pub fn failed(reason: impl Into<AgentRunReason>, message: impl Into<String>) -> Self {
+        Self::new(AgentRunPhase::Failed, reason.into(), message.into())
     }
 
     /// A run blocked by an object it does not control: the `kind` object `name` holds the
@@ -103,14 +68,14 @@ impl RunOutcome {
     /// deletes it; the run goes on once the name is free.
     pub fn name_taken(kind: &str, name: &str) -> Self {
         Self::pending(
-            REASON_OBJECT_NAME_TAKEN,
+            AgentRunReason::ObjectNameTaken,
             format!(
                 "{kind} {name} exists and is not controlled by this run, so the run cannot create its own {kind} {name}; it starts once that object is gone (an earlier run of the same name still being deleted, or an object of someone else that needs another name)"
             ),
         )
     }
 
-    fn new(phase: AgentRunPhase, reason: &'static str, message: String) -> Self {
+    fn new(phase: AgentRunPhase, reason: AgentRunReason, message: String) -> Self {
         RunOutcome {
             phase,
             reason,
@@ -168,44 +133,35 @@ impl RunOutcome {
         } else {
             ConditionStatus::False
         };
+        let mut conditions =
+            Conditions::<AgentRunReason>::new(&mut status.conditions, observed_generation, now);
         for (type_, condition_status) in
             [(CONDITION_READY, ready), (CONDITION_COMPLETED, completed)]
         {
-            set_condition(
-                &mut status.conditions,
-                type_,
-                condition_status,
-                self.reason,
-                &self.message,
-                observed_generation,
-                now.clone(),
-            );
+            conditions.set(type_, condition_status, self.reason, &self.message);
         }
         let succeeded = match self.phase {
             AgentRunPhase::Succeeded => ConditionStatus::True,
             AgentRunPhase::Failed => ConditionStatus::False,
             AgentRunPhase::Pending | AgentRunPhase::Running => ConditionStatus::Unknown,
         };
-        set_condition(
-            &mut status.conditions,
+        conditions.set(
             CONDITION_SUCCEEDED,
             succeeded,
             succeeded_reason(self.reason),
             &self.message,
-            observed_generation,
-            now.clone(),
         );
         let sandbox = status.sandbox_name.as_deref().unwrap_or("of this run");
         let (acp_status, acp_reason, acp_message) = if finished {
             (
                 ConditionStatus::False,
-                REASON_FINISHED,
+                AgentRunReason::Finished,
                 "the run has ended; its ACP endpoint is gone".to_string(),
             )
         } else if self.phase == AgentRunPhase::Running && self.listening {
             (
                 ConditionStatus::True,
-                REASON_LISTENING,
+                AgentRunReason::Listening,
                 format!(
                     "the agent of sandbox {sandbox} accepts ACP connections on port {ACP_PORT}"
                 ),
@@ -213,19 +169,11 @@ impl RunOutcome {
         } else {
             (
                 ConditionStatus::False,
-                REASON_NOT_LISTENING,
+                AgentRunReason::NotListening,
                 format!("waiting for the agent of sandbox {sandbox} to listen on port {ACP_PORT}"),
             )
         };
-        set_condition(
-            &mut status.conditions,
-            CONDITION_ACP_READY,
-            acp_status,
-            acp_reason,
-            &acp_message,
-            observed_generation,
-            now.clone(),
-        );
+        conditions.set(CONDITION_ACP_READY, acp_status, acp_reason, &acp_message);
         status.secret_key_ref = status
             .sandbox_name
             .as_deref()
@@ -284,11 +232,11 @@ pub fn run_outcome(pod: Option<&Pod>, sandbox_exists: bool, status: &AgentRunSta
                 "sandbox {sandbox} was deleted while the agent was running"
             )),
             (false, true) => RunOutcome::pending(
-                REASON_SANDBOX_CREATING,
+                AgentRunReason::SandboxCreating,
                 format!("sandbox {sandbox} exists; waiting for its pod"),
             ),
             (false, false) => RunOutcome::pending(
-                REASON_SANDBOX_CREATING,
+                AgentRunReason::SandboxCreating,
                 format!("waiting for sandbox {sandbox} to be created"),
             ),
         };
@@ -324,7 +272,7 @@ pub fn run_outcome(pod: Option<&Pod>, sandbox_exists: bool, status: &AgentRunSta
         Some("Failed") => {
             if let Some(message) = failed_skill_fetch(pod) {
                 return RunOutcome::failed(
-                    REASON_SKILL_FETCH_FAILED,
+                    AgentRunReason::SkillFetchFailed,
                     format!("pod {pod_name}: {message}"),
                 );
             }
@@ -336,12 +284,12 @@ pub fn run_outcome(pod: Option<&Pod>, sandbox_exists: bool, status: &AgentRunSta
                 message.push_str(": ");
                 message.push_str(detail);
             }
-            return RunOutcome::failed(REASON_POD_FAILED, message);
+            return RunOutcome::failed(AgentRunReason::PodFailed, message);
         }
         Some("Succeeded") => {
             return RunOutcome::new(
                 AgentRunPhase::Succeeded,
-                REASON_AGENT_SUCCEEDED,
+                AgentRunReason::AgentSucceeded,
                 format!("pod {pod_name} succeeded"),
             );
         }
@@ -353,37 +301,40 @@ pub fn run_outcome(pod: Option<&Pod>, sandbox_exists: bool, status: &AgentRunSta
             listening: pod_ready(pod),
             ..RunOutcome::new(
                 AgentRunPhase::Running,
-                REASON_AGENT_RUNNING,
+                AgentRunReason::AgentRunning,
                 format!("the agent is running in pod {pod_name}"),
             )
         };
     }
-    RunOutcome::pending(REASON_POD_PENDING, pending_message(pod, pod_name, agent))
+    RunOutcome::pending(
+        AgentRunReason::PodPending,
+        pending_message(pod, pod_name, agent),
+    )
 }
 
 /// The reason of Konveyor's `Succeeded` condition for a run whose `Ready` reason is `reason`:
 /// Konveyor's names where it has one (`AgentSucceeded` → `Succeeded`, `AgentFailed` →
 /// `Failed`, `AgentRunning` → `Running`), otherwise the reason itself (`LimitReached`,
 /// `Refused`, `InvalidParams`, `Cancelled`, ...).
-pub fn succeeded_reason(reason: &'static str) -> &'static str {
+pub fn succeeded_reason(reason: AgentRunReason) -> AgentRunReason {
     match reason {
-        REASON_AGENT_SUCCEEDED => REASON_SUCCEEDED,
-        REASON_AGENT_FAILED => REASON_FAILED,
-        REASON_AGENT_RUNNING => REASON_RUNNING,
+        AgentRunReason::AgentSucceeded => AgentRunReason::Succeeded,
+        AgentRunReason::AgentFailed => AgentRunReason::Failed,
+        AgentRunReason::AgentRunning => AgentRunReason::Running,
         other => other,
     }
 }
 
 fn lost(message: String) -> RunOutcome {
-    RunOutcome::failed(REASON_SANDBOX_LOST, message)
+    RunOutcome::failed(AgentRunReason::SandboxLost, message)
 }
 
 fn finished(terminated: &ContainerStateTerminated) -> RunOutcome {
     let (phase, reason) = match terminated.exit_code {
-        0 => (AgentRunPhase::Succeeded, REASON_AGENT_SUCCEEDED),
-        EXIT_LIMIT_REACHED => (AgentRunPhase::Failed, REASON_LIMIT_REACHED),
-        EXIT_REFUSED => (AgentRunPhase::Failed, REASON_REFUSED),
-        _ => (AgentRunPhase::Failed, REASON_AGENT_FAILED),
+        0 => (AgentRunPhase::Succeeded, AgentRunReason::AgentSucceeded),
+        EXIT_LIMIT_REACHED => (AgentRunPhase::Failed, AgentRunReason::LimitReached),
+        EXIT_REFUSED => (AgentRunPhase::Failed, AgentRunReason::Refused),
+        _ => (AgentRunPhase::Failed, AgentRunReason::AgentFailed),
     };
     let mut message = format!("the agent exited with code {}", terminated.exit_code);
     if let Some(reason) = terminated.reason.as_deref().filter(|r| !r.is_empty()) {

@@ -452,7 +452,10 @@ fn file_mounts_are_read_only_volumes_after_the_skills() {
     );
 
     fixture.run.spec.file_mounts[1].mount_path = "/opt/skills/java/extra".into();
-    assert_eq!(inputs_error(&fixture).reason(), "InvalidFileMounts");
+    assert_eq!(
+        inputs_error(&fixture).reason().as_str(),
+        "InvalidFileMounts"
+    );
 }
 
 #[test]
@@ -636,7 +639,7 @@ fn the_git_author_comes_from_the_run_else_the_agent() {
         user_name: Some("Run <Bot>".into()),
         user_email: Some("run@example.com".into()),
     });
-    assert_eq!(inputs_error(&fixture).reason(), "InvalidGitConfig");
+    assert_eq!(inputs_error(&fixture).reason().as_str(), "InvalidGitConfig");
 }
 
 fn env_var(name: &str) -> EnvVar {
@@ -680,7 +683,7 @@ fn run_env_may_not_override_the_contract() {
             ]
         }
     );
-    assert_eq!(error.reason(), "ReservedEnvName");
+    assert_eq!(error.reason().as_str(), "ReservedEnvName");
 }
 
 #[test]
@@ -708,12 +711,12 @@ fn the_workflow_variables_pass_through_as_written() {
     );
     // Only those three: a look-alike is still reserved, and repeats are still refused.
     fixture.run.spec.env = vec![env_var("KONVEYOR_WORKFLOW_STAGES")];
-    assert_eq!(inputs_error(&fixture).reason(), "ReservedEnvName");
+    assert_eq!(inputs_error(&fixture).reason().as_str(), "ReservedEnvName");
     fixture.run.spec.env = vec![
         env_var("KONVEYOR_WORKFLOW_STAGE"),
         env_var("KONVEYOR_WORKFLOW_STAGE"),
     ];
-    assert_eq!(inputs_error(&fixture).reason(), "DuplicateEnvName");
+    assert_eq!(inputs_error(&fixture).reason().as_str(), "DuplicateEnvName");
 }
 
 #[test]
@@ -899,7 +902,7 @@ fn annotations_over_the_limit_refuse_the_run_with_size_and_limit() {
     // 256 skills with 1024-character descriptions: the manifest alone is over 256 KiB.
     fixture.skills = many_skills(256, 1024);
     let error = inputs_error(&fixture);
-    assert_eq!(error.reason(), "AnnotationsTooLarge");
+    assert_eq!(error.reason().as_str(), "AnnotationsTooLarge");
     let Error::AnnotationsTooLarge { run, bytes, limit } = &error else {
         panic!("{error:?}");
     };
@@ -1020,7 +1023,7 @@ fn inline_skill_config_map() {
     card.spec.inline = None;
     card.spec.image = Some("ghcr.io/acme/notes:1".into());
     let error = build_inline_skill_config_map(&card, card_owner).expect_err("not inline");
-    assert_eq!(error.reason(), "MissingInlineSkill");
+    assert_eq!(error.reason().as_str(), "MissingInlineSkill");
     assert_eq!(
         error.to_string(),
         r#"SkillCard "notes-card" has no spec.inline"#
@@ -1372,7 +1375,7 @@ fn git_skills_without_the_operator_image_are_refused_naming_the_flag() {
     let mut fixture = Fixture::new();
     fixture.skills = vec![java(), git_skill(None)];
     let error = inputs_error(&fixture);
-    assert_eq!(error.reason(), "OperatorImageNotSet");
+    assert_eq!(error.reason().as_str(), "OperatorImageNotSet");
     let message = error.to_string();
     assert!(
         message.contains("upgrade") && message.contains("--operator-image"),

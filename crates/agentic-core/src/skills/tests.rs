@@ -156,7 +156,7 @@ fn every_missing_card_is_named() {
         error,
         Error::MissingSkillCards(vec!["a".into(), "b".into()])
     );
-    assert_eq!(error.reason(), "SkillCardNotFound");
+    assert_eq!(error.reason().as_str(), "SkillCardNotFound");
     assert_eq!(error.to_string(), r#"SkillCards "a", "b" not found"#);
 }
 
@@ -165,7 +165,7 @@ fn missing_cards_are_reported_before_unready_ones() {
     let mut broken = image_card("broken", "x");
     broken.status = None;
     let error = resolve(&[("broken", Some(&broken)), ("gone", None)]).expect_err("missing");
-    assert_eq!(error.reason(), "SkillCardNotFound");
+    assert_eq!(error.reason().as_str(), "SkillCardNotFound");
 }
 
 /// The error serde gives for a SkillCard whose status holds a time without an offset.
@@ -179,7 +179,7 @@ fn a_malformed_card_is_not_ready_with_its_error() {
         own("odd", Lookup::Malformed(BAD_TIME)),
     ])
     .expect_err("malformed");
-    assert_eq!(error.reason(), "SkillCardNotReady");
+    assert_eq!(error.reason().as_str(), "SkillCardNotReady");
     assert_eq!(
         error.to_string(),
         format!(
@@ -200,11 +200,11 @@ fn a_malformed_card_is_not_ready_with_its_error() {
 fn malformed_gateways_and_agents_are_not_ready() {
     let error = resolve_gateways(&[("llm", Lookup::<Gateway>::Malformed(BAD_TIME))])
         .expect_err("malformed");
-    assert_eq!(error.reason(), "GatewayNotReady");
+    assert_eq!(error.reason().as_str(), "GatewayNotReady");
     assert!(error.to_string().contains(BAD_TIME), "{error}");
 
     let error = check_agent("migrator", Lookup::Malformed(BAD_TIME)).expect_err("malformed");
-    assert_eq!(error.reason(), "AgentNotReady");
+    assert_eq!(error.reason().as_str(), "AgentNotReady");
     assert!(
         error
             .to_string()
@@ -264,7 +264,7 @@ fn unusable_cards_say_why() {
         ("git-branch", Some(&git_branch)),
     ])
     .expect_err("not ready");
-    assert_eq!(error.reason(), "SkillCardNotReady");
+    assert_eq!(error.reason().as_str(), "SkillCardNotReady");
     assert_eq!(
         error,
         Error::SkillCardsNotReady(vec![
@@ -310,7 +310,7 @@ fn duplicate_names_name_both_cards() {
             second_collection: None,
         }
     );
-    assert_eq!(error.reason(), "DuplicateSkillName");
+    assert_eq!(error.reason().as_str(), "DuplicateSkillName");
     assert_eq!(
         error.to_string(),
         r#"skill "java" is provided by both SkillCard "java-a" and SkillCard "java-b"; skill names must be unique within an Agent"#
@@ -386,7 +386,8 @@ fn mounted_skill_refuses_a_card_that_moved_on() {
     let mut stale = card.clone();
     stale.metadata.generation = Some(5);
     assert_eq!(
-        MountedSkill::from_agent_skill(&pinned, Lookup::Found(&stale)).map_err(|e| e.reason()),
+        MountedSkill::from_agent_skill(&pinned, Lookup::Found(&stale))
+            .map_err(|e| e.reason().as_str()),
         Err("SkillCardNotReady")
     );
 }
@@ -452,7 +453,7 @@ fn gateways_must_exist_and_be_ready() {
     ])
     .expect_err("missing");
     assert_eq!(error, Error::GatewayNotFound(vec!["x".into(), "y".into()]));
-    assert_eq!(error.reason(), "GatewayNotFound");
+    assert_eq!(error.reason().as_str(), "GatewayNotFound");
 
     let error = resolve_gateways(&[
         ("bad".to_string(), Lookup::Found(&bad)),
@@ -460,7 +461,7 @@ fn gateways_must_exist_and_be_ready() {
         ("stale".to_string(), Lookup::Found(&stale)),
     ])
     .expect_err("not ready");
-    assert_eq!(error.reason(), "GatewayNotReady");
+    assert_eq!(error.reason().as_str(), "GatewayNotReady");
     assert_eq!(
         error.to_string(),
         "Gateway \"bad\" is not ready: Ready is False (SecretMissing: secret llm not found); \
@@ -501,7 +502,7 @@ fn agent_must_exist_and_be_ready_for_its_generation() {
     assert_eq!(
         check_agent("migrator", Lookup::Found(&agent))
             .err()
-            .map(|e| e.reason()),
+            .map(|e| e.reason().as_str()),
         Some("AgentNotReady")
     );
 }
@@ -557,7 +558,7 @@ fn gateway_selection() {
 
     let error = select_gateway(&refs(&[]), None).expect_err("none");
     assert_eq!(
-        (error.reason(), error.to_string().as_str()),
+        (error.reason().as_str(), error.to_string().as_str()),
         (
             "NoGateway",
             "the Agent lists no gateways; set spec.gateway to a Gateway, or add one to the Agent's spec.gateways"
@@ -572,7 +573,7 @@ fn gateway_selection() {
         gateway_configured(&refs(&[])),
         (
             ConditionStatus::False,
-            "NoGatewaysListed",
+            AgentReason::NoGatewaysListed,
             "spec.gateways is empty: every run must name a Gateway in spec.gateway".to_string()
         )
     );
@@ -580,20 +581,20 @@ fn gateway_selection() {
         gateway_configured(&refs(&["a", "b"])),
         (
             ConditionStatus::True,
-            "GatewaysListed",
+            AgentReason::GatewaysListed,
             "runs may use gateway(s) \"a\", \"b\"".to_string()
         )
     );
 
     let error = select_gateway(&refs(&["a", "b"]), None).expect_err("ambiguous");
-    assert_eq!(error.reason(), "GatewayRequired");
+    assert_eq!(error.reason().as_str(), "GatewayRequired");
     assert_eq!(
         error.to_string(),
         r#"the Agent lists several gateways ("a", "b"); set spec.gateway to one of them"#
     );
 
     let error = select_gateway(&refs(&["a", "b"]), Some("c")).expect_err("not listed");
-    assert_eq!(error.reason(), "GatewayNotAllowed");
+    assert_eq!(error.reason().as_str(), "GatewayNotAllowed");
     assert_eq!(
         error.to_string(),
         r#"gateway "c" is not one of the Agent's gateways ("a", "b")"#
@@ -635,7 +636,7 @@ fn collections_give_their_cards_and_missing_or_unready_ones_are_named() {
         ("failing", Lookup::Found(&failing)),
     ])
     .expect_err("not ready");
-    assert_eq!(error.reason(), "SkillCollectionNotReady");
+    assert_eq!(error.reason().as_str(), "SkillCollectionNotReady");
     let text = error.to_string();
     assert!(
         text.contains(r#"SkillCollection "stale" is not ready: its status describes generation 2"#),
@@ -654,7 +655,7 @@ fn collections_give_their_cards_and_missing_or_unready_ones_are_named() {
     ])
     .expect_err("missing");
     assert_eq!(error, Error::MissingSkillCollections(vec!["gone".into()]));
-    assert_eq!(error.reason(), "SkillCollectionNotFound");
+    assert_eq!(error.reason().as_str(), "SkillCollectionNotFound");
 }
 
 #[test]
@@ -690,7 +691,7 @@ fn collection_skills_join_the_agents_and_duplicates_name_both_sources() {
         },
     ])
     .expect_err("duplicate");
-    assert_eq!(error.reason(), "DuplicateSkillName");
+    assert_eq!(error.reason().as_str(), "DuplicateSkillName");
     assert_eq!(
         error.to_string(),
         r#"skill "java" is provided by both SkillCard "java-card" and SkillCard "bundle-java" of SkillCollection "bundle"; skill names must be unique within an Agent"#
@@ -794,7 +795,7 @@ fn defaults_are_best_effort_own_skills_win_and_duplicates_are_left_out() {
     assert!(report.skipped[2].contains("an inline skill cannot be mounted in another namespace"));
     let (ready, reason, message) = report.condition().expect("a condition");
     assert!(!ready);
-    assert_eq!(reason, REASON_DEFAULT_SKILLS_SKIPPED);
+    assert_eq!(reason, AgentReason::DefaultSkillsSkipped);
     assert!(message.starts_with("applied: audit"), "{message}");
 
     // Only a shadowed default: True, and says so.
@@ -806,7 +807,7 @@ fn defaults_are_best_effort_own_skills_win_and_duplicates_are_left_out() {
     let (_, report) = apply_defaults(explicit.clone(), &only);
     assert_eq!(
         report.condition().map(|(ready, reason, _)| (ready, reason)),
-        Some((true, REASON_DEFAULT_SKILLS_SHADOWED))
+        Some((true, AgentReason::DefaultSkillsShadowed))
     );
     // No defaults: no condition, the skill set unchanged.
     let (same, report) = apply_defaults(explicit.clone(), &[]);
@@ -833,12 +834,12 @@ fn rule_bodies_are_summed_and_compared_with_a_quarter_of_the_smallest_window() {
     let (fits, reason, message) =
         rules_fit(&resolved.rules, 3000, &[128_000, 4000, 0, -1]).expect("a verdict");
     assert!(fits);
-    assert_eq!(reason, REASON_RULES_FIT);
+    assert_eq!(reason, AgentReason::RulesFit);
     assert!(message.contains("about 1000 tokens"), "{message}");
     assert!(message.contains("(4000 tokens) is 1000"), "{message}");
     let (fits, reason, _) = rules_fit(&resolved.rules, 3001, &[4000]).expect("a verdict");
     assert!(!fits);
-    assert_eq!(reason, REASON_RULES_EXCEED_CONTEXT);
+    assert_eq!(reason, AgentReason::RulesExceedContext);
 
     assert_eq!(rules_fit(&[], 99_999, &[4000]), None, "no rules");
     assert_eq!(rules_fit(&resolved.rules, 3000, &[0]), None, "no window");
@@ -878,7 +879,7 @@ fn a_git_card_is_pinned_to_its_commit_and_mounted_from_it() {
     }
     assert_eq!(
         MountedSkill::from_agent_skill(&resolved.skills[0], Lookup::Found(&moved))
-            .map_err(|e| e.reason()),
+            .map_err(|e| e.reason().as_str()),
         Err("SkillCardNotReady")
     );
 }

@@ -191,7 +191,7 @@ fn a_workflow_is_ready_when_every_stage_agent_is() {
     );
     assert_eq!(
         (status, reason),
-        (ConditionStatus::True, REASON_ALL_AGENTS_READY)
+        (ConditionStatus::True, AgentWorkflowReason::AllAgentsReady)
     );
 
     let lazy = agent("doer", &[], false);
@@ -204,7 +204,7 @@ fn a_workflow_is_ready_when_every_stage_agent_is() {
     );
     assert_eq!(
         (status, reason),
-        (ConditionStatus::False, REASON_AGENTS_NOT_READY)
+        (ConditionStatus::False, AgentWorkflowReason::AgentsNotReady)
     );
     assert!(
         message.contains("stage \"plan\": Agent \"planner\" not found"),
@@ -228,7 +228,10 @@ fn a_workflow_with_bad_param_declarations_is_not_ready() {
     let planner = agent("planner", &[], true);
     let (status, reason, message) =
         workflow_readiness(&wf, &[("plan", "planner", Lookup::Found(&planner))]);
-    assert_eq!((status, reason), (ConditionStatus::False, "InvalidParams"));
+    assert_eq!(
+        (status, reason.as_str()),
+        (ConditionStatus::False, "InvalidParams")
+    );
     assert!(message.starts_with("spec.params:"), "{message}");
 }
 
@@ -238,22 +241,34 @@ fn a_run_waits_for_its_workflow_to_exist_and_be_ready() {
     assert_eq!(step.status.phase, Some(AgentRunPhase::Pending));
     assert_eq!(
         reason(&step.status),
-        ("False".into(), REASON_WORKFLOW_NOT_FOUND.into())
+        (
+            "False".into(),
+            AgentWorkflowRunReason::WorkflowNotFound.as_str().into()
+        )
     );
     assert!(!started(&step.status));
 
     let step = start(&run(), Lookup::Found(&workflow(false)), &now());
-    assert_eq!(reason(&step.status).1, REASON_WORKFLOW_NOT_READY);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::WorkflowNotReady.as_str()
+    );
     assert!(step.status.stages.is_empty());
 
     // Ready for an older generation is not Ready.
     let mut stale = workflow(true);
     stale.metadata.generation = Some(3);
     let step = start(&run(), Lookup::Found(&stale), &now());
-    assert_eq!(reason(&step.status).1, REASON_WORKFLOW_NOT_READY);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::WorkflowNotReady.as_str()
+    );
 
     let step = start(&run(), Lookup::Malformed("bad"), &now());
-    assert_eq!(reason(&step.status).1, REASON_WORKFLOW_NOT_READY);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::WorkflowNotReady.as_str()
+    );
     assert!(matches!(step.action, Action::None));
 }
 
@@ -283,7 +298,10 @@ fn starting_snapshots_the_workflow_and_creates_nothing_yet() {
             .iter()
             .all(|s| s.phase == AgentRunPhase::Pending && s.agent_run_name.is_none())
     );
-    assert_eq!(reason(status).1, REASON_STAGE_RUNNING);
+    assert_eq!(
+        reason(status).1,
+        AgentWorkflowRunReason::StageRunning.as_str()
+    );
 }
 
 #[test]
@@ -361,7 +379,10 @@ fn the_first_stage_run_carries_the_stage_and_the_run() {
         Some("migrate-1-plan")
     );
     assert_eq!(step.status.phase, Some(AgentRunPhase::Running));
-    assert_eq!(reason(&step.status).1, REASON_STAGE_RUNNING);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::StageRunning.as_str()
+    );
 }
 
 #[test]
@@ -442,7 +463,10 @@ fn stages_advance_in_order_and_the_last_success_finishes_the_run() {
     assert!(matches!(step.action, Action::None));
     assert_eq!(step.status.stages[0].phase, AgentRunPhase::Succeeded);
     assert_eq!(step.status.current_stage.as_deref(), Some("execute"));
-    assert_eq!(reason(&step.status).1, REASON_STAGE_SUCCEEDED);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::StageSucceeded.as_str()
+    );
     assert_eq!(current_stage(&step.status), Some(1));
 
     run.status = Some(step.status);
@@ -477,7 +501,7 @@ fn a_failed_stage_fails_the_run_with_its_reason() {
     assert_eq!(step.status.stages[0].phase, AgentRunPhase::Failed);
     assert_eq!(step.status.stages[1].phase, AgentRunPhase::Pending);
     let c = find_condition(&step.status.conditions, CONDITION_READY).expect("Ready");
-    assert_eq!(c.reason, REASON_STAGE_FAILED);
+    assert_eq!(c.reason, AgentWorkflowRunReason::StageFailed.as_str());
     assert!(
         c.message.contains("Refused: the agent said no"),
         "{}",
@@ -495,7 +519,10 @@ fn a_deleted_stage_run_fails_the_run_and_is_never_recreated() {
         let step = advance(&run, observed, Lookup::Found(&planner), owner(), &now());
         assert!(matches!(step.action, Action::None), "{observed:?}");
         assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
-        assert_eq!(reason(&step.status).1, REASON_AGENT_RUN_DELETED);
+        assert_eq!(
+            reason(&step.status).1,
+            AgentWorkflowRunReason::AgentRunDeleted.as_str()
+        );
         assert_eq!(step.status.stages[0].phase, AgentRunPhase::Failed);
     }
 }
@@ -513,7 +540,10 @@ fn a_foreign_object_holding_the_name_fails_the_run_and_is_left_alone() {
     );
     assert!(matches!(step.action, Action::None));
     assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
-    assert_eq!(reason(&step.status).1, REASON_OBJECT_NAME_TAKEN);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::ObjectNameTaken.as_str()
+    );
     assert_eq!(step.status.stages[0].agent_run_name, None);
 
     // Taken between the read and the create: the same outcome.
@@ -526,7 +556,10 @@ fn a_foreign_object_holding_the_name_fails_the_run_and_is_left_alone() {
     );
     let status = name_taken(step.status, &run, &now());
     assert_eq!(status.phase, Some(AgentRunPhase::Failed));
-    assert_eq!(reason(&status).1, REASON_OBJECT_NAME_TAKEN);
+    assert_eq!(
+        reason(&status).1,
+        AgentWorkflowRunReason::ObjectNameTaken.as_str()
+    );
     assert_eq!(status.stages[0].agent_run_name, None);
 }
 
@@ -544,7 +577,10 @@ fn cancel_stops_the_current_stage_run_and_the_workflow() {
     );
     assert!(matches!(&step.action, Action::Cancel(name) if name == "migrate-1-plan"));
     assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
-    assert_eq!(reason(&step.status).1, REASON_CANCELLED);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::Cancelled.as_str()
+    );
     assert_eq!(step.status.stages[0].phase, AgentRunPhase::Failed);
     assert_eq!(step.status.stages[1].phase, AgentRunPhase::Pending);
 
@@ -559,7 +595,10 @@ fn cancel_stops_the_current_stage_run_and_the_workflow() {
         &now(),
     );
     assert!(matches!(step.action, Action::None));
-    assert_eq!(reason(&step.status).1, REASON_CANCELLED);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::Cancelled.as_str()
+    );
     assert_eq!(step.status.stages[0].phase, AgentRunPhase::Failed);
 
     // No stage run yet: nothing is created.
@@ -572,14 +611,20 @@ fn cancel_stops_the_current_stage_run_and_the_workflow() {
         &now(),
     );
     assert!(matches!(step.action, Action::None));
-    assert_eq!(reason(&step.status).1, REASON_CANCELLED);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::Cancelled.as_str()
+    );
 
     // Before the start: no snapshot, no stage.
     let mut fresh = self::run();
     fresh.spec.cancel = Some(true);
     let step = start(&fresh, Lookup::Found(&workflow(true)), &now());
     assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
-    assert_eq!(reason(&step.status).1, REASON_CANCELLED);
+    assert_eq!(
+        reason(&step.status).1,
+        AgentWorkflowRunReason::Cancelled.as_str()
+    );
     assert!(step.status.stages.is_empty());
 }
 
@@ -719,24 +764,29 @@ fn only_runs_controlled_by_a_workflow_run_are_stage_runs() {
 
 #[test]
 fn a_workflow_run_raises_an_event_per_phase_or_reason_change_and_a_warning_when_it_fails() {
-    let status = |phase: AgentRunPhase, reason: &str, message: &str| {
+    let status = |phase: AgentRunPhase, reason: AgentWorkflowRunReason, message: &str| {
         let mut status = AgentWorkflowRunStatus {
             phase: Some(phase),
             ..AgentWorkflowRunStatus::default()
         };
-        set_condition(
-            &mut status.conditions,
+        Conditions::<AgentWorkflowRunReason>::new(&mut status.conditions, Some(1), now()).set(
             CONDITION_READY,
             ConditionStatus::False,
             reason,
             message,
-            Some(1),
-            now(),
         );
         status
     };
-    let first = status(AgentRunPhase::Running, REASON_STAGE_RUNNING, "stage one");
-    let next_stage = status(AgentRunPhase::Running, REASON_STAGE_RUNNING, "stage two");
+    let first = status(
+        AgentRunPhase::Running,
+        AgentWorkflowRunReason::StageRunning,
+        "stage one",
+    );
+    let next_stage = status(
+        AgentRunPhase::Running,
+        AgentWorkflowRunReason::StageRunning,
+        "stage two",
+    );
     assert_eq!(
         workflow_run_events(&first, &next_stage),
         [],
@@ -744,7 +794,7 @@ fn a_workflow_run_raises_an_event_per_phase_or_reason_change_and_a_warning_when_
     );
     let failed = status(
         AgentRunPhase::Failed,
-        REASON_STAGE_FAILED,
+        AgentWorkflowRunReason::StageFailed,
         "stage two failed",
     );
     assert_eq!(

@@ -7,9 +7,9 @@ use agentic_api::{
     Agent, AgentStatus, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
     SkillCollection,
 };
-use agentic_core::conditions::{find_condition, remove_condition, set_condition};
+use agentic_core::conditions::{Conditions, find_condition};
 use agentic_core::events::{StatusEvent, condition_events};
-use agentic_core::reasons::{REASON_AGENT_READY, REASON_KNOWN_SKILL_DELIVERY};
+use agentic_core::reasons::AgentReason;
 use agentic_core::skills::{
     CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT, CardRef,
     DefaultCollection, DefaultScope, Lookup, ResolvedSkills, SkillDeliveryMode, apply_defaults,
@@ -211,17 +211,12 @@ fn decide(agent: &Agent, references: References, old: AgentStatus, now: &Time) -
             );
             new.skills = resolved.skills;
             new.rules = resolved.rules;
-            (ConditionStatus::True, REASON_AGENT_READY, message)
+            (ConditionStatus::True, AgentReason::AgentReady, message)
         }
-        (Err(e), _) => {
+        (Err(e), _) | (Ok(_), Err(e)) => {
             new.skills.clear();
             new.rules.clear();
-            (ConditionStatus::False, e.reason(), e.to_string())
-        }
-        (Ok(_), Err(e)) => {
-            new.skills.clear();
-            new.rules.clear();
-            (ConditionStatus::False, e.reason(), e.to_string())
+            (ConditionStatus::False, e.reason().into(), e.to_string())
         }
     };
     let truth = |holds: bool| {
@@ -231,22 +226,14 @@ fn decide(agent: &Agent, references: References, old: AgentStatus, now: &Time) -
             ConditionStatus::False
         }
     };
+    let mut conditions =
+        Conditions::<AgentReason>::new(&mut new.conditions, generation, now.clone());
     // Sets the condition `type_`, or removes it for `None`.
-    let mut put = |type_: &str, condition: Option<(ConditionStatus, &str, &str)>| match condition {
-        Some((status, reason, message)) => {
-            set_condition(
-                &mut new.conditions,
-                type_,
-                status,
-                reason,
-                message,
-                generation,
-                now.clone(),
-            );
-        }
-        None => {
-            remove_condition(&mut new.conditions, type_);
-        }
+    let mut put = |type_: &str, condition: Option<(ConditionStatus, AgentReason, &str)>| {
+        match condition {
+            Some((status, reason, message)) => conditions.set(type_, status, reason, message),
+            None => conditions.remove(type_),
+        };
     };
     put(CONDITION_READY, Some((ready.0, ready.1, &ready.2)));
     let delivery_message = match &delivery.unknown {
@@ -258,17 +245,17 @@ fn decide(agent: &Agent, references: References, old: AgentStatus, now: &Time) -
         Some(match &delivery.unknown {
             Some(_) => (
                 ConditionStatus::False,
-                agentic_core::skills::REASON_UNKNOWN_SKILL_DELIVERY,
+                AgentReason::UnknownSkillDelivery,
                 &delivery_message,
             ),
             None if delivery.mode == SkillDeliveryMode::Inject => (
                 ConditionStatus::True,
-                agentic_core::skills::REASON_HARNESS_MAY_IGNORE_INJECT,
+                AgentReason::HarnessMayIgnoreInject,
                 agentic_core::skills::HARNESS_MAY_IGNORE_INJECT,
             ),
             None => (
                 ConditionStatus::True,
-                REASON_KNOWN_SKILL_DELIVERY,
+                AgentReason::KnownSkillDelivery,
                 &delivery_message,
             ),
         }),

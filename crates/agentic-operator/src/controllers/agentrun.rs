@@ -18,14 +18,13 @@ use agentic_core::events::StatusEvent;
 use agentic_core::names::sandbox_name;
 use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
 use agentic_core::params::resolve_run;
-use agentic_core::reasons::{REASON_GATEWAY_NOT_FOUND, REASON_GATEWAY_NOT_READY};
+use agentic_core::reasons::{AgentRunReason, ErrorReason};
 use agentic_core::sandbox::{
     Enforced, FileMountSources, FileSourceKind, Limits, MountedSkill, PINNED_SKILLS_ANNOTATION,
-    REASON_FILE_MOUNT_SOURCE_NOT_FOUND, REASON_FILE_MOUNT_SOURCE_UNAVAILABLE,
-    REASON_OBJECT_NAME_TAKEN, REASON_QUEUED, RunOutcome, SANDBOX_KIND, SandboxInputs, SourceLookup,
-    admit, admit_in_namespace, build_acp_secret, build_acp_service, build_pod, build_sandbox,
-    cancelled, enforce, file_mount_source, file_mount_sources, run_events, run_outcome,
-    startup_deadline, stops_sandbox, time_to_live,
+    RunOutcome, SANDBOX_KIND, SandboxInputs, SourceLookup, admit, admit_in_namespace,
+    build_acp_secret, build_acp_service, build_pod, build_sandbox, cancelled, enforce,
+    file_mount_source, file_mount_sources, run_events, run_outcome, startup_deadline,
+    stops_sandbox, time_to_live,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -245,19 +244,20 @@ pub async fn reconcile(
     let next = if stopped_sandbox(&run, &new).is_some() {
         // Its sandbox goes in the next pass, right after the status is written.
         Action::requeue(std::time::Duration::ZERO)
-    } else if outcome.reason == REASON_OBJECT_NAME_TAKEN {
+    } else if outcome.reason == AgentRunReason::ObjectNameTaken {
         Action::requeue(NAME_TAKEN_RETRY)
-    } else if [REASON_GATEWAY_NOT_FOUND, REASON_GATEWAY_NOT_READY].contains(&outcome.reason) {
+    } else if matches!(
+        outcome.reason,
+        AgentRunReason::Error(ErrorReason::GatewayNotFound | ErrorReason::GatewayNotReady)
+    ) {
         // No watch brings back a run waiting on a Gateway its Agent does not list.
         Action::requeue(GATEWAY_RETRY)
-    } else if [
-        REASON_FILE_MOUNT_SOURCE_NOT_FOUND,
-        REASON_FILE_MOUNT_SOURCE_UNAVAILABLE,
-    ]
-    .contains(&outcome.reason)
-    {
+    } else if matches!(
+        outcome.reason,
+        AgentRunReason::FileMountSourceNotFound | AgentRunReason::FileMountSourceUnavailable
+    ) {
         Action::requeue(FILE_MOUNT_RETRY)
-    } else if outcome.reason == REASON_QUEUED {
+    } else if outcome.reason == AgentRunReason::Queued {
         Action::requeue(QUEUED_RETRY)
     } else if let Some(after) = recheck_after {
         // A deadline passes then; a second of slack so the pass lands after it.
@@ -427,14 +427,14 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
                 && !is_ready(&gateway.status.clone().unwrap_or_default().conditions) =>
         {
             return blocked(RunOutcome::pending(
-                REASON_GATEWAY_NOT_READY,
+                ErrorReason::GatewayNotReady,
                 format!("Gateway {gateway_name:?} is not Ready"),
             ));
         }
         Lookup::Found(gateway) => gateway,
         Lookup::Missing => {
             return blocked(RunOutcome::pending(
-                REASON_GATEWAY_NOT_FOUND,
+                ErrorReason::GatewayNotFound,
                 format!("Gateway {gateway_name:?} not found"),
             ));
         }
@@ -1039,7 +1039,7 @@ pub fn runs_queued<'a>(
             r.status.as_ref().is_some_and(|s| {
                 s.sandbox_name.is_none()
                     && find_condition(&s.conditions, CONDITION_READY)
-                        .is_some_and(|c| c.reason == REASON_QUEUED)
+                        .is_some_and(|c| c.reason == AgentRunReason::Queued.as_str())
             })
         })
         .map(ObjectRef::from_obj)

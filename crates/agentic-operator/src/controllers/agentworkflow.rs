@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use agentic_api::{Agent, AgentWorkflow, AgentWorkflowStatus, CONDITION_READY};
-use agentic_core::conditions::set_condition;
+use agentic_core::conditions::Conditions;
 use agentic_core::events::{StatusEvent, condition_events};
+use agentic_core::reasons::AgentWorkflowReason;
 use agentic_core::workflow::workflow_readiness;
 use futures::future::BoxFuture;
 use kube::ResourceExt;
@@ -76,14 +77,11 @@ pub async fn reconcile(
     let generation = workflow.metadata.generation;
     let mut new = old;
     new.observed_generation = generation;
-    set_condition(
-        &mut new.conditions,
+    Conditions::<AgentWorkflowReason>::new(&mut new.conditions, generation, crate::now()).set(
         CONDITION_READY,
         ready,
         reason,
         &message,
-        generation,
-        crate::now(),
     );
     Ok(Pass::then(new, Action::await_change()))
 }

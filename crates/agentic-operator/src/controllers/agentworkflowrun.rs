@@ -16,10 +16,10 @@ use agentic_api::{
 };
 use agentic_core::events::StatusEvent;
 use agentic_core::owners::is_controlled_by;
+use agentic_core::reasons::EventReason;
 use agentic_core::sandbox::time_to_live;
 use agentic_core::workflow::{
-    self, EVENT_PARAMS_FILTERED, StageRun, advance, current_stage, stage_run_name, start, started,
-    workflow_run_events,
+    self, StageRun, advance, current_stage, stage_run_name, start, started, workflow_run_events,
 };
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -212,8 +212,13 @@ async fn filtered_event(runs: &Api<AgentRun>, built: &AgentRun, dropped: &[Strin
         built.spec.agent_ref,
         dropped.join(", ")
     );
-    ctx.publish_transition(&created, EventType::Normal, EVENT_PARAMS_FILTERED, note)
-        .await;
+    ctx.publish_transition(
+        &created,
+        EventType::Normal,
+        EventReason::ParamsFiltered.as_str(),
+        note,
+    )
+    .await;
 }
 
 /// Sets `spec.cancel` on a stage's run; its controller stops the sandbox. The one change

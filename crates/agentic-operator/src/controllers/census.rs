@@ -10,7 +10,7 @@ use agentic_api::{
     SkillCard, SkillCollection,
 };
 use agentic_core::conditions::find_condition;
-use agentic_core::sandbox::REASON_QUEUED;
+use agentic_core::reasons::AgentRunReason;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use tokio::sync::watch;
@@ -104,7 +104,7 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
         let reason = find_condition(&status.conditions, CONDITION_READY)
             .map(|c| c.reason.clone())
             .unwrap_or_default();
-        if reason == REASON_QUEUED {
+        if reason == AgentRunReason::Queued.as_str() {
             *queued
                 .entry((
                     run.namespace().unwrap_or_default(),

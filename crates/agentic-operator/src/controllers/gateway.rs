@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentic_api::{CONDITION_READY, ConditionStatus, Gateway, GatewayStatus};
-use agentic_core::conditions::{find_condition, remove_condition, set_condition};
+use agentic_api::{CONDITION_READY, Gateway, GatewayStatus};
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::gateway::{
-    self as check, CONDITION_ENDPOINT_REACHABLE, Credential, Observation, Plan, Probe,
+    self as check, CONDITION_ENDPOINT_REACHABLE, Due, Finding, Memory, Observation, Plan,
+    PreviousCheck, Probe,
 };
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
@@ -111,187 +111,100 @@ impl Reconciled for Gateway {
     }
 }
 
+/// A Gateway's pass: [`gather`] what the check needs and observes, [`check::decide`] the
+/// status and the next check, then remember the check.
 pub async fn reconcile(
     gateway: Arc<Gateway>,
     ctx: Arc<Context>,
     old: GatewayStatus,
 ) -> Result<Pass<GatewayStatus>> {
     let namespace = namespace_of(gateway.as_ref(), KIND)?;
-    let name = gateway.name_any();
-    let spec = &gateway.spec;
-    let secret = match &spec.credential_ref {
+    let key = (namespace.clone(), gateway.name_any());
+    let checks = ctx.kind_state::<Checks>();
+    let (finding, subject) = gather(&gateway, &ctx, &namespace, &checks, &old).await?;
+    let decision = check::decide(finding, &old, gateway.metadata.generation, crate::now());
+    match decision.memory {
+        Memory::Forget => checks.forget(&key),
+        Memory::Keep => {}
+        Memory::Record {
+            verified,
+            recheck_after,
+        } => checks.record(
+            key,
+            LastCheck {
+                subject,
+                at: Instant::now(),
+                recheck_after,
+                verified,
+            },
+        ),
+    }
+    Ok(Pass::then(
+        decision.status,
+        decision
+            .recheck_after
+            .map_or_else(Action::await_change, Action::requeue),
+    ))
+}
+
+/// What the pass finds: the plan from the spec and the credential Secret, and when a check is
+/// due, its result; with the subject a check made now is about.
+async fn gather(
+    gateway: &Gateway,
+    ctx: &Context,
+    namespace: &str,
+    checks: &Checks,
+    old: &GatewayStatus,
+) -> Result<(Finding, Subject)> {
+    let secret = match &gateway.spec.credential_ref {
         None => None,
-        Some(cred) => {
-            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-            secrets.get_opt(&cred.secret_name).await?
+        Some(credential) => {
+            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+            secrets.get_opt(&credential.secret_name).await?
         }
     };
-    let secret_version = secret
-        .as_ref()
-        .and_then(|s| s.metadata.resource_version.clone());
-    let key = match (&spec.credential_ref, &secret) {
-        (Some(cred), Some(secret)) => cred.key.as_deref().and_then(|k| secret_value(secret, k)),
-        _ => None,
+    let generation = gateway.metadata.generation;
+    let subject = Subject {
+        uid: gateway.metadata.uid.clone(),
+        generation,
+        secret_version: secret
+            .as_ref()
+            .and_then(|s| s.metadata.resource_version.clone()),
     };
-    let endpoint = spec.endpoint.as_deref();
-    let plan = match &spec.credential_ref {
-        None => check::plan(&spec.provider, endpoint, Credential::None),
-        Some(cred) => match (&secret, &cred.key, key) {
-            (None, _, _) => Plan::Refuse(
-                check::REASON_SECRET_NOT_FOUND,
-                format!(
-                    "spec.credentialRef.secretName: Secret {} not found in namespace {namespace}",
-                    cred.secret_name
-                ),
-            ),
-            (Some(_), None, _) => check::plan(&spec.provider, endpoint, Credential::WholeSecret),
-            (Some(_), Some(k), None) => Plan::Refuse(
-                check::REASON_SECRET_KEY_NOT_FOUND,
-                format!(
-                    "spec.credentialRef.key: Secret {} has no key {k}",
-                    cred.secret_name
-                ),
-            ),
-            (Some(_), Some(_), Some(value)) => {
-                check::plan(&spec.provider, endpoint, Credential::Key(value))
-            }
+    let probe = match check::plan_for(&gateway.spec, namespace, secret.as_ref()) {
+        Plan::Skip(message) => return Ok((Finding::Skipped(message), subject)),
+        Plan::Refuse(reason, message) => return Ok((Finding::Refused(reason, message), subject)),
+        Plan::Check(probe) => probe,
+    };
+    let name = gateway.name_any();
+    let previous = checks
+        .last(&(namespace.to_string(), name.clone()))
+        .map(|last| PreviousCheck {
+            same_subject: last.subject == subject,
+            elapsed: last.at.elapsed(),
+            recheck_after: last.recheck_after,
+            verified: last.verified,
+        });
+    let finding = match check::due(previous, old, generation) {
+        Due::Wait(remaining) => Finding::NotDue(remaining),
+        Due::Now { verified_before } => Finding::Checked {
+            observation: send(&probe, namespace, &name).await?,
+            url: probe.url,
+            verified_before,
         },
     };
-
-    let generation = gateway.metadata.generation;
-    let mut new = old.clone();
-    new.observed_generation = generation;
-    let now = crate::now();
-    let ready = |status, reason: &str, message: &str, conditions: &mut Vec<_>| {
-        set_condition(
-            conditions,
-            CONDITION_READY,
-            status,
-            reason,
-            message,
-            generation,
-            now.clone(),
-        )
-    };
-    let checks = ctx.kind_state::<Checks>();
-    let checks_key = (namespace.clone(), name.clone());
-    let recheck = match plan {
-        Plan::Skip(message) => {
-            ready(
-                ConditionStatus::True,
-                check::REASON_VERIFICATION_SKIPPED,
-                &message,
-                &mut new.conditions,
-            );
-            remove_condition(&mut new.conditions, CONDITION_ENDPOINT_REACHABLE);
-            new.connection_verified = false;
-            checks.forget(&checks_key);
-            None
-        }
-        Plan::Refuse(reason, message) => {
-            ready(
-                ConditionStatus::False,
-                reason,
-                &message,
-                &mut new.conditions,
-            );
-            remove_condition(&mut new.conditions, CONDITION_ENDPOINT_REACHABLE);
-            new.connection_verified = false;
-            checks.forget(&checks_key);
-            None
-        }
-        Plan::Check(probe) => {
-            let subject = Subject {
-                uid: gateway.metadata.uid.clone(),
-                generation,
-                secret_version,
-            };
-            let last = checks.last(&checks_key);
-            let same = last.as_ref().filter(|l| l.subject == subject);
-            match same {
-                Some(l) if l.at.elapsed() < l.recheck_after => {
-                    Some(l.recheck_after - l.at.elapsed())
-                }
-                _ => {
-                    // Without a record (a restarted operator) the status tells whether this
-                    // generation was verified; a record for another subject means a new
-                    // generation or credential, which must prove itself.
-                    let verified_before = match (&last, same) {
-                        (_, Some(l)) => l.verified,
-                        (Some(_), None) => false,
-                        (None, None) => {
-                            old.connection_verified
-                                && find_condition(&old.conditions, CONDITION_READY)
-                                    .is_some_and(|c| c.observed_generation == generation)
-                        }
-                    };
-                    let key_text = key.and_then(|k| std::str::from_utf8(k).ok());
-                    let observation = send(&probe, key_text, &namespace, &name).await?;
-                    let checked = check::checked(&probe.url, observation, verified_before);
-                    let reachable = &checked.reachable;
-                    set_condition(
-                        &mut new.conditions,
-                        CONDITION_ENDPOINT_REACHABLE,
-                        reachable.status,
-                        reachable.reason,
-                        &reachable.message,
-                        generation,
-                        now.clone(),
-                    );
-                    let r = &checked.ready;
-                    ready(r.status, r.reason, &r.message, &mut new.conditions);
-                    new.connection_verified = checked.connection_verified;
-                    checks.record(
-                        checks_key,
-                        LastCheck {
-                            subject,
-                            at: Instant::now(),
-                            recheck_after: checked.recheck_after,
-                            verified: checked.connection_verified,
-                        },
-                    );
-                    Some(checked.recheck_after)
-                }
-            }
-        }
-    };
-
-    Ok(Pass::then(
-        new,
-        recheck.map_or_else(Action::await_change, Action::requeue),
-    ))
+    Ok((finding, subject))
 }
 
 pub fn error_policy(gateway: Arc<Gateway>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.backoff(KIND, gateway.as_ref(), error)
 }
 
-/// The value of `key` in `secret`.
-fn secret_value<'a>(secret: &'a Secret, key: &str) -> Option<&'a [u8]> {
-    secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|v| v.0.as_slice())
-        .or_else(|| {
-            secret
-                .string_data
-                .as_ref()
-                .and_then(|d| d.get(key))
-                .map(|v| v.as_bytes())
-        })
-}
-
 /// Sends the check and says what came back. Bounded: [`check::CONNECT_TIMEOUT`] to connect,
 /// [`check::CHECK_TIMEOUT`] in all; redirects only within the endpoint's origin; of an error
 /// answer at most [`check::MAX_LOGGED_BODY_BYTES`] are read, for the log, with the key
 /// scrubbed. The key itself is never logged.
-async fn send(
-    probe: &Probe,
-    key: Option<&str>,
-    namespace: &str,
-    name: &str,
-) -> Result<Observation> {
+async fn send(probe: &Probe, namespace: &str, name: &str) -> Result<Observation> {
     // The workspace builds rustls with ring only; make it the process default unless the
     // program chose one already.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -343,7 +256,7 @@ async fn send(
             gateway = name,
             url = %probe.url,
             status = code,
-            body = %check::scrubbed(&body, key),
+            body = %check::scrubbed(&body, probe.key.as_deref()),
             "gateway check answered"
         );
     }
@@ -420,20 +333,16 @@ mod tests {
         Probe {
             url,
             headers: vec![("authorization", "Bearer sk-unit".to_string())],
+            key: Some("sk-unit".to_string()),
         }
     }
 
     #[tokio::test]
     async fn https_to_a_plain_http_server_is_a_tls_failure() {
         let addr = answering(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
-        let observed = send(
-            &probe(format!("https://{addr}/v1/models")),
-            None,
-            "ns",
-            "gw",
-        )
-        .await
-        .expect("a client");
+        let observed = send(&probe(format!("https://{addr}/v1/models")), "ns", "gw")
+            .await
+            .expect("a client");
         assert_eq!(observed, Observation::Tls);
     }
 
@@ -441,7 +350,7 @@ mod tests {
     async fn answers_and_closed_ports_are_told_apart() {
         let addr =
             answering(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n").await;
-        let observed = send(&probe(format!("http://{addr}/v1/models")), None, "ns", "gw")
+        let observed = send(&probe(format!("http://{addr}/v1/models")), "ns", "gw")
             .await
             .expect("a client");
         assert_eq!(observed, Observation::Status(503));
@@ -450,14 +359,9 @@ mod tests {
             .expect("bind")
             .local_addr()
             .expect("address");
-        let observed = send(
-            &probe(format!("http://{closed}/v1/models")),
-            None,
-            "ns",
-            "gw",
-        )
-        .await
-        .expect("a client");
+        let observed = send(&probe(format!("http://{closed}/v1/models")), "ns", "gw")
+            .await
+            .expect("a client");
         assert_eq!(observed, Observation::Unreachable);
     }
 }

@@ -34,7 +34,7 @@ use crate::caches::Caches;
 use crate::context::Context;
 use watches::{Stop, Watches};
 
-pub use pipeline::{Pass, REASON_MALFORMED_OBJECT, REASON_RECONCILE_FAILED, Reconciled};
+pub use pipeline::{Pass, Reconciled};
 
 /// Label every object the operator creates for a run carries, naming the run.
 pub use agentic_core::sandbox::RUN_LABEL;

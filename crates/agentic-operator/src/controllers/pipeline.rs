@@ -27,17 +27,11 @@ use serde::de::DeserializeOwned;
 use super::support::namespace_of;
 use super::watches::Stop;
 use crate::apply::apply_status;
+use agentic_core::reasons::{EventReason, ReconcileErrorReason};
+
 use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Chain, Error, Result};
-
-/// The reason of the Warning event on the object of a failed pass. A reason of its own: the
-/// recorder folds Events of one reason into one series, and a failure must not vanish into
-/// the series of the condition's transition that carries the same reason word.
-pub const REASON_RECONCILE_FAILED: &str = "ReconcileFailed";
-
-/// The reason of the Warning event on an object that does not deserialize.
-pub const REASON_MALFORMED_OBJECT: &str = "MalformedObject";
 
 /// A kind the operator reconciles, as the pipeline sees it.
 pub trait Reconciled:
@@ -172,7 +166,7 @@ pub(super) async fn guarded<K: Reconciled>(
                     ctx.publish(
                         object.as_ref(),
                         EventType::Warning,
-                        REASON_RECONCILE_FAILED,
+                        EventReason::ReconcileFailed,
                         note,
                     )
                     .await;
@@ -181,7 +175,8 @@ pub(super) async fn guarded<K: Reconciled>(
             result
         }
         Err(invalid) => {
-            ctx.metrics.failed(kind, REASON_MALFORMED_OBJECT);
+            ctx.metrics
+                .failed(kind, ReconcileErrorReason::MalformedObject);
             let name = invalid.metadata.name.as_deref().unwrap_or_default();
             tracing::warn!(
                 kind,
@@ -195,8 +190,13 @@ pub(super) async fn guarded<K: Reconciled>(
                 invalid.error
             );
             let object = invalid.metadata.clone().into_request_partial::<K>();
-            ctx.publish(&object, EventType::Warning, REASON_MALFORMED_OBJECT, note)
-                .await;
+            ctx.publish(
+                &object,
+                EventType::Warning,
+                EventReason::MalformedObject,
+                note,
+            )
+            .await;
             Ok(Action::await_change())
         }
     }
@@ -504,7 +504,9 @@ mod tests {
         assert_eq!(lines(&requests), [EVENTS_PATH, STATUS_PATH, EVENTS_PATH]);
         let requests = requests.lock().expect("not poisoned");
         assert!(
-            requests[2].1.contains(REASON_RECONCILE_FAILED),
+            requests[2]
+                .1
+                .contains(EventReason::ReconcileFailed.as_str()),
             "{}",
             requests[2].1
         );
@@ -528,7 +530,9 @@ mod tests {
         assert_eq!(lines(&requests), [EVENTS_PATH]);
         let requests = requests.lock().expect("not poisoned");
         assert!(
-            requests[0].1.contains(REASON_MALFORMED_OBJECT),
+            requests[0]
+                .1
+                .contains(EventReason::MalformedObject.as_str()),
             "{}",
             requests[0].1
         );

@@ -99,7 +99,11 @@ fn fatal_waiting_reasons_fail_the_run_at_once_with_the_kubelets_words() {
         let pod = pod(waiting(reason, "it cannot work"));
         let result = enforced(&pod, TEN_MINUTES, 1001);
         assert_eq!(result.outcome.phase, AgentRunPhase::Failed, "{reason}");
-        assert_eq!(result.outcome.reason, "StartupFailed", "{reason}");
+        assert_eq!(
+            result.outcome.reason,
+            AgentRunReason::StartupFailed,
+            "{reason}"
+        );
         assert_eq!(
             result.outcome.message,
             format!("the agent container of pod fix-123 cannot start: {reason}: it cannot work")
@@ -118,7 +122,7 @@ fn an_init_container_that_cannot_start_fails_the_run_naming_it() {
     }]);
     let result = enforced(&pod, TEN_MINUTES, 1001);
     assert_eq!(result.outcome.phase, AgentRunPhase::Failed);
-    assert_eq!(result.outcome.reason, "StartupFailed");
+    assert_eq!(result.outcome.reason, AgentRunReason::StartupFailed);
     assert_eq!(
         result.outcome.message,
         "init container skill-fetch-0 of pod fix-123 cannot start: ImagePullBackOff: \
@@ -142,7 +146,7 @@ fn a_first_failed_pull_waits_for_the_kubelets_retry() {
     let pod = pod(waiting("ErrImagePull", "connection reset"));
     let result = enforced(&pod, TEN_MINUTES, 1010);
     assert_eq!(result.outcome.phase, AgentRunPhase::Pending);
-    assert_eq!(result.outcome.reason, "PodPending");
+    assert_eq!(result.outcome.reason, AgentRunReason::PodPending);
     assert_eq!(result.recheck_after, Some(Duration::from_secs(590)));
 }
 
@@ -154,14 +158,14 @@ fn a_pull_the_kubelet_holds_back_for_its_own_rate_limit_waits() {
     ));
     let result = enforced(&held_back, TEN_MINUTES, 1010);
     assert_eq!(result.outcome.phase, AgentRunPhase::Pending);
-    assert_eq!(result.outcome.reason, "PodPending");
+    assert_eq!(result.outcome.reason, AgentRunReason::PodPending);
     // A pull that really failed still ends the run at once.
     let refused = pod(waiting(
         "ImagePullBackOff",
         "unauthorized: authentication required",
     ));
     let result = enforced(&refused, TEN_MINUTES, 1010);
-    assert_eq!(result.outcome.reason, "StartupFailed");
+    assert_eq!(result.outcome.reason, AgentRunReason::StartupFailed);
 }
 
 #[test]
@@ -173,13 +177,16 @@ fn a_pod_that_does_not_start_in_time_fails_naming_what_the_kubelet_said() {
 
     let after = enforced(&slow, TEN_MINUTES, 1600);
     assert_eq!(after.outcome.phase, AgentRunPhase::Failed);
-    assert_eq!(after.outcome.reason, "StartupDeadlineExceeded");
+    assert_eq!(
+        after.outcome.reason,
+        AgentRunReason::StartupDeadlineExceeded
+    );
     assert_eq!(
         after.outcome.message,
         "the agent did not start within the startup deadline of 600s: the agent container of pod fix-123 is waiting: ContainerCreating: pulling a large image"
     );
     assert_eq!(after.recheck_after, None);
-    assert!(stops_sandbox(after.outcome.reason));
+    assert!(stops_sandbox(after.outcome.reason.as_str()));
 }
 
 #[test]
@@ -203,12 +210,12 @@ fn a_running_agent_stops_at_the_run_deadline_counted_from_its_start() {
 
     let after = enforced(&started, limits, 1560);
     assert_eq!(after.outcome.phase, AgentRunPhase::Failed);
-    assert_eq!(after.outcome.reason, "DeadlineExceeded");
+    assert_eq!(after.outcome.reason, AgentRunReason::DeadlineExceeded);
     assert_eq!(
         after.outcome.message,
         "the agent ran past spec.activeDeadlineSeconds (60s); pod fix-123 is stopped"
     );
-    assert!(stops_sandbox(after.outcome.reason));
+    assert!(stops_sandbox(after.outcome.reason.as_str()));
 
     // Not yet started: the run deadline does not count, however late it is.
     let waiting = pod(waiting("ContainerCreating", ""));
@@ -249,12 +256,12 @@ fn cancel_stops_a_pending_or_running_run() {
     for state in [waiting("ContainerCreating", ""), running(1500)] {
         let result = enforced(&pod(state), cancel, 1501);
         assert_eq!(result.outcome.phase, AgentRunPhase::Failed);
-        assert_eq!(result.outcome.reason, "Cancelled");
+        assert_eq!(result.outcome.reason, AgentRunReason::Cancelled);
         assert_eq!(
             result.outcome.message,
             "cancelled: spec.cancel is true; pod fix-123 is stopped"
         );
-        assert!(stops_sandbox(result.outcome.reason));
+        assert!(stops_sandbox(result.outcome.reason.as_str()));
     }
     assert_eq!(
         cancelled(None).message,
@@ -276,7 +283,7 @@ fn an_agent_that_already_exited_keeps_its_outcome_when_cancelled() {
     };
     let result = enforce(observed, Some(&done), Some(&at(1000)), &cancel, &at(1001));
     assert_eq!(result.outcome.phase, AgentRunPhase::Succeeded);
-    assert_eq!(result.outcome.reason, "AgentSucceeded");
+    assert_eq!(result.outcome.reason, AgentRunReason::AgentSucceeded);
 }
 
 #[test]
@@ -370,7 +377,7 @@ fn runs_over_the_cap_wait_in_creation_order() {
     assert_eq!(admit(by_name("wait-a"), Some(2), &runs), Ok(()));
     let queued = admit(by_name("wait-b"), Some(2), &runs).expect_err("queued");
     assert_eq!(queued.phase, AgentRunPhase::Pending);
-    assert_eq!(queued.reason, "Queued");
+    assert_eq!(queued.reason, AgentRunReason::Queued);
     assert_eq!(
         queued.message,
         "number 1 in the queue of Agent a: it runs at most 2 at once (spec.maxConcurrentRuns) and 1 are active"
@@ -408,7 +415,7 @@ fn the_namespace_cap_counts_every_agent_and_skips_runs_their_agent_holds_back() 
     assert!(admit(by_name("a-2"), Some(1), &runs).is_err());
     assert_eq!(admit_in_namespace(by_name("b-2"), 3, &runs, &caps), Ok(()));
     let second = admit_in_namespace(by_name("c-1"), 3, &runs, &caps).expect_err("queued");
-    assert_eq!(second.reason, "Queued");
+    assert_eq!(second.reason, AgentRunReason::Queued);
     assert!(
         second
             .message

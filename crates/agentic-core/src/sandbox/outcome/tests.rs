@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
+use crate::reasons::ErrorReason;
 
 fn at(second: i64) -> Time {
     Time(Timestamp::from_second(second).expect("valid timestamp"))
@@ -87,7 +88,7 @@ fn no_pod_before_the_start_is_pending() {
         (outcome.phase, outcome.reason, outcome.message.as_str()),
         (
             AgentRunPhase::Pending,
-            "SandboxCreating",
+            AgentRunReason::SandboxCreating,
             "sandbox fix-123 exists; waiting for its pod"
         )
     );
@@ -96,7 +97,7 @@ fn no_pod_before_the_start_is_pending() {
         (outcome.phase, outcome.reason, outcome.message.as_str()),
         (
             AgentRunPhase::Pending,
-            "SandboxCreating",
+            AgentRunReason::SandboxCreating,
             "waiting for sandbox fix-123 to be created"
         )
     );
@@ -110,7 +111,7 @@ fn waiting_container_is_pending_with_its_reason() {
     );
     let outcome = run_outcome(Some(&image_pull), true, &created());
     assert_eq!(outcome.phase, AgentRunPhase::Pending);
-    assert_eq!(outcome.reason, "PodPending");
+    assert_eq!(outcome.reason, AgentRunReason::PodPending);
     assert_eq!(
         outcome.message,
         "the agent container of pod fix-123 is waiting: ImagePullBackOff: Back-off pulling image"
@@ -128,7 +129,7 @@ fn waiting_container_is_pending_with_its_reason() {
         }]);
     }
     let outcome = run_outcome(Some(&unschedulable), true, &created());
-    assert_eq!(outcome.reason, "PodPending");
+    assert_eq!(outcome.reason, AgentRunReason::PodPending);
     assert_eq!(
         outcome.message,
         "pod fix-123 cannot be scheduled: 0/3 nodes are available"
@@ -148,7 +149,7 @@ fn running_container_is_running_with_its_start() {
         outcome,
         RunOutcome {
             phase: AgentRunPhase::Running,
-            reason: "AgentRunning",
+            reason: AgentRunReason::AgentRunning,
             message: "the agent is running in pod fix-123".into(),
             start_time: Some(at(100)),
             completion_time: None,
@@ -172,7 +173,7 @@ fn exit_zero_succeeds() {
         run_outcome(Some(&done), true, &started_at(100)),
         RunOutcome {
             phase: AgentRunPhase::Succeeded,
-            reason: "AgentSucceeded",
+            reason: AgentRunReason::AgentSucceeded,
             message: "the agent exited with code 0 (Completed)".into(),
             start_time: Some(at(100)),
             completion_time: Some(at(160)),
@@ -190,7 +191,7 @@ fn non_zero_exit_fails_with_code_and_termination_message() {
     );
     let outcome = run_outcome(Some(&done), true, &started_at(100));
     assert_eq!(outcome.phase, AgentRunPhase::Failed);
-    assert_eq!(outcome.reason, "AgentFailed");
+    assert_eq!(outcome.reason, AgentRunReason::AgentFailed);
     assert_eq!(
         outcome.message,
         "the agent exited with code 1 (Error): tests failed: 2 of 40"
@@ -222,7 +223,7 @@ fn evicted_pod_fails_with_the_pods_reason() {
     }
     let outcome = run_outcome(Some(&evicted), true, &created());
     assert_eq!(outcome.phase, AgentRunPhase::Failed);
-    assert_eq!(outcome.reason, "PodFailed");
+    assert_eq!(outcome.reason, AgentRunReason::PodFailed);
     assert_eq!(
         outcome.message,
         "pod fix-123 failed before the agent finished: Evicted: The node was low on resource: memory."
@@ -253,7 +254,7 @@ fn a_failed_skill_fetch_fails_the_run_with_what_it_said() {
     }
     let outcome = run_outcome(Some(&failed), true, &created());
     assert_eq!(outcome.phase, AgentRunPhase::Failed);
-    assert_eq!(outcome.reason, "SkillFetchFailed");
+    assert_eq!(outcome.reason, AgentRunReason::SkillFetchFailed);
     assert_eq!(
         outcome.message,
         "pod fix-123: init container skill-fetch-1 fetching a git skill exited 1: error: the repository has no commit 0123"
@@ -265,7 +266,7 @@ fn sandbox_gone_after_the_start_is_lost() {
     let outcome = run_outcome(None, false, &started_at(100));
     assert_eq!(
         (outcome.phase, outcome.reason),
-        (AgentRunPhase::Failed, "SandboxLost")
+        (AgentRunPhase::Failed, AgentRunReason::SandboxLost)
     );
     assert_eq!(
         outcome.message,
@@ -273,7 +274,7 @@ fn sandbox_gone_after_the_start_is_lost() {
     );
 
     let outcome = run_outcome(None, true, &started_at(100));
-    assert_eq!(outcome.reason, "SandboxLost");
+    assert_eq!(outcome.reason, AgentRunReason::SandboxLost);
     assert_eq!(
         outcome.message,
         "the pod of sandbox fix-123 disappeared while the agent was running"
@@ -285,11 +286,11 @@ fn sandbox_gone_after_the_start_is_lost() {
         false,
         &started_at(100),
     );
-    assert_eq!(outcome.reason, "SandboxLost");
+    assert_eq!(outcome.reason, AgentRunReason::SandboxLost);
 
     // Running recorded without a start time still counts as started.
     let outcome = run_outcome(None, true, &status(Some(AgentRunPhase::Running), None));
-    assert_eq!(outcome.reason, "SandboxLost");
+    assert_eq!(outcome.reason, AgentRunReason::SandboxLost);
 }
 
 #[test]
@@ -298,7 +299,7 @@ fn a_replacement_pod_is_lost_not_followed() {
     let outcome = run_outcome(Some(&fresh), true, &started_at(100));
     assert_eq!(
         (outcome.phase, outcome.reason),
-        (AgentRunPhase::Failed, "SandboxLost")
+        (AgentRunPhase::Failed, AgentRunReason::SandboxLost)
     );
     assert_eq!(
         outcome.message,
@@ -308,13 +309,13 @@ fn a_replacement_pod_is_lost_not_followed() {
     let restarted = pod("Running", Some(running(200)));
     assert_eq!(
         run_outcome(Some(&restarted), true, &started_at(100)).reason,
-        "SandboxLost"
+        AgentRunReason::SandboxLost
     );
 
     let finished_elsewhere = pod("Succeeded", Some(terminated(0, "Completed", None, 200)));
     assert_eq!(
         run_outcome(Some(&finished_elsewhere), true, &started_at(100)).reason,
-        "SandboxLost"
+        AgentRunReason::SandboxLost
     );
 }
 
@@ -381,32 +382,39 @@ fn apply_writes_phase_times_and_both_conditions() {
 #[test]
 fn failures_before_the_sandbox_complete_now() {
     let mut run_status = AgentRunStatus::default();
-    let outcome = RunOutcome::failed("InvalidParams", "param \"x\" is required but not set");
+    let outcome = RunOutcome::failed(
+        ErrorReason::InvalidParams,
+        "param \"x\" is required but not set",
+    );
     assert!(outcome.apply(&mut run_status, Some(1), at(50)));
     assert_eq!(run_status.phase, Some(AgentRunPhase::Failed));
     assert_eq!(run_status.start_time, None);
     assert_eq!(run_status.completion_time, Some(at(50)));
 
     let mut waiting_status = AgentRunStatus::default();
-    assert!(RunOutcome::pending("AgentNotReady", "waiting").apply(
-        &mut waiting_status,
-        Some(1),
-        at(50)
-    ));
+    assert!(
+        RunOutcome::pending(ErrorReason::AgentNotReady, "waiting").apply(
+            &mut waiting_status,
+            Some(1),
+            at(50)
+        )
+    );
     assert_eq!(waiting_status.phase, Some(AgentRunPhase::Pending));
     assert_eq!(waiting_status.completion_time, None);
-    assert!(!RunOutcome::pending("AgentNotReady", "waiting").apply(
-        &mut waiting_status,
-        Some(1),
-        at(80)
-    ));
+    assert!(
+        !RunOutcome::pending(ErrorReason::AgentNotReady, "waiting").apply(
+            &mut waiting_status,
+            Some(1),
+            at(80)
+        )
+    );
 }
 
 #[test]
 fn a_taken_name_keeps_the_run_pending_naming_kind_and_object() {
     let outcome = RunOutcome::name_taken("ConfigMap", "app-config");
     assert_eq!(outcome.phase, AgentRunPhase::Pending);
-    assert_eq!(outcome.reason, "ObjectNameTaken");
+    assert_eq!(outcome.reason, AgentRunReason::ObjectNameTaken);
     assert!(
         outcome
             .message
@@ -418,7 +426,11 @@ fn a_taken_name_keeps_the_run_pending_naming_kind_and_object() {
 
 #[test]
 fn exit_two_is_limit_reached_and_three_refused() {
-    for (code, reason) in [(2, "LimitReached"), (3, "Refused"), (4, "AgentFailed")] {
+    for (code, reason) in [
+        (2, AgentRunReason::LimitReached),
+        (3, AgentRunReason::Refused),
+        (4, AgentRunReason::AgentFailed),
+    ] {
         let done = pod("Failed", Some(terminated(code, "Error", None, 100)));
         let outcome = run_outcome(Some(&done), true, &started_at(100));
         assert_eq!(
@@ -493,7 +505,13 @@ fn ready_pod(since: i64, ready: bool) -> Pod {
 #[test]
 fn konveyor_conditions_follow_the_run() {
     let mut run_status = created();
-    assert!(RunOutcome::pending("PodPending", "waiting").apply(&mut run_status, Some(1), at(90)));
+    assert!(
+        RunOutcome::pending(AgentRunReason::PodPending, "waiting").apply(
+            &mut run_status,
+            Some(1),
+            at(90)
+        )
+    );
     assert_eq!(
         condition_of(&run_status, "Succeeded"),
         ("Unknown", "PodPending")
@@ -567,7 +585,11 @@ fn succeeded_uses_konveyor_reasons_where_it_has_them() {
     assert_eq!(condition_of(&failed, "Succeeded"), ("False", "Failed"));
 
     let mut invalid = AgentRunStatus::default();
-    assert!(RunOutcome::failed("InvalidParams", "bad").apply(&mut invalid, Some(1), at(5)));
+    assert!(RunOutcome::failed(ErrorReason::InvalidParams, "bad").apply(
+        &mut invalid,
+        Some(1),
+        at(5)
+    ));
     assert_eq!(
         condition_of(&invalid, "Succeeded"),
         ("False", "InvalidParams")

@@ -90,3 +90,46 @@ async fn a_checked_gateway_is_ready_and_not_checked_again_until_its_recheck() {
     assert_eq!(served.load(Ordering::SeqCst), 1);
     assert!(api.writes().is_empty(), "{:?}", api.writes());
 }
+
+fn key_secret(data: serde_json::Value) -> Secret {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "llm-key", "namespace": NS},
+        "data": data,
+    }))
+    .expect("a Secret")
+}
+
+#[tokio::test]
+async fn a_secret_without_the_key_is_refused_without_asking_the_endpoint() {
+    let api = FakeApi::default();
+    let (endpoint, served) = models_endpoint().await;
+    api.put(&gateway(&endpoint));
+    api.put(&key_secret(json!({"other": "c2stdGVzdA=="})));
+    let status = status_after_pass::<Gateway, _>(&api, &context(&api), "llm", reconcile).await;
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "SecretKeyNotFound".into())
+    );
+    assert!(!status.connection_verified);
+    assert_eq!(served.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_changed_secret_is_checked_again_at_once() {
+    let api = FakeApi::default();
+    let (endpoint, served) = models_endpoint().await;
+    api.put(&gateway(&endpoint));
+    api.put(&key_secret(json!({"apiKey": "c2stdGVzdA=="})));
+    let ctx = context(&api);
+    status_after_pass::<Gateway, _>(&api, &ctx, "llm", reconcile).await;
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+    // A new version of the Secret is another subject: the remembered check no longer holds.
+    api.put(&key_secret(json!({"apiKey": "c2stcm90YXRlZA=="})));
+    let status = status_after_pass::<Gateway, _>(&api, &ctx, "llm", reconcile).await;
+    assert_eq!(served.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        ready(&status.conditions),
+        ("True".into(), "ConnectionVerified".into())
+    );
+}
