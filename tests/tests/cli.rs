@@ -1,6 +1,7 @@
 //! The `agentic-operator` command line, run as a user would: `skill validate` (exit codes,
 //! text and JSON), `skill push`, `skill inspect` and `skill pull` against a real registry,
-//! `crd`, usage errors, and the logs of a `run` that cannot start, and the hidden
+//! `skill verify` against what cosign signed, `crd`, usage errors, and the logs of a `run`
+//! that cannot start, and the hidden
 //! `skill fetch` against a real git server.
 
 use std::collections::BTreeSet;
@@ -10,6 +11,7 @@ use std::process::{Command, Output};
 use agentic_integration_tests::{files_below, operator_binary, paths_below, write_skill};
 use agentic_oci::{RegistryAuth, RegistryOptions};
 use agentic_testenv::{GitFile, GitServer, Registry};
+use base64::Engine as _;
 use serde_json::Value;
 
 /// Runs `agentic-operator args…` with no docker credentials of the user's in reach.
@@ -897,5 +899,114 @@ async fn skill_pull_refuses_an_invalid_skill_with_its_findings_and_writes_nothin
     let out = cli(&["skill", "pull"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let out = cli(&["skill", "pull", "not a reference!"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// Runs cosign (COSIGN_BIN, from `hack/install-cosign.sh`) in `dir` with a test password,
+/// every non-loopback address sent to a closed loopback port.
+fn cosign(dir: &Path, args: &[&str]) {
+    let cosign =
+        std::env::var("COSIGN_BIN").expect("COSIGN_BIN (hack/install-cosign.sh | tail -n1)");
+    let out = Command::new(cosign)
+        .args(args)
+        .current_dir(dir)
+        .env("COSIGN_PASSWORD", "test-only-password")
+        .env("HOME", dir)
+        .env("TUF_ROOT", dir.join("tuf"))
+        .env("HTTPS_PROXY", "http://127.0.0.1:9")
+        .env("HTTP_PROXY", "http://127.0.0.1:9")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .output()
+        .expect("cosign runs");
+    assert!(out.status.success(), "cosign {args:?}: {}", stderr(&out));
+}
+
+#[tokio::test]
+async fn skill_verify_accepts_what_cosign_signed_and_names_the_key() {
+    let registry = Registry::start().await.expect("the test registry starts");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let skill = write_skill(tmp.path(), "signed-skill", "A skill signed with cosign.");
+    let reference = format!("{}/skills/signed:1", registry.addr());
+    let pinned = push_insecure(&[&skill], &reference);
+    let (_, digest) = pinned.rsplit_once('@').expect("a digest");
+    let by_digest = format!("{}/skills/signed@{digest}", registry.addr());
+    for name in ["a", "b"] {
+        cosign(
+            tmp.path(),
+            &["generate-key-pair", "--output-key-prefix", name],
+        );
+    }
+    let key_a = tmp.path().join("a.pub").display().to_string();
+    let key_b = tmp.path().join("b.pub").display().to_string();
+
+    // Unsigned yet: exit 1, saying so.
+    let out = cli(&["skill", "verify", "--insecure", "--key", &key_a, &reference]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(&format!("{by_digest}: unsigned")),
+        "{}",
+        stderr(&out)
+    );
+
+    cosign(
+        tmp.path(),
+        &[
+            "sign",
+            "--key",
+            "a.key",
+            "--tlog-upload=false",
+            "--use-signing-config=false",
+            "--new-bundle-format=false",
+            "--allow-http-registry",
+            "--yes",
+            &by_digest,
+        ],
+    );
+    // Either of two keys may count (rotation); the one that signed is named.
+    let out = cli(&[
+        "skill",
+        "verify",
+        "--insecure",
+        "--key",
+        &key_b,
+        "--key",
+        &key_a,
+        &reference,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(&format!("{by_digest}: verified\n")),
+        "{text}"
+    );
+    let pem = std::fs::read_to_string(&key_a).expect("a.pub");
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(
+            pem.lines()
+                .filter(|line| !line.starts_with("-----"))
+                .collect::<String>(),
+        )
+        .expect("base64");
+    let fingerprint = format!(
+        "sha256:{}",
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&der))
+    );
+    assert!(
+        text.contains(&format!("signed by key {fingerprint}")),
+        "{text}"
+    );
+    assert!(text.contains("(from the .sig tag)"), "{text}");
+
+    // Another key alone: exit 1 with the reason.
+    let out = cli(&["skill", "verify", "--insecure", "--key", &key_b, &reference]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not validly signed: "),
+        "{}",
+        stderr(&out)
+    );
+
+    // No requirement at all is a usage error.
+    let out = cli(&["skill", "verify", "--insecure", &reference]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

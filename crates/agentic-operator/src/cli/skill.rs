@@ -1,5 +1,5 @@
-//! `skill validate`, `skill push`, `skill inspect`, `skill pull`, and the hidden `skill fetch`
-//! of a git skill's init container.
+//! `skill validate`, `skill push`, `skill inspect`, `skill pull`, `skill verify`, and the
+//! hidden `skill fetch` of a git skill's init container.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -69,6 +69,42 @@ pub enum SkillCommand {
         #[arg(value_name = "DIR", default_value = ".")]
         dir: PathBuf,
     },
+    /// Verify the cosign signatures of an image offline, as the operator does: the digest the
+    /// reference resolves to must be signed with one of the --key public keys, or keylessly by
+    /// a certificate of the --ca-certs authorities naming the given identity, logged by a
+    /// --rekor-key log. Both layouts cosign writes are read (the `.sig` tag, bundle
+    /// referrers). Nothing is fetched from any Sigstore service. Prints who signed what. Exit
+    /// 0 when verified, 1 when unsigned, not validly signed or unreadable, 2 on a usage error.
+    Verify {
+        /// Reach the registry over plain HTTP.
+        #[arg(long)]
+        insecure: bool,
+        /// A cosign public key (PEM) whose signatures count; repeat for several (rotation).
+        #[arg(long = "key", value_name = "FILE")]
+        keys: Vec<PathBuf>,
+        /// Keyless: the certificate authorities (PEM) signing certificates must chain to.
+        #[arg(long, value_name = "FILE", requires_all = ["rekor_key", "certificate_oidc_issuer"])]
+        ca_certs: Option<PathBuf>,
+        /// Keyless: the Rekor public keys (PEM) whose signed entry timestamps count.
+        #[arg(long, value_name = "FILE", requires = "ca_certs")]
+        rekor_key: Option<PathBuf>,
+        /// Keyless: the signer's email or URI, exactly.
+        #[arg(
+            long,
+            requires = "ca_certs",
+            conflicts_with = "certificate_identity_regexp"
+        )]
+        certificate_identity: Option<String>,
+        /// Keyless: a regular expression the signer's email or URI must match whole.
+        #[arg(long, requires = "ca_certs")]
+        certificate_identity_regexp: Option<String>,
+        /// Keyless: the OIDC issuer named in the certificate, exactly.
+        #[arg(long, requires = "ca_certs")]
+        certificate_oidc_issuer: Option<String>,
+        /// The image: REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@DIGEST.
+        #[arg(value_name = "REFERENCE", value_parser = image_reference)]
+        reference: String,
+    },
     /// Fetch a git skill at exactly one commit into DEST (an existing, empty directory): what
     /// the init container of a run with a git skill runs. Credentials come from
     /// --credentials-dir (the files `username` and `password`, a mounted Secret) or from
@@ -136,6 +172,25 @@ pub fn run(command: SkillCommand) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        SkillCommand::Verify {
+            insecure,
+            keys,
+            ca_certs,
+            rekor_key,
+            certificate_identity,
+            certificate_identity_regexp,
+            certificate_oidc_issuer,
+            reference,
+        } => {
+            let keyless = ca_certs.map(|ca_certs| KeylessFlags {
+                ca_certs,
+                rekor_key,
+                identity: certificate_identity,
+                identity_regexp: certificate_identity_regexp,
+                issuer: certificate_oidc_issuer,
+            });
+            verify(&reference, insecure, &keys, keyless)
+        }
         SkillCommand::Fetch {
             url,
             commit,
@@ -331,6 +386,124 @@ fn push(dirs: &[PathBuf], reference: &str, insecure: bool) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The keyless flags of `skill verify`.
+struct KeylessFlags {
+    ca_certs: PathBuf,
+    rekor_key: Option<PathBuf>,
+    identity: Option<String>,
+    identity_regexp: Option<String>,
+    issuer: Option<String>,
+}
+
+fn read_text(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The requirement `skill verify`'s flags describe.
+fn verify_requirement(
+    keys: &[PathBuf],
+    keyless: Option<KeylessFlags>,
+) -> Result<agentic_trust::Requirement, String> {
+    let mut requirement = agentic_trust::Requirement::default();
+    for path in keys {
+        let key =
+            agentic_trust::PublicKey::from_pem(&read_text(path)?, &path.display().to_string())
+                .map_err(|e| e.to_string())?;
+        requirement.keys.push(key);
+    }
+    if let Some(flags) = keyless {
+        let missing = |flag: &str| format!("keyless verification needs {flag}");
+        let rekor = flags.rekor_key.ok_or_else(|| missing("--rekor-key"))?;
+        let issuer = flags
+            .issuer
+            .ok_or_else(|| missing("--certificate-oidc-issuer"))?;
+        let subject = match (flags.identity, flags.identity_regexp) {
+            (Some(exact), _) => agentic_trust::Pattern::Exact(exact),
+            (None, Some(regex)) => {
+                agentic_trust::Pattern::regex(&regex, "--certificate-identity-regexp")
+                    .map_err(|e| e.to_string())?
+            }
+            (None, None) => {
+                return Err(missing(
+                    "--certificate-identity or --certificate-identity-regexp",
+                ));
+            }
+        };
+        let trust_root = agentic_trust::TrustRoot::from_pem(
+            &read_text(&flags.ca_certs)?,
+            &read_text(&rekor)?,
+            "",
+        )
+        .map_err(|e| e.to_string())?;
+        requirement.keyless = Some(agentic_trust::Keyless {
+            identities: vec![agentic_trust::Identity {
+                issuer: agentic_trust::Pattern::Exact(issuer),
+                subject,
+            }],
+            trust_root,
+        });
+    }
+    if requirement.is_empty() {
+        return Err("give --key, or the keyless flags (--ca-certs, --rekor-key, --certificate-oidc-issuer and an identity)".to_string());
+    }
+    Ok(requirement)
+}
+
+fn verify(
+    reference: &str,
+    insecure: bool,
+    keys: &[PathBuf],
+    keyless: Option<KeylessFlags>,
+) -> ExitCode {
+    let requirement = match verify_requirement(keys, keyless) {
+        Ok(requirement) => requirement,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let verified = with_registry(reference, insecure, async |auth, client| {
+        let resolved = client.resolve_digest(reference, &auth).await?;
+        let verdict = agentic_trust::verify_image(&client, &auth, &resolved, &requirement).await;
+        Ok((resolved, verdict))
+    });
+    let (resolved, verdict) = match verified {
+        Ok(read) => read,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let image = &resolved.repository_with_digest;
+    let why = match verdict {
+        agentic_trust::Verdict::Verified(verified) => {
+            let signer = match &verified.signer {
+                agentic_trust::Signer::Key { fingerprint } => format!("key {fingerprint}"),
+                agentic_trust::Signer::Identity { issuer, subject } => {
+                    format!("identity {subject} (issuer {issuer})")
+                }
+            };
+            let layout = match verified.layout {
+                agentic_trust::Layout::Tag => "the .sig tag",
+                agentic_trust::Layout::Referrers => "the referrers API",
+                agentic_trust::Layout::ReferrersTag => "the referrers fallback tag",
+            };
+            println!(
+                "{image}: verified\n  signed by {signer}\n  signature {} (from {layout})",
+                verified.signature_digest
+            );
+            return ExitCode::SUCCESS;
+        }
+        agentic_trust::Verdict::Unsigned => "unsigned".to_string(),
+        agentic_trust::Verdict::Invalid { why } => format!("not validly signed: {why}"),
+        agentic_trust::Verdict::Unavailable { why } => {
+            format!("the signatures could not be read: {why}")
+        }
+    };
+    eprintln!("error: {image}: {why}");
+    ExitCode::FAILURE
 }
 
 /// What `skill inspect` found for one skill of an image.
