@@ -185,7 +185,7 @@ impl Operator {
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);
-        let task = tokio::spawn(controllers::run(
+        let task = tokio::spawn(controllers::run_until_shutdown(
             ctx,
             Scope::Namespaces(namespaces),
             readiness.clone(),

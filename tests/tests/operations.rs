@@ -154,7 +154,7 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
         settings,
         Arc::new(Metrics::default()),
     ));
-    let controllers = tokio::spawn(controllers::run(
+    let controllers = tokio::spawn(controllers::run_until_shutdown(
         ctx,
         Scope::Namespaces(vec![ns]),
         readiness.clone(),

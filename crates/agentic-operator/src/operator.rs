@@ -354,7 +354,8 @@ async fn lead(
     leading.set_leader(true);
     let ctx = Arc::new(Context::new(client, settings, metrics));
     let watches = readiness.watches.clone();
-    let controllers = controllers::run(ctx, options.scope, readiness, stop.subscribe());
+    let controllers =
+        controllers::run_until_shutdown(ctx, options.scope, readiness, stop.subscribe());
     tokio::pin!(controllers);
 
     /// Why the controllers stop before they finish on their own.

@@ -152,7 +152,7 @@ pub fn controllers(
 
 /// Runs the controllers for `scope` until `shutdown` turns true, marking `readiness` once
 /// every watch has listed. In-flight reconciles finish before this returns.
-pub async fn run(
+pub async fn run_until_shutdown(
     ctx: Arc<Context>,
     scope: Scope,
     readiness: Arc<Readiness>,
