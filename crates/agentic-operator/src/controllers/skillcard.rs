@@ -19,6 +19,7 @@ use agentic_core::reasons::{
     REASON_SOURCE_SECRET_NOT_FOUND,
 };
 use agentic_oci::{DockerConfig, RegistryAuth};
+use agentic_skill::Refusal;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -459,22 +460,24 @@ async fn source_auth(
 fn read_inline(card: &SkillCard) -> Fetched<ValidSkill> {
     let text = card.spec.inline.as_deref().unwrap_or_default();
     let report = agentic_skill::validate_skill_md(text.as_bytes(), None);
-    match (&report.frontmatter, report.is_valid()) {
-        (Some(frontmatter), true) => Fetched::Read(ValidSkill {
+    match (report.refusal(), &report.frontmatter) {
+        (None, Some(frontmatter)) => Fetched::Read(ValidSkill {
             frontmatter: frontmatter_of(frontmatter),
             pinned: None,
             body_bytes: body_bytes_of(text.as_bytes()),
         }),
-        // Valid by the specification, but goose would not read it as written: a reason of
-        // its own, as for images and git.
-        _ if report.is_goose_incompatibility_only() => Fetched::Refused(Finding::new(
-            "GooseIncompatible",
-            format!("spec.inline: {}", report.summary()),
-        )),
-        _ => Fetched::Refused(Finding::new(
-            "InvalidSkill",
-            format!("spec.inline: {}", report.summary()),
-        )),
+        // The refusal an image or a git commit would give, so the same reason. A report with
+        // no refusal always has a frontmatter: the fallback only keeps the match total.
+        (refusal, _) => {
+            let reason = match refusal {
+                Some(Refusal::GooseIncompatible) => "GooseIncompatible",
+                Some(Refusal::InvalidSkill) | None => "InvalidSkill",
+            };
+            Fetched::Refused(Finding::new(
+                reason,
+                format!("spec.inline: {}", report.summary()),
+            ))
+        }
     }
 }
 
