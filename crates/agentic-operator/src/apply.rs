@@ -100,9 +100,27 @@ where
     K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     let name = object.meta().name.clone().unwrap_or_default();
-    match api.get_opt(&name).await? {
+    let existing = api.get_opt(&name).await?;
+    apply_owned_after_read(api, existing.as_ref(), object, kind, uid).await
+}
+
+/// [`apply_owned`] for a caller that has just read the object of `object`'s name: `existing`
+/// is what that read returned, so the pass sends no second GET. The same rule holds: only an
+/// object the owner with `uid` controls is written over, pinned to the version read (one
+/// replaced since fails with a conflict), and one created since fails the create.
+pub async fn apply_owned_after_read<K>(
+    api: &Api<K>,
+    existing: Option<&K>,
+    object: K,
+    kind: &'static str,
+    uid: &str,
+) -> Result<Result<(), NameTaken>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match existing {
         None => Ok(create_owned(api, &object, kind, uid).await?.map(drop)),
-        Some(existing) => apply_over(api, &existing, object, kind, uid).await,
+        Some(existing) => apply_over(api, existing, object, kind, uid).await,
     }
 }
 

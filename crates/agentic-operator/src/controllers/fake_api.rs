@@ -96,6 +96,16 @@ impl FakeApi {
             .collect()
     }
 
+    /// The paths read (GET), in order.
+    pub fn reads(&self) -> Vec<String> {
+        self.state()
+            .requests
+            .iter()
+            .filter(|r| r.method == Method::GET)
+            .map(|r| r.path.clone())
+            .collect()
+    }
+
     /// Forgets the requests recorded so far.
     pub fn clear_requests(&self) {
         self.state().requests.clear();

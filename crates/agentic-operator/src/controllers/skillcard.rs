@@ -30,7 +30,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{namespace_of, related};
 use super::watches::{Stop, Watches};
-use crate::apply::{apply_owned, apply_status};
+use crate::apply::{apply_owned_after_read, apply_status};
 use crate::caches::SecretMeta;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -90,20 +90,21 @@ pub async fn reconcile(
 ) -> Result<Pass<SkillCardStatus>> {
     let namespace = namespace_of(card.as_ref(), KIND)?;
     let now = crate::now();
-    let inputs = gather(&card, &old, &namespace, &ctx, &now).await?;
+    let (inputs, holder) = gather(&card, &old, &namespace, &ctx, &now).await?;
     let decision = decide_card(&inputs, &old, &now);
-    apply(inputs, decision, &old, &namespace, &ctx, &now).await
+    apply(inputs, holder, decision, &old, &namespace, &ctx, &now).await
 }
 
 /// Reads what the card's status is decided from: its skill, and the holder of its inline
-/// ConfigMap's name.
+/// ConfigMap's name, returned whole too, for the apply to write over without a second read
+/// (read whenever the decision can want the ConfigMap: a valid inline skill).
 async fn gather<'a>(
     card: &'a SkillCard,
     old: &SkillCardStatus,
     namespace: &str,
     ctx: &Context,
     now: &Time,
-) -> Result<CardInputs<'a>> {
+) -> Result<(CardInputs<'a>, Option<ConfigMap>)> {
     let owner = card
         .controller_owner_ref(&())
         .ok_or_else(|| Error::MissingMetadata {
@@ -124,25 +125,28 @@ async fn gather<'a>(
         Some(DeliveryMode::Image) => read_image(card, old, namespace, ctx).await?,
         None => no_skill_source(),
     };
-    let config_map = match (&skill, config_map_name(card)) {
+    let holder = match (&skill, config_map_name(card)) {
         (Fetched::Read(_), Some(name)) => {
             let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-            api.get_opt(&name).await?.map(|holder| holder.metadata)
+            api.get_opt(&name).await?
         }
         _ => None,
     };
-    Ok(CardInputs {
+    let inputs = CardInputs {
         card,
         owner,
         skill,
-        config_map,
-    })
+        config_map: holder.as_ref().map(|holder| holder.metadata.clone()),
+    };
+    Ok((inputs, holder))
 }
 
-/// Writes the inline ConfigMap the decision wants. An object that took its name since it was
-/// read is a holder the decision did not see: the card is decided again with it.
+/// Writes the inline ConfigMap the decision wants over `holder`, the object of its name as
+/// gather read it. An object that took its name since it was read is a holder the decision
+/// did not see: the card is decided again with it.
 async fn apply(
     mut inputs: CardInputs<'_>,
+    holder: Option<ConfigMap>,
     mut decision: CardDecision,
     old: &SkillCardStatus,
     namespace: &str,
@@ -151,7 +155,9 @@ async fn apply(
 ) -> Result<Pass<SkillCardStatus>> {
     if let Some(config_map) = decision.config_map.take() {
         let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-        if let Err(taken) = apply_owned(&api, config_map, "ConfigMap", &inputs.owner.uid).await? {
+        let uid = &inputs.owner.uid;
+        let applied = apply_owned_after_read(&api, holder.as_ref(), config_map, "ConfigMap", uid);
+        if let Err(taken) = applied.await? {
             inputs.config_map = Some(ObjectMeta {
                 name: Some(taken.name),
                 ..ObjectMeta::default()

@@ -53,6 +53,35 @@ async fn a_valid_inline_card_is_ready_with_its_frontmatter_and_config_map() {
 }
 
 #[tokio::test]
+async fn a_pass_of_an_inline_card_reads_its_config_map_once() {
+    let api = FakeApi::default();
+    api.put(&inline_card("pdf", "pdf-tools"));
+    let ctx = context(&api);
+    let config_map_path = "/api/v1/namespaces/team/configmaps/pdf-skill";
+    let config_map_reads = |api: &FakeApi| {
+        let reads = api.reads();
+        let count = reads.iter().filter(|path| *path == config_map_path).count();
+        (count, reads)
+    };
+    // The first pass finds no ConfigMap and creates it; the second finds it settled. Each
+    // reads it in gather only: the apply writes over what gather read.
+    for (pass_number, created) in [(1, true), (2, false)] {
+        api.clear_requests();
+        pass::<SkillCard, _>(&api, &ctx, "pdf", reconcile)
+            .await
+            .expect("a pass");
+        let (count, reads) = config_map_reads(&api);
+        assert_eq!(count, 1, "pass {pass_number}: {reads:?}");
+        let creates = api
+            .writes()
+            .iter()
+            .filter(|w| w.path == "/api/v1/namespaces/team/configmaps")
+            .count();
+        assert_eq!(creates, usize::from(created), "pass {pass_number}");
+    }
+}
+
+#[tokio::test]
 async fn an_invalid_inline_card_is_not_ready_and_mounts_nothing() {
     let api = FakeApi::default();
     api.put(&inline_card("bad", "Not_A_Name"));
