@@ -24,12 +24,12 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
 use super::support::{Read, guard_ref, lookup, namespace_of, read_cached, read_reference, related};
 use super::watches::{Stop, Watches};
 use crate::caches::{Guarded, valid};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 pub const KIND: &str = "Agent";
 /// Condition reporting how `spec.skillDelivery` was understood.
@@ -86,7 +86,7 @@ pub(super) fn controller(
         );
     let policy = Policy {
         reconcile,
-        error_policy,
+        error_policy: backoff,
         concurrency: ctx.settings.reconcile_concurrency,
     };
     run_controller(controller, store, policy, ctx.clone(), stop)
@@ -389,10 +389,6 @@ async fn read_defaults(agent: &Agent, namespace: &str, ctx: &Context) -> Result<
         }
     }
     Ok(found)
-}
-
-pub fn error_policy(agent: Arc<Agent>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoff(KIND, agent.as_ref(), error)
 }
 
 /// What an Agent references by name.

@@ -38,7 +38,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
 use super::support::{guard_ref, lookup, namespace_of, read_cached, related};
 use super::watches::{Stop, Watches};
 use crate::apply::{NAME_TAKEN_RETRY, NameTaken, create_owned, expire_finished};
@@ -139,7 +139,7 @@ pub(super) fn controller(
     }
     let policy = Policy {
         reconcile,
-        error_policy,
+        error_policy: backoff,
         concurrency: ctx.settings.reconcile_concurrency,
     };
     run_controller(controller, store, policy, ctx.clone(), stop)
@@ -325,10 +325,6 @@ where
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-pub fn error_policy(run: Arc<AgentRun>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoff(KIND, run.as_ref(), error)
 }
 
 fn reason_of(status: &AgentRunStatus) -> Option<String> {

@@ -12,12 +12,12 @@ use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
 use super::support::{lookup, namespace_of, read_cached, related};
 use super::watches::{Stop, Watches};
 use crate::caches::Guarded;
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 pub const KIND: &str = "AgentWorkflow";
 
@@ -40,7 +40,7 @@ pub(super) fn controller(
         );
     let policy = Policy {
         reconcile,
-        error_policy,
+        error_policy: backoff,
         concurrency: ctx.settings.reconcile_concurrency,
     };
     run_controller(controller, store, policy, ctx.clone(), stop)
@@ -84,10 +84,6 @@ pub async fn reconcile(
         &message,
     );
     Ok(Pass::then(new, Action::await_change()))
-}
-
-pub fn error_policy(workflow: Arc<AgentWorkflow>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoff(KIND, workflow.as_ref(), error)
 }
 
 /// The workflows in `namespace` with a stage run by the Agent `agent`.

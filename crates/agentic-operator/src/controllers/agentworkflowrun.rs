@@ -30,7 +30,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
 use super::support::{Read, lookup, namespace_of, read_reference, related};
 use super::watches::{Stop, Watches};
 use crate::apply::{create_owned, expire_finished};
@@ -64,7 +64,7 @@ pub(super) fn controller(
         );
     let policy = Policy {
         reconcile,
-        error_policy,
+        error_policy: backoff,
         concurrency: ctx.settings.reconcile_concurrency,
     };
     run_controller(controller, store, policy, ctx.clone(), stop)
@@ -168,10 +168,6 @@ pub async fn reconcile(
         Action::await_change()
     };
     Ok(Pass::then(new, next))
-}
-
-pub fn error_policy(run: Arc<AgentWorkflowRun>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoff(KIND, run.as_ref(), error)
 }
 
 /// The workflow runs in `namespace` of the workflow `name` that have not started: the ones

@@ -19,7 +19,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::{Api, ResourceExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
 use super::support::{namespace_of, related};
 use super::watches::{Stop, Watches};
 use crate::caches::SecretMeta;
@@ -93,7 +93,7 @@ pub(super) fn controller(
         });
     let policy = Policy {
         reconcile,
-        error_policy,
+        error_policy: backoff,
         concurrency: ctx.settings.reconcile_concurrency,
     };
     run_controller(controller, store, policy, ctx.clone(), stop)
@@ -194,10 +194,6 @@ async fn gather(
         },
     };
     Ok((finding, subject))
-}
-
-pub fn error_policy(gateway: Arc<Gateway>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoff(KIND, gateway.as_ref(), error)
 }
 
 /// Sends the check and says what came back. Bounded: [`check::CONNECT_TIMEOUT`] to connect,

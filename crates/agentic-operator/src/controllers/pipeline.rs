@@ -216,6 +216,24 @@ fn guarded_error_policy<K: Clone>(
     }
 }
 
+/// The error policy of most kinds: [`Context::backoff`], doubling with every consecutive
+/// failure.
+pub(super) fn backoff<K: Reconciled>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.backoff(K::KIND, object.as_ref(), error)
+}
+
+/// The error policy of the kinds that read a registry or a git server: asked again at least
+/// once per tag refresh interval, as the growing backoff (up to minutes) alone kept them
+/// stale long after the server was back.
+pub(super) fn backoff_within_tag_refresh<K: Reconciled>(
+    object: Arc<K>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let cap = ctx.settings.tag_refresh_interval;
+    ctx.backoff_at_most(K::KIND, object.as_ref(), error, cap)
+}
+
 /// How a kind's controller runs: its pass, its error policy, and how many objects it
 /// reconciles at once (0: no bound).
 pub(super) struct Policy<R, E> {

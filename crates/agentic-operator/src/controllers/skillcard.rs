@@ -23,11 +23,11 @@ use agentic_skill::Refusal;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, backoff_within_tag_refresh, run_controller};
 use super::support::{namespace_of, related};
 use super::watches::{Stop, Watches};
 use crate::apply::{apply_owned_after_read, apply_status};
@@ -67,7 +67,7 @@ pub(super) fn controller(
         });
     let policy = Policy {
         reconcile,
-        error_policy,
+        error_policy: backoff_within_tag_refresh,
         concurrency: 0,
     };
     run_controller(controller, store, policy, ctx.clone(), stop)
@@ -178,13 +178,6 @@ async fn apply(
         status: decision.status,
         next,
     })
-}
-
-/// A card whose registry is down is asked again at least once per tag refresh interval: the
-/// growing backoff (up to minutes) alone kept cards stale long after the registry was back.
-pub fn error_policy(card: Arc<SkillCard>, error: &Error, ctx: Arc<Context>) -> Action {
-    let cap = ctx.settings.tag_refresh_interval;
-    ctx.backoff_at_most(KIND, card.as_ref(), error, cap)
 }
 
 /// An image card's skill: its pull secrets read, the tag resolved to a digest (skipped for a

@@ -27,11 +27,11 @@ use agentic_core::skills::Lookup;
 use agentic_oci::{RegistryAuth, SkillListing};
 use futures::future::BoxFuture;
 use kube::api::{DeleteParams, ListParams, Preconditions};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, backoff_within_tag_refresh, run_controller};
 use super::skillcard::reads::{Reader, action, registry_answer, registry_of};
 use super::support::{Read, lookup, namespace_of, read_reference, related};
 use super::watches::{Stop, Watches};
@@ -94,7 +94,7 @@ pub(super) fn controller(
             );
     let policy = Policy {
         reconcile,
-        error_policy,
+        error_policy: backoff_within_tag_refresh,
         concurrency: ctx.settings.reconcile_concurrency,
     };
     run_controller(controller, store, policy, ctx.clone(), stop)
@@ -231,12 +231,6 @@ async fn apply(
         prune(api, name, uid).await?;
     }
     Ok(taken)
-}
-
-/// A collection whose registry is down is asked again at least once per tag refresh.
-pub fn error_policy(collection: Arc<SkillCollection>, error: &Error, ctx: Arc<Context>) -> Action {
-    let cap = ctx.settings.tag_refresh_interval;
-    ctx.backoff_at_most(KIND, collection.as_ref(), error, cap)
 }
 
 /// Resolves the collection's image to a digest and lists its skills through the registry
