@@ -255,7 +255,8 @@ pub struct PinnedSkill {
     #[serde(default, rename = "type")]
     pub skill_type: SkillType,
     /// How the skill stood against the trust policies that selected it when it was mounted;
-    /// absent when none did. (An agentic-operator extension of the Konveyor API.)
+    /// absent when none did. (An agentic-operator extension of the Konveyor API; not recorded
+    /// by this version of the operator yet.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::SkillVerification>,
 }

@@ -122,7 +122,8 @@ pub struct TrustPolicy {
     /// What a revocation does to runs that mounted the revoked skill. `Block` (default): its
     /// SkillCards turn `Ready=False` (reason `Revoked`), so Agents using them are not Ready
     /// and no new run starts; running runs go on. `Cancel`: running runs that mounted it are
-    /// cancelled as well (`spec.cancel: true`).
+    /// to be cancelled as well (`spec.cancel: true`); this version of the operator does not
+    /// cancel them yet and treats `Cancel` as `Block`.
     #[serde(default)]
     pub action: RevocationAction,
 
@@ -276,7 +277,9 @@ pub struct TrustRoot {
 pub struct GitSigners {
     /// An SSH allowed-signers file, in the format of git's `gpg.ssh.allowedSignersFile`
     /// (`<principals> [options] <key type> <key>` per line); a commit is verified when its
-    /// SSH signature verifies with one of its keys, valid at the commit's time.
+    /// SSH signature verifies with one of its keys, valid at the commit's time. This version
+    /// of the operator does not read commit signatures yet: git skills an `Enforce` policy
+    /// selects stay not Ready (`VerificationUnavailable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_signers: Option<KeySource>,
 
@@ -322,17 +325,20 @@ pub struct SkillTrustPolicyStatus {
     pub observed_generation: Option<i64>,
 
     /// How many runs, live and finished, mounted a skill this policy revokes or does not
-    /// verify (read from the runs' `status.skills`).
+    /// verify (read from the runs' `status.skills`). Not written by this version of the
+    /// operator yet.
     #[serde(default)]
     pub affected_runs: i64,
 
-    /// The runs counted in `affectedRuns`, at most 100, live runs first.
+    /// The runs counted in `affectedRuns`, at most 100, live runs first. Not written by this
+    /// version of the operator yet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Atomic)]
     pub blast_radius: Vec<AffectedRun>,
 
     /// `Ready`: whether every key, certificate and referenced Secret or ConfigMap of the
-    /// policy could be read.
+    /// policy could be read. Not written by this version of the operator yet: a key that
+    /// cannot be read shows on the cards the policy selects (`VerificationUnavailable`).
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

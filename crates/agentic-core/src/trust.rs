@@ -19,10 +19,13 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use agentic_api::{
-    AffectedRun, AgentRun, ClusterSkillTrustPolicy, ConditionStatus, KeyRef,
-    MAX_BLAST_RADIUS_ENTRIES, RevocationAction, SkillTrustPolicy, SkillVerification, TrustMode,
-    TrustPolicy, VerificationState,
+    AffectedRun, AgentRun, CONDITION_READY, ClusterSkillTrustPolicy, ConditionStatus, KeyRef,
+    MAX_BLAST_RADIUS_ENTRIES, RevocationAction, SkillCardStatus, SkillTrustPolicy,
+    SkillVerification, TrustMode, TrustPolicy, VerificationState,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::conditions::{is_ready, remove_condition, set_condition};
 
 /// The condition a SkillCard selected by a trust policy carries (our extension).
 pub const CONDITION_VERIFIED: &str = "Verified";
@@ -529,6 +532,80 @@ pub fn choose_pin(
     PinChoice::KeepPrevious {
         message: format!("kept {previous_pin}; refused {new_pin}: {why}"),
     }
+}
+
+/// Writes `verdict` into the status a card's pass decided without trust: the `Verified`
+/// condition and `status.verification`, and `Ready=False` with the verdict's reason when it
+/// forbids the skill. Without a verdict (no policy selects the card, or the card is not
+/// valid anyway), both are removed and the status is what it was before trust policies.
+pub fn apply_to_card(
+    status: &mut SkillCardStatus,
+    verdict: Option<&Verdict>,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let Some(verdict) = verdict else {
+        remove_condition(&mut status.conditions, CONDITION_VERIFIED);
+        status.verification = None;
+        return;
+    };
+    let (verified, reason, message) = &verdict.verified;
+    set_condition(
+        &mut status.conditions,
+        CONDITION_VERIFIED,
+        *verified,
+        reason,
+        message,
+        generation,
+        now.clone(),
+    );
+    if let Some((reason, message)) = &verdict.blocked {
+        set_condition(
+            &mut status.conditions,
+            CONDITION_READY,
+            ConditionStatus::False,
+            reason,
+            message,
+            generation,
+            now.clone(),
+        );
+    }
+    status.verification = Some(verdict.verification.clone());
+}
+
+/// The status of a card that keeps its previous, verified pin (`old`) and refuses the new
+/// one: everything `old` said about its content, at this generation, with `Verified` saying
+/// what was refused and why.
+pub fn keep_previous_pin(
+    old: &SkillCardStatus,
+    message: &str,
+    generation: Option<i64>,
+    now: &Time,
+) -> SkillCardStatus {
+    let mut kept = old.clone();
+    kept.observed_generation = generation;
+    set_condition(
+        &mut kept.conditions,
+        CONDITION_VERIFIED,
+        ConditionStatus::True,
+        REASON_NEW_PIN_REFUSED,
+        message,
+        generation,
+        now.clone(),
+    );
+    kept
+}
+
+/// The pin a decided card status holds, when it is Ready: the verification applies to the
+/// bytes a card is about to hand to runs, nothing else.
+pub fn ready_pin(status: &SkillCardStatus) -> Option<&str> {
+    if !is_ready(&status.conditions) {
+        return None;
+    }
+    status
+        .resolved_image
+        .as_deref()
+        .or(status.resolved_source.as_deref())
 }
 
 /// A run's mounted skill that a policy revokes or did not verify, and why.

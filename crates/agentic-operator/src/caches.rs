@@ -7,7 +7,8 @@ mod sandbox_pod;
 use std::sync::Arc;
 
 use agentic_api::{
-    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard, SkillCollection,
+    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, ClusterSkillTrustPolicy, Gateway, SkillCard,
+    SkillCollection, SkillTrustPolicy,
 };
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -50,6 +51,9 @@ pub struct Caches {
     pub pods: Store<SandboxPod>,
     /// With the agent-sandbox backend only.
     pub sandboxes: Option<Store<DynamicObject>>,
+    /// The cluster's trust policies (the same in every scope) and the scope's namespaced ones.
+    pub cluster_trust_policies: Store<Guarded<ClusterSkillTrustPolicy>>,
+    pub trust_policies: Store<Guarded<SkillTrustPolicy>>,
 }
 
 /// Whether the watch behind `store` has listed, so that what it lacks is absent.

@@ -2,7 +2,9 @@ use agentic_api::{
     AgentRunPhase, AgentRunSpec, AgentRunStatus, ClusterSkillTrustPolicySpec, PinnedSkill,
     Revocations, SkillTrustPolicySpec,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use crate::conditions::set_condition;
 
 use super::*;
 
@@ -763,4 +765,76 @@ fn pins_read_back_from_run_status() {
         }
     );
     assert_eq!(PinnedSource::from_pin("configmap:x"), PinnedSource::Inline);
+}
+
+fn ready_status(pin: &str) -> SkillCardStatus {
+    let mut status = SkillCardStatus {
+        resolved_image: Some(pin.into()),
+        ..SkillCardStatus::default()
+    };
+    set_condition(
+        &mut status.conditions,
+        CONDITION_READY,
+        ConditionStatus::True,
+        "SkillValid",
+        "",
+        Some(1),
+        now(),
+    );
+    status
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(1).expect("a valid time"))
+}
+
+#[test]
+fn a_blocking_verdict_turns_ready_false_and_no_verdict_leaves_no_trace() {
+    let pin = format!("{REPO}@{DIGEST}");
+    let policies = Policies::new(
+        [&cluster("signed", policy(&["**"], TrustMode::Enforce))],
+        [],
+        "team",
+    );
+    let mut status = ready_status(&pin);
+    assert_eq!(ready_pin(&status), Some(pin.as_str()));
+    let verdict = judge(&policies, &image(), &[Outcome::Unsigned]);
+    apply_to_card(&mut status, verdict.as_ref(), Some(1), &now());
+    let ready =
+        crate::conditions::find_condition(&status.conditions, CONDITION_READY).expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", REASON_UNVERIFIED)
+    );
+    let verified = crate::conditions::find_condition(&status.conditions, CONDITION_VERIFIED)
+        .expect("Verified");
+    assert_eq!(verified.reason, REASON_UNSIGNED);
+    assert_eq!(ready_pin(&status), None, "not Ready: nothing to verify");
+    assert!(status.verification.is_some());
+
+    apply_to_card(&mut status, None, Some(1), &now());
+    assert!(crate::conditions::find_condition(&status.conditions, CONDITION_VERIFIED).is_none());
+    assert_eq!(status.verification, None);
+}
+
+#[test]
+fn keeping_the_previous_pin_keeps_its_content_and_says_why() {
+    let old = ready_status(&format!("{REPO}@{DIGEST}"));
+    let kept = keep_previous_pin(&old, "kept a; refused b: unsigned", Some(2), &now());
+    assert_eq!(kept.resolved_image, old.resolved_image);
+    assert_eq!(kept.observed_generation, Some(2));
+    let verified =
+        crate::conditions::find_condition(&kept.conditions, CONDITION_VERIFIED).expect("Verified");
+    assert_eq!(
+        (
+            verified.status.as_str(),
+            verified.reason.as_str(),
+            verified.message.as_str()
+        ),
+        (
+            "True",
+            REASON_NEW_PIN_REFUSED,
+            "kept a; refused b: unsigned"
+        )
+    );
 }

@@ -20,6 +20,7 @@ mod scenario;
 pub mod skillcard;
 pub mod skillcollection;
 mod support;
+mod trustpolicy;
 pub mod watch_health;
 mod watches;
 

@@ -18,6 +18,7 @@ use agentic_core::reasons::{
     REASON_INVALID_PULL_SECRET, REASON_INVALID_SOURCE_SECRET, REASON_PULL_SECRET_NOT_FOUND,
     REASON_SOURCE_SECRET_NOT_FOUND,
 };
+use agentic_core::trust::CONDITION_VERIFIED;
 use agentic_oci::{DockerConfig, RegistryAuth};
 use agentic_skill::Refusal;
 use futures::future::BoxFuture;
@@ -29,6 +30,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::pipeline::{Pass, Policy, Reconciled, backoff_within_tag_refresh, run_controller};
 use super::support::{namespace_of, related};
+use super::trustpolicy;
 use super::watches::{Stop, Watches};
 use crate::apply::{apply_owned_after_read, apply_status};
 use crate::caches::SecretMeta;
@@ -54,6 +56,7 @@ pub(super) fn controller(
 ) -> BoxFuture<'static, ()> {
     let store = watches.skill_cards.store();
     let cards = store.clone();
+    let (cluster_cards, namespace_cards) = (store.clone(), store.clone());
     let controller = Controller::for_shared_stream(watches.skill_cards.applied(), store.clone())
         .watches_shared_stream(watches.secrets.touched(), move |secret: Arc<SecretMeta>| {
             related(&cards, secret.as_ref(), |cards, ns, name| {
@@ -64,6 +67,14 @@ pub(super) fn controller(
                     .map(ObjectRef::from_obj)
                     .collect()
             })
+        })
+        // A policy change reaches the cards in its scope at once: a revocation takes effect
+        // in the time of one pass, not of a tag refresh.
+        .watches_shared_stream(watches.cluster_trust_policies.touched(), move |_| {
+            trustpolicy::cards_in_scope(&cluster_cards, None)
+        })
+        .watches_shared_stream(watches.trust_policies.touched(), move |policy| {
+            trustpolicy::cards_in_scope(&namespace_cards, policy.namespace().as_deref())
         });
     let policy = Policy {
         reconcile,
@@ -77,7 +88,11 @@ impl Reconciled for SkillCard {
     const KIND: &'static str = KIND;
 
     fn events(old: &SkillCardStatus, new: &SkillCardStatus) -> Vec<StatusEvent> {
-        condition_events(&old.conditions, &new.conditions, &[CONDITION_READY])
+        condition_events(
+            &old.conditions,
+            &new.conditions,
+            &[CONDITION_READY, CONDITION_VERIFIED],
+        )
     }
 }
 
@@ -92,7 +107,36 @@ pub async fn reconcile(
     let now = crate::now();
     let (inputs, holder) = gather(&card, &old, &namespace, &ctx, &now).await?;
     let decision = decide_card(&inputs, &old, &now);
-    apply(inputs, holder, decision, &old, &namespace, &ctx, &now).await
+    let mut pass = apply(inputs, holder, decision, &old, &namespace, &ctx, &now).await?;
+    // Pull secrets are read again only when a policy may need the card's signatures.
+    let auth = if trustpolicy::policies_of(&ctx, &namespace).is_empty() {
+        RegistryAuth::Anonymous
+    } else {
+        signature_auth(&card, &namespace, &ctx).await?
+    };
+    pass.status =
+        trustpolicy::check_card(&card, &namespace, pass.status, &old, &auth, &ctx, &now).await;
+    Ok(pass)
+}
+
+/// The credentials signatures are read with: the card's pull secrets, as for its skill. A
+/// secret that cannot be used leaves the card not Ready already, so anonymous stands in.
+async fn signature_auth(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<RegistryAuth> {
+    let Some(registry) = card
+        .spec
+        .image
+        .as_deref()
+        .and_then(|image| registry_of::<()>(image).ok())
+    else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    if card.spec.pull_secrets.iter().flatten().next().is_none() {
+        return Ok(RegistryAuth::Anonymous);
+    }
+    Ok(pull_auth(card, &registry, namespace, ctx)
+        .await?
+        .into_read::<()>()
+        .unwrap_or(RegistryAuth::Anonymous))
 }
 
 /// Reads what the card's status is decided from: its skill, and the holder of its inline

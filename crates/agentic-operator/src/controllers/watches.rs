@@ -28,8 +28,8 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use agentic_api::{
-    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
-    SkillCollection,
+    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, ClusterSkillTrustPolicy,
+    DEFAULT_SKILLS_LABEL, Gateway, SkillCard, SkillCollection, SkillTrustPolicy,
 };
 use agentic_core::sandbox::{PARAMS_ANNOTATION, RUN_LABEL, SKILLS_MANIFEST_ANNOTATION};
 use backon::BackoffBuilder as _;
@@ -111,6 +111,9 @@ pub(super) struct Watches {
     pub sandboxes: Option<SharedWatch<DynamicObject>>,
     /// Watching some namespaces only: the cluster-wide default collections live in another.
     pub default_collections: Option<SharedWatch<Guarded<SkillCollection>>>,
+    /// The cluster's trust policies, whatever the scope: they apply in every namespace.
+    pub cluster_trust_policies: SharedWatch<Guarded<ClusterSkillTrustPolicy>>,
+    pub trust_policies: SharedWatch<Guarded<SkillTrustPolicy>>,
 }
 
 impl Watches {
@@ -162,6 +165,12 @@ impl Watches {
                 }),
             sandboxes,
             default_collections,
+            cluster_trust_policies: SharedWatch::new(
+                "ClusterSkillTrustPolicy",
+                Api::all(client.clone()),
+                all(),
+            ),
+            trust_policies: SharedWatch::new("SkillTrustPolicy", api_for(client, namespace), all()),
         }
     }
 
@@ -177,6 +186,8 @@ impl Watches {
             agent_runs: self.agent_runs.store(),
             pods: self.pods.store(),
             sandboxes: self.sandboxes.as_ref().map(SharedWatch::store),
+            cluster_trust_policies: self.cluster_trust_policies.store(),
+            trust_policies: self.trust_policies.store(),
         }
     }
 
@@ -215,6 +226,8 @@ impl Watches {
         if let Some(defaults) = self.default_collections {
             start_watch!(defaults);
         }
+        start_watch!(self.cluster_trust_policies);
+        start_watch!(self.trust_policies);
         (runs, listed)
     }
 }

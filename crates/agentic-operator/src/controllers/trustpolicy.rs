@@ -1,0 +1,271 @@
+//! Trust policies (`trust.agentic-operator.io`): the check of a SkillCard's pin against the
+//! policies of its namespace and the cluster, and the mapping of a policy change to the cards
+//! it reaches. The decisions are `agentic_core::trust`'s; this module reads the policies from
+//! the watch caches, their keys from Secrets and ConfigMaps, and the signatures through
+//! `agentic-trust`.
+
+use agentic_api::{KeySource, SkillCard, SkillCardStatus, TrustPolicy};
+use agentic_core::trust::{
+    NamedPolicy, Outcome, PinChoice, PinnedSource, Policies, PolicyId, Signature, apply_to_card,
+    choose_pin, judge, keep_previous_pin, ready_pin,
+};
+use agentic_oci::{RegistryAuth, ResolvedImage};
+use agentic_trust::{Identity, Keyless, Layout, Pattern, PublicKey, Requirement, TrustRoot};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use sha2::{Digest, Sha256};
+
+use crate::caches::{Guarded, valid};
+use crate::context::Context;
+
+/// The verdicts of signature checks, by image, digest and the requirement's key material:
+/// a thousand cards on one image under one policy cost one signature read.
+#[derive(Default)]
+struct Verifications(agentic_trust::VerificationCache);
+
+/// The policies that apply in `namespace`, from the watch caches; empty when the namespace is
+/// not watched.
+pub(super) fn policies_of(ctx: &Context, namespace: &str) -> Policies {
+    let Some(caches) = ctx.caches(namespace) else {
+        return Policies::default();
+    };
+    let cluster = caches.cluster_trust_policies.state();
+    let namespaced = caches.trust_policies.state();
+    Policies::new(valid(&cluster), valid(&namespaced), namespace)
+}
+
+/// The card's status once trust is applied to the status its pass decided (`decided`): the
+/// `Verified` condition, `status.verification`, `Ready=False` when a policy forbids the pin,
+/// or the previous verified pin kept when the tag moved to bytes that do not verify.
+pub(super) async fn check_card(
+    card: &SkillCard,
+    namespace: &str,
+    mut decided: SkillCardStatus,
+    old: &SkillCardStatus,
+    auth: &RegistryAuth,
+    ctx: &Context,
+    now: &Time,
+) -> SkillCardStatus {
+    let generation = card.metadata.generation;
+    let policies = policies_of(ctx, namespace);
+    let Some(pin) = ready_pin(&decided).map(str::to_string) else {
+        apply_to_card(&mut decided, None, generation, now);
+        return decided;
+    };
+    let verdict = verdict_of(&policies, &pin, auth, ctx).await;
+    let previous_pin = old
+        .verification
+        .as_ref()
+        .and(ready_pin(old))
+        .filter(|previous| *previous != pin)
+        .map(str::to_string);
+    let previous = match &previous_pin {
+        Some(previous) if verdict.as_ref().is_some_and(|v| !v.usable()) => {
+            verdict_of(&policies, previous, auth, ctx).await
+        }
+        _ => None,
+    };
+    match choose_pin(
+        &pin,
+        verdict.as_ref(),
+        previous_pin.as_deref(),
+        previous.as_ref(),
+    ) {
+        PinChoice::KeepPrevious { message } => keep_previous_pin(old, &message, generation, now),
+        PinChoice::Adopt => {
+            apply_to_card(&mut decided, verdict.as_ref(), generation, now);
+            decided
+        }
+    }
+}
+
+async fn verdict_of(
+    policies: &Policies,
+    pin: &str,
+    auth: &RegistryAuth,
+    ctx: &Context,
+) -> Option<agentic_core::trust::Verdict> {
+    let source = PinnedSource::from_pin(pin);
+    let mut outcomes = Vec::new();
+    for policy in policies.selecting(&source) {
+        outcomes.push(outcome(policy, &source, pin, auth, ctx).await);
+    }
+    judge(policies, &source, &outcomes)
+}
+
+/// Checks one policy's requirement against the pinned bytes.
+async fn outcome(
+    policy: NamedPolicy<'_>,
+    source: &PinnedSource<'_>,
+    pin: &str,
+    auth: &RegistryAuth,
+    ctx: &Context,
+) -> Outcome {
+    let PinnedSource::Image { .. } = source else {
+        // Signed commits are verified by `agentic-trust`, but the operator does not read the
+        // raw commit object yet: an Enforce policy on git skills keeps them not Ready.
+        return Outcome::Unavailable(
+            "the operator does not check git commit signatures yet".to_string(),
+        );
+    };
+    let image = match ResolvedImage::from_pinned(pin) {
+        Ok(image) => image,
+        Err(e) => return Outcome::Invalid(e.to_string()),
+    };
+    let (requirement, material) = match requirement(policy.id, policy.policy, ctx).await {
+        Ok(requirement) => requirement,
+        Err(why) => return Outcome::Unavailable(why),
+    };
+    let key = agentic_trust::CacheKey {
+        repository: format!("{}/{}", image.registry, image.repository),
+        digest: image.digest.clone(),
+        requirement: material,
+    };
+    let cache = &ctx.kind_state::<Verifications>().0;
+    let registry = &ctx.settings.registry;
+    let verdict = cache
+        .get_or_verify(&key, || {
+            agentic_trust::verify_image(registry, auth, &image, &requirement)
+        })
+        .await;
+    match verdict {
+        agentic_trust::Verdict::Verified(verified) => Outcome::Verified(Signature {
+            signer: match verified.signer {
+                agentic_trust::Signer::Key { fingerprint } => fingerprint,
+                agentic_trust::Signer::Identity { issuer, subject } => {
+                    format!("{issuer} {subject}")
+                }
+            },
+            digest: Some(verified.signature_digest),
+            layout: match verified.layout {
+                Layout::Tag => "tag",
+                Layout::Referrers | Layout::ReferrersTag => "referrers",
+            }
+            .to_string(),
+        }),
+        agentic_trust::Verdict::Unsigned => Outcome::Unsigned,
+        agentic_trust::Verdict::Invalid { why } => Outcome::Invalid(why),
+        agentic_trust::Verdict::Unavailable { why } => Outcome::Unavailable(why),
+    }
+}
+
+/// The requirement of `policy` with its keys read, and a digest of everything it was built
+/// from: the cache key, so that a rotated key or a changed identity is checked afresh.
+async fn requirement(
+    id: &PolicyId,
+    policy: &TrustPolicy,
+    ctx: &Context,
+) -> Result<(Requirement, String), String> {
+    let mut material = Sha256::new();
+    material.update(id.to_string());
+    let mut keys = Vec::new();
+    for (index, source) in policy.keys.iter().enumerate() {
+        let pem = read_key(id, source, ctx).await?;
+        material.update(&pem);
+        let name = format!("{id}: spec.keys[{index}]");
+        keys.push(PublicKey::from_pem(&pem, &name).map_err(|e| e.to_string())?);
+    }
+    let mut requirement = Requirement::keys(keys);
+    if !policy.keyless.is_empty() {
+        let Some(root) = &policy.trust_root else {
+            return Err(format!(
+                "{id}: spec.keyless needs spec.trustRoot (Fulcio certificates and Rekor keys)"
+            ));
+        };
+        let mut read_all = async |sources: &[KeySource]| -> Result<String, String> {
+            let mut text = String::new();
+            for source in sources {
+                let pem = read_key(id, source, ctx).await?;
+                material.update(&pem);
+                text.push_str(&pem);
+                text.push('\n');
+            }
+            Ok(text)
+        };
+        let fulcio = read_all(&root.fulcio_certificates).await?;
+        let rekor = read_all(&root.rekor_keys).await?;
+        let ct = read_all(&root.ct_log_keys).await?;
+        let trust_root = TrustRoot::from_pem(&fulcio, &rekor, &ct).map_err(|e| e.to_string())?;
+        let mut identities = Vec::new();
+        for (index, identity) in policy.keyless.iter().enumerate() {
+            let field = |name: &str| format!("{id}: spec.keyless[{index}].{name}");
+            let pattern =
+                |exact: &Option<String>, regex: &Option<String>, name: &str| match (exact, regex) {
+                    (Some(exact), _) => Ok(Pattern::Exact(exact.clone())),
+                    (None, Some(regex)) => {
+                        Pattern::regex(regex, &field(name)).map_err(|e| e.to_string())
+                    }
+                    (None, None) => Err(format!("{} is not set", field(name))),
+                };
+            material.update(format!("{identity:?}"));
+            identities.push(Identity {
+                issuer: pattern(&identity.issuer, &identity.issuer_reg_exp, "issuer")?,
+                subject: pattern(&identity.subject, &identity.subject_reg_exp, "subject")?,
+            });
+        }
+        requirement.keyless = Some(Keyless {
+            identities,
+            trust_root,
+        });
+    }
+    if requirement.is_empty() {
+        return Err(format!(
+            "{id} selects this skill but lists no spec.keys and no spec.keyless identity"
+        ));
+    }
+    Ok((requirement, hex::encode(material.finalize())))
+}
+
+/// The text of one key: inline, or from a Secret or ConfigMap of the namespace the policy
+/// may read.
+async fn read_key(id: &PolicyId, source: &KeySource, ctx: &Context) -> Result<String, String> {
+    if let Some(pem) = &source.pem {
+        return Ok(pem.clone());
+    }
+    let (reference, kind) = match (&source.secret_key_ref, &source.config_map_key_ref) {
+        (Some(reference), _) => (reference, "Secret"),
+        (None, Some(reference)) => (reference, "ConfigMap"),
+        (None, None) => return Err(format!("{id}: a key names no pem, Secret or ConfigMap")),
+    };
+    let namespace = id.key_namespace(reference)?;
+    let missing = || {
+        format!(
+            "{id}: {kind} {namespace}/{} has no key {:?}",
+            reference.name, reference.key
+        )
+    };
+    let unreadable =
+        |e: kube::Error| format!("{id}: reading {kind} {namespace}/{}: {e}", reference.name);
+    if kind == "Secret" {
+        let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+        let secret = api.get(&reference.name).await.map_err(unreadable)?;
+        let bytes = secret
+            .data
+            .and_then(|mut data| data.remove(&reference.key))
+            .ok_or_else(missing)?;
+        String::from_utf8(bytes.0).map_err(|_| format!("{}: not UTF-8", missing()))
+    } else {
+        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+        let config_map = api.get(&reference.name).await.map_err(unreadable)?;
+        config_map
+            .data
+            .and_then(|mut data| data.remove(&reference.key))
+            .ok_or_else(missing)
+    }
+}
+
+/// The cards a changed policy reaches: a cluster policy every card of the scope, a
+/// namespaced one the cards of its namespace.
+pub(super) fn cards_in_scope(
+    cards: &kube::runtime::reflector::Store<Guarded<SkillCard>>,
+    namespace: Option<&str>,
+) -> Vec<ObjectRef<Guarded<SkillCard>>> {
+    cards
+        .state()
+        .iter()
+        .filter(|card| namespace.is_none_or(|ns| card.namespace().as_deref() == Some(ns)))
+        .map(|card| ObjectRef::from_obj(card.as_ref()))
+        .collect()
+}
