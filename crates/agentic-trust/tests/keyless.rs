@@ -2,11 +2,13 @@
 //! certificates with the OIDC issuer extension, a Rekor key signing entry timestamps), and
 //! hostile signature manifests; all pushed by hand to the test registry.
 
-use agentic_oci::{RegistryAuth, RegistryClient, RegistryOptions, ResolvedImage};
-use agentic_testenv::Registry;
+mod support;
+
+use std::ops::Deref;
+
+use agentic_oci::ResolvedImage;
 use agentic_trust::{
     Identity, Keyless, Layout, Pattern, PublicKey, Requirement, Signer, TrustRoot, Verdict,
-    verify_image,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -15,16 +17,12 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, PublicKeyData as _, SanType, SigningKey as _,
 };
 use sha2::{Digest as _, Sha256};
+use support::{SignatureRegistry, expect_invalid, sig_tag};
 
-const ANONYMOUS: RegistryAuth = RegistryAuth::Anonymous;
 const OIDC_ISSUER: &str = "https://issuer.example";
 const SUBJECT: &str = "dev@example.com";
 /// 2026-01-01T12:00:00Z: inside the leaf's one-day validity.
 const SIGNED_AT: i64 = 1_767_268_800;
-
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
 
 fn public_key_pem(der: &[u8]) -> String {
     let body = STANDARD.encode(der);
@@ -153,94 +151,19 @@ fn hashedrekord(payload: &[u8], signature: &[u8], certificate_pem: &str) -> Vec<
     .into_bytes()
 }
 
-struct Env {
-    registry: Registry,
-    client: RegistryClient,
-    http: reqwest::Client,
+/// The test registry, and what these tests push to it by hand.
+struct Env(SignatureRegistry);
+
+impl Deref for Env {
+    type Target = SignatureRegistry;
+    fn deref(&self) -> &SignatureRegistry {
+        &self.0
+    }
 }
 
 impl Env {
     async fn start() -> Env {
-        let registry = Registry::start().await.expect("the test registry starts");
-        let client = RegistryClient::new(RegistryOptions {
-            insecure_registries: vec![registry.addr()],
-            ..RegistryOptions::default()
-        })
-        .expect("a registry client");
-        Env {
-            registry,
-            client,
-            http: reqwest::Client::new(),
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}/v2/{path}", self.registry.addr())
-    }
-
-    async fn put_blob(&self, repository: &str, blob: &[u8]) -> String {
-        let digest = sha256(blob);
-        let started = self
-            .http
-            .post(self.url(&format!("{repository}/blobs/uploads/")))
-            .send()
-            .await
-            .expect("the registry answers");
-        assert_eq!(started.status().as_u16(), 202, "starting an upload");
-        let location = started
-            .headers()
-            .get("location")
-            .and_then(|value| value.to_str().ok())
-            .expect("an upload location")
-            .to_string();
-        let location = if location.starts_with("http") {
-            location
-        } else {
-            format!("http://{}{location}", self.registry.addr())
-        };
-        let separator = if location.contains('?') { '&' } else { '?' };
-        let done = self
-            .http
-            .put(format!("{location}{separator}digest={digest}"))
-            .header("Content-Type", "application/octet-stream")
-            .body(blob.to_vec())
-            .send()
-            .await
-            .expect("the registry answers");
-        assert!(
-            done.status().is_success(),
-            "finishing an upload: {}",
-            done.status()
-        );
-        digest
-    }
-
-    /// Pushes `manifest` (JSON) to `repository:reference`; returns its digest.
-    async fn put_manifest(
-        &self,
-        repository: &str,
-        reference: &str,
-        manifest: &serde_json::Value,
-    ) -> String {
-        let bytes = serde_json::to_vec(manifest).expect("JSON");
-        let response = self
-            .http
-            .put(self.url(&format!("{repository}/manifests/{reference}")))
-            .header(
-                "Content-Type",
-                manifest["mediaType"].as_str().expect("a media type"),
-            )
-            .body(bytes.clone())
-            .send()
-            .await
-            .expect("the registry answers");
-        assert!(
-            response.status().is_success(),
-            "PUT manifest {repository}:{reference}: {} {}",
-            response.status(),
-            response.text().await.unwrap_or_default()
-        );
-        sha256(&bytes)
+        Env(SignatureRegistry::start().await)
     }
 
     /// An image (an empty config and one small layer) at `repository:v1`, pinned.
@@ -284,23 +207,6 @@ impl Env {
         });
         self.put_manifest(&image.repository, &sig_tag(image), &manifest)
             .await;
-    }
-
-    async fn verify(&self, image: &ResolvedImage, requirement: &Requirement) -> Verdict {
-        verify_image(&self.client, &ANONYMOUS, image, requirement).await
-    }
-}
-
-fn sig_tag(image: &ResolvedImage) -> String {
-    format!("{}.sig", image.digest.replace(':', "-"))
-}
-
-fn expect_invalid(verdict: Verdict, expected: &str) {
-    match verdict {
-        Verdict::Invalid { why } => {
-            assert!(why.contains(expected), "expected {expected:?} in {why:?}")
-        }
-        other => panic!("expected Invalid ({expected}), got {other:?}"),
     }
 }
 

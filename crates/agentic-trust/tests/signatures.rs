@@ -1,28 +1,32 @@
 //! Signatures made by cosign (COSIGN_BIN, from `hack/install-cosign.sh`) in the test
 //! registry, verified by `verify_image`; hostile signature manifests pushed by hand.
 
+mod support;
+
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agentic_oci::{RegistryAuth, RegistryClient, RegistryOptions, ResolvedImage};
-use agentic_testenv::Registry;
 use agentic_trust::{Layout, PublicKey, Requirement, Signer, Verdict, verify_image};
 use base64::Engine as _;
-use sha2::{Digest as _, Sha256};
+use support::{SignatureRegistry, expect_invalid, sha256, sig_tag};
 
 const ANONYMOUS: RegistryAuth = RegistryAuth::Anonymous;
 const PASSWORD: &str = "test-only-password";
 
+/// The test registry, with cosign and a scratch directory for its keys.
 struct Env {
-    registry: Registry,
-    client: RegistryClient,
-    http: reqwest::Client,
+    test_registry: SignatureRegistry,
     dir: tempfile::TempDir,
     cosign: PathBuf,
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+impl Deref for Env {
+    type Target = SignatureRegistry;
+    fn deref(&self) -> &SignatureRegistry {
+        &self.test_registry
+    }
 }
 
 impl Env {
@@ -30,16 +34,8 @@ impl Env {
         let cosign = PathBuf::from(
             std::env::var("COSIGN_BIN").expect("COSIGN_BIN (hack/install-cosign.sh | tail -n1)"),
         );
-        let registry = Registry::start().await.expect("the test registry starts");
-        let client = RegistryClient::new(RegistryOptions {
-            insecure_registries: vec![registry.addr()],
-            ..RegistryOptions::default()
-        })
-        .expect("a registry client");
         Env {
-            registry,
-            client,
-            http: reqwest::Client::new(),
+            test_registry: SignatureRegistry::start().await,
             dir: tempfile::tempdir().expect("a scratch directory"),
             cosign,
         }
@@ -127,103 +123,6 @@ impl Env {
         );
     }
 
-    async fn verify(&self, image: &ResolvedImage, requirement: &Requirement) -> Verdict {
-        verify_image(&self.client, &ANONYMOUS, image, requirement).await
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}/v2/{path}", self.registry.addr())
-    }
-
-    async fn get_manifest(&self, repository: &str, reference: &str) -> Vec<u8> {
-        let response = self
-            .http
-            .get(self.url(&format!("{repository}/manifests/{reference}")))
-            .header("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json")
-            .send()
-            .await
-            .expect("the registry answers");
-        assert!(
-            response.status().is_success(),
-            "GET manifest {repository}:{reference}: {}",
-            response.status()
-        );
-        response.bytes().await.expect("a manifest body").to_vec()
-    }
-
-    async fn put_manifest(&self, repository: &str, reference: &str, manifest: &[u8]) {
-        let media_type = serde_json::from_slice::<serde_json::Value>(manifest)
-            .ok()
-            .and_then(|value| value["mediaType"].as_str().map(str::to_string))
-            .unwrap_or_else(|| "application/vnd.oci.image.manifest.v1+json".to_string());
-        let response = self
-            .http
-            .put(self.url(&format!("{repository}/manifests/{reference}")))
-            .header("Content-Type", media_type)
-            .body(manifest.to_vec())
-            .send()
-            .await
-            .expect("the registry answers");
-        assert!(
-            response.status().is_success(),
-            "PUT manifest {repository}:{reference}: {} {}",
-            response.status(),
-            response.text().await.unwrap_or_default()
-        );
-    }
-
-    async fn get_blob(&self, repository: &str, digest: &str) -> Vec<u8> {
-        let response = self
-            .http
-            .get(self.url(&format!("{repository}/blobs/{digest}")))
-            .send()
-            .await
-            .expect("the registry answers");
-        assert!(
-            response.status().is_success(),
-            "GET blob {digest}: {}",
-            response.status()
-        );
-        response.bytes().await.expect("a blob").to_vec()
-    }
-
-    async fn put_blob(&self, repository: &str, blob: &[u8]) -> String {
-        let digest = sha256(blob);
-        let started = self
-            .http
-            .post(self.url(&format!("{repository}/blobs/uploads/")))
-            .send()
-            .await
-            .expect("the registry answers");
-        assert_eq!(started.status().as_u16(), 202, "starting an upload");
-        let location = started
-            .headers()
-            .get("location")
-            .and_then(|value| value.to_str().ok())
-            .expect("an upload location")
-            .to_string();
-        let location = if location.starts_with("http") {
-            location
-        } else {
-            format!("http://{}{location}", self.registry.addr())
-        };
-        let separator = if location.contains('?') { '&' } else { '?' };
-        let done = self
-            .http
-            .put(format!("{location}{separator}digest={digest}"))
-            .header("Content-Type", "application/octet-stream")
-            .body(blob.to_vec())
-            .send()
-            .await
-            .expect("the registry answers");
-        assert!(
-            done.status().is_success(),
-            "finishing an upload: {}",
-            done.status()
-        );
-        digest
-    }
-
     /// Copies the manifest at `from_repository:from` (its config and layers too) to
     /// `to_repository:to`, byte for byte.
     async fn copy_manifest(
@@ -248,12 +147,8 @@ impl Env {
             let blob = self.get_blob(from_repository, digest).await;
             self.put_blob(to_repository, &blob).await;
         }
-        self.put_manifest(to_repository, to, &manifest).await;
+        self.put_manifest_bytes(to_repository, to, &manifest).await;
     }
-}
-
-fn sig_tag(image: &ResolvedImage) -> String {
-    format!("{}.sig", image.digest.replace(':', "-"))
 }
 
 fn fingerprint_of(pem: &str) -> String {
@@ -265,15 +160,6 @@ fn fingerprint_of(pem: &str) -> String {
         .decode(body)
         .expect("a base64 PEM body");
     sha256(&der)
-}
-
-fn expect_invalid(verdict: Verdict, expected: &str) {
-    match verdict {
-        Verdict::Invalid { why } => {
-            assert!(why.contains(expected), "expected {expected:?} in {why:?}")
-        }
-        other => panic!("expected Invalid ({expected}), got {other:?}"),
-    }
 }
 
 #[tokio::test]
