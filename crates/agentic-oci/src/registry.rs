@@ -873,8 +873,22 @@ impl Session {
         digest: &str,
         accept: &str,
     ) -> reqwest::RequestBuilder {
+        self.repository_request(
+            reqwest::Method::GET,
+            &format!("{endpoint}/{digest}"),
+            accept,
+        )
+    }
+
+    /// A request for `/v2/<repository>/<path>` with the session's credentials.
+    fn repository_request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        accept: &str,
+    ) -> reqwest::RequestBuilder {
         let url = format!(
-            "{}://{}/v2/{}/{endpoint}/{digest}",
+            "{}://{}/v2/{}/{path}",
             self.scheme,
             self.reference.resolve_registry(),
             self.reference.repository()
@@ -882,7 +896,7 @@ impl Session {
         self.authorized(
             self.shared
                 .http
-                .get(&url)
+                .request(method, &url)
                 .header(http::header::ACCEPT, accept),
         )
     }
@@ -903,17 +917,10 @@ impl Session {
         method: reqwest::Method,
         tag_or_digest: &str,
     ) -> reqwest::RequestBuilder {
-        let url = format!(
-            "{}://{}/v2/{}/manifests/{tag_or_digest}",
-            self.scheme,
-            self.reference.resolve_registry(),
-            self.reference.repository()
-        );
-        self.authorized(
-            self.shared
-                .http
-                .request(method, &url)
-                .header(http::header::ACCEPT, ACCEPTED_MANIFESTS.join(", ")),
+        self.repository_request(
+            method,
+            &format!("manifests/{tag_or_digest}"),
+            &ACCEPTED_MANIFESTS.join(", "),
         )
     }
 
