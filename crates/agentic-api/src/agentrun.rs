@@ -254,9 +254,10 @@ pub struct PinnedSkill {
     /// `skill` or `rule`.
     #[serde(default, rename = "type")]
     pub skill_type: SkillType,
-    /// How the skill stood against the trust policies that selected it when it was mounted;
-    /// absent when none did. (An agentic-operator extension of the Konveyor API; not recorded
-    /// by this version of the operator yet.)
+    /// How the skill stood against the trust policies that selected it when it was mounted
+    /// (its SkillCard's `status.verification` then); absent when none did. A policy's
+    /// `status.blastRadius` is read from it. (An agentic-operator extension of the Konveyor
+    /// API.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::SkillVerification>,
 }

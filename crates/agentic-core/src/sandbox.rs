@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use agentic_api::{Agent, AgentRun, Gateway, PinnedSkill, SkillType};
+use agentic_api::{Agent, AgentRun, Gateway, PinnedSkill, SkillType, SkillVerification};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::Error;
@@ -174,6 +174,9 @@ pub struct MountedSkill {
     /// Secrets with registry credentials for the image; the pod lists them as
     /// `imagePullSecrets` so the kubelet can pull the image volume.
     pub pull_secrets: Vec<String>,
+    /// The card's `status.verification` when the run pinned the skill: what the run's
+    /// `status.skills` records, so that a later revocation finds the runs it reaches.
+    pub verification: Option<SkillVerification>,
 }
 
 /// Where a mounted skill's files come from.
@@ -237,7 +240,7 @@ impl MountedSkill {
             name: self.name.clone(),
             image: self.source.pin(),
             skill_type: self.skill_type,
-            verification: None,
+            verification: self.verification.clone(),
         }
     }
 }

@@ -545,6 +545,7 @@ impl MountedSkill {
             },
             source,
             pull_secrets,
+            verification: card.status.as_ref().and_then(|s| s.verification.clone()),
         })
     }
 }

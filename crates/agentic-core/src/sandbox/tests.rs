@@ -75,6 +75,7 @@ fn java() -> MountedSkill {
         },
         sub_path: Some("skills/java".into()),
         pull_secrets: vec!["regcred".into()],
+        verification: None,
     }
 }
 
@@ -89,6 +90,7 @@ fn style() -> MountedSkill {
         },
         sub_path: None,
         pull_secrets: vec!["regcred".into(), "another".into()],
+        verification: None,
     }
 }
 
@@ -103,6 +105,7 @@ fn notes() -> MountedSkill {
         },
         sub_path: None,
         pull_secrets: vec![],
+        verification: None,
     }
 }
 
@@ -297,6 +300,7 @@ fn image_skill(name: &str, reference: &str, sub_path: Option<&str>) -> MountedSk
         },
         sub_path: sub_path.map(str::to_string),
         pull_secrets: vec![],
+        verification: None,
     }
 }
 
@@ -1218,6 +1222,7 @@ fn git_skill(secret: Option<&str>) -> MountedSkill {
         },
         sub_path: None,
         pull_secrets: vec![],
+        verification: None,
     }
 }
 

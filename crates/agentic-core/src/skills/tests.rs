@@ -1,6 +1,6 @@
 use agentic_api::{
     AgentSpec, AgentStatus, GatewayModel, GatewaySpec, GatewayStatus, SecretRef, SkillCardSpec,
-    SkillCardStatus,
+    SkillCardStatus, SkillVerification, VerificationState,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -339,6 +339,7 @@ fn mounted_skill_follows_the_agent_pin_and_the_card() {
             },
             sub_path: Some("skills/java".into()),
             pull_secrets: vec!["regcred".into()],
+            verification: None,
         }
     );
 
@@ -353,6 +354,34 @@ fn mounted_skill_follows_the_agent_pin_and_the_card() {
         }
     );
     assert_eq!(mounted.sub_path, None);
+}
+
+/// A run records how each skill it mounts stood against the trust policies: the card's
+/// `status.verification` at the moment the run pinned it, read from the card itself.
+#[test]
+fn mounted_skill_records_the_cards_verification() {
+    let mut card = image_card("java-card", "java");
+    let verification = SkillVerification {
+        state: VerificationState::Verified,
+        signer: Some("sha256:feed".into()),
+        signature_digest: Some(format!("sha256:{}", "5".repeat(64))),
+        layout: Some("tag".into()),
+        policies: vec!["ClusterSkillTrustPolicy/skills".into()],
+    };
+    if let Some(status) = card.status.as_mut() {
+        status.verification = Some(verification.clone());
+    }
+    let resolved = resolve(&[("java-card", Some(&card))]).expect("usable");
+    let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], Lookup::Found(&card))
+        .expect("mountable");
+    assert_eq!(mounted.pinned().verification, Some(verification));
+
+    // No policy selected the card: nothing is recorded.
+    let plain = image_card("plain-card", "plain");
+    let resolved = resolve(&[("plain-card", Some(&plain))]).expect("usable");
+    let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], Lookup::Found(&plain))
+        .expect("mountable");
+    assert_eq!(mounted.pinned().verification, None);
 }
 
 #[test]
