@@ -13,6 +13,8 @@ pub mod agentworkflowrun;
 mod census;
 #[cfg(test)]
 mod fake_api;
+#[cfg(test)]
+mod fake_registry;
 pub mod gateway;
 mod pipeline;
 #[cfg(test)]

@@ -29,9 +29,22 @@ pub fn context(api: &FakeApi) -> Arc<Context> {
 
 /// [`context`] with any client.
 pub fn context_on(client: kube::Client) -> Arc<Context> {
+    context_with(client, agentic_oci::RegistryOptions::default())
+}
+
+/// [`context`] whose registry client reads `registry` (`host:port`) over plain HTTP, as
+/// `--insecure-registry` makes it.
+pub fn context_reading(api: &FakeApi, registry: &str) -> Arc<Context> {
+    let options = agentic_oci::RegistryOptions {
+        insecure_registries: vec![registry.to_string()],
+        ..agentic_oci::RegistryOptions::default()
+    };
+    context_with(api.client(), options)
+}
+
+fn context_with(client: kube::Client, registry: agentic_oci::RegistryOptions) -> Arc<Context> {
     let settings = Settings {
-        registry: agentic_oci::RegistryClient::new(agentic_oci::RegistryOptions::default())
-            .expect("a registry client"),
+        registry: agentic_oci::RegistryClient::new(registry).expect("a registry client"),
         git: agentic_git::GitOptions::default(),
         sandbox_backend: SandboxBackend::Pod,
         tag_refresh_interval: Duration::from_secs(300),

@@ -18,7 +18,7 @@ use agentic_core::reasons::{
     REASON_INVALID_PULL_SECRET, REASON_INVALID_SOURCE_SECRET, REASON_PULL_SECRET_NOT_FOUND,
     REASON_SOURCE_SECRET_NOT_FOUND,
 };
-use agentic_core::trust::CONDITION_VERIFIED;
+use agentic_core::trust::{CONDITION_VERIFIED, REASON_NEW_PIN_REFUSED};
 use agentic_oci::{DockerConfig, RegistryAuth};
 use agentic_skill::Refusal;
 use futures::future::BoxFuture;
@@ -88,11 +88,19 @@ impl Reconciled for SkillCard {
     const KIND: &'static str = KIND;
 
     fn events(old: &SkillCardStatus, new: &SkillCardStatus) -> Vec<StatusEvent> {
-        condition_events(
+        let mut events = condition_events(
             &old.conditions,
             &new.conditions,
             &[CONDITION_READY, CONDITION_VERIFIED],
-        )
+        );
+        // A refused new pin leaves `Verified` True (the kept pin is verified), but a tag
+        // moved to bytes that do not verify is what an operator must hear about.
+        for event in &mut events {
+            if event.reason == REASON_NEW_PIN_REFUSED {
+                event.warning = true;
+            }
+        }
+        events
     }
 }
 

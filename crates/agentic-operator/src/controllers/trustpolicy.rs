@@ -269,3 +269,6 @@ pub(super) fn cards_in_scope(
         .map(|card| ObjectRef::from_obj(card.as_ref()))
         .collect()
 }
+
+#[cfg(test)]
+mod scenarios;

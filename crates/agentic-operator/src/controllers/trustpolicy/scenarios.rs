@@ -1,0 +1,502 @@
+//! Trust policies in the SkillCard controller's real pass, against the fake API server and
+//! an in-memory registry that counts what it is asked: the policies come from the watch
+//! caches, as in the operator, and the signatures are cosign's legacy layout made with a key
+//! of the test.
+
+use std::sync::Arc;
+
+use agentic_api::{
+    Agent, AgentRun, ClusterSkillTrustPolicy, Gateway, SkillCard, SkillCardStatus,
+    SkillTrustPolicy, VerificationState,
+};
+use agentic_core::conditions::find_condition;
+use futures::StreamExt as _;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use super::cards_in_scope;
+use crate::caches::{Caches, Guarded};
+use crate::context::Context;
+use crate::controllers::fake_api::FakeApi;
+use crate::controllers::fake_registry::FakeRegistry;
+use crate::controllers::scenario::{NS, context_reading, object, pass, ready, ready_message};
+use crate::controllers::{agent, agentrun, skillcard};
+
+/// The repository every scenario's skill is pushed to.
+const REPOSITORY: &str = "skills/pdf";
+
+/// A store holding `objects`, listed, as a watch leaves it.
+fn store_of<K>(objects: Vec<K>) -> Store<Guarded<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let mut writer = Writer::<Guarded<K>>::default();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(object))));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    writer.as_reader()
+}
+
+/// A store no watch has filled yet: the passes read those objects through the API.
+fn unlisted<K>() -> Store<Guarded<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    Writer::<Guarded<K>>::default().as_reader()
+}
+
+/// Registers the watch caches of the scenario's namespace with these policies in them.
+fn watch_policies(
+    ctx: &Context,
+    cluster: Vec<ClusterSkillTrustPolicy>,
+    namespaced: Vec<SkillTrustPolicy>,
+) {
+    let caches = Caches {
+        skill_cards: unlisted(),
+        skill_collections: unlisted(),
+        gateways: unlisted(),
+        agents: unlisted(),
+        workflows: unlisted(),
+        workflow_runs: unlisted(),
+        agent_runs: unlisted(),
+        pods: kube::runtime::reflector::store::Writer::default().as_reader(),
+        sandboxes: None,
+        cluster_trust_policies: store_of(cluster),
+        trust_policies: store_of(namespaced),
+    };
+    ctx.register_caches(Some(NS), caches);
+}
+
+/// The policy fields of a manifest: these images, in `mode`, with `spec` merged in.
+fn policy_spec(mode: &str, extra: Value) -> Value {
+    let mut spec = json!({"images": [format!("*/{REPOSITORY}")], "mode": mode});
+    for (field, value) in extra.as_object().into_iter().flatten() {
+        spec[field] = value.clone();
+    }
+    spec
+}
+
+fn cluster_policy(name: &str, spec: Value) -> ClusterSkillTrustPolicy {
+    let mut policy: ClusterSkillTrustPolicy = object(json!({
+        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "spec": spec,
+    }));
+    policy.metadata.namespace = None;
+    policy
+}
+
+fn namespaced_policy(name: &str, spec: Value) -> SkillTrustPolicy {
+    object(json!({
+        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "spec": spec,
+    }))
+}
+
+/// `keys` of a policy: the public key of `key`, inline.
+fn keys_of(key: &rcgen::KeyPair) -> Value {
+    json!({"keys": [{"pem": key.public_key_pem()}]})
+}
+
+/// A registry holding the skill image `skills/pdf:1`, a key, the fake API server and an
+/// operator context reading both.
+struct Scene {
+    registry: FakeRegistry,
+    /// The digest `skills/pdf:1` names.
+    digest: String,
+    key: rcgen::KeyPair,
+    api: FakeApi,
+    ctx: Arc<Context>,
+}
+
+impl Scene {
+    /// The skill pushed, and signed with the scene's key when `signed`.
+    async fn new(signed: bool) -> Scene {
+        let registry = FakeRegistry::start().await;
+        let digest = push_skill(&registry, "a");
+        let key = rcgen::KeyPair::generate().expect("a key");
+        if signed {
+            registry.sign(REPOSITORY, &digest, &key);
+        }
+        let api = FakeApi::default();
+        let ctx = context_reading(&api, registry.addr());
+        Scene {
+            registry,
+            digest,
+            key,
+            api,
+            ctx,
+        }
+    }
+
+    /// The cluster policy `signed` in `mode`, requiring the scene's key, with `extra`
+    /// fields.
+    fn policy(&self, mode: &str, extra: Value) -> ClusterSkillTrustPolicy {
+        let mut spec = policy_spec(mode, keys_of(&self.key));
+        for (field, value) in extra.as_object().into_iter().flatten() {
+            spec[field] = value.clone();
+        }
+        cluster_policy("signed", spec)
+    }
+
+    /// [`Scene::policy`] and `namespaced` policies in the watch caches.
+    fn watch(&self, mode: &str, extra: Value, namespaced: Vec<SkillTrustPolicy>) {
+        watch_policies(&self.ctx, vec![self.policy(mode, extra)], namespaced);
+    }
+
+    /// The card `pdf` on `skills/pdf:1` stored, and its status after one pass.
+    async fn card(&self) -> SkillCardStatus {
+        self.api.put(&image_card("pdf", &self.registry));
+        card_pass(&self.api, &self.ctx, "pdf").await
+    }
+}
+
+/// Pushes a `pdf-tools` skill whose description names `variant` to `skills/pdf:1`; its
+/// digest.
+fn push_skill(registry: &FakeRegistry, variant: &str) -> String {
+    let parent = tempfile::tempdir().expect("a scratch directory");
+    let dir = parent.path().join("pdf-tools");
+    std::fs::create_dir_all(&dir).expect("a skill directory");
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: pdf-tools\ndescription: Splits PDFs, variant {variant}.\n---\n# PDF\n"),
+    )
+    .expect("SKILL.md");
+    let packed = agentic_oci::pack_skills(&[dir]).expect("the skill packs");
+    registry.push(REPOSITORY, "1", &packed)
+}
+
+fn image_card(name: &str, registry: &FakeRegistry) -> SkillCard {
+    object(json!({
+        "metadata": {"name": name, "uid": format!("uid-card-{name}")},
+        "spec": {"image": format!("{}/{REPOSITORY}:1", registry.addr())},
+    }))
+}
+
+async fn card_pass(api: &FakeApi, ctx: &Arc<Context>, name: &str) -> SkillCardStatus {
+    pass::<SkillCard, _>(api, ctx, name, skillcard::reconcile)
+        .await
+        .expect("a card pass");
+    let card: SkillCard = api.get(NS, name).expect("the card");
+    card.status.expect("a status")
+}
+
+fn verified(status: &SkillCardStatus) -> (String, String) {
+    let verified = find_condition(&status.conditions, "Verified").expect("a Verified condition");
+    (verified.status.clone(), verified.reason.clone())
+}
+
+/// The Events the passes posted, as (type, reason).
+fn events(api: &FakeApi) -> Vec<(String, String)> {
+    api.writes()
+        .iter()
+        .filter(|w| w.path.ends_with("/events"))
+        .filter_map(|w| serde_json::from_str::<Value>(&w.body).ok())
+        .map(|event| {
+            (
+                event["type"].as_str().unwrap_or_default().to_string(),
+                event["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_unsigned_image_under_an_enforce_policy_is_not_ready() {
+    let scene = Scene::new(false).await;
+    scene.watch("Enforce", json!({}), vec![]);
+    let status = scene.card().await;
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "Unverified".into())
+    );
+    assert!(
+        ready_message(&status.conditions).contains("ClusterSkillTrustPolicy/signed"),
+        "names the policy: {}",
+        ready_message(&status.conditions)
+    );
+    assert_eq!(verified(&status), ("False".into(), "Unsigned".into()));
+    let verification = status.verification.expect("status.verification");
+    assert_eq!(verification.state, VerificationState::Unverified);
+    // The signatures of this digest were looked for.
+    let looked = scene.registry.signature_requests(&scene.digest);
+    assert!(!looked.is_empty(), "{:?}", scene.registry.requests());
+}
+
+#[tokio::test]
+async fn an_unsigned_image_under_a_warn_policy_is_ready_with_a_warning_event() {
+    let scene = Scene::new(false).await;
+    scene.watch("Warn", json!({}), vec![]);
+    let status = scene.card().await;
+    assert_eq!(
+        ready(&status.conditions),
+        ("True".into(), "SkillValid".into())
+    );
+    assert_eq!(verified(&status), ("False".into(), "Unsigned".into()));
+    let events = events(&scene.api);
+    assert!(
+        events.contains(&("Warning".into(), "Unsigned".into())),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_signed_image_is_verified_and_names_its_signer() {
+    let scene = Scene::new(true).await;
+    scene.watch("Enforce", json!({}), vec![]);
+    let status = scene.card().await;
+    assert_eq!(
+        ready(&status.conditions),
+        ("True".into(), "SkillValid".into())
+    );
+    assert_eq!(
+        verified(&status),
+        ("True".into(), "SignatureVerified".into())
+    );
+    let verification = status.verification.expect("status.verification");
+    assert_eq!(verification.state, VerificationState::Verified);
+    let key = agentic_trust::PublicKey::from_pem(&scene.key.public_key_pem(), "the key")
+        .expect("a public key");
+    assert_eq!(
+        verification.signer.as_deref(),
+        Some(key.fingerprint()),
+        "{verification:?}"
+    );
+    assert_eq!(verification.policies, ["ClusterSkillTrustPolicy/signed"]);
+}
+
+#[tokio::test]
+async fn a_revoked_digest_is_not_ready_even_when_signed() {
+    let scene = Scene::new(true).await;
+    scene.watch(
+        "Enforce",
+        json!({"revoked": {"digests": [scene.digest]}}),
+        vec![],
+    );
+    let status = scene.card().await;
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "Revoked".into())
+    );
+    assert!(
+        ready_message(&status.conditions).contains(&scene.digest),
+        "{}",
+        ready_message(&status.conditions)
+    );
+    assert_eq!(verified(&status), ("False".into(), "Revoked".into()));
+}
+
+#[tokio::test]
+async fn a_namespaced_warn_policy_cannot_relax_the_clusters_enforce_policy() {
+    let scene = Scene::new(false).await;
+    let tenant_key = rcgen::KeyPair::generate().expect("a key");
+    scene.watch(
+        "Enforce",
+        json!({}),
+        vec![namespaced_policy(
+            "relaxed",
+            policy_spec("Warn", keys_of(&tenant_key)),
+        )],
+    );
+    let status = scene.card().await;
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "Unverified".into()),
+        "the cluster's Enforce holds"
+    );
+    let policies = status.verification.expect("status.verification").policies;
+    for judged in [
+        "ClusterSkillTrustPolicy/signed",
+        &format!("SkillTrustPolicy/{NS}/relaxed"),
+    ] {
+        assert!(policies.iter().any(|p| p == judged), "{policies:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_tag_moved_to_an_unsigned_digest_keeps_the_card_on_the_verified_one() {
+    let scene = Scene::new(true).await;
+    scene.watch("Enforce", json!({}), vec![]);
+    let first = scene.card().await;
+    assert_eq!(
+        verified(&first),
+        ("True".into(), "SignatureVerified".into())
+    );
+    let moved = push_skill(&scene.registry, "b");
+    assert_ne!(moved, scene.digest);
+    // The next tag refresh: a context whose resolutions are not fresh, as after the
+    // refresh interval (or a restart), with the same policies.
+    let later = context_reading(&scene.api, scene.registry.addr());
+    watch_policies(&later, vec![scene.policy("Enforce", json!({}))], vec![]);
+    scene.api.clear_requests();
+    let status = card_pass(&scene.api, &later, "pdf").await;
+    assert_eq!(
+        ready(&status.conditions),
+        ("True".into(), "SkillValid".into())
+    );
+    assert_eq!(status.resolved_image, first.resolved_image, "still pinned");
+    assert!(
+        status
+            .resolved_image
+            .as_deref()
+            .is_some_and(|pin| pin.ends_with(&scene.digest)),
+        "{status:?}"
+    );
+    assert_eq!(verified(&status), ("True".into(), "NewPinRefused".into()));
+    let message = &find_condition(&status.conditions, "Verified")
+        .expect("Verified")
+        .message;
+    assert!(
+        message.contains(&moved) && message.contains(&scene.digest),
+        "says which pin was kept and which refused: {message}"
+    );
+    let events = events(&scene.api);
+    assert!(
+        events.contains(&("Warning".into(), "NewPinRefused".into())),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_policy_change_requeues_the_cards_of_its_scope() {
+    let card_in = |namespace: &str, name: &str| {
+        let mut card: SkillCard = object(json!({"metadata": {"name": name}, "spec": {}}));
+        card.metadata.namespace = Some(namespace.to_string());
+        card
+    };
+    let cards = store_of(vec![
+        card_in(NS, "pdf"),
+        card_in(NS, "xlsx"),
+        card_in("other", "docx"),
+    ]);
+    let names = |refs: Vec<ObjectRef<Guarded<SkillCard>>>| {
+        let mut names: Vec<String> = refs
+            .iter()
+            .map(|r| format!("{}/{}", r.namespace.as_deref().unwrap_or_default(), r.name))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names(cards_in_scope(&cards, None)),
+        ["other/docx", "team/pdf", "team/xlsx"],
+        "a cluster policy reaches every card"
+    );
+    assert_eq!(
+        names(cards_in_scope(&cards, Some(NS))),
+        ["team/pdf", "team/xlsx"],
+        "a namespaced policy reaches its namespace's cards only"
+    );
+}
+
+/// How many cards share the image in the claim below.
+const CARDS: usize = 1000;
+
+#[tokio::test]
+async fn a_thousand_cards_on_one_image_cost_one_signature_read_and_a_run_costs_none() {
+    let scene = Scene::new(true).await;
+    scene.watch("Enforce", json!({}), vec![]);
+    let Scene {
+        registry,
+        digest,
+        api,
+        ctx,
+        ..
+    } = &scene;
+    let names: Vec<String> = (0..CARDS).map(|i| format!("pdf-{i:04}")).collect();
+    for name in &names {
+        api.put(&image_card(name, registry));
+    }
+    // Every card's first pass at once, as the controller runs them after a restart.
+    let statuses: Vec<SkillCardStatus> = futures::stream::iter(&names)
+        .map(|name| card_pass(api, ctx, name))
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    for status in &statuses {
+        assert_eq!(
+            verified(status),
+            ("True".into(), "SignatureVerified".into())
+        );
+    }
+    let hex = digest.trim_start_matches("sha256:");
+    let signature_reads = registry.signature_requests(digest);
+    assert_eq!(
+        signature_reads.len(),
+        2,
+        "one read of the signature tag and one of its payload for {CARDS} cards: {:?}",
+        &signature_reads[..signature_reads.len().min(4)]
+    );
+    assert!(
+        signature_reads[0] == format!("GET /v2/{REPOSITORY}/manifests/sha256-{hex}.sig"),
+        "{signature_reads:?}"
+    );
+
+    // Within the tag refresh interval, a card's pass asks the registry nothing.
+    let before = registry.requests().len();
+    card_pass(api, ctx, &names[0]).await;
+    let after = registry.requests();
+    assert_eq!(after.len(), before, "{:?}", &after[before..]);
+
+    // An Agent on the card, then a run of it: neither reads the registry.
+    let coder: Agent = object(json!({
+        "metadata": {"name": "coder", "uid": "uid-agent-coder"},
+        "spec": {
+            "image": "registry.test/harness:1",
+            "skillCards": [{"ref": names[0]}],
+            "gateways": [{"ref": "llm"}],
+        },
+    }));
+    api.put(&coder);
+    // Ready, as its controller leaves it once the endpoint answered.
+    let gateway: Gateway = object(json!({
+        "metadata": {"name": "llm"},
+        "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128000}},
+        "status": {
+            "observedGeneration": 1,
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "ConnectionVerified",
+                "message": "", "observedGeneration": 1,
+                "lastTransitionTime": "2026-12-01T00:00:00Z",
+            }],
+        },
+    }));
+    api.put(&gateway);
+    pass::<Agent, _>(api, ctx, "coder", agent::reconcile)
+        .await
+        .expect("an Agent pass");
+    let coder: Agent = api.get(NS, "coder").expect("the Agent");
+    let agent_status = coder.status.expect("a status");
+    assert_eq!(
+        ready(&agent_status.conditions).0,
+        "True",
+        "{agent_status:?}"
+    );
+    let run: AgentRun = object(json!({
+        "metadata": {"name": "fix-bug", "uid": "uid-run-fix-bug"},
+        "spec": {"agentRef": "coder"},
+    }));
+    api.put(&run);
+    pass::<AgentRun, _>(api, ctx, "fix-bug", agentrun::reconcile)
+        .await
+        .expect("a run pass");
+    let run: AgentRun = api.get(NS, "fix-bug").expect("the run");
+    let run_status = run.status.expect("a status");
+    assert!(run_status.sandbox_name.is_some(), "{run_status:?}");
+    let skills: Vec<&str> = run_status.skills.iter().map(|s| s.image.as_str()).collect();
+    assert!(
+        skills.iter().all(|image| image.ends_with(digest.as_str())),
+        "{skills:?}"
+    );
+    let after_run = registry.requests();
+    assert_eq!(
+        after_run.len(),
+        before,
+        "the Agent's and the run's passes read no registry: {:?}",
+        &after_run[before..]
+    );
+}
