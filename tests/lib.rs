@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agentic_api::{Agent, AgentRun, AgentRunPhase};
+use agentic_api::{Agent, AgentParam, AgentRun, AgentRunPhase, AgentSpec, ObjectRef, ParamType};
 use agentic_oci::{RegistryClient, RegistryOptions};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
@@ -396,6 +396,50 @@ pub async fn wait_agent_ready(agents: &Api<Agent>, name: &str) -> Agent {
             .is_some_and(|s| has_condition(&s.conditions, "Ready", "True", "AgentReady"))
     })
     .await
+}
+
+/// The spec of an Agent running `image` on the Gateway `llm` ([`llm_gateway`]), its skills
+/// delivered natively: what most run tests start from.
+pub fn llm_agent_spec(image: impl Into<String>) -> AgentSpec {
+    AgentSpec {
+        image: image.into(),
+        gateways: vec![ObjectRef { name: "llm".into() }],
+        skill_delivery: "native".into(),
+        ..AgentSpec::default()
+    }
+}
+
+/// The params of the migrator Agent of the run tests: `target`, a required number, and
+/// `dry_run`, a boolean that is false by default.
+pub fn migrator_params() -> Vec<AgentParam> {
+    vec![
+        AgentParam {
+            name: "target".into(),
+            param_type: ParamType::Number,
+            required: Some(true),
+            ..AgentParam::default()
+        },
+        AgentParam {
+            name: "dry_run".into(),
+            param_type: ParamType::Boolean,
+            default: Some("false".into()),
+            ..AgentParam::default()
+        },
+    ]
+}
+
+/// The Gateway `llm` ([`llm_gateway`]) and the Agent `name` with `spec`; waits until the
+/// Agent is Ready and returns it.
+pub async fn ready_agent(client: &Client, ns: &str, name: &str, spec: AgentSpec) -> Agent {
+    llm_gateway(client, ns).await;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
+    let agent = Agent {
+        metadata: meta(name),
+        spec,
+        status: None,
+    };
+    apply(&agents, &agent).await;
+    wait_agent_ready(&agents, name).await
 }
 
 /// Plays the kubelet for the sandbox pod `name` (no kubelet runs in the tests): the agent

@@ -536,9 +536,9 @@ fn cli_in_cluster(kubeconfig: &Path, args: &[&str]) -> Output {
 
 #[tokio::test]
 async fn agentrun_start_list_and_cancel_work_against_the_cluster() {
-    use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentSpec, ObjectRef};
+    use agentic_api::{AgentRun, AgentRunPhase};
     use agentic_integration_tests::{
-        Operator, apply, condition, env, llm_gateway, wait_agent_ready, wait_phase,
+        Operator, condition, env, llm_agent_spec, ready_agent, wait_phase,
     };
     use agentic_operator::context::SandboxBackend;
     use kube::Api;
@@ -547,26 +547,13 @@ async fn agentrun_start_list_and_cancel_work_against_the_cluster() {
     let ns = env.namespace("cli-runs").await.expect("namespace");
     let client = env.client();
     let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, Vec::new());
-    llm_gateway(&client, &ns).await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: kube::api::ObjectMeta {
-                name: Some("migrator".into()),
-                ..Default::default()
-            },
-            spec: AgentSpec {
-                image: "harness.invalid/agent:1".into(),
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                skill_delivery: "native".into(),
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
+    ready_agent(
+        &client,
+        &ns,
+        "migrator",
+        llm_agent_spec("harness.invalid/agent:1"),
     )
     .await;
-    wait_agent_ready(&agents, "migrator").await;
     let kubeconfig = env.kubeconfig_path();
 
     let out = cli_in_cluster(

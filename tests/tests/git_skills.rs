@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use agentic_api::{
-    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, DeliveryMode, ObjectRef, SecretRef,
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, DeliveryMode, ObjectRef, SecretRef,
     SkillCard, SkillCardSpec,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, env, has_condition, llm_gateway, wait_agent_ready, wait_for,
+    Operator, apply, condition, env, has_condition, llm_agent_spec, ready_agent, wait_for,
     wait_for_sandbox, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
@@ -307,19 +307,13 @@ fn named(name: &str) -> ObjectMeta {
     }
 }
 
-fn git_agent(card: &str) -> Agent {
-    Agent {
-        metadata: named("migrator"),
-        spec: AgentSpec {
-            image: "harness.invalid/agent:1".into(),
-            gateways: vec![ObjectRef { name: "llm".into() }],
-            skill_cards: vec![ObjectRef {
-                name: card.to_string(),
-            }],
-            skill_delivery: "native".into(),
-            ..AgentSpec::default()
-        },
-        status: None,
+/// The spec of the Agent `migrator`, whose one skill is the SkillCard `card`.
+fn git_agent_spec(card: &str) -> AgentSpec {
+    AgentSpec {
+        skill_cards: vec![ObjectRef {
+            name: card.to_string(),
+        }],
+        ..llm_agent_spec("harness.invalid/agent:1")
     }
 }
 
@@ -388,10 +382,7 @@ async fn a_run_fetches_its_git_skill_at_the_pinned_commit_with_the_secret_in_the
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
     apply(&cards, &private).await;
     ready_reason(&cards, "upgrade-card", "True", "SkillValid").await;
-    llm_gateway(&client, &ns).await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
-    apply(&agents, &git_agent("upgrade-card")).await;
-    let agent = wait_agent_ready(&agents, "migrator").await;
+    let agent = ready_agent(&client, &ns, "migrator", git_agent_spec("upgrade-card")).await;
     let pin = format!("{url}@{pinned}");
     assert_eq!(
         agent.status.unwrap().skills[0].image.as_deref(),
@@ -455,10 +446,7 @@ async fn without_the_operator_image_a_run_with_a_git_skill_waits_naming_the_flag
     )
     .await;
     ready_reason(&cards, "upgrade-card", "True", "SkillValid").await;
-    llm_gateway(&client, &ns).await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
-    apply(&agents, &git_agent("upgrade-card")).await;
-    wait_agent_ready(&agents, "migrator").await;
+    ready_agent(&client, &ns, "migrator", git_agent_spec("upgrade-card")).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &agent_run("waiting")).await;
     let run = wait_for(&runs, "waiting", "OperatorImageNotSet", |r: &AgentRun| {

@@ -16,12 +16,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agentic_api::{
-    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, SkillCard, SkillCardSpec,
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, SkillCard, SkillCardSpec,
     SkillType,
 };
 use agentic_integration_tests::{
-    CONVERGE, Operator, agent_log, apply, condition, has_condition, llm_gateway, meta, node_env,
-    operator_binary, push, wait_agent_ready, wait_for, write_skill,
+    CONVERGE, Operator, agent_log, apply, condition, has_condition, llm_agent_spec, meta, node_env,
+    operator_binary, push, ready_agent, wait_for, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{GitFile, GitServer, push_goose_image, push_operator_image};
@@ -270,30 +270,17 @@ async fn goose_lists_exactly_the_ready_skills_and_loads_them_from_the_read_only_
         }
     }
 
-    llm_gateway(&client, &ns).await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: meta("migrator"),
-            spec: AgentSpec {
-                image: goose_image,
-                prompt: Some("You migrate Java code.".into()),
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                skill_cards: specs
-                    .iter()
-                    .map(|(name, _)| ObjectRef {
-                        name: (*name).into(),
-                    })
-                    .collect(),
-                skill_delivery: "native".into(),
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await;
-    wait_agent_ready(&agents, "migrator").await;
+    let spec = AgentSpec {
+        prompt: Some("You migrate Java code.".into()),
+        skill_cards: specs
+            .iter()
+            .map(|(name, _)| ObjectRef {
+                name: (*name).into(),
+            })
+            .collect(),
+        ..llm_agent_spec(goose_image)
+    };
+    ready_agent(&client, &ns, "migrator", spec).await;
 
     // The scripted model loads the image skill, its supporting file, then the git skill's.
     let loads = [

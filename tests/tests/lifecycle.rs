@@ -3,11 +3,11 @@
 //! stub agent (`hack/stub-agent`) exits with `STUB_EXIT_CODE` after sleeping
 //! `STUB_SLEEP_SECONDS`.
 
-use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef};
+use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec};
 use agentic_integration_tests::{
-    Operator, apply, condition, events_about, eventually, llm_gateway, meta, node_env,
-    node_scenario, operator_binary, operator_command, registry, stub_agent, wait_agent_ready,
-    wait_for, wait_gone, wait_phase,
+    Operator, apply, condition, events_about, eventually, llm_agent_spec, meta, node_env,
+    node_scenario, operator_binary, operator_command, ready_agent, registry, stub_agent, wait_for,
+    wait_gone, wait_phase,
 };
 use agentic_operator::context::{RunDefaults, SandboxBackend};
 use agentic_operator::controllers::agentrun::sandbox_resource;
@@ -25,24 +25,11 @@ async fn agent(client: &Client, ns: &str, name: &str, image: &str) {
 
 /// Like [`agent`], with `spec.maxConcurrentRuns`.
 async fn capped_agent(client: &Client, ns: &str, name: &str, image: &str, cap: Option<i32>) {
-    llm_gateway(client, ns).await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: meta(name),
-            spec: AgentSpec {
-                image: image.into(),
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                skill_delivery: "native".into(),
-                max_concurrent_runs: cap,
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await;
-    wait_agent_ready(&agents, name).await;
+    let spec = AgentSpec {
+        max_concurrent_runs: cap,
+        ..llm_agent_spec(image)
+    };
+    ready_agent(client, ns, name, spec).await;
 }
 
 fn env(name: &str, value: &str) -> EnvVar {

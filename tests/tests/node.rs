@@ -11,9 +11,9 @@ use agentic_api::{
     SkillCard, SkillCardSpec, SkillCollection, SkillCollectionSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, agent_log, apply, condition, files_below, has_condition, llm_gateway, log_values,
-    meta, node_env, node_scenario, operator_binary, push, stub_agent, wait_agent_ready, wait_for,
-    wait_for_sandbox, wait_phase, write_skill,
+    Operator, agent_log, apply, condition, files_below, has_condition, llm_agent_spec, llm_gateway,
+    log_values, meta, migrator_params, node_env, node_scenario, operator_binary, push, ready_agent,
+    stub_agent, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{GitFile, GitServer, push_operator_image};
@@ -37,44 +37,18 @@ fn hashes(root: &Path, dir: &Path, into: &mut BTreeMap<String, String>) {
 
 /// A Gateway and an Agent running the stub agent with `cards`; waits until it is Ready.
 async fn agent(client: &Client, ns: &str, name: &str, image: &str, cards: &[&str]) {
-    llm_gateway(client, ns).await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: meta(name),
-            spec: AgentSpec {
-                image: image.into(),
-                prompt: Some("You migrate Java code.".into()),
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                skill_cards: cards
-                    .iter()
-                    .map(|card| ObjectRef {
-                        name: (*card).into(),
-                    })
-                    .collect(),
-                params: vec![
-                    AgentParam {
-                        name: "target".into(),
-                        param_type: ParamType::Number,
-                        required: Some(true),
-                        ..AgentParam::default()
-                    },
-                    AgentParam {
-                        name: "dry_run".into(),
-                        param_type: ParamType::Boolean,
-                        default: Some("false".into()),
-                        ..AgentParam::default()
-                    },
-                ],
-                skill_delivery: "native".into(),
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await;
-    wait_agent_ready(&agents, name).await;
+    let spec = AgentSpec {
+        prompt: Some("You migrate Java code.".into()),
+        skill_cards: cards
+            .iter()
+            .map(|card| ObjectRef {
+                name: (*card).into(),
+            })
+            .collect(),
+        params: migrator_params(),
+        ..llm_agent_spec(image)
+    };
+    ready_agent(client, ns, name, spec).await;
 }
 
 fn run(name: &str, agent: &str, env: &[(&str, &str)]) -> AgentRun {

@@ -7,12 +7,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agentic_api::{
-    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, FileMount, ObjectRef,
-    ParamType, RunParam,
+    AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, FileMount, ParamType, RunParam,
 };
 use agentic_integration_tests::{
-    CONVERGE, agent_log, apply, condition, has_condition, llm_gateway, log_values, meta,
-    node_scenario, stub_agent, wait_agent_ready, wait_for, wait_phase,
+    CONVERGE, agent_log, apply, condition, has_condition, llm_agent_spec, log_values, meta,
+    node_scenario, ready_agent, stub_agent, wait_for, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
@@ -34,25 +33,12 @@ const ACP_PORT: u16 = 4000;
 /// The Gateway `llm` and an Agent `name` running the stub agent with `prompt` and `params`;
 /// waits until it is Ready.
 async fn stub(client: &Client, ns: &str, name: &str, prompt: &str, params: Vec<AgentParam>) {
-    llm_gateway(client, ns).await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: meta(name),
-            spec: AgentSpec {
-                image: stub_agent().await,
-                prompt: Some(prompt.into()),
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                params,
-                skill_delivery: "native".into(),
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await;
-    wait_agent_ready(&agents, name).await;
+    let spec = AgentSpec {
+        prompt: Some(prompt.into()),
+        params,
+        ..llm_agent_spec(stub_agent().await)
+    };
+    ready_agent(client, ns, name, spec).await;
 }
 
 /// A run of `agent` with `params` and the stub agent's `env`.

@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agentic_api::{
-    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, Gateway, ObjectRef,
-    ParamType, RunParam, SkillCard, SkillCardSpec, SkillType,
+    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, Gateway, ObjectRef, RunParam,
+    SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, has_condition, kubelet, llm_gateway, meta, push, registry,
-    scenario, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase, write_skill,
+    Operator, apply, condition, has_condition, kubelet, llm_agent_spec, llm_gateway, meta,
+    migrator_params, push, ready_agent, registry, scenario, wait_agent_ready, wait_for,
+    wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
@@ -77,43 +78,16 @@ async fn fixture(client: &Client, ns: &str) -> Fixture {
     )
     .await;
 
-    llm_gateway(client, ns).await;
-
-    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: meta("migrator"),
-            spec: AgentSpec {
-                image: "harness.invalid/agent:1".into(),
-                prompt: Some("You migrate Java code.".into()),
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                skill_cards: ["java", "quarkus", "logging"]
-                    .into_iter()
-                    .map(|name| ObjectRef { name: name.into() })
-                    .collect(),
-                params: vec![
-                    AgentParam {
-                        name: "target".into(),
-                        param_type: ParamType::Number,
-                        required: Some(true),
-                        ..AgentParam::default()
-                    },
-                    AgentParam {
-                        name: "dry_run".into(),
-                        param_type: ParamType::Boolean,
-                        default: Some("false".into()),
-                        ..AgentParam::default()
-                    },
-                ],
-                skill_delivery: "native".into(),
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await;
-    wait_agent_ready(&agents, "migrator").await;
+    let spec = AgentSpec {
+        prompt: Some("You migrate Java code.".into()),
+        skill_cards: ["java", "quarkus", "logging"]
+            .into_iter()
+            .map(|name| ObjectRef { name: name.into() })
+            .collect(),
+        params: migrator_params(),
+        ..llm_agent_spec("harness.invalid/agent:1")
+    };
+    ready_agent(client, ns, "migrator", spec).await;
     Fixture {
         java_image: java_pushed
             .rsplit_once('@')

@@ -8,12 +8,11 @@
 use std::collections::BTreeMap;
 
 use agentic_api::{
-    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, AgentWorkflow,
-    AgentWorkflowRun, AgentWorkflowRunSpec, AgentWorkflowSpec, AgentWorkflowStage, ObjectRef,
-    RunExecution, RunParam,
+    AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, AgentWorkflow, AgentWorkflowRun,
+    AgentWorkflowRunSpec, AgentWorkflowSpec, AgentWorkflowStage, RunExecution, RunParam,
 };
 use agentic_integration_tests::{
-    apply, condition, llm_gateway, meta, node_scenario, stub_agent, wait_agent_ready, wait_for,
+    apply, condition, llm_agent_spec, meta, node_scenario, ready_agent, stub_agent, wait_for,
     wait_gone, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
@@ -26,30 +25,17 @@ use serde_json::{Value, json};
 
 /// A Gateway and the stub Agent `name` declaring `params`; waits until it is Ready.
 async fn agent(client: &Client, ns: &str, name: &str, params: &[&str]) {
-    llm_gateway(client, ns).await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: meta(name),
-            spec: AgentSpec {
-                image: stub_agent().await,
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                skill_delivery: "native".into(),
-                params: params
-                    .iter()
-                    .map(|p| AgentParam {
-                        name: (*p).into(),
-                        ..AgentParam::default()
-                    })
-                    .collect(),
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await;
-    wait_agent_ready(&agents, name).await;
+    let spec = AgentSpec {
+        params: params
+            .iter()
+            .map(|p| AgentParam {
+                name: (*p).into(),
+                ..AgentParam::default()
+            })
+            .collect(),
+        ..llm_agent_spec(stub_agent().await)
+    };
+    ready_agent(client, ns, name, spec).await;
 }
 
 /// The workflow `name`: stage `plan` run by `planner`, then `execute` run by `doer`.
