@@ -147,6 +147,18 @@ fn started_run() -> AgentWorkflowRun {
     run
 }
 
+/// The pass of `run` now, as the workflow run that owns its stage runs.
+fn advance_now(run: &AgentWorkflowRun, stage_run: StageRun<'_>, agent: Lookup<'_, Agent>) -> Step {
+    advance(run, stage_run, agent, owner(), &now())
+}
+
+/// A started run whose first stage's AgentRun was created.
+fn run_with_plan_created() -> AgentWorkflowRun {
+    let mut run = started_run();
+    run.status.as_mut().expect("status").stages[0].agent_run_name = Some("migrate-1-plan".into());
+    run
+}
+
 fn stage_run(phase: Option<AgentRunPhase>, reason: &str) -> AgentRun {
     let mut agent_run = AgentRun::new("migrate-1-plan", AgentRunSpec::default());
     agent_run.status = Some(AgentRunStatus {
@@ -321,13 +333,7 @@ fn a_guide_reference_without_a_value_fails_the_run_at_start() {
 fn the_first_stage_run_carries_the_stage_and_the_run() {
     let run = started_run();
     let planner = agent("planner", &["depth"], true);
-    let step = advance(
-        &run,
-        StageRun::Absent,
-        Lookup::Found(&planner),
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Absent, Lookup::Found(&planner));
     let Action::Create {
         run: created,
         dropped,
@@ -394,13 +400,7 @@ fn the_snapshot_not_the_live_workflow_decides_the_stage() {
     status.stages[0].phase = AgentRunPhase::Succeeded;
     status.stages[0].agent_run_name = Some("migrate-1-plan".into());
     let doer = agent("doer", &[], true);
-    let step = advance(
-        &run,
-        StageRun::Absent,
-        Lookup::Found(&doer),
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Absent, Lookup::Found(&doer));
     let Action::Create { run: created, .. } = &step.action else {
         panic!("expected a create");
     };
@@ -422,7 +422,7 @@ fn the_snapshot_not_the_live_workflow_decides_the_stage() {
 #[test]
 fn a_stage_whose_agent_is_missing_waits_and_retries() {
     let run = started_run();
-    let step = advance(&run, StageRun::Absent, Lookup::Missing, owner(), &now());
+    let step = advance_now(&run, StageRun::Absent, Lookup::Missing);
     assert!(matches!(step.action, Action::None));
     assert!(step.retry);
     assert_eq!(reason(&step.status).1, "AgentNotFound");
@@ -434,13 +434,7 @@ fn a_stage_whose_agent_is_missing_waits_and_retries() {
 fn a_stage_run_created_by_a_pass_that_stopped_short_is_adopted_not_recreated() {
     let run = started_run();
     let ours = stage_run(None, "");
-    let step = advance(
-        &run,
-        StageRun::Ours(&ours),
-        Lookup::Missing,
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Ours(&ours), Lookup::Missing);
     assert!(matches!(step.action, Action::None));
     assert_eq!(
         step.status.stages[0].agent_run_name.as_deref(),
@@ -453,13 +447,7 @@ fn a_stage_run_created_by_a_pass_that_stopped_short_is_adopted_not_recreated() {
 fn stages_advance_in_order_and_the_last_success_finishes_the_run() {
     let mut run = started_run();
     let done = stage_run(Some(AgentRunPhase::Succeeded), "AgentSucceeded");
-    let step = advance(
-        &run,
-        StageRun::Ours(&done),
-        Lookup::Missing,
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Ours(&done), Lookup::Missing);
     assert!(matches!(step.action, Action::None));
     assert_eq!(step.status.stages[0].phase, AgentRunPhase::Succeeded);
     assert_eq!(step.status.current_stage.as_deref(), Some("execute"));
@@ -472,13 +460,7 @@ fn stages_advance_in_order_and_the_last_success_finishes_the_run() {
     run.status = Some(step.status);
     run.status.as_mut().expect("status").stages[1].agent_run_name =
         Some("migrate-1-execute".into());
-    let step = advance(
-        &run,
-        StageRun::Ours(&done),
-        Lookup::Missing,
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Ours(&done), Lookup::Missing);
     assert_eq!(step.status.phase, Some(AgentRunPhase::Succeeded));
     assert_eq!(reason(&step.status), ("True".into(), "Succeeded".into()));
     assert_eq!(step.status.current_stage, None);
@@ -487,16 +469,9 @@ fn stages_advance_in_order_and_the_last_success_finishes_the_run() {
 
 #[test]
 fn a_failed_stage_fails_the_run_with_its_reason() {
-    let mut run = started_run();
-    run.status.as_mut().expect("status").stages[0].agent_run_name = Some("migrate-1-plan".into());
+    let run = run_with_plan_created();
     let failed = stage_run(Some(AgentRunPhase::Failed), "Refused");
-    let step = advance(
-        &run,
-        StageRun::Ours(&failed),
-        Lookup::Missing,
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Ours(&failed), Lookup::Missing);
     assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
     assert_eq!(step.status.stages[0].phase, AgentRunPhase::Failed);
     assert_eq!(step.status.stages[1].phase, AgentRunPhase::Pending);
@@ -512,11 +487,10 @@ fn a_failed_stage_fails_the_run_with_its_reason() {
 
 #[test]
 fn a_deleted_stage_run_fails_the_run_and_is_never_recreated() {
-    let mut run = started_run();
-    run.status.as_mut().expect("status").stages[0].agent_run_name = Some("migrate-1-plan".into());
+    let run = run_with_plan_created();
     let planner = agent("planner", &[], true);
     for observed in [StageRun::Absent, StageRun::Foreign] {
-        let step = advance(&run, observed, Lookup::Found(&planner), owner(), &now());
+        let step = advance_now(&run, observed, Lookup::Found(&planner));
         assert!(matches!(step.action, Action::None), "{observed:?}");
         assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
         assert_eq!(
@@ -531,13 +505,7 @@ fn a_deleted_stage_run_fails_the_run_and_is_never_recreated() {
 fn a_foreign_object_holding_the_name_fails_the_run_and_is_left_alone() {
     let run = started_run();
     let planner = agent("planner", &[], true);
-    let step = advance(
-        &run,
-        StageRun::Foreign,
-        Lookup::Found(&planner),
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Foreign, Lookup::Found(&planner));
     assert!(matches!(step.action, Action::None));
     assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
     assert_eq!(
@@ -547,13 +515,7 @@ fn a_foreign_object_holding_the_name_fails_the_run_and_is_left_alone() {
     assert_eq!(step.status.stages[0].agent_run_name, None);
 
     // Taken between the read and the create: the same outcome.
-    let step = advance(
-        &run,
-        StageRun::Absent,
-        Lookup::Found(&planner),
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Absent, Lookup::Found(&planner));
     let status = name_taken(step.status, &run, &now());
     assert_eq!(status.phase, Some(AgentRunPhase::Failed));
     assert_eq!(
@@ -568,13 +530,7 @@ fn cancel_stops_the_current_stage_run_and_the_workflow() {
     let mut run = started_run();
     run.spec.cancel = Some(true);
     let running = stage_run(Some(AgentRunPhase::Running), "AgentRunning");
-    let step = advance(
-        &run,
-        StageRun::Ours(&running),
-        Lookup::Missing,
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Ours(&running), Lookup::Missing);
     assert!(matches!(&step.action, Action::Cancel(name) if name == "migrate-1-plan"));
     assert_eq!(step.status.phase, Some(AgentRunPhase::Failed));
     assert_eq!(
@@ -587,13 +543,7 @@ fn cancel_stops_the_current_stage_run_and_the_workflow() {
     // Already cancelled (a pass that stopped short): no second patch.
     let mut cancelled = running.clone();
     cancelled.spec.cancel = Some(true);
-    let step = advance(
-        &run,
-        StageRun::Ours(&cancelled),
-        Lookup::Missing,
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Ours(&cancelled), Lookup::Missing);
     assert!(matches!(step.action, Action::None));
     assert_eq!(
         reason(&step.status).1,
@@ -603,13 +553,7 @@ fn cancel_stops_the_current_stage_run_and_the_workflow() {
 
     // No stage run yet: nothing is created.
     let planner = agent("planner", &[], true);
-    let step = advance(
-        &run,
-        StageRun::Absent,
-        Lookup::Found(&planner),
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Absent, Lookup::Found(&planner));
     assert!(matches!(step.action, Action::None));
     assert_eq!(
         reason(&step.status).1,
@@ -630,16 +574,9 @@ fn cancel_stops_the_current_stage_run_and_the_workflow() {
 
 #[test]
 fn a_pass_that_observes_nothing_new_changes_nothing() {
-    let mut run = started_run();
-    run.status.as_mut().expect("status").stages[0].agent_run_name = Some("migrate-1-plan".into());
+    let mut run = run_with_plan_created();
     let running = stage_run(Some(AgentRunPhase::Running), "AgentRunning");
-    let step = advance(
-        &run,
-        StageRun::Ours(&running),
-        Lookup::Missing,
-        owner(),
-        &now(),
-    );
+    let step = advance_now(&run, StageRun::Ours(&running), Lookup::Missing);
     run.status = Some(step.status.clone());
     let later = Time(Timestamp::from_second(1_800_000_100).expect("time"));
     let again = advance(
