@@ -24,8 +24,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
-use super::support::{Read, guard_ref, lookup, namespace_of, read_cached, read_reference, related};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{Read, guard_ref, lookup, namespace_of, read_cached, read_reference, relate};
 use super::watches::{Stop, Watches};
 use crate::caches::{Guarded, valid};
 use crate::context::Context;
@@ -66,29 +66,20 @@ pub(super) fn controller(
         controller =
             controller.watches_shared_stream(defaults.touched(), agents_of_changed_collection);
     }
-    let (by_card, by_gateway) = (store.clone(), store.clone());
     let controller = controller
         .watches_shared_stream(
             watches.skill_cards.touched(),
-            move |card: Arc<Guarded<SkillCard>>| {
-                related(&by_card, card.as_ref(), |agents, ns, card| {
-                    agents_referencing(agents, ns, Reference::SkillCard, card)
-                })
-            },
+            relate(store.clone(), |agents, ns, card| {
+                agents_referencing(agents, ns, Reference::SkillCard, card)
+            }),
         )
         .watches_shared_stream(
             watches.gateways.touched(),
-            move |gateway: Arc<Guarded<Gateway>>| {
-                related(&by_gateway, gateway.as_ref(), |agents, ns, gateway| {
-                    agents_referencing(agents, ns, Reference::Gateway, gateway)
-                })
-            },
+            relate(store.clone(), |agents, ns, gateway| {
+                agents_referencing(agents, ns, Reference::Gateway, gateway)
+            }),
         );
-    let policy = Policy {
-        reconcile,
-        error_policy: backoff,
-        concurrency: ctx.settings.reconcile_concurrency,
-    };
+    let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }
 

@@ -38,11 +38,11 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
-use super::support::{guard_ref, lookup, namespace_of, read_cached, related};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{guard_ref, lookup, namespace_of, read_cached, relate, related};
 use super::watches::{Stop, Watches};
 use crate::apply::{NAME_TAKEN_RETRY, NameTaken, create_owned, expire_finished};
-use crate::caches::{Guarded, SandboxPod, SecretMeta, listed};
+use crate::caches::{Guarded, SandboxPod, listed};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
 
@@ -73,7 +73,7 @@ pub(super) fn controller(
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
     let store = watches.agent_runs.store();
-    let (by_agent, by_pod, by_secret) = (store.clone(), store.clone(), store.clone());
+    let by_pod = store.clone();
     let namespace_cap = ctx
         .settings
         .run_defaults
@@ -90,17 +90,16 @@ pub(super) fn controller(
     let mut controller = Controller::for_shared_stream(watches.agent_runs.applied(), store.clone())
         .watches_shared_stream(
             watches.agents.touched(),
-            move |agent: Arc<Guarded<Agent>>| {
-                related(&by_agent, agent.as_ref(), |runs, ns, agent| {
-                    runs_waiting_on_agent(runs, ns, agent)
-                })
-            },
+            relate(store.clone(), |runs, ns, agent| {
+                runs_waiting_on_agent(runs, ns, agent)
+            }),
         )
-        .watches_shared_stream(watches.secrets.touched(), move |secret: Arc<SecretMeta>| {
-            related(&by_secret, secret.as_ref(), |runs, ns, secret| {
+        .watches_shared_stream(
+            watches.secrets.touched(),
+            relate(store.clone(), |runs, ns, secret| {
                 runs_waiting_on_secret(runs, ns, secret)
-            })
-        })
+            }),
+        )
         // A run that finishes or goes frees a slot for the runs queued on its Agent, or on
         // its namespace under the namespace cap. No other change of a run does, and each
         // wake-up looks through the namespace's runs: not once per run event.
@@ -137,11 +136,7 @@ pub(super) fn controller(
             sandbox_resource(),
         );
     }
-    let policy = Policy {
-        reconcile,
-        error_policy: backoff,
-        concurrency: ctx.settings.reconcile_concurrency,
-    };
+    let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use agentic_api::{Agent, AgentWorkflow, AgentWorkflowStatus, CONDITION_READY};
+use agentic_api::{AgentWorkflow, AgentWorkflowStatus, CONDITION_READY};
 use agentic_core::conditions::Conditions;
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::reasons::AgentWorkflowReason;
@@ -12,10 +12,9 @@ use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 
-use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
-use super::support::{lookup, namespace_of, read_cached, related};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{lookup, namespace_of, read_cached, relate};
 use super::watches::{Stop, Watches};
-use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::Result;
 
@@ -28,21 +27,14 @@ pub(super) fn controller(
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
     let store = watches.workflows.store();
-    let workflows = store.clone();
     let controller = Controller::for_shared_stream(watches.workflows.applied(), store.clone())
         .watches_shared_stream(
             watches.agents.touched(),
-            move |agent: Arc<Guarded<Agent>>| {
-                related(&workflows, agent.as_ref(), |workflows, ns, agent| {
-                    workflows_of_agent(workflows, ns, agent)
-                })
-            },
+            relate(store.clone(), |workflows, ns, agent| {
+                workflows_of_agent(workflows, ns, agent)
+            }),
         );
-    let policy = Policy {
-        reconcile,
-        error_policy: backoff,
-        concurrency: ctx.settings.reconcile_concurrency,
-    };
+    let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }
 

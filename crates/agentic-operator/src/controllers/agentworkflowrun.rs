@@ -30,11 +30,10 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
-use super::support::{Read, lookup, namespace_of, read_reference, related};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{Read, lookup, namespace_of, read_reference, relate};
 use super::watches::{Stop, Watches};
 use crate::apply::{create_owned, expire_finished};
-use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -51,22 +50,15 @@ pub(super) fn controller(
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
     let store = watches.workflow_runs.store();
-    let runs = store.clone();
     let controller = Controller::for_shared_stream(watches.workflow_runs.applied(), store.clone())
         .owns_shared_stream(watches.agent_runs.touched())
         .watches_shared_stream(
             watches.workflows.touched(),
-            move |workflow: Arc<Guarded<AgentWorkflow>>| {
-                related(&runs, workflow.as_ref(), |runs, ns, workflow| {
-                    runs_waiting_on_workflow(runs, ns, workflow)
-                })
-            },
+            relate(store.clone(), |runs, ns, workflow| {
+                runs_waiting_on_workflow(runs, ns, workflow)
+            }),
         );
-    let policy = Policy {
-        reconcile,
-        error_policy: backoff,
-        concurrency: ctx.settings.reconcile_concurrency,
-    };
+    let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }
 

@@ -19,10 +19,9 @@ use kube::runtime::controller::{Action, Controller};
 use kube::{Api, ResourceExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::pipeline::{Pass, Policy, Reconciled, backoff, run_controller};
-use super::support::{namespace_of, related};
+use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::support::{namespace_of, relate};
 use super::watches::{Stop, Watches};
-use crate::caches::SecretMeta;
 use crate::context::Context;
 use crate::error::{Chain, Error, Result};
 
@@ -84,18 +83,14 @@ pub(super) fn controller(
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
     let store = watches.gateways.store();
-    let gateways = store.clone();
     let controller = Controller::for_shared_stream(watches.gateways.applied(), store.clone())
-        .watches_shared_stream(watches.secrets.touched(), move |secret: Arc<SecretMeta>| {
-            related(&gateways, secret.as_ref(), |gateways, ns, secret| {
+        .watches_shared_stream(
+            watches.secrets.touched(),
+            relate(store.clone(), |gateways, ns, secret| {
                 gateways_using_secret(gateways, ns, secret)
-            })
-        });
-    let policy = Policy {
-        reconcile,
-        error_policy: backoff,
-        concurrency: ctx.settings.reconcile_concurrency,
-    };
+            }),
+        );
+    let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }
 

@@ -242,6 +242,18 @@ pub(super) struct Policy<R, E> {
     pub concurrency: u16,
 }
 
+impl<K: Reconciled, R> Policy<R, fn(Arc<K>, &Error, Arc<Context>) -> Action> {
+    /// The policy of most kinds: [`backoff`] after a failed pass, and at most the configured
+    /// `reconcile_concurrency` passes at once.
+    pub(super) fn backing_off(reconcile: R, ctx: &Context) -> Self {
+        Policy {
+            reconcile,
+            error_policy: backoff,
+            concurrency: ctx.settings.reconcile_concurrency,
+        }
+    }
+}
+
 /// Runs `controller` of the kind `K` under the operator's common policy: graceful shutdown
 /// on `stop`, at most `policy.concurrency` reconciles at once, each pass through
 /// [`guarded`], and a log line for what its stream reports. Finishes when the controller

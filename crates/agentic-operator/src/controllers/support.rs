@@ -2,6 +2,8 @@
 //! reads of references (from the watch caches when they can serve them), and the mapping
 //! of a changed object to the objects a controller reconciles. It imports no kind.
 
+use std::sync::Arc;
+
 use agentic_core::skills::Lookup;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -122,4 +124,17 @@ where
         .into_iter()
         .map(guard_ref)
         .collect()
+}
+
+/// A watch's mapper that takes each changed `C` to the objects of `store` that `select`
+/// picks ([`related`]).
+pub(super) fn relate<K, C>(
+    store: Store<Guarded<K>>,
+    select: impl Fn(Vec<&K>, &str, &str) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
+) -> impl Fn(Arc<C>) -> Vec<ObjectRef<Guarded<K>>> + Send + Sync + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    C: Resource,
+{
+    move |changed| related(&store, changed.as_ref(), &select)
 }
