@@ -4,6 +4,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use agentic_skill::SkillVerdict;
+
 use crate::{GitAuth, GitError, GitOptions, SourceUrl};
 
 /// A skill validated at one commit: what a SkillCard's status needs.
@@ -28,13 +30,12 @@ pub fn validate_commit(
 ) -> Result<ValidatedSkill, GitError> {
     let fetched = crate::fetch_commit(source, commit, auth, options)?;
     let skill = fetched.skill(sub_path, &options.limits)?;
-    let frontmatter = skill
-        .report
-        .frontmatter
-        .ok_or_else(|| GitError::InvalidSkill {
+    let frontmatter = skill.report.frontmatter.ok_or_else(|| {
+        GitError::Skill(SkillVerdict::InvalidSkill {
             path: skill.dir.clone(),
             summary: "SKILL.md has no frontmatter".to_string(),
-        })?;
+        })
+    })?;
     Ok(ValidatedSkill {
         commit: skill.commit,
         dir: skill.dir,
@@ -141,10 +142,10 @@ mod tests {
         assert_eq!(cache.get("git://h/r", "c1", None), Some(valid("c1")));
         assert_eq!(cache.get("git://h/r", "c1", Some("demo")), None);
         assert_eq!(cache.get("git://h/other", "c1", None), None);
-        let invalid: Verdict = Err(GitError::InvalidSkill {
+        let invalid: Verdict = Err(GitError::Skill(SkillVerdict::InvalidSkill {
             path: "SKILL.md".into(),
             summary: "x".into(),
-        });
+        }));
         cache.insert("git://h/r", "c2", None, &invalid);
         assert_eq!(cache.get("git://h/r", "c2", None), Some(invalid));
         let outage: Verdict = Err(GitError::SourceUnavailable {

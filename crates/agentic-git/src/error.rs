@@ -1,8 +1,7 @@
 //! The one error type of this crate. What it shares with the errors of skill images (bounded
-//! messages, listed skill directories, the verdict on a refused SKILL.md) is in
-//! `agentic-skill`.
+//! messages, listed skill directories, the verdicts on a skill) is in `agentic-skill`.
 
-use agentic_skill::Refusal;
+use agentic_skill::SkillVerdict;
 
 pub use agentic_skill::MAX_LISTED_DIRECTORIES;
 // Server answers and library error chains are cut to agentic-skill's
@@ -59,19 +58,9 @@ pub enum GitError {
         total: usize,
     },
 
-    /// There is no `SKILL.md` where one was asked for.
-    #[error("no skill at {path}: {message}")]
-    SkillNotFound { path: String, message: String },
-
-    /// The `SKILL.md` exists but does not pass validation; `summary` lists every problem.
-    #[error("invalid skill {path}: {summary}")]
-    InvalidSkill { path: String, summary: String },
-
-    /// The `SKILL.md` is valid by the specification, but goose, the agent runtime that reads
-    /// the mounted skills, would skip it or read it cut short; `summary` lists the findings,
-    /// each saying what goose would do.
-    #[error("{path}: {summary}")]
-    GooseIncompatible { path: String, summary: String },
+    /// No `SKILL.md` where one was asked for, or one refused: worded as for skill images.
+    #[error(transparent)]
+    Skill(#[from] SkillVerdict),
 
     /// A `SKILL.md` below the skill's root: goose registers every `SKILL.md` it finds, at any
     /// depth, as a skill of its own, so it would be a skill nobody validated. `path` is the
@@ -123,9 +112,7 @@ impl GitError {
             GitError::Unauthorized { .. } => "Unauthorized",
             GitError::SourceUnavailable { .. } => "SourceUnavailable",
             GitError::SubPathRequired { .. } => "SubPathRequired",
-            GitError::SkillNotFound { .. } => "SkillNotFound",
-            GitError::InvalidSkill { .. } => "InvalidSkill",
-            GitError::GooseIncompatible { .. } => "GooseIncompatible",
+            GitError::Skill(verdict) => verdict.reason(),
             GitError::NestedSkillFile { .. } => "NestedSkillFile",
             GitError::LinkInSkill { .. } => "LinkInSkill",
             GitError::UnsafeContent { .. } => "UnsafeSourceContent",
@@ -148,24 +135,12 @@ impl GitError {
         matches!(
             self,
             GitError::SubPathRequired { .. }
-                | GitError::SkillNotFound { .. }
-                | GitError::InvalidSkill { .. }
-                | GitError::GooseIncompatible { .. }
+                | GitError::Skill(_)
                 | GitError::NestedSkillFile { .. }
                 | GitError::LinkInSkill { .. }
                 | GitError::UnsafeContent { .. }
                 | GitError::TooLarge { .. }
         )
-    }
-
-    /// The verdict on the `SKILL.md` at `path` that `report` refuses
-    /// ([`Report::refusal`](agentic_skill::Report::refusal)), `None` when it does not.
-    pub(crate) fn refused_skill(path: String, report: &agentic_skill::Report) -> Option<Self> {
-        let summary = report.summary();
-        report.refusal().map(|refusal| match refusal {
-            Refusal::GooseIncompatible => GitError::GooseIncompatible { path, summary },
-            Refusal::InvalidSkill => GitError::InvalidSkill { path, summary },
-        })
     }
 
     pub(crate) fn sub_path_required(mut directories: Vec<String>) -> Self {
@@ -204,14 +179,14 @@ mod tests {
             GitError::sub_path_required(vec!["a".into()]),
             GitError::unsafe_content("x"),
             GitError::too_large("x"),
-            GitError::InvalidSkill {
+            GitError::Skill(SkillVerdict::InvalidSkill {
                 path: "SKILL.md".into(),
                 summary: "x".into(),
-            },
-            GitError::GooseIncompatible {
+            }),
+            GitError::Skill(SkillVerdict::GooseIncompatible {
                 path: "a/SKILL.md".into(),
                 summary: "x".into(),
-            },
+            }),
             GitError::NestedSkillFile {
                 path: "a/b/SKILL.md".into(),
                 root: "a".into(),

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use agentic_skill::SkillVerdict;
 use gix::objs::tree::EntryKind;
 
 use crate::limits::MAX_PATH_BYTES;
@@ -108,7 +109,7 @@ impl Fetched {
     /// `SKILL.md` but with skill directories asks for a `subPath`. What goose would load
     /// differently is refused: a symlink anywhere in the skill ([`GitError::LinkInSkill`]), a
     /// `SKILL.md` below its root ([`GitError::NestedSkillFile`]), and a `SKILL.md` whose only
-    /// findings are about goose ([`GitError::GooseIncompatible`]).
+    /// findings are about goose ([`SkillVerdict::GooseIncompatible`]).
     pub fn skill(&self, sub_path: Option<&str>, limits: &Limits) -> Result<SkillTree, GitError> {
         let repo = &self.repo;
         if let Some(sub_path) = sub_path {
@@ -135,16 +136,16 @@ impl Fetched {
                     )));
                 }
                 Some(_) => {
-                    return Err(GitError::SkillNotFound {
+                    return Err(GitError::Skill(SkillVerdict::SkillNotFound {
                         path: walked,
                         message: "it is not a directory".to_string(),
-                    });
+                    }));
                 }
                 None => {
-                    return Err(GitError::SkillNotFound {
+                    return Err(GitError::Skill(SkillVerdict::SkillNotFound {
                         path: format!("{walked}/{SKILL_FILE}"),
                         message: format!("{walked} does not exist at commit {}", self.commit),
-                    });
+                    }));
                 }
             }
         }
@@ -163,10 +164,10 @@ impl Fetched {
                 )));
             }
             Some(_) => {
-                return Err(GitError::SkillNotFound {
+                return Err(GitError::Skill(SkillVerdict::SkillNotFound {
                     path: target,
                     message: "it is not a regular file".to_string(),
-                });
+                }));
             }
             None if sub_path.is_none() => {
                 let mut directories = Vec::new();
@@ -182,21 +183,21 @@ impl Fetched {
                 }
                 directories.sort();
                 if directories.is_empty() {
-                    return Err(GitError::SkillNotFound {
+                    return Err(GitError::Skill(SkillVerdict::SkillNotFound {
                         path: target,
                         message: format!(
                             "the repository has no SKILL.md at commit {}",
                             self.commit
                         ),
-                    });
+                    }));
                 }
                 return Err(GitError::sub_path_required(directories));
             }
             None => {
-                return Err(GitError::SkillNotFound {
+                return Err(GitError::Skill(SkillVerdict::SkillNotFound {
                     path: target,
                     message: format!("{dir} holds no SKILL.md at commit {}", self.commit),
-                });
+                }));
             }
         };
 
@@ -206,19 +207,19 @@ impl Fetched {
 
         let size = self.size_of(repo, skill_md)?;
         if size > agentic_skill::MAX_SKILL_MD_BYTES {
-            return Err(GitError::InvalidSkill {
+            return Err(GitError::Skill(SkillVerdict::InvalidSkill {
                 path: target,
                 summary: format!(
                     "SKILL.md is {size} bytes, over the limit of {}",
                     agentic_skill::MAX_SKILL_MD_BYTES
                 ),
-            });
+            }));
         }
         let content = self.blob(repo, skill_md)?;
         let expected_name = sub_path.and_then(|p| p.rsplit('/').next());
         let report = agentic_skill::validate_skill_md(&content, expected_name);
-        if let Some(refused) = GitError::refused_skill(target, &report) {
-            return Err(refused);
+        if let Some(refused) = SkillVerdict::refused(target, &report) {
+            return Err(refused.into());
         }
         Ok(SkillTree {
             commit: self.commit.to_string(),

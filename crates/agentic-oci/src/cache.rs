@@ -399,10 +399,12 @@ mod tests {
                 .get_or_fetch(&image("skills", &digest(9)), sub_path, move || {
                     async move {
                         runs.fetch_add(1, Ordering::SeqCst);
-                        Err(OciError::SkillNotFound {
-                            path: "x/SKILL.md".into(),
-                            message: "none".into(),
-                        })
+                        Err(OciError::Skill(
+                            agentic_skill::SkillVerdict::SkillNotFound {
+                                path: "x/SKILL.md".into(),
+                                message: "none".into(),
+                            },
+                        ))
                     }
                     .boxed()
                 })

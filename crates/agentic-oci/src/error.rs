@@ -1,8 +1,7 @@
 //! The one error type of this crate. What it shares with the errors of git skills (bounded
-//! messages, listed skill directories, the verdict on a refused SKILL.md) is in
-//! `agentic-skill`.
+//! messages, listed skill directories, the verdicts on a skill) is in `agentic-skill`.
 
-use agentic_skill::Refusal;
+use agentic_skill::SkillVerdict;
 
 use crate::limits::MAX_LISTED_DIRECTORIES;
 
@@ -72,19 +71,9 @@ pub enum OciError {
         total: usize,
     },
 
-    /// There is no `SKILL.md` where one was asked for.
-    #[error("no skill at {path}: {message}")]
-    SkillNotFound { path: String, message: String },
-
-    /// The `SKILL.md` exists but does not pass validation; `summary` lists every problem.
-    #[error("invalid skill {path}: {summary}")]
-    InvalidSkill { path: String, summary: String },
-
-    /// The `SKILL.md` is valid by the specification, but goose, the agent runtime that reads
-    /// the mounted skills, would skip it or read it cut short; `summary` lists the findings,
-    /// each saying what goose would do.
-    #[error("{path}: {summary}")]
-    GooseIncompatible { path: String, summary: String },
+    /// No `SKILL.md` where one was asked for, or one refused: worded as for git skills.
+    #[error(transparent)]
+    Skill(#[from] SkillVerdict),
 
     /// A `SKILL.md` below the skill's root. Agents register every `SKILL.md` they find
     /// (goose at any depth, the first found winning a name), so it would load as another
@@ -154,13 +143,12 @@ pub enum OciError {
 
 impl OciError {
     /// The verdict on the `SKILL.md` at `path` that `report` finds invalid: its own reason
-    /// when goose alone would not read it as written ([`OciError::GooseIncompatible`]).
+    /// when goose alone would not read it as written ([`SkillVerdict::GooseIncompatible`]).
     pub fn invalid_skill(path: String, report: &agentic_skill::Report) -> Self {
         let summary = report.summary();
-        match report.refusal() {
-            Some(Refusal::GooseIncompatible) => OciError::GooseIncompatible { path, summary },
-            Some(Refusal::InvalidSkill) | None => OciError::InvalidSkill { path, summary },
-        }
+        let verdict = SkillVerdict::refused(path.clone(), report)
+            .unwrap_or(SkillVerdict::InvalidSkill { path, summary });
+        OciError::Skill(verdict)
     }
 
     /// A stable CamelCase reason for conditions, events and metrics labels.
@@ -175,9 +163,7 @@ impl OciError {
             OciError::InvalidCredentials { .. } => "InvalidCredentials",
             OciError::DigestMismatch { .. } => "DigestMismatch",
             OciError::SubPathRequired { .. } => "SubPathRequired",
-            OciError::SkillNotFound { .. } => "SkillNotFound",
-            OciError::InvalidSkill { .. } => "InvalidSkill",
-            OciError::GooseIncompatible { .. } => "GooseIncompatible",
+            OciError::Skill(verdict) => verdict.reason(),
             OciError::NestedSkillFile { .. } => "NestedSkillFile",
             OciError::LinkInSkill { .. } => "LinkInSkill",
             OciError::TooManySkills { .. } => "TooManySkills",
@@ -209,9 +195,7 @@ impl OciError {
         matches!(
             self,
             OciError::SubPathRequired { .. }
-                | OciError::SkillNotFound { .. }
-                | OciError::InvalidSkill { .. }
-                | OciError::GooseIncompatible { .. }
+                | OciError::Skill(_)
                 | OciError::NestedSkillFile { .. }
                 | OciError::LinkInSkill { .. }
                 | OciError::TooManySkills { .. }
@@ -271,18 +255,18 @@ mod tests {
             OciError::unsafe_content("x"),
             OciError::too_large("x"),
             OciError::invalid_image("x"),
-            OciError::InvalidSkill {
+            OciError::Skill(SkillVerdict::InvalidSkill {
                 path: "SKILL.md".into(),
                 summary: "x".into(),
-            },
-            OciError::GooseIncompatible {
+            }),
+            OciError::Skill(SkillVerdict::GooseIncompatible {
                 path: "SKILL.md".into(),
                 summary: "x".into(),
-            },
-            OciError::SkillNotFound {
+            }),
+            OciError::Skill(SkillVerdict::SkillNotFound {
                 path: "SKILL.md".into(),
                 message: "x".into(),
-            },
+            }),
         ];
         for error in samples {
             assert!(error.is_content_verdict(), "{}", error.reason());

@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Cursor, Read};
 
+use agentic_skill::SkillVerdict;
 use flate2::read::MultiGzDecoder;
 use sha2::{Digest, Sha256};
 use tar::EntryType;
@@ -605,13 +606,15 @@ impl SkillLocator {
         let target = &self.target;
         let skill_md = match (node.kind, node.content) {
             (Kind::File, Content::Kept(skill_md)) => Ok(skill_md),
-            (Kind::File, Content::Oversized(size)) => Err(OciError::InvalidSkill {
-                summary: format!(
-                    "{SKILL_FILE} is {size} bytes, over the limit of {} bytes",
-                    agentic_skill::MAX_SKILL_MD_BYTES
-                ),
-                path: target.clone(),
-            }),
+            (Kind::File, Content::Oversized(size)) => {
+                Err(OciError::Skill(SkillVerdict::InvalidSkill {
+                    summary: format!(
+                        "{SKILL_FILE} is {size} bytes, over the limit of {} bytes",
+                        agentic_skill::MAX_SKILL_MD_BYTES
+                    ),
+                    path: target.clone(),
+                }))
+            }
             (kind @ (Kind::Symlink | Kind::Hardlink), _) => {
                 return Err(OciError::unsafe_content(format!(
                     "{target} is {}; it must be a regular file",
@@ -619,10 +622,10 @@ impl SkillLocator {
                 )));
             }
             (kind, _) => {
-                return Err(OciError::SkillNotFound {
+                return Err(OciError::Skill(SkillVerdict::SkillNotFound {
                     message: format!("it is {}, not a regular file", kind.describe()),
                     path: target.clone(),
-                });
+                }));
             }
         };
         if let Some(intruder) = self.intruder.take() {
@@ -663,10 +666,10 @@ impl SkillLocator {
                     )));
                 }
                 Some(kind) => {
-                    return Err(OciError::SkillNotFound {
+                    return Err(OciError::Skill(SkillVerdict::SkillNotFound {
                         path: self.target.clone(),
                         message: format!("{ancestor} is {}, not a directory", kind.describe()),
-                    });
+                    }));
                 }
             }
         }
@@ -690,10 +693,10 @@ impl SkillLocator {
                 )
             }
         };
-        OciError::SkillNotFound {
+        OciError::Skill(SkillVerdict::SkillNotFound {
             path: self.target.clone(),
             message,
-        }
+        })
     }
 
     /// The regular files of the skill directory after all layers, its `SKILL.md` (already

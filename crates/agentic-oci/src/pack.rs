@@ -5,6 +5,7 @@ use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
+use agentic_skill::SkillVerdict;
 use flate2::{Compression, GzBuilder};
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -200,7 +201,10 @@ fn validate_skills(dirs: &[PathBuf]) -> Result<Vec<(String, PathBuf)>, OciError>
             .map(|(path, summary)| format!("{path}: {summary}"))
             .collect::<Vec<_>>()
             .join("\n");
-        return Err(OciError::InvalidSkill { path, summary });
+        return Err(OciError::Skill(SkillVerdict::InvalidSkill {
+            path,
+            summary,
+        }));
     }
     Ok(skills)
 }

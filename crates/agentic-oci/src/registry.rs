@@ -297,7 +297,7 @@ pub struct SkillContent {
     /// The `SKILL.md` bytes, at most [`agentic_skill::MAX_SKILL_MD_BYTES`].
     pub skill_md: Vec<u8>,
     /// The validation report: always valid here (invalid skills are
-    /// [`OciError::InvalidSkill`]), possibly with warnings.
+    /// [`SkillVerdict::InvalidSkill`](agentic_skill::SkillVerdict::InvalidSkill)), possibly with warnings.
     pub report: agentic_skill::Report,
     /// Top-level directories of the image that hold a `SKILL.md`, sorted; only the first
     /// [`MAX_LISTED_DIRECTORIES`](crate::MAX_LISTED_DIRECTORIES).
@@ -419,7 +419,7 @@ impl RegistryClient {
     /// stay within [`RegistryOptions::limits`], time within [`RegistryOptions::fetch_timeout`].
     ///
     /// Errors: [`OciError::SubPathRequired`] for a multi-skill image read without `sub_path`,
-    /// [`OciError::SkillNotFound`], [`OciError::InvalidSkill`] (the report's summary),
+    /// [`SkillVerdict::SkillNotFound`](agentic_skill::SkillVerdict::SkillNotFound), [`SkillVerdict::InvalidSkill`](agentic_skill::SkillVerdict::InvalidSkill) (the report's summary),
     /// [`OciError::NestedSkillFile`] for a `SKILL.md` below the skill's root and
     /// [`OciError::LinkInSkill`] for a symlink or hardlink inside it (in any layer),
     /// [`OciError::UnsafeImageContent`] for path traversal, device nodes, or symlinks and
@@ -1187,18 +1187,7 @@ fn unavailable(image: &str, error: &reqwest::Error) -> OciError {
 fn on_platform(error: OciError, platform: &str) -> OciError {
     let within = |text: String| format!("{text} (in the {platform} manifest)");
     match error {
-        OciError::InvalidSkill { path, summary } => OciError::InvalidSkill {
-            path,
-            summary: within(summary),
-        },
-        OciError::GooseIncompatible { path, summary } => OciError::GooseIncompatible {
-            path,
-            summary: within(summary),
-        },
-        OciError::SkillNotFound { path, message } => OciError::SkillNotFound {
-            path,
-            message: within(message),
-        },
+        OciError::Skill(verdict) => OciError::Skill(verdict.with_detail(within)),
         OciError::UnsafeImageContent { message } => OciError::unsafe_content(within(message)),
         OciError::ImageTooLarge { message } => OciError::too_large(within(message)),
         OciError::InvalidImage { message } => OciError::invalid_image(within(message)),

@@ -27,6 +27,7 @@ mod goose;
 mod output;
 mod text;
 mod validate;
+mod verdict;
 mod yaml;
 
 pub use error::SkillError;
@@ -40,6 +41,7 @@ pub use validate::{
     MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, RECOMMENDED_MAX_LINES,
     validate_path, validate_skill_md,
 };
+pub use verdict::SkillVerdict;
 
 /// The size in bytes of a SKILL.md's Markdown body (after the frontmatter, line endings
 /// normalized), or `None` when the frontmatter cannot be found. A `type: rule` skill puts

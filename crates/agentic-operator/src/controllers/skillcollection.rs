@@ -288,9 +288,11 @@ async fn skills_of(
         .frontmatter
         .as_ref()
         .map(|f| f.name.clone())
-        .ok_or_else(|| agentic_oci::OciError::InvalidSkill {
-            path: content.path.clone(),
-            summary: content.report.summary(),
+        .ok_or_else(|| {
+            agentic_oci::OciError::Skill(agentic_skill::SkillVerdict::InvalidSkill {
+                path: content.path.clone(),
+                summary: content.report.summary(),
+            })
         })?;
     Ok(ImageSkills::Root { name })
 }
