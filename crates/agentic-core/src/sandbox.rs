@@ -446,4 +446,6 @@ fn name_and_namespace<'a>(
 }
 
 #[cfg(test)]
+mod test_pods;
+#[cfg(test)]
 mod tests;

@@ -1,59 +1,27 @@
 use agentic_api::AgentRunStatus;
-use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateWaiting, ContainerStatus, PodStatus,
-};
+use k8s_openapi::api::core::v1::ContainerState;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::jiff::Timestamp;
 
 use super::*;
 use crate::sandbox::run_outcome;
+use crate::sandbox::test_pods::{self, at};
 
-fn at(second: i64) -> Time {
-    Time(Timestamp::from_second(second).expect("valid timestamp"))
-}
-
+/// The sandbox pod, Running once its agent container runs, else Pending.
 fn pod(state: Option<ContainerState>) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some("fix-123".into()),
-            ..Default::default()
-        },
-        status: Some(PodStatus {
-            phase: Some(if state.as_ref().is_some_and(|s| s.running.is_some()) {
-                "Running".into()
-            } else {
-                "Pending".into()
-            }),
-            container_statuses: state.map(|state| {
-                vec![ContainerStatus {
-                    name: "agent".into(),
-                    state: Some(state),
-                    ..Default::default()
-                }]
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    let phase = if state.as_ref().is_some_and(|s| s.running.is_some()) {
+        "Running"
+    } else {
+        "Pending"
+    };
+    test_pods::pod(phase, state)
 }
 
 fn waiting(reason: &str, message: &str) -> Option<ContainerState> {
-    Some(ContainerState {
-        waiting: Some(ContainerStateWaiting {
-            reason: Some(reason.into()),
-            message: Some(message.into()),
-        }),
-        ..Default::default()
-    })
+    Some(test_pods::waiting(reason, Some(message)))
 }
 
 fn running(since: i64) -> Option<ContainerState> {
-    Some(ContainerState {
-        running: Some(ContainerStateRunning {
-            started_at: Some(at(since)),
-        }),
-        ..Default::default()
-    })
+    Some(test_pods::running(since))
 }
 
 fn pending_status() -> AgentRunStatus {

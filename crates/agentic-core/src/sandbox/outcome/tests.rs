@@ -1,44 +1,8 @@
-use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateWaiting, PodCondition, PodStatus,
-};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ContainerState, PodCondition};
 
 use super::*;
 use crate::reasons::ErrorReason;
-
-fn at(second: i64) -> Time {
-    Time(Timestamp::from_second(second).expect("valid timestamp"))
-}
-
-fn pod(phase: &str, agent: Option<ContainerState>) -> Pod {
-    Pod {
-        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            name: Some("fix-123".into()),
-            ..Default::default()
-        },
-        status: Some(PodStatus {
-            phase: Some(phase.into()),
-            container_statuses: agent.map(|state| {
-                vec![ContainerStatus {
-                    name: "agent".into(),
-                    state: Some(state),
-                    ..Default::default()
-                }]
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn running(since: i64) -> ContainerState {
-    ContainerState {
-        running: Some(ContainerStateRunning {
-            started_at: Some(at(since)),
-        }),
-        ..Default::default()
-    }
-}
+use crate::sandbox::test_pods::{at, pod, running, waiting};
 
 fn terminated(exit_code: i32, reason: &str, message: Option<&str>, started: i64) -> ContainerState {
     ContainerState {
@@ -49,16 +13,6 @@ fn terminated(exit_code: i32, reason: &str, message: Option<&str>, started: i64)
             started_at: Some(at(started)),
             finished_at: Some(at(started + 60)),
             ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn waiting(reason: &str, message: Option<&str>) -> ContainerState {
-    ContainerState {
-        waiting: Some(ContainerStateWaiting {
-            reason: Some(reason.into()),
-            message: message.map(Into::into),
         }),
         ..Default::default()
     }
