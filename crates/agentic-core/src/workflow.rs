@@ -260,14 +260,7 @@ pub fn advance(
     let cancel = run.spec.cancel == Some(true);
     let count = status.stages.len();
     let Some(index) = current_stage(&status) else {
-        finish(
-            &mut status,
-            run,
-            AgentRunPhase::Succeeded,
-            AgentWorkflowRunReason::Succeeded,
-            &format!("all {count} stage(s) succeeded"),
-            now,
-        );
+        succeed(&mut status, run, now);
         return Step::new(status);
     };
     let stage = status.stages[index].clone();
@@ -313,14 +306,7 @@ pub fn advance(
                 .unwrap_or_default();
             match phase {
                 AgentRunPhase::Succeeded => match current_stage(&status) {
-                    None => finish(
-                        &mut status,
-                        run,
-                        AgentRunPhase::Succeeded,
-                        AgentWorkflowRunReason::Succeeded,
-                        &format!("all {count} stage(s) succeeded"),
-                        now,
-                    ),
+                    None => succeed(&mut status, run, now),
                     Some(next) => {
                         let next = status.stages[next].name.clone();
                         status.current_stage = Some(next.clone());
@@ -660,6 +646,19 @@ fn pending(
         now,
     );
     Step::new(status)
+}
+
+/// Every stage has succeeded, and so has the run.
+fn succeed(status: &mut AgentWorkflowRunStatus, run: &AgentWorkflowRun, now: &Time) {
+    let message = format!("all {} stage(s) succeeded", status.stages.len());
+    finish(
+        status,
+        run,
+        AgentRunPhase::Succeeded,
+        AgentWorkflowRunReason::Succeeded,
+        &message,
+        now,
+    );
 }
 
 fn finish(
