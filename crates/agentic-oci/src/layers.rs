@@ -919,18 +919,10 @@ impl TopLevel {
                         .is_some_and(|record| record.skill_md.is_some())
                 });
             }
+            // Under a top-level directory only its `SKILL.md` is recorded: what a whiteout of
+            // that file removes.
             TopPath::Entry { name, key } => {
-                if let Some(record) = self.records.get_mut(&key)
-                    && record
-                        .skill_md
-                        .take_if(|skill_md| skill_md.layer < layer)
-                        .is_some()
-                {
-                    self.names.remove(name);
-                    if record.is_empty() {
-                        self.records.remove(&key);
-                    }
-                }
+                self.remove_lower(&TopPath::SkillMd { dir: name, key }, layer);
             }
             TopPath::SkillMd { .. } | TopPath::Deeper => {}
         }
