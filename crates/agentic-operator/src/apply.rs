@@ -61,6 +61,11 @@ pub struct NameTaken {
     pub name: String,
 }
 
+/// What the owner-checked creates and applies below send and read back through an [`Api`].
+pub trait OwnedObject: Resource + Clone + DeserializeOwned + Serialize + Debug {}
+
+impl<K: Resource + Clone + DeserializeOwned + Serialize + Debug> OwnedObject for K {}
+
 /// Creates `object` unless an object of its name exists, and returns the object as created.
 /// One the caller (the owner with `uid`) controls, made by an earlier pass, is left as it is
 /// and returned; any other is never touched and comes back as [`NameTaken`].
@@ -71,7 +76,7 @@ pub async fn create_owned<K>(
     uid: &str,
 ) -> Result<Result<K, NameTaken>>
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: OwnedObject,
 {
     let name = object.meta().name.clone().unwrap_or_default();
     match api.create(&post_params(), object).await {
@@ -97,7 +102,7 @@ pub async fn apply_owned<K>(
     uid: &str,
 ) -> Result<Result<(), NameTaken>>
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: OwnedObject,
 {
     let name = object.meta().name.clone().unwrap_or_default();
     let existing = api.get_opt(&name).await?;
@@ -116,7 +121,7 @@ pub async fn apply_owned_after_read<K>(
     uid: &str,
 ) -> Result<Result<(), NameTaken>>
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: OwnedObject,
 {
     match existing {
         None => Ok(create_owned(api, &object, kind, uid).await?.map(drop)),
@@ -133,7 +138,7 @@ async fn apply_over<K>(
     uid: &str,
 ) -> Result<Result<(), NameTaken>>
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: OwnedObject,
 {
     let name = object.meta().name.clone().unwrap_or_default();
     if !is_controlled_by(existing.meta(), uid) {
