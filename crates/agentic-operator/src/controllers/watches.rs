@@ -468,6 +468,21 @@ mod tests {
         fan_out(event, &writer.as_reader(), &(), subscribers);
     }
 
+    /// [`deliver`] to subscribers of applied objects only.
+    fn deliver_to_applied(
+        event: watcher::Event<ConfigMap>,
+        writer: &mut Writer<ConfigMap>,
+        applied: &mut Vec<UnboundedSender<Arc<ConfigMap>>>,
+    ) {
+        let (mut touched, mut deleted) = (Vec::new(), Vec::new());
+        let mut subscribers = Subscribers {
+            applied,
+            touched: &mut touched,
+            deleted: &mut deleted,
+        };
+        deliver(event, writer, &mut subscribers);
+    }
+
     #[test]
     fn each_subscriber_gets_what_it_follows() {
         let (applied_tx, mut applied_rx) = unbounded();
@@ -498,17 +513,11 @@ mod tests {
     #[test]
     fn a_subscriber_gets_the_cached_object_itself_not_a_copy() {
         let (applied_tx, mut applied_rx) = unbounded();
-        let (mut applied, mut touched, mut deleted) = (vec![applied_tx], Vec::new(), Vec::new());
         let mut writer = Writer::default();
-        let mut subscribers = Subscribers {
-            applied: &mut applied,
-            touched: &mut touched,
-            deleted: &mut deleted,
-        };
-        deliver(
+        deliver_to_applied(
             watcher::Event::Apply(config_map("a")),
             &mut writer,
-            &mut subscribers,
+            &mut vec![applied_tx],
         );
         let handed = applied_rx.try_recv().expect("an object");
         let cached = writer
@@ -522,16 +531,11 @@ mod tests {
     fn a_subscriber_that_stopped_is_dropped_and_the_others_still_get_events() {
         let (gone, _) = unbounded();
         let (kept, mut kept_rx) = unbounded();
-        let (mut applied, mut touched, mut deleted) = (vec![gone, kept], Vec::new(), Vec::new());
-        let mut subscribers = Subscribers {
-            applied: &mut applied,
-            touched: &mut touched,
-            deleted: &mut deleted,
-        };
-        deliver(
+        let mut applied = vec![gone, kept];
+        deliver_to_applied(
             watcher::Event::Apply(config_map("a")),
             &mut Writer::default(),
-            &mut subscribers,
+            &mut applied,
         );
         assert_eq!(applied.len(), 1);
         assert_eq!(names(&mut kept_rx), ["a"]);
