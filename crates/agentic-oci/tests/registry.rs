@@ -466,6 +466,20 @@ async fn push_index(
     sha256(&index)
 }
 
+/// What reading the root skill of an index of `entries`, pushed as `reference`, fails with.
+async fn index_skill_error(
+    registry_addr: &str,
+    reference: &str,
+    entries: &[(&str, &str, &str)],
+    opts: &RegistryOptions,
+) -> OciError {
+    push_index(registry_addr, reference, entries).await;
+    let resolved = resolve_digest(reference, &ANONYMOUS, opts).await.unwrap();
+    fetch_skill(&resolved, None, &ANONYMOUS, opts)
+        .await
+        .unwrap_err()
+}
+
 #[tokio::test]
 async fn image_indexes_are_valid_only_when_every_platform_manifest_is() {
     let registry = Registry::start().await.unwrap();
@@ -518,32 +532,24 @@ async fn image_indexes_are_valid_only_when_every_platform_manifest_is() {
     assert_eq!(skill.report.frontmatter.unwrap().name, "demo");
 
     // A node of any listed platform may pull its manifest: one bad platform spoils the image.
-    let reference = format!("{addr}/multi/demo:bad-arm64");
-    push_index(
+    let error = index_skill_error(
         &addr,
-        &reference,
+        &format!("{addr}/multi/demo:bad-arm64"),
         &[(good, "linux", "amd64"), (bad, "linux", "arm64")],
+        &opts,
     )
     .await;
-    let resolved = resolve_digest(&reference, &ANONYMOUS, &opts).await.unwrap();
-    let error = fetch_skill(&resolved, None, &ANONYMOUS, &opts)
-        .await
-        .unwrap_err();
     assert_eq!(error.reason(), "SkillNotFound", "{error}");
     assert!(error.to_string().contains("linux/arm64"), "{error}");
 
     // Platforms must agree on the skill, or a card's status would be true on some nodes only.
-    let reference = format!("{addr}/multi/demo:disagree");
-    push_index(
+    let error = index_skill_error(
         &addr,
-        &reference,
+        &format!("{addr}/multi/demo:disagree"),
         &[(good, "linux", "amd64"), (other, "linux", "s390x")],
+        &opts,
     )
     .await;
-    let resolved = resolve_digest(&reference, &ANONYMOUS, &opts).await.unwrap();
-    let error = fetch_skill(&resolved, None, &ANONYMOUS, &opts)
-        .await
-        .unwrap_err();
     assert_eq!(error.reason(), "InvalidImage", "{error}");
     assert!(
         error.to_string().contains("linux/s390x") && error.to_string().contains("linux/amd64"),
