@@ -13,7 +13,7 @@ use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
 use agentic_operator::operator::{BackendChoice, RunOptions, Started};
 use agentic_testenv::TestEnv;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource};
@@ -406,6 +406,15 @@ pub fn llm_agent_spec(image: impl Into<String>) -> AgentSpec {
         gateways: vec![ObjectRef { name: "llm".into() }],
         skill_delivery: "native".into(),
         ..AgentSpec::default()
+    }
+}
+
+/// The environment variable `name` set to `value`.
+pub fn env_var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..EnvVar::default()
     }
 }
 

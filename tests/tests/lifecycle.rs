@@ -5,7 +5,7 @@
 
 use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec};
 use agentic_integration_tests::{
-    Operator, apply, condition, events_about, eventually, llm_agent_spec, meta, node_env,
+    Operator, apply, condition, env_var, events_about, eventually, llm_agent_spec, meta, node_env,
     node_scenario, operator_binary, operator_command, ready_agent, registry, stub_agent, wait_for,
     wait_gone, wait_phase,
 };
@@ -30,14 +30,6 @@ async fn capped_agent(client: &Client, ns: &str, name: &str, image: &str, cap: O
         ..llm_agent_spec(image)
     };
     ready_agent(client, ns, name, spec).await;
-}
-
-fn env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: Some(value.into()),
-        ..EnvVar::default()
-    }
 }
 
 fn run(name: &str, agent: &str, env: Vec<EnvVar>) -> AgentRun {
@@ -176,7 +168,7 @@ async fn cancel_stops_a_running_agent_and_keeps_the_runs_status() {
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(
         &runs,
-        &run("busy", "stub", vec![env("STUB_SLEEP_SECONDS", "300")]),
+        &run("busy", "stub", vec![env_var("STUB_SLEEP_SECONDS", "300")]),
     )
     .await;
     let running = wait_phase(&runs, "busy", AgentRunPhase::Running).await;
@@ -227,7 +219,7 @@ async fn a_sleeping_agent_stops_at_the_run_deadline() {
     let (ns, client, operator) = node_scenario("life-deadline", SandboxBackend::Pod).await;
     agent(&client, &ns, "stub", &stub_agent().await).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
-    let mut sleepy = run("sleepy", "stub", vec![env("STUB_SLEEP_SECONDS", "300")]);
+    let mut sleepy = run("sleepy", "stub", vec![env_var("STUB_SLEEP_SECONDS", "300")]);
     sleepy.spec.active_deadline_seconds = Some(3);
     apply(&runs, &sleepy).await;
     let failed = wait_phase(&runs, "sleepy", AgentRunPhase::Failed).await;
@@ -294,7 +286,7 @@ async fn an_agent_with_a_cap_of_two_never_runs_more_than_two_across_a_restart() 
     for name in &names {
         apply(
             &runs,
-            &run(name, "capped", vec![env("STUB_SLEEP_SECONDS", "2")]),
+            &run(name, "capped", vec![env_var("STUB_SLEEP_SECONDS", "2")]),
         )
         .await;
     }
@@ -413,7 +405,7 @@ async fn the_namespace_cap_holds_across_agents_and_starts_runs_in_creation_order
         let agent = if i % 2 == 0 { "left" } else { "right" };
         apply(
             &runs,
-            &run(name, agent, vec![env("STUB_SLEEP_SECONDS", "2")]),
+            &run(name, agent, vec![env_var("STUB_SLEEP_SECONDS", "2")]),
         )
         .await;
     }
@@ -512,7 +504,7 @@ async fn a_cap_of_two_holds_for_twenty_runs_across_kill_9s_of_the_operator_proce
             &run(
                 &format!("k{i:02}"),
                 "capped",
-                vec![env("STUB_SLEEP_SECONDS", "1")],
+                vec![env_var("STUB_SLEEP_SECONDS", "1")],
             ),
         )
         .await;
@@ -748,7 +740,7 @@ async fn the_sandbox_of_a_run_is_announced_after_a_kill_9_before_its_status_was_
 
     apply(
         &runs,
-        &run("late", "stub", vec![env("STUB_SLEEP_SECONDS", "300")]),
+        &run("late", "stub", vec![env_var("STUB_SLEEP_SECONDS", "300")]),
     )
     .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);

@@ -6,19 +6,19 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use agentic_api::{
-    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ExecutionLimits,
-    ExecutionMode, FileMount, GitConfig, ObjectRef, ParamType, RunExecution, RunParam, SecretRef,
-    SkillCard, SkillCardSpec, SkillCollection, SkillCollectionSpec, SkillType,
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ExecutionLimits, ExecutionMode, FileMount,
+    GitConfig, ObjectRef, RunExecution, RunParam, SecretRef, SkillCard, SkillCardSpec,
+    SkillCollection, SkillCollectionSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, agent_log, apply, condition, files_below, has_condition, llm_agent_spec, llm_gateway,
+    Operator, agent_log, apply, condition, env_var, files_below, has_condition, llm_agent_spec,
     log_values, meta, migrator_params, node_env, node_scenario, operator_binary, push, ready_agent,
-    stub_agent, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase, write_skill,
+    stub_agent, wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{GitFile, GitServer, push_operator_image};
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, KeyToPath, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, KeyToPath, Pod, Secret};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
@@ -62,11 +62,7 @@ fn run(name: &str, agent: &str, env: &[(&str, &str)]) -> AgentRun {
             }],
             env: env
                 .iter()
-                .map(|(name, value)| EnvVar {
-                    name: (*name).into(),
-                    value: Some((*value).into()),
-                    ..EnvVar::default()
-                })
+                .map(|(name, value)| env_var(name, value))
                 .collect(),
             ..AgentRunSpec::default()
         },
@@ -451,7 +447,6 @@ async fn pod_runs_end_from_the_agent_exit() {
 #[tokio::test]
 async fn the_pod_sees_params_prompt_file_mounts_and_git_author() {
     let (ns, client, operator) = node_scenario("node-contract", SandboxBackend::Pod).await;
-    llm_gateway(&client, &ns).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     apply(
         &secrets,
@@ -478,45 +473,23 @@ async fn the_pod_sees_params_prompt_file_mounts_and_git_author() {
         },
     )
     .await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: meta("migrator"),
-            spec: AgentSpec {
-                image: stub_agent().await,
-                prompt: Some("Target Java $(agent.target), dry run $(agent.dry_run), literal $$(agent.target).".into()),
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                params: vec![
-                    AgentParam {
-                        name: "target".into(),
-                        param_type: ParamType::Number,
-                        required: Some(true),
-                        ..AgentParam::default()
-                    },
-                    AgentParam {
-                        name: "dry_run".into(),
-                        param_type: ParamType::Boolean,
-                        default: Some("false".into()),
-                        ..AgentParam::default()
-                    },
-                ],
-                skill_delivery: "native".into(),
-                execution: Some(ExecutionLimits {
-                    max_turns: Some(40),
-                    max_cost: Some("10.00".into()),
-                }),
-                git_config: Some(GitConfig {
-                    user_name: Some("Agent Bot".into()),
-                    user_email: Some("agent@example.com".into()),
-                }),
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await;
-    wait_agent_ready(&agents, "migrator").await;
+    let spec = AgentSpec {
+        prompt: Some(
+            "Target Java $(agent.target), dry run $(agent.dry_run), literal $$(agent.target)."
+                .into(),
+        ),
+        params: migrator_params(),
+        execution: Some(ExecutionLimits {
+            max_turns: Some(40),
+            max_cost: Some("10.00".into()),
+        }),
+        git_config: Some(GitConfig {
+            user_name: Some("Agent Bot".into()),
+            user_email: Some("agent@example.com".into()),
+        }),
+        ..llm_agent_spec(stub_agent().await)
+    };
+    ready_agent(&client, &ns, "migrator", spec).await;
 
     let mut contract = run(
         "contract",
@@ -745,26 +718,13 @@ async fn a_thirty_skill_collection_mounts_one_image_volume() {
         },
     )
     .await;
-    llm_gateway(&client, &ns).await;
-    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: meta("migrator"),
-            spec: AgentSpec {
-                image: stub_agent().await,
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                skill_collections: vec![ObjectRef {
-                    name: "thirty".into(),
-                }],
-                skill_delivery: "native".into(),
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await;
-    wait_agent_ready(&agents, "migrator").await;
+    let spec = AgentSpec {
+        skill_collections: vec![ObjectRef {
+            name: "thirty".into(),
+        }],
+        ..llm_agent_spec(stub_agent().await)
+    };
+    ready_agent(&client, &ns, "migrator", spec).await;
 
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     let mut thirty = run("thirty", "migrator", &[]);

@@ -10,12 +10,12 @@ use agentic_api::{
     AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, FileMount, ParamType, RunParam,
 };
 use agentic_integration_tests::{
-    CONVERGE, agent_log, apply, condition, has_condition, llm_agent_spec, log_values, meta,
-    node_scenario, ready_agent, stub_agent, wait_for, wait_phase,
+    CONVERGE, agent_log, apply, condition, env_var, has_condition, llm_agent_spec, log_values,
+    meta, node_scenario, ready_agent, stub_agent, wait_for, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::{EnvVar, KeyToPath, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{KeyToPath, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
@@ -56,11 +56,7 @@ fn run(name: &str, agent: &str, params: &[(&str, &str)], env: &[(&str, &str)]) -
                 .collect(),
             env: env
                 .iter()
-                .map(|(name, value)| EnvVar {
-                    name: (*name).into(),
-                    value: Some((*value).into()),
-                    ..EnvVar::default()
-                })
+                .map(|(name, value)| env_var(name, value))
                 .collect(),
             ..AgentRunSpec::default()
         },

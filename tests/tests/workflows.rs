@@ -12,8 +12,8 @@ use agentic_api::{
     AgentWorkflowRunSpec, AgentWorkflowSpec, AgentWorkflowStage, RunExecution, RunParam,
 };
 use agentic_integration_tests::{
-    apply, condition, llm_agent_spec, meta, node_scenario, ready_agent, stub_agent, wait_for,
-    wait_gone, wait_phase,
+    apply, condition, env_var, llm_agent_spec, meta, node_scenario, ready_agent, stub_agent,
+    wait_for, wait_gone, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
@@ -89,14 +89,6 @@ async fn setup(client: &Client, ns: &str) {
         })
     })
     .await;
-}
-
-fn env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: Some(value.into()),
-        ..EnvVar::default()
-    }
 }
 
 fn workflow_run(name: &str, env: Vec<EnvVar>, ttl: Option<i32>) -> AgentWorkflowRun {
@@ -198,7 +190,11 @@ async fn a_two_stage_workflow_runs_its_stages_in_order_to_succeeded() {
     let runs: Api<AgentWorkflowRun> = Api::namespaced(client.clone(), &ns);
 
     // Created before its workflow: it waits, and starts when the workflow turns Ready.
-    apply(&runs, &workflow_run("m1", vec![env("APP_ID", "7")], None)).await;
+    apply(
+        &runs,
+        &workflow_run("m1", vec![env_var("APP_ID", "7")], None),
+    )
+    .await;
     let waiting = wait_for(&runs, "m1", "WorkflowNotFound", |r: &AgentWorkflowRun| {
         r.status.as_ref().is_some_and(|s| {
             condition(&s.conditions, "Ready").is_some_and(|c| c.reason == "WorkflowNotFound")
@@ -353,7 +349,7 @@ async fn a_failing_stage_fails_the_workflow_and_no_later_stage_starts() {
     // Every stage would refuse (exit 3); the first one does.
     apply(
         &runs,
-        &workflow_run("m2", vec![env("STUB_EXIT_CODE", "3")], None),
+        &workflow_run("m2", vec![env_var("STUB_EXIT_CODE", "3")], None),
     )
     .await;
     let failed = wait_workflow_phase(&runs, "m2", AgentRunPhase::Failed).await;
@@ -386,7 +382,7 @@ async fn a_deleted_stage_run_fails_the_workflow_and_is_not_recreated() {
     let runs: Api<AgentWorkflowRun> = Api::namespaced(client.clone(), &ns);
     apply(
         &runs,
-        &workflow_run("m3", vec![env("STUB_SLEEP_SECONDS", "120")], None),
+        &workflow_run("m3", vec![env_var("STUB_SLEEP_SECONDS", "120")], None),
     )
     .await;
     let agent_runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
@@ -417,7 +413,7 @@ async fn cancel_stops_the_current_stage_and_the_ttl_deletes_the_finished_run() {
     let runs: Api<AgentWorkflowRun> = Api::namespaced(client.clone(), &ns);
     apply(
         &runs,
-        &workflow_run("m4", vec![env("STUB_SLEEP_SECONDS", "300")], Some(6)),
+        &workflow_run("m4", vec![env_var("STUB_SLEEP_SECONDS", "300")], Some(6)),
     )
     .await;
     let agent_runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
