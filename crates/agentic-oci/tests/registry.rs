@@ -24,6 +24,15 @@ fn options(registry_addr: &str) -> RegistryOptions {
     }
 }
 
+/// A registry of the test's own (it stops when dropped), its address, and options that reach
+/// it over plain HTTP.
+async fn insecure_registry() -> (Registry, String, RegistryOptions) {
+    let registry = Registry::start().await.unwrap();
+    let addr = registry.addr();
+    let opts = options(&addr);
+    (registry, addr, opts)
+}
+
 fn write_skill(root: &Path, name: &str) -> PathBuf {
     let dir = root.join(name);
     std::fs::create_dir_all(dir.join("references")).unwrap();
@@ -119,9 +128,7 @@ fn layer_paths(layer: &[u8]) -> Vec<String> {
 
 #[tokio::test]
 async fn one_skill_round_trips_with_a_stable_digest() {
-    let registry = Registry::start().await.unwrap();
-    let addr = registry.addr();
-    let opts = options(&addr);
+    let (_registry, addr, opts) = insecure_registry().await;
     let root = tempfile::tempdir().unwrap();
     let dir = write_skill(root.path(), "demo");
 
@@ -185,9 +192,7 @@ async fn one_skill_round_trips_with_a_stable_digest() {
 /// `references/` must stay reachable), look-alikes otherwise.
 #[tokio::test]
 async fn multi_skill_images_are_read_by_sub_path() {
-    let registry = Registry::start().await.unwrap();
-    let addr = registry.addr();
-    let opts = options(&addr);
+    let (_registry, addr, opts) = insecure_registry().await;
     let corpus =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/skills-corpus/konveyor");
     let fixture = tempfile::tempdir().unwrap();
@@ -257,9 +262,7 @@ async fn multi_skill_images_are_read_by_sub_path() {
 
 #[tokio::test]
 async fn bad_content_is_reported_by_reason() {
-    let registry = Registry::start().await.unwrap();
-    let addr = registry.addr();
-    let opts = options(&addr);
+    let (_registry, addr, opts) = insecure_registry().await;
 
     let invalid = hand_made_image(&tar_with(&[(
         "SKILL.md",
@@ -324,9 +327,7 @@ fn skill_md(name: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn what_would_change_the_agents_skill_set_keeps_a_skill_from_being_read() {
-    let registry = Registry::start().await.unwrap();
-    let addr = registry.addr();
-    let opts = options(&addr);
+    let (_registry, addr, opts) = insecure_registry().await;
     let client = RegistryClient::new(opts.clone()).unwrap();
     let (demo, other, root) = (skill_md("demo"), skill_md("other"), skill_md("root"));
     let push = async |tar: Vec<u8>, tag: &str| {
@@ -482,9 +483,7 @@ async fn index_skill_error(
 
 #[tokio::test]
 async fn image_indexes_are_valid_only_when_every_platform_manifest_is() {
-    let registry = Registry::start().await.unwrap();
-    let addr = registry.addr();
-    let opts = options(&addr);
+    let (_registry, addr, opts) = insecure_registry().await;
     let root = tempfile::tempdir().unwrap();
     let good = pack_skills(&[write_skill(root.path(), "demo")]).unwrap();
     let other = pack_skills(&[write_skill(root.path(), "other")]).unwrap();
@@ -559,9 +558,7 @@ async fn image_indexes_are_valid_only_when_every_platform_manifest_is() {
 
 #[tokio::test]
 async fn registry_failures_are_reported_by_reason() {
-    let registry = Registry::start().await.unwrap();
-    let addr = registry.addr();
-    let opts = options(&addr);
+    let (_registry, addr, opts) = insecure_registry().await;
     let root = tempfile::tempdir().unwrap();
     let image = pack_skills(&[write_skill(root.path(), "demo")]).unwrap();
     let client = RegistryClient::new(opts.clone()).unwrap();
@@ -612,9 +609,7 @@ async fn registry_failures_are_reported_by_reason() {
 
 #[tokio::test]
 async fn the_cache_fetches_each_digest_and_sub_path_once() {
-    let registry = Registry::start().await.unwrap();
-    let addr = registry.addr();
-    let opts = options(&addr);
+    let (_registry, addr, opts) = insecure_registry().await;
     let root = tempfile::tempdir().unwrap();
     let image = pack_skills(&[
         write_skill(root.path(), "alpha"),
