@@ -153,17 +153,30 @@ impl Fixture {
         }
     }
 
-    fn inputs(&self) -> SandboxInputs<'_> {
+    /// The inputs of the fixture's run, delivered natively with [`params`], or why there
+    /// are none.
+    fn try_inputs(&self) -> Result<SandboxInputs<'_>, Error> {
+        self.try_inputs_with(SkillDeliveryMode::Native, params())
+    }
+
+    fn try_inputs_with(
+        &self,
+        delivery: SkillDeliveryMode,
+        params: RunParams,
+    ) -> Result<SandboxInputs<'_>, Error> {
         SandboxInputs::new(
             &self.run,
             &self.agent,
             &self.gateway,
             self.skills.clone(),
-            SkillDeliveryMode::Native,
-            params(),
+            delivery,
+            params,
             self.fetcher.as_ref(),
         )
-        .expect("valid inputs")
+    }
+
+    fn inputs(&self) -> SandboxInputs<'_> {
+        self.try_inputs().expect("valid inputs")
     }
 
     fn pod_spec(&self) -> Value {
@@ -494,16 +507,9 @@ fn env_without_rules_prompt_instructions_or_endpoint_keeps_the_names() {
     fixture.run.spec.instructions = None;
     fixture.gateway.spec.endpoint = None;
     fixture.gateway.spec.credential_ref = None;
-    let inputs = SandboxInputs::new(
-        &fixture.run,
-        &fixture.agent,
-        &fixture.gateway,
-        fixture.skills.clone(),
-        SkillDeliveryMode::Inject,
-        RunParams::default(),
-        fixture.fetcher.as_ref(),
-    )
-    .expect("valid");
+    let inputs = fixture
+        .try_inputs_with(SkillDeliveryMode::Inject, RunParams::default())
+        .expect("valid");
     let spec = serde_json::to_value(build_pod_spec(&inputs)).expect("serializes");
     let env = &container(&spec)["env"];
     let value_of = |name: &str| {
@@ -655,16 +661,7 @@ fn env_var(name: &str) -> EnvVar {
 }
 
 fn inputs_error(fixture: &Fixture) -> Error {
-    SandboxInputs::new(
-        &fixture.run,
-        &fixture.agent,
-        &fixture.gateway,
-        fixture.skills.clone(),
-        SkillDeliveryMode::Native,
-        params(),
-        fixture.fetcher.as_ref(),
-    )
-    .expect_err("invalid inputs")
+    fixture.try_inputs().expect_err("invalid inputs")
 }
 
 #[test]
@@ -765,18 +762,7 @@ fn skill_names_must_be_safe_directories() {
     let mut skill = java();
     skill.name = "a".repeat(64);
     fixture.skills = vec![skill];
-    assert!(
-        SandboxInputs::new(
-            &fixture.run,
-            &fixture.agent,
-            &fixture.gateway,
-            fixture.skills.clone(),
-            SkillDeliveryMode::Native,
-            params(),
-            fixture.fetcher.as_ref(),
-        )
-        .is_ok()
-    );
+    assert!(fixture.try_inputs().is_ok());
 }
 
 #[test]
@@ -869,16 +855,9 @@ fn the_pod_carries_the_manifest_and_params_as_annotations() {
 fn empty_skills_and_params_are_still_files() {
     let mut fixture = Fixture::new();
     fixture.skills = vec![];
-    let inputs = SandboxInputs::new(
-        &fixture.run,
-        &fixture.agent,
-        &fixture.gateway,
-        vec![],
-        SkillDeliveryMode::Native,
-        RunParams::default(),
-        fixture.fetcher.as_ref(),
-    )
-    .expect("valid");
+    let inputs = fixture
+        .try_inputs_with(SkillDeliveryMode::Native, RunParams::default())
+        .expect("valid");
     let annotations = pod_annotations(&inputs);
     let params: Value = serde_json::from_str(&annotations[PARAMS_ANNOTATION]).expect("JSON");
     assert_eq!(
@@ -933,15 +912,7 @@ fn annotations_just_under_the_limit_are_accepted_and_counted_as_built() {
     let mut accepted = 0;
     loop {
         fixture.skills = many_skills(100, description_len);
-        let result = SandboxInputs::new(
-            &fixture.run,
-            &fixture.agent,
-            &fixture.gateway,
-            fixture.skills.clone(),
-            SkillDeliveryMode::Native,
-            params(),
-            None,
-        );
+        let result = fixture.try_inputs();
         match result {
             Ok(inputs) => {
                 accepted = pod_annotations(&inputs)
