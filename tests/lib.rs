@@ -2,7 +2,7 @@
 //! shared test control plane, wait for conditions, and publish skills to its registry.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -802,4 +802,89 @@ pub fn warnings(logs: &[LogLine]) -> Vec<String> {
         .filter(|log| log.line.contains(" WARN ") || log.line.contains(" ERROR "))
         .map(|log| format!("{}: {}", log.pod, log.line))
         .collect()
+}
+
+/// Runs `agentic-operator args…` with no docker credentials of the user's in reach.
+pub fn cli(args: &[&str]) -> Output {
+    cli_with_env(args, &[])
+}
+
+/// Like [`cli`], with the environment variables `env` set (e.g. `COSIGN_PASSWORD`).
+pub fn cli_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let docker_config = tempfile::tempdir().expect("tempdir");
+    Command::new(operator_binary())
+        .args(args)
+        .env("DOCKER_CONFIG", docker_config.path())
+        .envs(env.iter().copied())
+        .output()
+        .expect("agentic-operator runs")
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Pushes the skill directories `dirs` to `reference` over plain HTTP with `skill push`, and
+/// returns the reference it printed, pinned by digest.
+pub fn push_insecure(dirs: &[&Path], reference: &str) -> String {
+    let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let mut args = vec!["skill", "push", "--insecure"];
+    args.extend(dirs.iter().map(String::as_str));
+    args.push(reference);
+    let pushed = cli(&args);
+    assert_eq!(pushed.status.code(), Some(0), "{}", stderr(&pushed));
+    stdout(&pushed)
+        .lines()
+        .last()
+        .expect("a reference")
+        .to_owned()
+}
+
+/// The password of the cosign keys the tests make.
+pub const COSIGN_TEST_PASSWORD: &str = "test-only-password";
+
+/// Runs cosign (COSIGN_BIN, from `hack/install-cosign.sh`) in `dir` with
+/// [`COSIGN_TEST_PASSWORD`], every non-loopback address sent to a closed loopback port, and
+/// returns what it did.
+pub fn cosign_output(dir: &Path, args: &[&str]) -> Output {
+    let cosign =
+        std::env::var("COSIGN_BIN").expect("COSIGN_BIN (hack/install-cosign.sh | tail -n1)");
+    Command::new(cosign)
+        .args(args)
+        .current_dir(dir)
+        .env("COSIGN_PASSWORD", COSIGN_TEST_PASSWORD)
+        .env("HOME", dir)
+        .env("TUF_ROOT", dir.join("tuf"))
+        .env("HTTPS_PROXY", "http://127.0.0.1:9")
+        .env("HTTP_PROXY", "http://127.0.0.1:9")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .output()
+        .expect("cosign runs")
+}
+
+/// [`cosign_output`] of a command that must succeed.
+pub fn cosign(dir: &Path, args: &[&str]) {
+    let out = cosign_output(dir, args);
+    assert!(out.status.success(), "cosign {args:?}: {}", stderr(&out));
+}
+
+/// `sha256:<hex>` of the DER in a PEM block's body: how `skill verify` and `skill push --sign`
+/// name a public key.
+pub fn pem_fingerprint(pem: &str) -> String {
+    use base64::Engine as _;
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(
+            pem.lines()
+                .filter(|line| !line.starts_with("-----"))
+                .collect::<String>(),
+        )
+        .expect("a base64 PEM body");
+    format!(
+        "sha256:{}",
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&der))
+    )
 }

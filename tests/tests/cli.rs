@@ -8,45 +8,13 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use agentic_integration_tests::{files_below, operator_binary, paths_below, write_skill};
+use agentic_integration_tests::{
+    cli, cosign, files_below, operator_binary, paths_below, pem_fingerprint, push_insecure, stderr,
+    stdout, write_skill,
+};
 use agentic_oci::{RegistryAuth, RegistryOptions};
 use agentic_testenv::{GitFile, GitServer, Registry};
-use base64::Engine as _;
 use serde_json::Value;
-
-/// Runs `agentic-operator args…` with no docker credentials of the user's in reach.
-fn cli(args: &[&str]) -> Output {
-    let docker_config = tempfile::tempdir().expect("tempdir");
-    Command::new(operator_binary())
-        .args(args)
-        .env("DOCKER_CONFIG", docker_config.path())
-        .output()
-        .expect("agentic-operator runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Pushes the skill directories `dirs` to `reference` over plain HTTP with `skill push`, and
-/// returns the reference it printed, pinned by digest.
-fn push_insecure(dirs: &[&Path], reference: &str) -> String {
-    let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-    let mut args = vec!["skill", "push", "--insecure"];
-    args.extend(dirs.iter().map(String::as_str));
-    args.push(reference);
-    let pushed = cli(&args);
-    assert_eq!(pushed.status.code(), Some(0), "{}", stderr(&pushed));
-    stdout(&pushed)
-        .lines()
-        .last()
-        .expect("a reference")
-        .to_owned()
-}
 
 /// A skill whose name has uppercase letters and that has no description.
 fn write_invalid_skill(parent: &Path) -> String {
@@ -889,25 +857,6 @@ async fn skill_pull_refuses_an_invalid_skill_with_its_findings_and_writes_nothin
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
-/// Runs cosign (COSIGN_BIN, from `hack/install-cosign.sh`) in `dir` with a test password,
-/// every non-loopback address sent to a closed loopback port.
-fn cosign(dir: &Path, args: &[&str]) {
-    let cosign =
-        std::env::var("COSIGN_BIN").expect("COSIGN_BIN (hack/install-cosign.sh | tail -n1)");
-    let out = Command::new(cosign)
-        .args(args)
-        .current_dir(dir)
-        .env("COSIGN_PASSWORD", "test-only-password")
-        .env("HOME", dir)
-        .env("TUF_ROOT", dir.join("tuf"))
-        .env("HTTPS_PROXY", "http://127.0.0.1:9")
-        .env("HTTP_PROXY", "http://127.0.0.1:9")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .output()
-        .expect("cosign runs");
-    assert!(out.status.success(), "cosign {args:?}: {}", stderr(&out));
-}
-
 #[tokio::test]
 async fn skill_verify_accepts_what_cosign_signed_and_names_the_key() {
     let registry = Registry::start().await.expect("the test registry starts");
@@ -966,18 +915,7 @@ async fn skill_verify_accepts_what_cosign_signed_and_names_the_key() {
         text.starts_with(&format!("{by_digest}: verified\n")),
         "{text}"
     );
-    let pem = std::fs::read_to_string(&key_a).expect("a.pub");
-    let der = base64::engine::general_purpose::STANDARD
-        .decode(
-            pem.lines()
-                .filter(|line| !line.starts_with("-----"))
-                .collect::<String>(),
-        )
-        .expect("base64");
-    let fingerprint = format!(
-        "sha256:{}",
-        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&der))
-    );
+    let fingerprint = pem_fingerprint(&std::fs::read_to_string(&key_a).expect("a.pub"));
     assert!(
         text.contains(&format!("signed by key {fingerprint}")),
         "{text}"

@@ -57,8 +57,8 @@ pub use pack::{
     pack_skills,
 };
 pub use registry::{
-    Artifact, ArtifactLimit, ArtifactRequest, RegistryClient, RegistryObserver, RegistryOptions,
-    RegistryRequest, RegistryStats, ResolvedImage, SkillContent, SkillListing, fetch_skill,
-    image_registry, list_skills, pull_skill, push_image, resolve_digest,
+    Artifact, ArtifactLimit, ArtifactRequest, Blob, RegistryClient, RegistryObserver,
+    RegistryOptions, RegistryRequest, RegistryStats, ResolvedImage, SkillContent, SkillListing,
+    fetch_skill, image_registry, list_skills, pull_skill, push_image, resolve_digest,
 };
 pub use resolutions::Resolutions;

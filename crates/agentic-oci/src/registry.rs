@@ -1227,50 +1227,24 @@ impl RegistryClient {
         auth: &RegistryAuth,
     ) -> Result<String, OciError> {
         let parsed = parse_reference(reference)?;
-        if parsed.digest().is_some() {
-            return Err(OciError::InvalidReference {
-                reference: reference.to_string(),
-                message: "push to a tag; the digest is computed from the content".to_string(),
-            });
-        }
-        // A client of its own: the shared ones hold pull tokens, and a push needs another scope.
-        let client = layer_client(&self.shared.options)?;
-        client
-            .store_auth_if_needed(parsed.resolve_registry(), &auth.to_client_auth())
-            .await;
-        let failed = |error| registry_error(error, reference);
-        let shared = &self.shared;
-        for (bytes, digest) in [
-            (&image.layer, &image.layer_digest),
-            (&image.config, &image.config_digest),
-        ] {
-            if shared
-                .counted(parsed.registry(), client.blob_exists(&parsed, digest))
-                .await
-                .map_err(failed)?
-            {
-                tracing::debug!(%reference, %digest, "blob already in the registry");
-            } else {
-                shared
-                    .counted(
-                        parsed.registry(),
-                        client.push_blob(&parsed, bytes.clone(), digest),
-                    )
-                    .await
-                    .map_err(failed)?;
-            }
-        }
-        shared
-            .counted(
-                parsed.registry(),
-                client.push_manifest_raw(
-                    &parsed,
-                    image.manifest.clone(),
-                    http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
-                ),
-            )
-            .await
-            .map_err(failed)?;
+        let blobs = [
+            Blob {
+                bytes: &image.layer,
+                digest: &image.layer_digest,
+            },
+            Blob {
+                bytes: &image.config,
+                digest: &image.config_digest,
+            },
+        ];
+        self.push_manifest(
+            reference,
+            &blobs,
+            &image.manifest,
+            MANIFEST_MEDIA_TYPE,
+            auth,
+        )
+        .await?;
         Ok(format!(
             "{}/{}:{}@{}",
             parsed.registry(),
@@ -1279,6 +1253,69 @@ impl RegistryClient {
             image.manifest_digest
         ))
     }
+
+    /// Pushes `blobs` (those the registry lacks) and then `manifest`, whose media type is
+    /// `media_type`, to the tag `reference` names: what an image or a signature manifest
+    /// (a cosign `.sig` tag) needs.
+    pub async fn push_manifest(
+        &self,
+        reference: &str,
+        blobs: &[Blob<'_>],
+        manifest: &[u8],
+        media_type: &str,
+        auth: &RegistryAuth,
+    ) -> Result<(), OciError> {
+        let parsed = parse_reference(reference)?;
+        if parsed.digest().is_some() {
+            return Err(OciError::InvalidReference {
+                reference: reference.to_string(),
+                message: "push to a tag; the digest is computed from the content".to_string(),
+            });
+        }
+        let content_type =
+            http::HeaderValue::from_str(media_type).map_err(|error| OciError::Internal {
+                message: format!("media type {media_type:?}: {error}"),
+            })?;
+        // A client of its own: the shared ones hold pull tokens, and a push needs another scope.
+        let client = layer_client(&self.shared.options)?;
+        client
+            .store_auth_if_needed(parsed.resolve_registry(), &auth.to_client_auth())
+            .await;
+        let failed = |error| registry_error(error, reference);
+        let shared = &self.shared;
+        for blob in blobs {
+            if shared
+                .counted(parsed.registry(), client.blob_exists(&parsed, blob.digest))
+                .await
+                .map_err(failed)?
+            {
+                tracing::debug!(%reference, digest = %blob.digest, "blob already in the registry");
+            } else {
+                shared
+                    .counted(
+                        parsed.registry(),
+                        client.push_blob(&parsed, blob.bytes.to_vec(), blob.digest),
+                    )
+                    .await
+                    .map_err(failed)?;
+            }
+        }
+        shared
+            .counted(
+                parsed.registry(),
+                client.push_manifest_raw(&parsed, manifest.to_vec(), content_type),
+            )
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+}
+
+/// A blob [`RegistryClient::push_manifest`] uploads: its bytes and their `sha256:…` digest.
+#[derive(Debug, Clone, Copy)]
+pub struct Blob<'a> {
+    pub bytes: &'a [u8],
+    pub digest: &'a str,
 }
 
 fn parse_reference(reference: &str) -> Result<Reference, OciError> {

@@ -17,12 +17,12 @@ use crate::limits::{
 };
 use crate::{Layout, Requirement, Signer, Verdict, Verified};
 
-const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
-const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+pub(crate) const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+pub(crate) const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
 const CHAIN_ANNOTATION: &str = "dev.sigstore.cosign/chain";
 const REKOR_BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
-const COSIGN_SIGNATURE_TYPE: &str = "cosign container image signature";
+pub(crate) const COSIGN_SIGNATURE_TYPE: &str = "cosign container image signature";
 const BUNDLE_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
 const DSSE_IN_TOTO: &str = "application/vnd.in-toto+json";
 const IN_TOTO_STATEMENT: &str = "https://in-toto.io/Statement/v1";

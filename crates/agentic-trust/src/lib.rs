@@ -74,6 +74,7 @@ mod keyless;
 mod keys;
 mod limits;
 mod requirement;
+mod sign;
 
 pub use cache::{CacheKey, DEFAULT_CACHE_ENTRIES, UNVERIFIED_TTL, VerificationCache};
 pub use git::{AllowedSigners, CommitVerdict, verify_commit};
@@ -85,6 +86,7 @@ pub use limits::{
     MAX_SIGNATURES, MAX_TRUST_ROOT_CERTIFICATES,
 };
 pub use requirement::{Identity, Keyless, MAX_PATTERN_BYTES, Pattern, Requirement, TrustRoot};
+pub use sign::{SignError, Signature, SigningKey, sign_image};
 
 /// The outcome of [`verify_image`].
 #[derive(Debug, Clone, PartialEq, Eq)]

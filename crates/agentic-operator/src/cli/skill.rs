@@ -19,13 +19,23 @@ pub enum SkillCommand {
         paths: Vec<PathBuf>,
     },
     /// Pack skill directories into an OCI image and push it. One directory goes at the image
-    /// root; several each go into a top-level directory named after the skill. Prints the
-    /// pushed reference with its digest last. Exit 0 when pushed, 1 when packing or pushing
-    /// fails, 2 on a usage error.
+    /// root; several each go into a top-level directory named after the skill. With --sign,
+    /// the pushed digest is then signed with --key in cosign's `.sig` tag layout, next to the
+    /// signatures already there, so `cosign verify --key` and `skill verify --key` accept it.
+    /// Prints the signature, if any, then the pushed reference with its digest last. Exit 0
+    /// when pushed (and signed), 1 when packing, pushing or signing fails, 2 on a usage error
+    /// or a key that cannot sign.
     Push {
         /// Reach the registry over plain HTTP.
         #[arg(long)]
         insecure: bool,
+        /// Sign the pushed image with --key.
+        #[arg(long, requires = "key")]
+        sign: bool,
+        /// The private key to sign with: cosign's (`cosign generate-key-pair`; its password in
+        /// COSIGN_PASSWORD) or an unencrypted PKCS#8 ECDSA P-256 PEM.
+        #[arg(long, value_name = "FILE", requires = "sign")]
+        key: Option<PathBuf>,
         /// Skill directories to pack.
         #[arg(value_name = "DIR", required = true, value_parser = skill_dir)]
         dirs: Vec<PathBuf>,
@@ -133,6 +143,9 @@ pub enum SkillCommand {
     },
 }
 
+/// Where `skill push --sign` reads the password of cosign's encrypted keys, as cosign does.
+const COSIGN_PASSWORD_ENV: &str = "COSIGN_PASSWORD";
+
 /// Environment variables `skill fetch` reads credentials from when no --credentials-dir is
 /// given.
 const USERNAME_ENV: &str = "AGENTIC_GIT_USERNAME";
@@ -149,9 +162,11 @@ pub fn run(command: SkillCommand) -> ExitCode {
         SkillCommand::Validate { output, paths } => validate(output, &paths),
         SkillCommand::Push {
             insecure,
+            sign: _,
+            key,
             dirs,
             reference,
-        } => push(&dirs, &reference, insecure),
+        } => push(&dirs, &reference, insecure, key.as_deref()),
         SkillCommand::Inspect {
             insecure,
             output,
@@ -371,21 +386,59 @@ fn with_registry<T>(
     })
 }
 
-fn push(dirs: &[PathBuf], reference: &str, insecure: bool) -> ExitCode {
-    let pushed = with_registry(reference, insecure, async |auth, client| {
-        let image = agentic_oci::pack_skills(dirs)?;
-        client.push_image(&image, reference, &auth).await
-    });
-    match pushed {
-        Ok(pushed) => {
-            println!("{pushed}");
-            ExitCode::SUCCESS
-        }
+fn push(dirs: &[PathBuf], reference: &str, insecure: bool, key: Option<&Path>) -> ExitCode {
+    // The key is read before anything is pushed: a key that cannot sign is a usage error.
+    let signing_key = match key.map(read_signing_key).transpose() {
+        Ok(signing_key) => signing_key,
         Err(message) => {
             eprintln!("error: {message}");
-            ExitCode::FAILURE
+            return ExitCode::from(2);
+        }
+    };
+    let pushed = with_registry(reference, insecure, async |auth, client| {
+        let image = agentic_oci::pack_skills(dirs)?;
+        let pushed = client.push_image(&image, reference, &auth).await?;
+        let Some(signing_key) = &signing_key else {
+            return Ok((pushed, Ok(None)));
+        };
+        let image = agentic_oci::ResolvedImage::from_pinned(&pushed)?;
+        let signed = agentic_trust::sign_image(&client, &auth, &image, signing_key).await;
+        Ok((pushed, signed.map(Some)))
+    });
+    let (pushed, signed) = match pushed {
+        Ok(pushed) => pushed,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match signed {
+        Ok(Some(signature)) => println!(
+            "signed {} with key {}: signature {} ({} in the tag)",
+            signature.tag,
+            signing_key
+                .as_ref()
+                .map(|k| k.public_key().fingerprint())
+                .unwrap_or_default(),
+            signature.signature_digest,
+            signature.signatures
+        ),
+        Ok(None) => {}
+        Err(error) => {
+            eprintln!("error: pushed {pushed} but did not sign it: {error}");
+            return ExitCode::FAILURE;
         }
     }
+    println!("{pushed}");
+    ExitCode::SUCCESS
+}
+
+/// The `--key` of `skill push --sign`, opened with COSIGN_PASSWORD when cosign encrypted it.
+fn read_signing_key(path: &Path) -> Result<agentic_trust::SigningKey, String> {
+    let pem = read_text(path).map_err(|e| format!("--key {e}"))?;
+    let password = std::env::var(COSIGN_PASSWORD_ENV).ok();
+    agentic_trust::SigningKey::from_pem(&pem, &path.display().to_string(), password.as_deref())
+        .map_err(|e| format!("--key {e}"))
 }
 
 /// The keyless flags of `skill verify`.
