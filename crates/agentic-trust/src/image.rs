@@ -8,11 +8,12 @@ use agentic_oci::{
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
 
-use crate::keyless::verify_keyless;
+use crate::keyless::{BundleLogEntry, Signed, verify_bundle_keyless, verify_legacy_keyless};
 use crate::limits::{
-    MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_PAYLOAD_BYTES, MAX_REFERRERS,
+    MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_CHAIN_LENGTH, MAX_PAYLOAD_BYTES, MAX_REFERRERS,
     MAX_SIGNATURE_MANIFEST_BYTES, MAX_SIGNATURES,
 };
 use crate::{Layout, Requirement, Signer, Verdict, Verified};
@@ -23,7 +24,16 @@ const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
 const CHAIN_ANNOTATION: &str = "dev.sigstore.cosign/chain";
 const REKOR_BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
 pub(crate) const COSIGN_SIGNATURE_TYPE: &str = "cosign container image signature";
-const BUNDLE_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
+/// The Sigstore bundle versions read: v0.1 and v0.2 by their parameter, v0.3 by both of its
+/// names (cosign writes the second).
+const BUNDLE_MEDIA_TYPES: [&str; 4] = [
+    "application/vnd.dev.sigstore.bundle+json;version=0.1",
+    "application/vnd.dev.sigstore.bundle+json;version=0.2",
+    "application/vnd.dev.sigstore.bundle+json;version=0.3",
+    "application/vnd.dev.sigstore.bundle.v0.3+json",
+];
+/// The protobuf name of the only message digest a message-signature bundle may carry.
+const SHA2_256: &str = "SHA2_256";
 const DSSE_IN_TOTO: &str = "application/vnd.in-toto+json";
 const IN_TOTO_STATEMENT: &str = "https://in-toto.io/Statement/v1";
 const COSIGN_SIGN_PREDICATE: &str = "https://sigstore.dev/cosign/sign/v1";
@@ -272,7 +282,26 @@ impl Reader<'_> {
         Ok(check_simple_signing(&payload, self.image).map(|()| signer))
     }
 
-    /// Who made `signature` over `message`, under the requirement's keys or keyless identities.
+    /// The accepted key that made `signature` over `message`, if any.
+    fn key_signer(&self, message: &[u8], signature: &[u8]) -> Option<Signer> {
+        self.requirement
+            .keys
+            .iter()
+            .find(|key| key.verifies(message, signature))
+            .map(|key| Signer::Key {
+                fingerprint: key.fingerprint().to_string(),
+            })
+    }
+
+    fn no_accepted_key(&self) -> String {
+        format!(
+            "not signed by any of the {} accepted keys",
+            self.requirement.keys.len()
+        )
+    }
+
+    /// Who made a legacy `signature` over `message`, under the requirement's keys or keyless
+    /// identities.
     fn check_signature(
         &self,
         message: &[u8],
@@ -281,18 +310,11 @@ impl Reader<'_> {
         chain: Option<&str>,
         rekor_bundle: Option<&str>,
     ) -> Result<Signer, String> {
-        if let Some(key) = self
-            .requirement
-            .keys
-            .iter()
-            .find(|key| key.verifies(message, signature))
-        {
-            return Ok(Signer::Key {
-                fingerprint: key.fingerprint().to_string(),
-            });
+        if let Some(signer) = self.key_signer(message, signature) {
+            return Ok(signer);
         }
         match (&self.requirement.keyless, certificate) {
-            (Some(keyless), Some(certificate)) => verify_keyless(
+            (Some(keyless), Some(certificate)) => verify_legacy_keyless(
                 keyless,
                 message,
                 signature,
@@ -300,10 +322,7 @@ impl Reader<'_> {
                 chain,
                 rekor_bundle,
             ),
-            _ => Err(format!(
-                "not signed by any of the {} accepted keys",
-                self.requirement.keys.len()
-            )),
+            _ => Err(self.no_accepted_key()),
         }
     }
 
@@ -344,7 +363,12 @@ impl Reader<'_> {
         let mut bundles: Vec<&Descriptor> = index
             .manifests
             .iter()
-            .filter(|entry| entry.artifact_type.as_deref() == Some(BUNDLE_MEDIA_TYPE))
+            .filter(|entry| {
+                entry
+                    .artifact_type
+                    .as_deref()
+                    .is_some_and(|kind| BUNDLE_MEDIA_TYPES.contains(&kind))
+            })
             .collect();
         // The same referrer listed again is read once: a looping or padded index costs
         // nothing more.
@@ -413,7 +437,7 @@ impl Reader<'_> {
                 manifest.layers.len()
             )));
         };
-        if layer.media_type != BUNDLE_MEDIA_TYPE {
+        if !BUNDLE_MEDIA_TYPES.contains(&layer.media_type.as_str()) {
             return Ok(Err(format!(
                 "its layer is a {:?}, not a bundle",
                 layer.media_type
@@ -425,7 +449,7 @@ impl Reader<'_> {
                 layer.size
             )));
         }
-        let Some(bundle) = self
+        let Some(bytes) = self
             .fetch(
                 ArtifactRequest::Blob(&layer.digest),
                 MAX_BUNDLE_BYTES,
@@ -435,16 +459,50 @@ impl Reader<'_> {
         else {
             return Ok(Err("its bundle blob is missing".to_string()));
         };
-        Ok(self.check_bundle(&bundle))
+        let bundle: Bundle = match serde_json::from_slice(&bytes) {
+            Ok(bundle) => bundle,
+            Err(error) => {
+                return Ok(Err(format!("the bundle is not a Sigstore bundle: {error}")));
+            }
+        };
+        if !BUNDLE_MEDIA_TYPES.contains(&bundle.media_type.as_str()) {
+            return Ok(Err(format!(
+                "the bundle's media type {:?} is not a Sigstore bundle version this verifier reads",
+                bundle.media_type
+            )));
+        }
+        match (&bundle.dsse_envelope, &bundle.message_signature) {
+            (Some(envelope), None) => {
+                Ok(self.check_envelope(envelope, &bundle.verification_material))
+            }
+            (None, Some(message)) => {
+                // A message signature signs the image manifest itself: its bytes are read
+                // (by digest, so they are the pinned bytes) to check the signature over them.
+                let Some(manifest) = self
+                    .fetch(
+                        ArtifactRequest::Manifest(&self.image.digest),
+                        MAX_SIGNATURE_MANIFEST_BYTES,
+                        "MAX_SIGNATURE_MANIFEST_BYTES",
+                    )
+                    .await?
+                else {
+                    return Ok(Err("the signed image manifest is missing".to_string()));
+                };
+                Ok(self.check_message_signature(message, &manifest, &bundle.verification_material))
+            }
+            _ => Ok(Err(
+                "the bundle holds neither exactly one DSSE envelope nor one message signature"
+                    .to_string(),
+            )),
+        }
     }
 
-    /// A Sigstore bundle with a DSSE envelope of an in-toto statement naming the digest.
-    fn check_bundle(&self, bytes: &[u8]) -> Result<Signer, String> {
-        let bundle: Bundle = serde_json::from_slice(bytes)
-            .map_err(|error| format!("the bundle is not a Sigstore bundle: {error}"))?;
-        let envelope = bundle
-            .dsse_envelope
-            .ok_or("the bundle holds no DSSE envelope")?;
+    /// A DSSE envelope of an in-toto statement naming the digest.
+    fn check_envelope(
+        &self,
+        envelope: &Envelope,
+        material: &VerificationMaterial,
+    ) -> Result<Signer, String> {
         if envelope.payload_type != DSSE_IN_TOTO {
             return Err(format!(
                 "the envelope's payload is a {:?}, not an in-toto statement",
@@ -454,7 +512,7 @@ impl Reader<'_> {
         let payload = STANDARD
             .decode(&envelope.payload)
             .map_err(|error| format!("the envelope's payload is not base64: {error}"))?;
-        let signed = pre_authentication_encoding(&envelope.payload_type, &payload);
+        let encoded = pre_authentication_encoding(&envelope.payload_type, &payload);
         if envelope.signatures.len() > MAX_SIGNATURES {
             return Err(format!(
                 "the envelope holds {} signatures, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
@@ -467,11 +525,12 @@ impl Reader<'_> {
                 last_refusal = "a signature of the envelope is not base64".to_string();
                 continue;
             };
-            if bundle.verification_material.certificate.is_some() {
-                last_refusal = "keyless signatures in bundles are not supported yet; sign with --new-bundle-format=false, or with a key".to_string();
-                continue;
-            }
-            match self.check_signature(&signed, &raw, None, None, None) {
+            let signed = Signed::Envelope {
+                statement: &payload,
+                encoded: &encoded,
+                signature: &raw,
+            };
+            match self.bundle_signer(&signed, material) {
                 Ok(signer) => {
                     check_statement(&payload, &self.image.digest)?;
                     return Ok(signer);
@@ -480,6 +539,56 @@ impl Reader<'_> {
             }
         }
         Err(last_refusal)
+    }
+
+    /// A message signature over the image manifest `manifest` (read by the pinned digest).
+    fn check_message_signature(
+        &self,
+        message: &MessageSignature,
+        manifest: &[u8],
+        material: &VerificationMaterial,
+    ) -> Result<Signer, String> {
+        let digest = &message.message_digest;
+        let signed_digest = STANDARD
+            .decode(&digest.digest)
+            .map_err(|error| format!("the message digest is not base64: {error}"))?;
+        let pinned = Sha256::digest(manifest);
+        if digest.algorithm != SHA2_256 || signed_digest != pinned.as_slice() {
+            return Err(format!(
+                "the message signature is over {} {}, not the pinned {}",
+                digest.algorithm,
+                hex::encode(&signed_digest),
+                self.image.digest
+            ));
+        }
+        let signature = STANDARD
+            .decode(&message.signature)
+            .map_err(|error| format!("the message signature is not base64: {error}"))?;
+        let signed = Signed::Message {
+            message: manifest,
+            signature: &signature,
+        };
+        self.bundle_signer(&signed, material)
+    }
+
+    /// Who made a bundle's signature: an accepted key, else a keyless certificate of the
+    /// bundle's verification material.
+    fn bundle_signer(
+        &self,
+        signed: &Signed<'_>,
+        material: &VerificationMaterial,
+    ) -> Result<Signer, String> {
+        if let Some(signer) = self.key_signer(signed.bytes(), signed.signature()) {
+            return Ok(signer);
+        }
+        let Some(keyless) = &self.requirement.keyless else {
+            return Err(self.no_accepted_key());
+        };
+        let certificates = material.certificates()?;
+        if certificates.is_empty() {
+            return Err(self.no_accepted_key());
+        }
+        verify_bundle_keyless(keyless, signed, &certificates, &material.tlog_entries)
     }
 }
 
@@ -495,17 +604,83 @@ fn pre_authentication_encoding(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     signed
 }
 
+/// A Sigstore bundle (protobuf JSON: camelCase names, bytes in base64).
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Bundle {
-    #[serde(rename = "verificationMaterial", default)]
+    #[serde(default)]
+    media_type: String,
+    #[serde(default)]
     verification_material: VerificationMaterial,
-    #[serde(rename = "dsseEnvelope")]
     dsse_envelope: Option<Envelope>,
+    message_signature: Option<MessageSignature>,
 }
 
+/// The signer's certificate (v0.3's `certificate`, or the leaf first of
+/// `x509CertificateChain`) and the transparency-log entries. A `publicKey` hint is not read:
+/// keys come from the requirement.
 #[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
 struct VerificationMaterial {
-    certificate: Option<serde_json::Value>,
+    certificate: Option<RawBytes>,
+    x509_certificate_chain: Option<CertificateChain>,
+    #[serde(default)]
+    tlog_entries: Vec<BundleLogEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawBytes {
+    raw_bytes: String,
+}
+
+#[derive(Deserialize)]
+struct CertificateChain {
+    #[serde(default)]
+    certificates: Vec<RawBytes>,
+}
+
+impl VerificationMaterial {
+    /// The DER certificates, the signer's first; none for a key-signed bundle.
+    fn certificates(&self) -> Result<Vec<Vec<u8>>, String> {
+        let encoded: Vec<&RawBytes> = match (&self.certificate, &self.x509_certificate_chain) {
+            (Some(leaf), None) => vec![leaf],
+            (None, Some(chain)) => chain.certificates.iter().collect(),
+            (None, None) => Vec::new(),
+            (Some(_), Some(_)) => {
+                return Err(
+                    "the bundle holds both a certificate and a certificate chain".to_string(),
+                );
+            }
+        };
+        if encoded.len() > MAX_CHAIN_LENGTH {
+            return Err(format!(
+                "the bundle's certificate chain holds {} certificates, over the limit of {MAX_CHAIN_LENGTH} (MAX_CHAIN_LENGTH)",
+                encoded.len()
+            ));
+        }
+        encoded
+            .iter()
+            .map(|certificate| {
+                STANDARD
+                    .decode(&certificate.raw_bytes)
+                    .map_err(|error| format!("a certificate of the bundle is not base64: {error}"))
+            })
+            .collect()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageSignature {
+    message_digest: MessageDigest,
+    signature: String,
+}
+
+#[derive(Deserialize)]
+struct MessageDigest {
+    algorithm: String,
+    digest: String,
 }
 
 #[derive(Deserialize)]

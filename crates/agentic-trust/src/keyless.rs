@@ -1,14 +1,18 @@
 //! Keyless signatures, verified offline: the signing certificate's chain to the trust root,
-//! its identity, and the Rekor signed entry timestamp (SET) that proves when it signed.
+//! its identity, its signed certificate timestamps when the trust root names CT logs, and
+//! the Rekor signed entry timestamp (SET) that proves when it signed.
 //!
 //! A valid SET only proves that Rekor logged *some* entry at that time. The entry's body is
-//! therefore compared with what is being verified (the payload's hash, the signature, the
+//! therefore compared with what is being verified (the signed bytes' hash, the signature, the
 //! certificate): a SET lifted from another signature's log entry never counts. sigstore-rs's
-//! bundle verifier skipped that comparison (sigstore-rs#285), so it is done here by hand.
+//! bundle verifier skipped that comparison (sigstore-rs#285), so it is done here by hand, for
+//! both layouts: the legacy tag's annotations and a Sigstore bundle's `tlogEntries`.
+
+mod sct;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use sha2::{Digest as _, Sha256};
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
@@ -16,7 +20,7 @@ use x509_parser::prelude::FromDer as _;
 use x509_parser::time::ASN1Time;
 
 use crate::Signer;
-use crate::limits::MAX_CHAIN_LENGTH;
+use crate::limits::{MAX_CHAIN_LENGTH, MAX_SIGNATURES};
 use crate::requirement::{Keyless, TrustRoot};
 
 /// Fulcio's OIDC issuer extension (a DER UTF8String), and its older raw-string form.
@@ -25,28 +29,132 @@ const ISSUER_V1: &str = "1.3.6.1.4.1.57264.1.1";
 
 /// The Rekor bundle cosign stores in the `dev.sigstore.cosign/bundle` annotation.
 #[derive(Deserialize)]
-pub(crate) struct RekorBundle {
+struct RekorBundle {
     #[serde(rename = "SignedEntryTimestamp")]
-    pub signed_entry_timestamp: String,
+    signed_entry_timestamp: String,
     #[serde(rename = "Payload")]
-    pub payload: RekorPayload,
+    payload: RekorPayload,
 }
 
 #[derive(Deserialize)]
-pub(crate) struct RekorPayload {
-    pub body: String,
+struct RekorPayload {
+    body: String,
     #[serde(rename = "integratedTime")]
-    pub integrated_time: i64,
+    integrated_time: i64,
     #[serde(rename = "logIndex")]
-    pub log_index: i64,
+    log_index: i64,
     #[serde(rename = "logID")]
-    pub log_id: String,
+    log_id: String,
 }
 
-/// Verifies a keyless signature of `payload`: `certificate_pem` (the signer's leaf),
-/// `chain_pem` (intermediates, optional), `rekor_bundle` (the annotation's JSON). Returns
-/// the signer's identity, or why it does not count.
-pub(crate) fn verify_keyless(
+/// One entry of a Sigstore bundle's `verificationMaterial.tlogEntries` (protobuf JSON:
+/// 64-bit integers are strings, bytes are base64).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct BundleLogEntry {
+    #[serde(deserialize_with = "int64")]
+    log_index: i64,
+    log_id: BundleLogId,
+    #[serde(deserialize_with = "int64")]
+    integrated_time: i64,
+    inclusion_promise: Option<InclusionPromise>,
+    canonicalized_body: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BundleLogId {
+    key_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InclusionPromise {
+    signed_entry_timestamp: String,
+}
+
+/// A protobuf JSON int64: a string, or a number from writers that do not quote it.
+fn int64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Int64 {
+        Text(String),
+        Number(i64),
+    }
+    match Int64::deserialize(deserializer)? {
+        Int64::Text(text) => text.parse().map_err(serde::de::Error::custom),
+        Int64::Number(number) => Ok(number),
+    }
+}
+
+/// A transparency-log entry and Rekor's SET over it, from either layout.
+struct LogEntry {
+    /// The entry body, base64 as logged: the SET covers this text.
+    body: String,
+    integrated_time: i64,
+    log_index: i64,
+    /// Hex SHA-256 of the log's key (its DER SubjectPublicKeyInfo).
+    log_id: String,
+    signed_entry_timestamp: Vec<u8>,
+}
+
+impl BundleLogEntry {
+    fn log_entry(&self) -> Result<LogEntry, String> {
+        let promise = self.inclusion_promise.as_ref().ok_or(
+            "the bundle's log entry has no inclusion promise (a Rekor signed entry timestamp), the only proof of time verified offline",
+        )?;
+        let log_id = STANDARD
+            .decode(&self.log_id.key_id)
+            .map_err(|error| format!("the bundle's log id is not base64: {error}"))?;
+        let signed_entry_timestamp = STANDARD
+            .decode(&promise.signed_entry_timestamp)
+            .map_err(|error| format!("the signed entry timestamp is not base64: {error}"))?;
+        Ok(LogEntry {
+            body: self.canonicalized_body.clone(),
+            integrated_time: self.integrated_time,
+            log_index: self.log_index,
+            log_id: hex::encode(log_id),
+            signed_entry_timestamp,
+        })
+    }
+}
+
+/// What the signing certificate's key signed, which decides the kind of log entry that
+/// must record it.
+pub(crate) enum Signed<'a> {
+    /// Bytes signed directly (a legacy simple-signing payload, a bundle's message
+    /// signature): logged as a `hashedrekord` of their SHA-256.
+    Message {
+        message: &'a [u8],
+        signature: &'a [u8],
+    },
+    /// A DSSE envelope's statement: the key signed its pre-authentication encoding
+    /// `encoded`; logged as a `dsse` entry of the statement's SHA-256.
+    Envelope {
+        statement: &'a [u8],
+        encoded: &'a [u8],
+        signature: &'a [u8],
+    },
+}
+
+impl Signed<'_> {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Signed::Message { message, .. } => message,
+            Signed::Envelope { encoded, .. } => encoded,
+        }
+    }
+
+    pub(crate) fn signature(&self) -> &[u8] {
+        match self {
+            Signed::Message { signature, .. } | Signed::Envelope { signature, .. } => signature,
+        }
+    }
+}
+
+/// A keyless signature in the legacy tag layout: `certificate_pem` (the signer's leaf),
+/// `chain_pem` (intermediates, optional), `rekor_bundle` (the annotation's JSON).
+pub(crate) fn verify_legacy_keyless(
     keyless: &Keyless,
     payload: &[u8],
     signature: &[u8],
@@ -55,29 +163,91 @@ pub(crate) fn verify_keyless(
     rekor_bundle: Option<&str>,
 ) -> Result<Signer, String> {
     let leaf_der = single_certificate(certificate_pem)?;
-    let (_, leaf) = X509Certificate::from_der(&leaf_der)
-        .map_err(|error| format!("the signing certificate is not X.509: {error}"))?;
-    let leaf_key = crate::keys::PublicKey::from_spki(leaf.public_key(), leaf.public_key().raw)
-        .map_err(|message| format!("the signing certificate's key: {message}"))?;
-    if !leaf_key.verifies(payload, signature) {
-        return Err("the signature does not verify with the signing certificate's key".to_string());
-    }
-
-    // The time of signing comes from the log, once its SET verifies: never from the payload.
-    let bundle_json =
-        rekor_bundle.ok_or("a keyless signature needs a Rekor bundle (none was attached)")?;
-    let bundle: RekorBundle = serde_json::from_str(bundle_json)
-        .map_err(|error| format!("the Rekor bundle is not valid JSON: {error}"))?;
-    verify_signed_entry_timestamp(&keyless.trust_root, &bundle)?;
-    check_log_entry_matches(&bundle.payload.body, payload, signature, &leaf_der)?;
-    let signed_at = ASN1Time::from_timestamp(bundle.payload.integrated_time)
-        .map_err(|error| format!("the log's integrated time is out of range: {error}"))?;
-
     let chain = match chain_pem {
         Some(pem) if !pem.trim().is_empty() => certificates(pem)?,
         _ => Vec::new(),
     };
-    verify_chain(&leaf, &chain, &keyless.trust_root, signed_at)?;
+    let bundle_json =
+        rekor_bundle.ok_or("a keyless signature needs a Rekor bundle (none was attached)")?;
+    let bundle: RekorBundle = serde_json::from_str(bundle_json)
+        .map_err(|error| format!("the Rekor bundle is not valid JSON: {error}"))?;
+    let entry = LogEntry {
+        signed_entry_timestamp: STANDARD
+            .decode(&bundle.signed_entry_timestamp)
+            .map_err(|error| format!("the signed entry timestamp is not base64: {error}"))?,
+        body: bundle.payload.body,
+        integrated_time: bundle.payload.integrated_time,
+        log_index: bundle.payload.log_index,
+        log_id: bundle.payload.log_id,
+    };
+    let signed = Signed::Message {
+        message: payload,
+        signature,
+    };
+    verify_keyless(keyless, &signed, &leaf_der, &chain, &[entry])
+}
+
+/// A keyless signature in a Sigstore bundle: `certificates` is the leaf (DER) then any
+/// intermediates, `tlog_entries` the bundle's log entries (one that counts is enough).
+pub(crate) fn verify_bundle_keyless(
+    keyless: &Keyless,
+    signed: &Signed<'_>,
+    certificates: &[Vec<u8>],
+    tlog_entries: &[BundleLogEntry],
+) -> Result<Signer, String> {
+    let [leaf_der, chain @ ..] = certificates else {
+        return Err("the bundle holds no signing certificate".to_string());
+    };
+    if tlog_entries.len() > MAX_SIGNATURES {
+        return Err(format!(
+            "the bundle holds {} log entries, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
+            tlog_entries.len()
+        ));
+    }
+    let entries = tlog_entries
+        .iter()
+        .map(BundleLogEntry::log_entry)
+        .collect::<Result<Vec<_>, _>>()?;
+    verify_keyless(keyless, signed, leaf_der, chain, &entries)
+}
+
+/// The checks of both layouts: the certificate's key made the signature; a log entry's SET
+/// verifies and the entry records this signature, which dates it; the chain to the trust
+/// root held at that date; the trust root's CT logs saw the certificate; it is a code-signing
+/// certificate of an accepted identity. Returns the signer, or why it does not count.
+fn verify_keyless(
+    keyless: &Keyless,
+    signed: &Signed<'_>,
+    leaf_der: &[u8],
+    chain_ders: &[Vec<u8>],
+    entries: &[LogEntry],
+) -> Result<Signer, String> {
+    let (_, leaf) = X509Certificate::from_der(leaf_der)
+        .map_err(|error| format!("the signing certificate is not X.509: {error}"))?;
+    let leaf_key = crate::keys::PublicKey::from_spki(leaf.public_key(), leaf.public_key().raw)
+        .map_err(|message| format!("the signing certificate's key: {message}"))?;
+    if !leaf_key.verifies(signed.bytes(), signed.signature()) {
+        return Err("the signature does not verify with the signing certificate's key".to_string());
+    }
+
+    // The time of signing comes from the log, once its SET verifies: never from the payload.
+    let mut integrated_time =
+        Err("a keyless signature needs a Rekor log entry (none was attached)".to_string());
+    for entry in entries {
+        integrated_time = verify_signed_entry_timestamp(&keyless.trust_root, entry)
+            .and_then(|()| check_log_entry_matches(&entry.body, signed, leaf_der))
+            .map(|()| entry.integrated_time);
+        if integrated_time.is_ok() {
+            break;
+        }
+    }
+    let signed_at = ASN1Time::from_timestamp(integrated_time?)
+        .map_err(|error| format!("the log's integrated time is out of range: {error}"))?;
+
+    let issuer_key = verify_chain(&leaf, chain_ders, &keyless.trust_root, signed_at)?;
+    if !keyless.trust_root.ct_log_keys.is_empty() {
+        sct::check_embedded_timestamps(&leaf, issuer_key, &keyless.trust_root.ct_log_keys)?;
+    }
     check_leaf_usage(&leaf)?;
 
     let (issuer, subject) = identity_of(&leaf)?;
@@ -103,32 +273,25 @@ pub(crate) fn verify_keyless(
 /// The SET is Rekor's signature over the canonical JSON (RFC 8785: sorted keys, no spaces)
 /// of the entry's body, integrated time, log id and index, by the key whose SPKI digest is
 /// the log id.
-pub(crate) fn verify_signed_entry_timestamp(
-    trust_root: &TrustRoot,
-    bundle: &RekorBundle,
-) -> Result<(), String> {
-    let payload = &bundle.payload;
+fn verify_signed_entry_timestamp(trust_root: &TrustRoot, entry: &LogEntry) -> Result<(), String> {
     let key = trust_root
         .rekor_keys
         .iter()
-        .find(|key| key.fingerprint().strip_prefix("sha256:") == Some(payload.log_id.as_str()))
+        .find(|key| key.fingerprint().strip_prefix("sha256:") == Some(entry.log_id.as_str()))
         .ok_or_else(|| {
             format!(
                 "the entry was logged by Rekor log {:?}, whose key is not in the trust root",
-                payload.log_id
+                entry.log_id
             )
         })?;
     let canonical = format!(
         "{{\"body\":{},\"integratedTime\":{},\"logID\":{},\"logIndex\":{}}}",
-        json_string(&payload.body),
-        payload.integrated_time,
-        json_string(&payload.log_id),
-        payload.log_index
+        json_string(&entry.body),
+        entry.integrated_time,
+        json_string(&entry.log_id),
+        entry.log_index
     );
-    let set = STANDARD
-        .decode(&bundle.signed_entry_timestamp)
-        .map_err(|error| format!("the signed entry timestamp is not base64: {error}"))?;
-    if key.verifies(canonical.as_bytes(), &set) {
+    if key.verifies(canonical.as_bytes(), &entry.signed_entry_timestamp) {
         Ok(())
     } else {
         Err("the Rekor signed entry timestamp does not verify with the trust root's Rekor key (a forged or altered log entry)".to_string())
@@ -139,13 +302,14 @@ fn json_string(value: &str) -> String {
     serde_json::Value::String(value.to_string()).to_string()
 }
 
-/// The body of a `hashedrekord` entry: what Rekor logged.
+/// The body of a Rekor entry: its kind decides the shape of `spec`.
 #[derive(Deserialize)]
-struct HashedRekord {
+struct RekorEntry {
     kind: String,
-    spec: HashedRekordSpec,
+    spec: serde_json::Value,
 }
 
+/// A `hashedrekord` entry: the SHA-256 of the signed bytes, the signature, the certificate.
 #[derive(Deserialize)]
 struct HashedRekordSpec {
     data: HashedRekordData,
@@ -154,11 +318,11 @@ struct HashedRekordSpec {
 
 #[derive(Deserialize)]
 struct HashedRekordData {
-    hash: HashedRekordHash,
+    hash: LoggedHash,
 }
 
 #[derive(Deserialize)]
-struct HashedRekordHash {
+struct LoggedHash {
     algorithm: String,
     value: String,
 }
@@ -175,12 +339,26 @@ struct HashedRekordKey {
     content: String,
 }
 
-/// The logged entry must be this signature: the payload's SHA-256, the signature bytes and
-/// the signing certificate.
+/// A `dsse` entry: the SHA-256 of the envelope's payload and each signature with the
+/// certificate (`verifier`, base64 PEM) that made it.
+#[derive(Deserialize)]
+struct DsseSpec {
+    #[serde(rename = "payloadHash")]
+    payload_hash: LoggedHash,
+    signatures: Vec<DsseLoggedSignature>,
+}
+
+#[derive(Deserialize)]
+struct DsseLoggedSignature {
+    signature: String,
+    verifier: String,
+}
+
+/// The logged entry must be this signature: the hash of what was signed, the signature
+/// bytes and the signing certificate.
 fn check_log_entry_matches(
     body_base64: &str,
-    payload: &[u8],
-    signature: &[u8],
+    signed: &Signed<'_>,
     leaf_der: &[u8],
 ) -> Result<(), String> {
     let mismatch =
@@ -188,47 +366,73 @@ fn check_log_entry_matches(
     let body = STANDARD
         .decode(body_base64)
         .map_err(|error| format!("the Rekor entry body is not base64: {error}"))?;
-    let entry: HashedRekord = serde_json::from_slice(&body)
-        .map_err(|error| format!("the Rekor entry body is not a hashedrekord entry: {error}"))?;
-    if entry.kind != "hashedrekord" {
-        return Err(format!(
-            "the Rekor entry is a {:?}, not a hashedrekord",
-            entry.kind
-        ));
+    let entry: RekorEntry = serde_json::from_slice(&body)
+        .map_err(|error| format!("the Rekor entry body is not a Rekor entry: {error}"))?;
+    let same_hash = |logged: &LoggedHash, bytes: &[u8]| {
+        logged.algorithm == "sha256" && logged.value == hex::encode(Sha256::digest(bytes))
+    };
+    let same_signature =
+        |logged: &str| STANDARD.decode(logged.trim()).ok().as_deref() == Some(signed.signature());
+    let same_certificate = |logged_base64_pem: &str| {
+        STANDARD
+            .decode(logged_base64_pem)
+            .ok()
+            .and_then(|pem| String::from_utf8(pem).ok())
+            .and_then(|pem| single_certificate(&pem).ok())
+            .as_deref()
+            == Some(leaf_der)
+    };
+    let unreadable =
+        |error: serde_json::Error| format!("the Rekor {} entry is unreadable: {error}", entry.kind);
+    match (entry.kind.as_str(), signed) {
+        ("hashedrekord", Signed::Message { message, .. }) => {
+            let spec: HashedRekordSpec =
+                serde_json::from_value(entry.spec.clone()).map_err(unreadable)?;
+            if !same_hash(&spec.data.hash, message) {
+                return Err(mismatch("payload"));
+            }
+            if !same_signature(&spec.signature.content) {
+                return Err(mismatch("signature"));
+            }
+            if !same_certificate(&spec.signature.public_key.content) {
+                return Err(mismatch("certificate"));
+            }
+            Ok(())
+        }
+        ("dsse", Signed::Envelope { statement, .. }) => {
+            let spec: DsseSpec = serde_json::from_value(entry.spec.clone()).map_err(unreadable)?;
+            if !same_hash(&spec.payload_hash, statement) {
+                return Err(mismatch("statement"));
+            }
+            let mut logged = spec
+                .signatures
+                .iter()
+                .filter(|logged| same_signature(&logged.signature));
+            match logged.next() {
+                Some(logged) if same_certificate(&logged.verifier) => Ok(()),
+                Some(_) => Err(mismatch("certificate")),
+                None => Err(mismatch("signature")),
+            }
+        }
+        (kind, Signed::Message { .. }) => Err(format!(
+            "the Rekor entry is a {kind:?}, not the hashedrekord of a signature over bytes"
+        )),
+        (kind, Signed::Envelope { .. }) => Err(format!(
+            "the Rekor entry is a {kind:?}, not the dsse entry of a DSSE envelope"
+        )),
     }
-    let hash = &entry.spec.data.hash;
-    if hash.algorithm != "sha256" || hash.value != hex::encode(Sha256::digest(payload)) {
-        return Err(mismatch("payload"));
-    }
-    if STANDARD
-        .decode(&entry.spec.signature.content)
-        .ok()
-        .as_deref()
-        != Some(signature)
-    {
-        return Err(mismatch("signature"));
-    }
-    let logged_pem = STANDARD
-        .decode(&entry.spec.signature.public_key.content)
-        .map_err(|_| mismatch("certificate"))?;
-    let logged = std::str::from_utf8(&logged_pem)
-        .ok()
-        .and_then(|pem| single_certificate(pem).ok());
-    if logged.as_deref() != Some(leaf_der) {
-        return Err(mismatch("certificate"));
-    }
-    Ok(())
 }
 
 /// Walks from `leaf` up through `chain` to a certificate authority of the trust root, each
 /// link's signature checked and each certificate valid when the log says it signed; at most
-/// [`MAX_CHAIN_LENGTH`] certificates.
+/// [`MAX_CHAIN_LENGTH`] certificates. Returns the DER SubjectPublicKeyInfo of the leaf's
+/// issuer (what its signed certificate timestamps name).
 fn verify_chain(
     leaf: &X509Certificate<'_>,
     chain_ders: &[Vec<u8>],
     trust_root: &TrustRoot,
     signed_at: ASN1Time,
-) -> Result<(), String> {
+) -> Result<Vec<u8>, String> {
     if !leaf.validity().is_valid_at(signed_at) {
         return Err(format!(
             "the signing certificate was not valid at the logged time {signed_at} (valid {} to {})",
@@ -246,30 +450,66 @@ fn verify_chain(
         .collect();
     let intermediates: Vec<X509Certificate<'_>> =
         chain_ders.iter().filter_map(|der| parse(der)).collect();
-    let issued_by = |child: &X509Certificate<'_>, parent: &X509Certificate<'_>| {
-        parent.subject().as_raw() == child.issuer().as_raw()
-            && parent.is_ca()
-            && parent.validity().is_valid_at(signed_at)
-            && child.verify_signature(Some(parent.public_key())).is_ok()
+    // `None` when `parent` did not issue `child` (another name or signature); why it may not
+    // have, when it did.
+    let issuer_refusal = |child: &X509Certificate<'_>, parent: &X509Certificate<'_>| {
+        if parent.subject().as_raw() != child.issuer().as_raw()
+            || child.verify_signature(Some(parent.public_key())).is_err()
+        {
+            return None;
+        }
+        if !parent.is_ca() {
+            return Some(Some(format!(
+                "{} issued {} but is not a certificate authority (basic constraints)",
+                parent.subject(),
+                child.subject()
+            )));
+        }
+        if !parent.validity().is_valid_at(signed_at) {
+            return Some(Some(format!(
+                "{} was not valid at the logged time {signed_at}",
+                parent.subject()
+            )));
+        }
+        Some(None)
     };
+    let find_issuer = |child: &X509Certificate<'_>,
+                       candidates: &[X509Certificate<'_>],
+                       refusal: &mut Option<String>| {
+        candidates
+            .iter()
+            .position(|parent| match issuer_refusal(child, parent) {
+                Some(None) => true,
+                Some(Some(why)) => {
+                    *refusal = Some(why);
+                    false
+                }
+                None => false,
+            })
+    };
+    let mut refusal = None;
     let mut current = leaf.clone();
+    let mut leaf_issuer_key = None;
     // The leaf is the first of the path's certificates.
     for _ in 1..MAX_CHAIN_LENGTH {
-        if anchors.iter().any(|anchor| issued_by(&current, anchor)) {
-            return Ok(());
+        let (issuer, is_anchor) = match find_issuer(&current, &anchors, &mut refusal) {
+            Some(found) => (&anchors[found], true),
+            None => match find_issuer(&current, &intermediates, &mut refusal) {
+                Some(found) => (&intermediates[found], false),
+                None => {
+                    return Err(format!(
+                        "the signing certificate does not chain to a certificate authority of the trust root (no issuer found for {}{})",
+                        current.subject(),
+                        refusal.map(|why| format!(": {why}")).unwrap_or_default()
+                    ));
+                }
+            },
+        };
+        let issuer_key = leaf_issuer_key.get_or_insert_with(|| issuer.public_key().raw.to_vec());
+        if is_anchor {
+            return Ok(issuer_key.clone());
         }
-        match intermediates
-            .iter()
-            .find(|parent| issued_by(&current, parent))
-        {
-            Some(parent) => current = parent.clone(),
-            None => {
-                return Err(format!(
-                    "the signing certificate does not chain to a certificate authority of the trust root (no issuer found for {})",
-                    current.subject()
-                ));
-            }
-        }
+        current = issuer.clone();
     }
     Err(format!(
         "the signing certificate's chain is longer than {MAX_CHAIN_LENGTH} certificates (MAX_CHAIN_LENGTH)"

@@ -11,9 +11,14 @@ const EC_PUBLIC_KEY: &str = "1.2.840.10045.2.1";
 const P256: &str = "1.2.840.10045.3.1.7";
 const P384: &str = "1.3.132.0.34";
 const ED25519: &str = "1.3.101.112";
+const RSA: &str = "1.2.840.113549.1.1.1";
+/// The RSA sizes ring verifies: smaller keys are breakable, larger ones cost too much.
+const MIN_RSA_BITS: usize = 2048;
+const MAX_RSA_BITS: usize = 8192;
 
 /// A public key that signatures are checked with: ECDSA P-256 (what `cosign generate-key-pair`
-/// makes, and Fulcio and Rekor use), ECDSA P-384 or Ed25519. RSA keys are refused.
+/// makes, and Fulcio and Rekor use), ECDSA P-384, Ed25519, or RSA of 2048 to 8192 bits with
+/// PKCS#1 v1.5 and SHA-256 (what cosign signs with an imported RSA key; it never writes PSS).
 #[derive(Clone, PartialEq, Eq)]
 pub struct PublicKey {
     algorithm: KeyAlgorithm,
@@ -27,6 +32,7 @@ enum KeyAlgorithm {
     EcdsaP256,
     EcdsaP384,
     Ed25519,
+    RsaPkcs1Sha256,
 }
 
 impl std::fmt::Debug for PublicKey {
@@ -94,9 +100,21 @@ impl PublicKey {
                 }
             }
             ED25519 => KeyAlgorithm::Ed25519,
+            RSA => {
+                let bits = match spki.parsed() {
+                    Ok(x509_parser::public_key::PublicKey::RSA(rsa)) => modulus_bits(rsa.modulus),
+                    _ => 0,
+                };
+                if !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&bits) {
+                    return Err(format!(
+                        "an RSA key of {bits} bits (RSA keys of {MIN_RSA_BITS} to {MAX_RSA_BITS} bits are supported)"
+                    ));
+                }
+                KeyAlgorithm::RsaPkcs1Sha256
+            }
             other => {
                 return Err(format!(
-                    "key algorithm {other} is not supported (ECDSA P-256, P-384 and Ed25519 are)"
+                    "key algorithm {other} is not supported (ECDSA P-256, P-384, Ed25519 and RSA are)"
                 ));
             }
         };
@@ -113,17 +131,41 @@ impl PublicKey {
         &self.fingerprint
     }
 
+    /// The TLS `(HashAlgorithm, SignatureAlgorithm)` pair (RFC 5246 §7.4.1.4.1) a signature
+    /// by this key is made with, as a certificate-transparency log names it in an SCT.
+    pub(crate) fn tls_algorithms(&self) -> (u8, u8) {
+        match self.algorithm {
+            KeyAlgorithm::EcdsaP256 => (4, 3),
+            KeyAlgorithm::EcdsaP384 => (5, 3),
+            KeyAlgorithm::Ed25519 => (8, 7),
+            KeyAlgorithm::RsaPkcs1Sha256 => (4, 1),
+        }
+    }
+
     /// Whether `signature` (ASN.1 DER for ECDSA, as cosign writes it) signs `message`, with
-    /// the key's own hash (SHA-256 for P-256, SHA-384 for P-384).
+    /// the key's own hash (SHA-384 for P-384, SHA-256 for P-256 and RSA).
     pub(crate) fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
         let algorithm: &'static dyn VerificationAlgorithm = match self.algorithm {
             KeyAlgorithm::EcdsaP256 => &signature::ECDSA_P256_SHA256_ASN1,
             KeyAlgorithm::EcdsaP384 => &signature::ECDSA_P384_SHA384_ASN1,
             KeyAlgorithm::Ed25519 => &signature::ED25519,
+            KeyAlgorithm::RsaPkcs1Sha256 => &signature::RSA_PKCS1_2048_8192_SHA256,
         };
         UnparsedPublicKey::new(algorithm, &self.key)
             .verify(message, signature)
             .is_ok()
+    }
+}
+
+/// Bits of a big-endian RSA modulus, leading zero bytes and bits not counted.
+fn modulus_bits(modulus: &[u8]) -> usize {
+    let significant = modulus
+        .iter()
+        .position(|byte| *byte != 0)
+        .map_or(&[][..], |first| &modulus[first..]);
+    match significant.first() {
+        Some(top) => significant.len() * 8 - top.leading_zeros() as usize,
+        None => 0,
     }
 }
 

@@ -39,8 +39,12 @@
 //! was valid at the logged time; and the certificate's issuer and subject match an accepted
 //! [`Identity`]. Nothing is fetched from any Sigstore service.
 //!
-//! Not done yet: signed certificate timestamps (the trust root's CT log keys are read and
-//! kept, not checked), keyless signatures inside bundles, RSA keys.
+//! Sigstore bundles (v0.1 to v0.3) are checked the same way: a DSSE envelope must be logged
+//! as a `dsse` entry of its statement, a message signature (over the image manifest, whose
+//! digest must be the pinned one) as a `hashedrekord`; the bundle's inclusion promise is the
+//! SET. When the trust root names CT log keys, the certificate must also carry an embedded
+//! SCT of one of those logs verifying over its precertificate (RFC 6962); with none, SCTs
+//! are not required. Keys may be ECDSA P-256/P-384, Ed25519 or RSA (PKCS#1 v1.5, SHA-256).
 //!
 //! # Git
 //!

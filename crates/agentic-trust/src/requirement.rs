@@ -120,8 +120,8 @@ pub struct TrustRoot {
     pub(crate) certificate_authorities: Vec<Vec<u8>>,
     /// Keys of the transparency logs whose signed entry timestamps count.
     pub(crate) rekor_keys: Vec<PublicKey>,
-    /// Keys of the certificate-transparency logs. Kept for the policy's completeness; signed
-    /// certificate timestamps are not checked yet (see the crate docs).
+    /// Keys of the certificate-transparency logs: when any are given, a signing certificate
+    /// needs an embedded SCT of one of them; when none are, SCTs are not required.
     pub(crate) ct_log_keys: Vec<PublicKey>,
 }
 

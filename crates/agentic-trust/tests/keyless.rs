@@ -8,7 +8,8 @@ use std::ops::Deref;
 
 use agentic_oci::ResolvedImage;
 use agentic_trust::{
-    Identity, Keyless, Layout, Pattern, PublicKey, Requirement, Signer, TrustRoot, Verdict,
+    Identity, Keyless, Layout, MAX_BUNDLE_BYTES, Pattern, PublicKey, Requirement, Signer,
+    TrustRoot, Verdict,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -17,7 +18,8 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, PublicKeyData as _, SanType, SigningKey as _,
 };
 use sha2::{Digest as _, Sha256};
-use support::{SignatureRegistry, expect_invalid, sig_tag};
+use support::{SignatureRegistry, expect_invalid, sha256, sig_tag};
+use x509_parser::prelude::{FromDer as _, X509Certificate};
 
 const OIDC_ISSUER: &str = "https://issuer.example";
 const SUBJECT: &str = "dev@example.com";
@@ -40,28 +42,67 @@ fn public_key_pem(der: &[u8]) -> String {
 /// A Fulcio-like certificate authority.
 struct Authority {
     pem: String,
+    der: Vec<u8>,
+    /// Its DER SubjectPublicKeyInfo: what its leaves' SCTs hash.
+    key_spki: Vec<u8>,
     issuer: Issuer<'static, KeyPair>,
 }
 
 fn authority(name: &str) -> Authority {
     let key = KeyPair::generate().expect("a CA key");
+    let cert = authority_params(name, true)
+        .self_signed(&key)
+        .expect("a self-signed CA");
+    Authority {
+        pem: cert.pem(),
+        der: cert.der().to_vec(),
+        key_spki: key.subject_public_key_info(),
+        issuer: Issuer::new(authority_params(name, true), key),
+    }
+}
+
+/// An intermediate issued by `parent`; `is_ca: false` leaves out the CA basic constraint.
+fn intermediate(parent: &Authority, name: &str, is_ca: bool) -> Authority {
+    let key = KeyPair::generate().expect("an intermediate key");
+    let cert = authority_params(name, is_ca)
+        .signed_by(&key, &parent.issuer)
+        .expect("a signed intermediate");
+    Authority {
+        pem: cert.pem(),
+        der: cert.der().to_vec(),
+        key_spki: key.subject_public_key_info(),
+        issuer: Issuer::new(authority_params(name, is_ca), key),
+    }
+}
+
+fn authority_params(name: &str, is_ca: bool) -> CertificateParams {
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     params.distinguished_name.push(DnType::CommonName, name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.is_ca = if is_ca {
+        IsCa::Ca(BasicConstraints::Unconstrained)
+    } else {
+        IsCa::ExplicitNoCa
+    };
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     params.not_before = rcgen::date_time_ymd(2025, 1, 1);
     params.not_after = rcgen::date_time_ymd(2030, 1, 1);
-    let cert = params.self_signed(&key).expect("a self-signed CA");
-    Authority {
-        pem: cert.pem(),
-        issuer: Issuer::new(params, key),
-    }
+    params
 }
 
 /// A short-lived signing certificate naming `subject` from `issuer`, valid on 2026-01-01.
 fn leaf(authority: &Authority, issuer: &str, subject: &str) -> (String, KeyPair) {
     let key = KeyPair::generate().expect("a leaf key");
+    let cert = leaf_params(issuer, subject)
+        .signed_by(&key, &authority.issuer)
+        .expect("a signed leaf");
+    (cert.pem(), key)
+}
+
+/// The parameters of a leaf from `leaf`, with a fixed serial so that the same parameters
+/// with one more extension give the same TBS otherwise (what an SCT signs).
+fn leaf_params(issuer: &str, subject: &str) -> CertificateParams {
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("leaf params");
+    params.serial_number = Some(rcgen::SerialNumber::from(0x5eed_u64));
     params.subject_alt_names = vec![SanType::Rfc822Name(
         subject.to_string().try_into().expect("an IA5 email"),
     )];
@@ -76,10 +117,7 @@ fn leaf(authority: &Authority, issuer: &str, subject: &str) -> (String, KeyPair)
     )];
     params.not_before = rcgen::date_time_ymd(2026, 1, 1);
     params.not_after = rcgen::date_time_ymd(2026, 1, 2);
-    let cert = params
-        .signed_by(&key, &authority.issuer)
-        .expect("a signed leaf");
-    (cert.pem(), key)
+    params
 }
 
 /// A keyless signature's parts, to be altered by each case before it is pushed.
@@ -120,11 +158,7 @@ impl Signature {
     /// The `dev.sigstore.cosign/bundle` annotation: the SET over the canonical entry.
     fn rekor_bundle(&self) -> String {
         let body = STANDARD.encode(&self.body);
-        let canonical = format!(
-            "{{\"body\":\"{body}\",\"integratedTime\":{},\"logID\":\"{}\",\"logIndex\":7}}",
-            self.integrated_time, self.log_id
-        );
-        let set = self.rekor.sign(canonical.as_bytes()).expect("Rekor signs");
+        let set = signed_entry_timestamp(&self.rekor, &body, self.integrated_time, &self.log_id);
         serde_json::json!({
             "SignedEntryTimestamp": STANDARD.encode(set),
             "Payload": {
@@ -136,6 +170,19 @@ impl Signature {
         })
         .to_string()
     }
+}
+
+/// Rekor's SET: its signature over the canonical JSON of the entry at log index 7.
+fn signed_entry_timestamp(
+    rekor: &KeyPair,
+    body_base64: &str,
+    integrated_time: i64,
+    log_id: &str,
+) -> Vec<u8> {
+    let canonical = format!(
+        "{{\"body\":\"{body_base64}\",\"integratedTime\":{integrated_time},\"logID\":\"{log_id}\",\"logIndex\":7}}"
+    );
+    rekor.sign(canonical.as_bytes()).expect("Rekor signs")
 }
 
 fn hashedrekord(payload: &[u8], signature: &[u8], certificate_pem: &str) -> Vec<u8> {
@@ -208,6 +255,58 @@ impl Env {
         self.put_manifest(&image.repository, &sig_tag(image), &manifest)
             .await;
     }
+
+    /// `bundle` attached to `image` as a referrer of `media_type`, listed by the referrers
+    /// fallback tag (the test registry has no referrers API); its descriptor claims
+    /// `declared_size` bytes, or the true size.
+    async fn push_bundle_bytes(
+        &self,
+        image: &ResolvedImage,
+        bundle: &[u8],
+        media_type: &str,
+        declared_size: Option<usize>,
+    ) {
+        let repository = &image.repository;
+        let config = self.put_blob(repository, b"{}").await;
+        let blob = self.put_blob(repository, bundle).await;
+        let referrer = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "artifactType": media_type,
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": config, "size": 2},
+            "layers": [{"mediaType": media_type, "digest": blob, "size": declared_size.unwrap_or(bundle.len())}],
+            "subject": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": image.digest, "size": 1},
+        });
+        let bytes = serde_json::to_vec(&referrer).expect("JSON");
+        let digest = self
+            .put_manifest_bytes(repository, &sha256(&bytes), &bytes)
+            .await;
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "artifactType": media_type, "digest": digest, "size": bytes.len()}],
+        });
+        self.put_manifest(repository, &image.digest.replace(':', "-"), &index)
+            .await;
+    }
+
+    async fn push_bundle(&self, image: &ResolvedImage, bundle: &BundleParts) {
+        let bytes = serde_json::to_vec(&bundle.to_json()).expect("JSON");
+        self.push_bundle_bytes(image, &bytes, bundle.media_type, None)
+            .await;
+    }
+
+    /// Pushes a new image named `name`, `bundle_for` it as its only signature, and verifies it.
+    async fn verify_bundled(
+        &self,
+        name: &str,
+        requirement: &Requirement,
+        bundle_for: impl FnOnce(&ResolvedImage) -> BundleParts,
+    ) -> Verdict {
+        let image = self.push_image("skills/bundles", name).await;
+        self.push_bundle(&image, &bundle_for(&image)).await;
+        self.verify(&image, requirement).await
+    }
 }
 
 struct Root {
@@ -241,12 +340,17 @@ fn rekor_copy(root: &Root, rekor: &KeyPair) -> KeyPair {
 }
 
 fn requirement(root: &Root, subject: Pattern) -> Requirement {
+    requirement_with_ct_logs(root, subject, "")
+}
+
+/// A keyless requirement whose trust root also names the CT logs of `ct_log_keys` (PEM).
+fn requirement_with_ct_logs(root: &Root, subject: Pattern, ct_log_keys: &str) -> Requirement {
     Requirement::keyless(Keyless {
         identities: vec![Identity {
             issuer: Pattern::Exact(OIDC_ISSUER.to_string()),
             subject,
         }],
-        trust_root: TrustRoot::from_pem(&root.authority.pem, &root.rekor_pem, "")
+        trust_root: TrustRoot::from_pem(&root.authority.pem, &root.rekor_pem, ct_log_keys)
             .expect("the trust root reads"),
     })
 }
@@ -448,7 +552,7 @@ async fn hostile_signature_manifests_are_refused_within_their_limits() {
     let before = env.client.stats().requests;
     expect_invalid(
         env.verify(&looped, &requirement).await,
-        "the bundle holds no DSSE envelope",
+        "is not a Sigstore bundle",
     );
     let spent = env.client.stats().requests - before;
     // The .sig tag, the referrers API, the fallback tag, the referrer and its bundle (each
@@ -468,4 +572,443 @@ async fn hostile_signature_manifests_are_refused_within_their_limits() {
     env.put_manifest("skills/hostile", &crowded.digest.replace(':', "-"), &crowd)
         .await;
     expect_invalid(env.verify(&crowded, &requirement).await, "MAX_REFERRERS");
+}
+
+const BUNDLE_V03: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
+const BUNDLE_V01: &str = "application/vnd.dev.sigstore.bundle+json;version=0.1";
+const IN_TOTO: &str = "application/vnd.in-toto+json";
+
+fn der_of(pem: &str) -> Vec<u8> {
+    x509_parser::pem::parse_x509_pem(pem.as_bytes())
+        .expect("a PEM certificate")
+        .1
+        .contents
+}
+
+/// cosign's signing statement over `digest`.
+fn statement(digest: &str) -> Vec<u8> {
+    let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+    serde_json::json!({
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": "skill", "digest": {"sha256": hex}}],
+        "predicateType": "https://sigstore.dev/cosign/sign/v1",
+        "predicate": {},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// DSSE's pre-authentication encoding of an in-toto `payload`: what the key signs.
+fn pae(payload: &[u8]) -> Vec<u8> {
+    let mut encoded = format!("DSSEv1 {} {IN_TOTO} {} ", IN_TOTO.len(), payload.len()).into_bytes();
+    encoded.extend_from_slice(payload);
+    encoded
+}
+
+/// Rekor's `dsse` entry of an envelope of `statement` with one signature.
+fn dsse_entry(statement: &[u8], signature: &[u8], certificate_pem: &str) -> Vec<u8> {
+    serde_json::json!({
+        "apiVersion": "0.0.1",
+        "kind": "dsse",
+        "spec": {
+            "envelopeHash": {"algorithm": "sha256", "value": hex::encode(Sha256::digest(b"the envelope"))},
+            "payloadHash": {"algorithm": "sha256", "value": hex::encode(Sha256::digest(statement))},
+            "signatures": [{"signature": STANDARD.encode(signature), "verifier": STANDARD.encode(certificate_pem)}],
+        }
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// What a bundle signs.
+enum Content {
+    /// A DSSE envelope of this in-toto statement.
+    Statement(Vec<u8>),
+    /// A message signature over these image-manifest bytes.
+    Manifest(Vec<u8>),
+}
+
+/// A keyless bundle's parts, altered by each case before it is written.
+struct BundleParts {
+    media_type: &'static str,
+    content: Content,
+    signature: Vec<u8>,
+    /// DER, the leaf first: one is written as v0.3's `certificate`, more as a chain.
+    certificates: Vec<Vec<u8>>,
+    body: Vec<u8>,
+    integrated_time: i64,
+    rekor_id: String,
+    rekor: KeyPair,
+    inclusion_promise: bool,
+}
+
+impl BundleParts {
+    /// A v0.3 DSSE bundle of cosign's statement over `image`, signed by `leaf`.
+    fn dsse(image: &ResolvedImage, leaf: &(String, KeyPair), root: &Root, rekor: &KeyPair) -> Self {
+        Self::dsse_of(statement(&image.digest), leaf, root, rekor)
+    }
+
+    fn dsse_of(statement: Vec<u8>, leaf: &(String, KeyPair), root: &Root, rekor: &KeyPair) -> Self {
+        let signature = leaf.1.sign(&pae(&statement)).expect("the leaf signs");
+        BundleParts {
+            media_type: BUNDLE_V03,
+            body: dsse_entry(&statement, &signature, &leaf.0),
+            content: Content::Statement(statement),
+            signature,
+            certificates: vec![der_of(&leaf.0)],
+            integrated_time: SIGNED_AT,
+            rekor_id: root.rekor_id.clone(),
+            rekor: rekor_copy(root, rekor),
+            inclusion_promise: true,
+        }
+    }
+
+    /// A v0.1 message-signature bundle over the image manifest `manifest`.
+    fn message(manifest: Vec<u8>, leaf: &(String, KeyPair), root: &Root, rekor: &KeyPair) -> Self {
+        let signature = leaf.1.sign(&manifest).expect("the leaf signs");
+        BundleParts {
+            media_type: BUNDLE_V01,
+            body: hashedrekord(&manifest, &signature, &leaf.0),
+            content: Content::Manifest(manifest),
+            signature,
+            certificates: vec![der_of(&leaf.0)],
+            integrated_time: SIGNED_AT,
+            rekor_id: root.rekor_id.clone(),
+            rekor: rekor_copy(root, rekor),
+            inclusion_promise: true,
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let body = STANDARD.encode(&self.body);
+        let mut entry = serde_json::json!({
+            "logIndex": "7",
+            "logId": {"keyId": STANDARD.encode(hex::decode(&self.rekor_id).expect("a hex log id"))},
+            "kindVersion": {"kind": "dsse", "version": "0.0.1"},
+            "integratedTime": self.integrated_time.to_string(),
+            "canonicalizedBody": body,
+        });
+        if self.inclusion_promise {
+            let set =
+                signed_entry_timestamp(&self.rekor, &body, self.integrated_time, &self.rekor_id);
+            entry["inclusionPromise"] =
+                serde_json::json!({"signedEntryTimestamp": STANDARD.encode(set)});
+        }
+        let raw = |der: &Vec<u8>| serde_json::json!({"rawBytes": STANDARD.encode(der)});
+        let mut material = serde_json::json!({"tlogEntries": [entry]});
+        match self.certificates.as_slice() {
+            [leaf] => material["certificate"] = raw(leaf),
+            chain => {
+                material["x509CertificateChain"] =
+                    serde_json::json!({"certificates": chain.iter().map(raw).collect::<Vec<_>>()})
+            }
+        }
+        let mut bundle =
+            serde_json::json!({"mediaType": self.media_type, "verificationMaterial": material});
+        match &self.content {
+            Content::Statement(statement) => {
+                bundle["dsseEnvelope"] = serde_json::json!({
+                    "payload": STANDARD.encode(statement),
+                    "payloadType": IN_TOTO,
+                    "signatures": [{"sig": STANDARD.encode(&self.signature), "keyid": ""}],
+                })
+            }
+            Content::Manifest(manifest) => {
+                bundle["messageSignature"] = serde_json::json!({
+                    "messageDigest": {"algorithm": "SHA2_256", "digest": STANDARD.encode(Sha256::digest(manifest))},
+                    "signature": STANDARD.encode(&self.signature),
+                })
+            }
+        }
+        bundle
+    }
+}
+
+#[tokio::test]
+async fn keyless_bundles_verify_offline_and_refuse_forgeries() {
+    let env = Env::start().await;
+    let (root, rekor) = root();
+    let exact = requirement(&root, Pattern::Exact(SUBJECT.to_string()));
+    let signer = Signer::Identity {
+        issuer: OIDC_ISSUER.to_string(),
+        subject: SUBJECT.to_string(),
+    };
+    let leaf_cert = leaf(&root.authority, OIDC_ISSUER, SUBJECT);
+    let is_verified = |verdict: &Verdict| matches!(verdict, Verdict::Verified(v) if v.signer == signer && v.layout == Layout::ReferrersTag);
+
+    // A v0.3 DSSE bundle of cosign's statement over the image, logged as a dsse entry.
+    let verdict = env
+        .verify_bundled("dsse", &exact, |image| {
+            BundleParts::dsse(image, &leaf_cert, &root, &rekor)
+        })
+        .await;
+    assert!(is_verified(&verdict), "{verdict:?}");
+
+    // A v0.1 message signature over the image manifest itself, logged as a hashedrekord.
+    let signed_manifest = env.push_image("skills/bundles", "message").await;
+    let manifest = env
+        .get_manifest("skills/bundles", &signed_manifest.digest)
+        .await;
+    env.push_bundle(
+        &signed_manifest,
+        &BundleParts::message(manifest.clone(), &leaf_cert, &root, &rekor),
+    )
+    .await;
+    let verdict = env.verify(&signed_manifest, &exact).await;
+    assert!(is_verified(&verdict), "{verdict:?}");
+    // A key never accepts a keyless bundle.
+    let key = PublicKey::from_pem(&root.rekor_pem, "rekor").expect("a key");
+    expect_invalid(
+        env.verify(&signed_manifest, &Requirement::keys(vec![key]))
+            .await,
+        "not signed by any of the 1 accepted keys",
+    );
+
+    // Through an intermediate CA, sent in the bundle's certificate chain.
+    let intermediate_ca = intermediate(&root.authority, "test fulcio intermediate", true);
+    let via_intermediate = leaf(&intermediate_ca, OIDC_ISSUER, SUBJECT);
+    let verdict = env
+        .verify_bundled("intermediate", &exact, |image| {
+            let mut parts = BundleParts::dsse(image, &via_intermediate, &root, &rekor);
+            parts.certificates.push(intermediate_ca.der.clone());
+            parts
+        })
+        .await;
+    assert!(is_verified(&verdict), "{verdict:?}");
+
+    // The same chain, but the intermediate is not marked a certificate authority.
+    let not_a_ca = intermediate(&root.authority, "not a CA", false);
+    let under_not_a_ca = leaf(&not_a_ca, OIDC_ISSUER, SUBJECT);
+    let verdict = env
+        .verify_bundled("intermediate-not-ca", &exact, |image| {
+            let mut parts = BundleParts::dsse(image, &under_not_a_ca, &root, &rekor);
+            parts.certificates.push(not_a_ca.der.clone());
+            parts
+        })
+        .await;
+    expect_invalid(verdict, "is not a certificate authority");
+
+    // A certificate for another identity, all else genuine.
+    let mallory = leaf(&root.authority, OIDC_ISSUER, "mallory@example.com");
+    let verdict = env
+        .verify_bundled("other-identity", &exact, |image| {
+            BundleParts::dsse(image, &mallory, &root, &rekor)
+        })
+        .await;
+    expect_invalid(verdict, "match none of the accepted identities");
+
+    // A genuine SET over a log entry of another signature by the same certificate.
+    let verdict = env
+        .verify_bundled("other-entry", &exact, |image| {
+            let mut parts = BundleParts::dsse(image, &leaf_cert, &root, &rekor);
+            let other = leaf_cert.1.sign(b"something else").expect("the leaf signs");
+            parts.body = dsse_entry(&statement(&image.digest), &other, &leaf_cert.0);
+            parts
+        })
+        .await;
+    expect_invalid(verdict, "logs another signature");
+
+    // An entry of another kind than the envelope's: a hashedrekord of the statement.
+    let verdict = env
+        .verify_bundled("other-kind", &exact, |image| {
+            let mut parts = BundleParts::dsse(image, &leaf_cert, &root, &rekor);
+            parts.body = hashedrekord(&statement(&image.digest), &parts.signature, &leaf_cert.0);
+            parts
+        })
+        .await;
+    expect_invalid(verdict, "not the dsse entry");
+
+    // A statement, signed and logged, over another digest.
+    let elsewhere = env.push_image("skills/bundles", "elsewhere").await;
+    let verdict = env
+        .verify_bundled("other-digest", &exact, |_| {
+            BundleParts::dsse_of(statement(&elsewhere.digest), &leaf_cert, &root, &rekor)
+        })
+        .await;
+    expect_invalid(verdict, "not the pinned");
+
+    // A message signature, signed and logged, over another image's manifest.
+    let verdict = env
+        .verify_bundled("other-manifest", &exact, |_| {
+            BundleParts::message(manifest.clone(), &leaf_cert, &root, &rekor)
+        })
+        .await;
+    expect_invalid(verdict, "the message signature is over SHA2_256");
+
+    // Logged after the certificate expired.
+    let verdict = env
+        .verify_bundled("expired", &exact, |image| {
+            let mut parts = BundleParts::dsse(image, &leaf_cert, &root, &rekor);
+            parts.integrated_time = SIGNED_AT + 2 * 86_400;
+            parts
+        })
+        .await;
+    expect_invalid(verdict, "not valid at the logged time");
+
+    // No inclusion promise: nothing offline proves when it was signed.
+    let verdict = env
+        .verify_bundled("no-promise", &exact, |image| {
+            let mut parts = BundleParts::dsse(image, &leaf_cert, &root, &rekor);
+            parts.inclusion_promise = false;
+            parts
+        })
+        .await;
+    expect_invalid(verdict, "no inclusion promise");
+}
+
+/// An SCT list extension with one SCT by `log` over the precertificate `tbs` of a leaf
+/// issued by the CA whose SubjectPublicKeyInfo is `issuer_spki` (RFC 6962 §3.2).
+fn sct_extension(log: &KeyPair, issuer_spki: &[u8], tbs: &[u8]) -> CustomExtension {
+    let timestamp = u64::try_from(SIGNED_AT * 1000).expect("a positive time");
+    let mut signed = vec![0, 0];
+    signed.extend_from_slice(&timestamp.to_be_bytes());
+    signed.extend_from_slice(&[0, 1]);
+    signed.extend_from_slice(&Sha256::digest(issuer_spki));
+    signed.extend_from_slice(&u32::try_from(tbs.len()).expect("a small TBS").to_be_bytes()[1..]);
+    signed.extend_from_slice(tbs);
+    signed.extend_from_slice(&[0, 0]);
+    let signature = log.sign(&signed).expect("the CT log signs");
+    let mut sct = vec![0];
+    sct.extend_from_slice(&Sha256::digest(log.subject_public_key_info()));
+    sct.extend_from_slice(&timestamp.to_be_bytes());
+    sct.extend_from_slice(&[0, 0, 4, 3]);
+    sct.extend_from_slice(
+        &u16::try_from(signature.len())
+            .expect("a short signature")
+            .to_be_bytes(),
+    );
+    sct.extend_from_slice(&signature);
+    let length = |bytes: &[u8]| {
+        u16::try_from(bytes.len())
+            .expect("a short SCT")
+            .to_be_bytes()
+    };
+    let mut list = Vec::new();
+    list.extend_from_slice(&length(&sct));
+    list.extend_from_slice(&sct);
+    let mut tls = length(&list).to_vec();
+    tls.extend_from_slice(&list);
+    // The extension's value is a DER OCTET STRING of the TLS-encoded list.
+    let mut content = vec![0x04];
+    match u8::try_from(tls.len()) {
+        Ok(short) if short < 0x80 => content.push(short),
+        Ok(long) => content.extend_from_slice(&[0x81, long]),
+        Err(_) => panic!("an SCT list under 256 bytes"),
+    }
+    content.extend_from_slice(&tls);
+    CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 11129, 2, 4, 2], content)
+}
+
+/// A leaf naming `subject`, carrying an SCT by `log` over the precertificate of a leaf that
+/// names `logged_subject` (the same certificate, when they are equal).
+fn leaf_with_sct(
+    authority: &Authority,
+    subject: &str,
+    log: &KeyPair,
+    logged_subject: &str,
+) -> (String, KeyPair) {
+    let key = KeyPair::generate().expect("a leaf key");
+    let precertificate = leaf_params(OIDC_ISSUER, logged_subject)
+        .signed_by(&key, &authority.issuer)
+        .expect("a precertificate");
+    let (_, parsed) = X509Certificate::from_der(precertificate.der()).expect("X.509");
+    let tbs = parsed.tbs_certificate.as_ref().to_vec();
+    let mut params = leaf_params(OIDC_ISSUER, subject);
+    params
+        .custom_extensions
+        .push(sct_extension(log, &authority.key_spki, &tbs));
+    let cert = params
+        .signed_by(&key, &authority.issuer)
+        .expect("a signed leaf");
+    (cert.pem(), key)
+}
+
+#[tokio::test]
+async fn signed_certificate_timestamps_from_the_trust_roots_ct_logs() {
+    let env = Env::start().await;
+    let (root, rekor) = root();
+    let ct_log = KeyPair::generate().expect("a CT log key");
+    let ct_pem = public_key_pem(&ct_log.subject_public_key_info());
+    let with_ct = requirement_with_ct_logs(&root, Pattern::Exact(SUBJECT.to_string()), &ct_pem);
+    let without_ct = requirement(&root, Pattern::Exact(SUBJECT.to_string()));
+
+    // An SCT of the trust root's CT log over this certificate.
+    let logged = leaf_with_sct(&root.authority, SUBJECT, &ct_log, SUBJECT);
+    let verdict = env
+        .verify_bundled("sct", &with_ct, |image| {
+            BundleParts::dsse(image, &logged, &root, &rekor)
+        })
+        .await;
+    assert!(matches!(verdict, Verdict::Verified(_)), "{verdict:?}");
+
+    // No SCT: refused when the trust root names CT logs, not required when it names none.
+    let unlogged = leaf(&root.authority, OIDC_ISSUER, SUBJECT);
+    let image = env.push_image("skills/bundles", "no-sct").await;
+    env.push_bundle(&image, &BundleParts::dsse(&image, &unlogged, &root, &rekor))
+        .await;
+    expect_invalid(
+        env.verify(&image, &with_ct).await,
+        "carries no signed certificate timestamp",
+    );
+    assert!(matches!(
+        env.verify(&image, &without_ct).await,
+        Verdict::Verified(_)
+    ));
+
+    // An SCT from a log the trust root does not name.
+    let unknown_log = KeyPair::generate().expect("another CT log key");
+    let unknown_id = hex::encode(Sha256::digest(unknown_log.subject_public_key_info()));
+    let elsewhere = leaf_with_sct(&root.authority, SUBJECT, &unknown_log, SUBJECT);
+    let verdict = env
+        .verify_bundled("unknown-log", &with_ct, |image| {
+            BundleParts::dsse(image, &elsewhere, &root, &rekor)
+        })
+        .await;
+    expect_invalid(
+        verdict,
+        &format!("CT log {unknown_id} is not in the trust root"),
+    );
+
+    // The trust root's log signed another certificate (another subject), not this one.
+    let transplanted = leaf_with_sct(&root.authority, SUBJECT, &ct_log, "other@example.com");
+    let verdict = env
+        .verify_bundled("other-certificate", &with_ct, |image| {
+            BundleParts::dsse(image, &transplanted, &root, &rekor)
+        })
+        .await;
+    expect_invalid(verdict, "does not verify over this certificate");
+}
+
+#[tokio::test]
+async fn oversize_bundles_are_refused_before_reading() {
+    let env = Env::start().await;
+    let (root, _) = root();
+    let requirement = requirement(&root, Pattern::Exact(SUBJECT.to_string()));
+    let oversize = vec![b' '; usize::try_from(MAX_BUNDLE_BYTES).expect("a small limit") + 1];
+
+    // Its descriptor says it is over the limit: refused before the blob is requested, so it
+    // costs one request less than a small bundle found the same way and read.
+    let small = env.push_image("skills/hostile-bundles", "small").await;
+    env.push_bundle_bytes(&small, b"{}", BUNDLE_V03, None).await;
+    // The client's first look at the registry costs extra requests; measure after it.
+    env.verify(&small, &requirement).await;
+    let before = env.client.stats().requests;
+    expect_invalid(
+        env.verify(&small, &requirement).await,
+        "not a Sigstore bundle",
+    );
+    let reading = env.client.stats().requests - before;
+    let honest = env.push_image("skills/hostile-bundles", "honest").await;
+    env.push_bundle_bytes(&honest, &oversize, BUNDLE_V03, None)
+        .await;
+    let before = env.client.stats().requests;
+    expect_invalid(env.verify(&honest, &requirement).await, "MAX_BUNDLE_BYTES");
+    let spent = env.client.stats().requests - before;
+    assert_eq!(spent + 1, reading, "the oversize bundle is never requested");
+
+    // Its descriptor understates its size: refused from the registry's Content-Length.
+    let lying = env.push_image("skills/hostile-bundles", "lying").await;
+    env.push_bundle_bytes(&lying, &oversize, BUNDLE_V03, Some(100))
+        .await;
+    expect_invalid(env.verify(&lying, &requirement).await, "MAX_BUNDLE_BYTES");
 }

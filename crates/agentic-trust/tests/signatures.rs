@@ -151,6 +151,57 @@ impl Env {
     }
 }
 
+impl Env {
+    /// An RSA key of `bits` made by openssl: the private key's path and the public key's PEM.
+    fn rsa_key(&self, name: &str, bits: u32) -> (PathBuf, String) {
+        let dir = self.dir.path().join("keys").join(name);
+        std::fs::create_dir_all(&dir).expect("a key directory");
+        let private = dir.join("rsa.pem");
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .output()
+                .expect("openssl runs");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out.stdout
+        };
+        let path = private.to_str().expect("a UTF-8 path");
+        openssl(&[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            &format!("rsa_keygen_bits:{bits}"),
+            "-out",
+            path,
+        ]);
+        let public = openssl(&["pkey", "-in", path, "-pubout"]);
+        (private, String::from_utf8(public).expect("a PEM"))
+    }
+
+    /// `private` (an RSA key in PEM) imported as a cosign key: its path.
+    fn import_key(&self, private: &Path) -> PathBuf {
+        let prefix = private.with_file_name("cosign");
+        let out = self.cosign(&[
+            "import-key-pair",
+            "--key",
+            private.to_str().expect("a UTF-8 path"),
+            "--output-key-prefix",
+            prefix.to_str().expect("a UTF-8 path"),
+        ]);
+        assert!(
+            out.status.success(),
+            "cosign import-key-pair: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        prefix.with_extension("key")
+    }
+}
+
 fn fingerprint_of(pem: &str) -> String {
     let body: String = pem
         .lines()
@@ -351,4 +402,44 @@ async fn an_unreachable_registry_is_unavailable() {
         matches!(verdict, Verdict::Unavailable { .. }),
         "{verdict:?}"
     );
+}
+
+#[tokio::test]
+async fn cosign_signatures_with_rsa_keys() {
+    let env = Env::start().await;
+    let (private, pem) = env.rsa_key("rsa", 2048);
+    let key = env.import_key(&private);
+    let public = PublicKey::from_pem(&pem, "rsa").expect("an RSA public key reads");
+    let (_, other_pem) = env.rsa_key("other", 3072);
+    let other = PublicKey::from_pem(&other_pem, "other").expect("a 3072-bit key reads");
+    let signer = Signer::Key {
+        fingerprint: fingerprint_of(&pem),
+    };
+
+    // cosign signs with an RSA key in PKCS#1 v1.5, in both layouts.
+    for (repository, bundle, layout) in [
+        ("skills/rsa-tag", false, Layout::Tag),
+        ("skills/rsa-bundle", true, Layout::ReferrersTag),
+    ] {
+        let image = env.push_skill(repository, "v1", repository).await;
+        env.sign(&key, &image, bundle);
+        let verdict = env
+            .verify(&image, &Requirement::keys(vec![public.clone()]))
+            .await;
+        assert!(
+            matches!(&verdict, Verdict::Verified(v) if v.signer == signer && v.layout == layout),
+            "{repository}: {verdict:?}"
+        );
+        expect_invalid(
+            env.verify(&image, &Requirement::keys(vec![other.clone()]))
+                .await,
+            "not signed by any of the 1 accepted keys",
+        );
+    }
+
+    // Keys too small to be safe are refused when the policy is read, naming their size.
+    let (_, weak_pem) = env.rsa_key("weak", 1024);
+    let error = PublicKey::from_pem(&weak_pem, "weak").expect_err("a 1024-bit key");
+    assert!(error.to_string().contains("1024 bits"), "{error}");
+    assert!(error.to_string().starts_with("weak: "), "{error}");
 }
