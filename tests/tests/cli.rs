@@ -464,7 +464,8 @@ async fn skill_inspect_lists_the_skills_of_an_image_with_their_digest() {
         format!(
             "{addr}/skills/bundle@{digest}\n  \
              java-upgrade  subPath java-upgrade  valid\n    Upgrade Java projects.\n  \
-             quarkus-config  subPath quarkus-config  valid\n    Configure Quarkus.\n"
+             quarkus-config  subPath quarkus-config  valid\n    Configure Quarkus.\n  \
+             unsigned: no signature in the .sig tag or as a referrer\n"
         )
     );
 

@@ -1,6 +1,7 @@
 //! `skill push --sign --key` against a real registry: what it signs, `cosign verify` (COSIGN_BIN,
 //! offline: no transparency log) accepts, with cosign's own encrypted key and with a PKCS#8
-//! key; a second signing adds to the first; a key that cannot sign stops the push.
+//! key; a second signing adds to the first; a key that cannot sign stops the push;
+//! `skill inspect` lists the signatures attached, unverified.
 
 use std::path::Path;
 
@@ -79,6 +80,19 @@ async fn skill_push_sign_writes_what_cosign_verify_accepts() {
     let dir = tmp.path();
     let skill = write_skill(dir, "signed-skill", "A skill signed as it is pushed.");
     let reference = format!("{}/skills/signed:1", registry.addr());
+    let out = cli(&[
+        "skill",
+        "push",
+        "--insecure",
+        &skill.display().to_string(),
+        &reference,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        inspected_signatures(&reference),
+        Vec::<String>::new(),
+        "pushed without --sign"
+    );
     for name in ["a", "other"] {
         cosign(dir, &["generate-key-pair", "--output-key-prefix", name]);
     }
@@ -122,6 +136,13 @@ async fn skill_push_sign_writes_what_cosign_verify_accepts() {
         "cosign verify with a key that did not sign must fail"
     );
     assert_skill_verify_names(&a_pub, &reference);
+    let listed = inspected_signatures(&reference);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let text = stdout(&cli(&["skill", "inspect", "--insecure", &reference]));
+    assert!(
+        text.contains(&format!("{}  key signature in the .sig tag", listed[0])),
+        "{text}"
+    );
 
     // Signed again, with the PKCS#8 key: the same image, a second signature next to the first.
     let out = push_signed(&dir.join("p.pem"), &skill, &reference, None);
@@ -142,6 +163,36 @@ async fn skill_push_sign_writes_what_cosign_verify_accepts() {
     );
     assert!(!cosign_verifies(dir, &other_pub, &by_digest));
     assert_skill_verify_names(&p_pub, &reference);
+    let both = inspected_signatures(&reference);
+    assert_eq!(both.len(), 2, "{both:?}");
+    assert_eq!(both[0], listed[0], "the first signature is listed first");
+}
+
+/// The digests of the signatures `skill inspect --output json` lists for `reference`, each
+/// checked to be a key signature from the .sig tag.
+fn inspected_signatures(reference: &str) -> Vec<String> {
+    let out = cli(&[
+        "skill",
+        "inspect",
+        "--insecure",
+        "--output",
+        "json",
+        reference,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let inspection: serde_json::Value =
+        serde_json::from_str(&stdout(&out)).expect("skill inspect prints JSON");
+    let signatures = inspection["signatures"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a signatures list: {inspection}"));
+    signatures
+        .iter()
+        .map(|signature| {
+            assert_eq!(signature["kind"], "key", "{signature}");
+            assert_eq!(signature["foundIn"], "the .sig tag", "{signature}");
+            signature["digest"].as_str().expect("a digest").to_owned()
+        })
+        .collect()
 }
 
 #[tokio::test]

@@ -86,6 +86,77 @@ pub async fn verify_image(
     }
 }
 
+/// Lists the signatures attached to `image` in both layouts, as the registry holds them,
+/// without checking any: what `skill inspect` shows. The same limits as [`verify_image`]
+/// apply; the error says why the registry could not be read or what it holds is refused.
+pub async fn attached_signatures(
+    client: &RegistryClient,
+    auth: &RegistryAuth,
+    image: &ResolvedImage,
+) -> Result<Vec<AttachedSignature>, String> {
+    let nothing_required = Requirement::default();
+    let reader = Reader {
+        client,
+        auth,
+        image,
+        requirement: &nothing_required,
+        refusals: Vec::new(),
+        found: 0,
+    };
+    let listed = async {
+        let mut attached = Vec::new();
+        if let Some((_, manifest)) = reader.legacy_manifest().await? {
+            for layer in manifest.layers {
+                if layer.media_type != SIMPLE_SIGNING {
+                    continue;
+                }
+                let kind = if layer.annotations.contains_key(CERTIFICATE_ANNOTATION) {
+                    SignatureKind::Certificate
+                } else {
+                    SignatureKind::Key
+                };
+                attached.push(AttachedSignature {
+                    layout: Layout::Tag,
+                    digest: layer.digest,
+                    kind,
+                });
+            }
+        }
+        if let Some((layout, bundles)) = reader.bundle_referrers().await? {
+            attached.extend(bundles.into_iter().map(|entry| AttachedSignature {
+                layout,
+                digest: entry.digest,
+                kind: SignatureKind::Bundle,
+            }));
+        }
+        Ok(attached)
+    };
+    listed.await.map_err(|stop| match stop {
+        Stop::Unavailable(why) | Stop::Invalid(why) => why,
+    })
+}
+
+/// A signature attached to an image, before any check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachedSignature {
+    pub layout: Layout,
+    /// `sha256:…` of the simple-signing layer (legacy tag) or the referrer manifest (bundles),
+    /// as [`Verified::signature_digest`] names it.
+    pub digest: String,
+    pub kind: SignatureKind,
+}
+
+/// What an attached signature claims to be, before any check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignatureKind {
+    /// A legacy signature without a certificate: made with a key.
+    Key,
+    /// A legacy signature carrying a Fulcio certificate: keyless.
+    Certificate,
+    /// A Sigstore bundle (key or keyless; read only when verified).
+    Bundle,
+}
+
 /// Why reading stopped early.
 enum Stop {
     /// The registry could not be read: the verdict is unknown.
@@ -184,8 +255,8 @@ impl Reader<'_> {
         })
     }
 
-    /// The legacy layout: one manifest at `sha256-<hex>.sig`, a layer per signature.
-    async fn legacy_tag(&mut self) -> Result<Option<Verified>, Stop> {
+    /// The manifest of the legacy `sha256-<hex>.sig` tag and the tag's name, when it exists.
+    async fn legacy_manifest(&self) -> Result<Option<(String, Manifest)>, Stop> {
         let tag = format!("{}.sig", self.digest_tag()?);
         let Some(bytes) = self
             .fetch(
@@ -204,6 +275,14 @@ impl Reader<'_> {
                 manifest.layers.len()
             )));
         }
+        Ok(Some((tag, manifest)))
+    }
+
+    /// The legacy layout: one manifest at `sha256-<hex>.sig`, a layer per signature.
+    async fn legacy_tag(&mut self) -> Result<Option<Verified>, Stop> {
+        let Some((tag, manifest)) = self.legacy_manifest().await? else {
+            return Ok(None);
+        };
         for layer in &manifest.layers {
             if layer.media_type != SIMPLE_SIGNING {
                 continue;
@@ -326,8 +405,9 @@ impl Reader<'_> {
         }
     }
 
-    /// Sigstore bundles attached as referrers: the referrers API, else its fallback tag.
-    async fn referrers(&mut self) -> Result<Option<Verified>, Stop> {
+    /// The bundle referrers of the image, each listed once, and where they were listed: the
+    /// referrers API, else its fallback tag.
+    async fn bundle_referrers(&self) -> Result<Option<(Layout, Vec<Descriptor>)>, Stop> {
         let (bytes, layout) = match self
             .fetch(
                 ArtifactRequest::Referrers(&self.image.digest),
@@ -360,9 +440,9 @@ impl Reader<'_> {
                 index.manifests.len()
             )));
         }
-        let mut bundles: Vec<&Descriptor> = index
+        let mut bundles: Vec<Descriptor> = index
             .manifests
-            .iter()
+            .into_iter()
             .filter(|entry| {
                 entry
                     .artifact_type
@@ -381,7 +461,15 @@ impl Reader<'_> {
                 bundles.len()
             )));
         }
-        for entry in bundles {
+        Ok(Some((layout, bundles)))
+    }
+
+    /// Sigstore bundles attached as referrers.
+    async fn referrers(&mut self) -> Result<Option<Verified>, Stop> {
+        let Some((layout, bundles)) = self.bundle_referrers().await? else {
+            return Ok(None);
+        };
+        for entry in &bundles {
             self.found += 1;
             match self.bundle_referrer(entry).await? {
                 Ok(signer) => {

@@ -82,7 +82,7 @@ mod sign;
 
 pub use cache::{CacheKey, DEFAULT_CACHE_ENTRIES, UNVERIFIED_TTL, VerificationCache};
 pub use git::{AllowedSigners, CommitVerdict, verify_commit};
-pub use image::verify_image;
+pub use image::{AttachedSignature, SignatureKind, attached_signatures, verify_image};
 pub use keys::PublicKey;
 pub use limits::{
     MAX_ALLOWED_SIGNERS, MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_CHAIN_LENGTH,

@@ -44,8 +44,9 @@ pub enum SkillCommand {
         reference: String,
     },
     /// List the skills of an image through the registry API, as the operator reads them: the
-    /// digest the reference resolves to, and each skill's subPath, frontmatter and findings.
-    /// Nothing is pulled to disk. Credentials come from the docker config, as for push. Exit
+    /// digest the reference resolves to, each skill's subPath, frontmatter and findings, and
+    /// the signatures attached to the image (in cosign's .sig tag or as referrers), listed
+    /// without being verified: `skill verify` checks them. Nothing is pulled to disk. Credentials come from the docker config, as for push. Exit
     /// 0 when every skill is valid, 1 when one is invalid or the image cannot be read, 2 on a
     /// usage error.
     Inspect {
@@ -538,14 +539,10 @@ fn verify(
                     format!("identity {subject} (issuer {issuer})")
                 }
             };
-            let layout = match verified.layout {
-                agentic_trust::Layout::Tag => "the .sig tag",
-                agentic_trust::Layout::Referrers => "the referrers API",
-                agentic_trust::Layout::ReferrersTag => "the referrers fallback tag",
-            };
             println!(
-                "{image}: verified\n  signed by {signer}\n  signature {} (from {layout})",
-                verified.signature_digest
+                "{image}: verified\n  signed by {signer}\n  signature {} (from {})",
+                verified.signature_digest,
+                layout_name(verified.layout)
             );
             return ExitCode::SUCCESS;
         }
@@ -557,6 +554,43 @@ fn verify(
     };
     eprintln!("error: {image}: {why}");
     ExitCode::FAILURE
+}
+
+/// Where a signature was found, in words.
+fn layout_name(layout: agentic_trust::Layout) -> &'static str {
+    match layout {
+        agentic_trust::Layout::Tag => "the .sig tag",
+        agentic_trust::Layout::Referrers => "the referrers API",
+        agentic_trust::Layout::ReferrersTag => "the referrers fallback tag",
+    }
+}
+
+/// A signature `skill inspect` found attached to the image, not verified: `skill verify`
+/// checks it against keys or a trust root.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InspectedSignature {
+    /// The simple-signing layer's or referrer manifest's digest, as a SkillCard's
+    /// `status.verification` names it.
+    digest: String,
+    /// `key`, `certificate` (keyless) or `bundle` (a Sigstore bundle).
+    kind: &'static str,
+    /// Where it was found.
+    found_in: &'static str,
+}
+
+impl From<agentic_trust::AttachedSignature> for InspectedSignature {
+    fn from(attached: agentic_trust::AttachedSignature) -> Self {
+        InspectedSignature {
+            digest: attached.digest,
+            kind: match attached.kind {
+                agentic_trust::SignatureKind::Key => "key",
+                agentic_trust::SignatureKind::Certificate => "certificate",
+                agentic_trust::SignatureKind::Bundle => "bundle",
+            },
+            found_in: layout_name(attached.layout),
+        }
+    }
 }
 
 /// What `skill inspect` found for one skill of an image.
@@ -576,10 +610,16 @@ struct InspectedSkill {
 
 /// What `skill inspect` found in an image.
 #[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Inspection {
     /// The image pinned by digest, as a SkillCard's `status.resolvedImage` would be.
     image: String,
     skills: Vec<InspectedSkill>,
+    /// The signatures attached to the image, unverified.
+    signatures: Vec<InspectedSignature>,
+    /// Why the signatures could not be listed, when they could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signatures_unreadable: Option<String>,
 }
 
 /// The image `reference` pinned by digest, and the `subPath` of each skill it holds (`None`
@@ -609,9 +649,16 @@ fn inspect(reference: &str, insecure: bool, output: Output) -> ExitCode {
                 .await;
             skills.push(inspected_skill(sub_path, read));
         }
+        let (signatures, signatures_unreadable) =
+            match agentic_trust::attached_signatures(&client, &auth, &resolved).await {
+                Ok(attached) => (attached.into_iter().map(Into::into).collect(), None),
+                Err(why) => (Vec::new(), Some(why)),
+            };
         Ok(Inspection {
             image: resolved.repository_with_digest.clone(),
             skills,
+            signatures,
+            signatures_unreadable,
         })
     });
     let inspection = match inspected {
@@ -691,6 +738,25 @@ fn render_inspection(inspection: &Inspection) -> String {
         }
         for finding in &skill.findings {
             let _ = writeln!(text, "    {finding}");
+        }
+    }
+    match (
+        &inspection.signatures_unreadable,
+        inspection.signatures.as_slice(),
+    ) {
+        (Some(why), _) => {
+            let _ = writeln!(text, "  signatures could not be listed: {why}");
+        }
+        (None, []) => text.push_str("  unsigned: no signature in the .sig tag or as a referrer\n"),
+        (None, signatures) => {
+            text.push_str("  signatures (not verified here: `skill verify` checks them):\n");
+            for signature in signatures {
+                let _ = writeln!(
+                    text,
+                    "    {}  {} signature in {}",
+                    signature.digest, signature.kind, signature.found_in
+                );
+            }
         }
     }
     text
