@@ -10,7 +10,7 @@ use std::process::Command;
 
 use agentic_integration_tests::operator_binary;
 use agentic_testenv::{TestEnv, push_operator_image};
-use support::{repo_root, run_ok, testenv_tool};
+use support::{cluster_state, repo_root, testenv_tool};
 
 const DOCUMENT: &str = "docs/getting-started.md";
 const SECTION: &str = "## On an existing cluster";
@@ -115,18 +115,27 @@ async fn the_existing_cluster_steps_run_as_written() {
         tools_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let output = run_ok(
-        Command::new("bash")
-            .arg("-c")
-            .arg(&script)
-            .current_dir(repo_root())
-            .env("PATH", path)
-            .env("KUBECONFIG", env.kubeconfig_path())
-            .env("AGENTIC_OPERATOR", operator_binary())
-            .env("HELM_CACHE_HOME", home.path().join("cache"))
-            .env("HELM_CONFIG_HOME", home.path().join("config"))
-            .env("HELM_DATA_HOME", home.path().join("data")),
+    let run = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(repo_root())
+        .env("PATH", path)
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env("AGENTIC_OPERATOR", operator_binary())
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .output()
+        .expect("bash starts");
+    assert!(
+        run.status.success(),
+        "the guide's steps failed with {}:\nstdout:\n{}\nstderr:\n{}\nthe cluster then:\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+        cluster_state(env.kubeconfig_path(), "agentic-operator-system"),
     );
+    let output = String::from_utf8_lossy(&run.stdout);
     // The run's log, which the guide prints last before the cleanup.
     for line in [
         "skill-file: java-upgrade/SKILL.md",

@@ -90,6 +90,51 @@ pub fn run_ok(command: &mut Command) -> String {
         .unwrap_or_else(|e| panic!("`{}` printed non-UTF-8: {e}", describe(command)))
 }
 
+/// What the cluster of `kubeconfig` looked like, for a failure message: every pod, the recent
+/// Events, and the description and log of the pods of `namespace`. A test that waits on the
+/// cluster through a tool (`helm --wait`, `kubectl wait`) learns only that time ran out; this
+/// says why.
+pub fn cluster_state(kubeconfig: &Path, namespace: &str) -> String {
+    let kubectl = |args: &[&str]| -> String {
+        let out = Command::new(testenv_tool("kubectl"))
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .output();
+        match out {
+            Ok(out) => format!(
+                "$ kubectl {}\n{}{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => format!("$ kubectl {}: cannot start: {e}\n", args.join(" ")),
+        }
+    };
+    [
+        kubectl(&["get", "pods", "--all-namespaces", "--output", "wide"]),
+        kubectl(&[
+            "get",
+            "events",
+            "--all-namespaces",
+            "--sort-by",
+            ".lastTimestamp",
+        ]),
+        kubectl(&["describe", "pods", "--namespace", namespace]),
+        kubectl(&[
+            "logs",
+            "--namespace",
+            namespace,
+            "--all-containers",
+            "--prefix",
+            "--tail",
+            "100",
+            "--selector",
+            "app.kubernetes.io/name=agentic-operator",
+        ]),
+    ]
+    .concat()
+}
+
 /// Runs `command`, expects it to fail and returns its stderr.
 pub fn run_err(command: &mut Command) -> String {
     let out = output(command);
