@@ -13,7 +13,11 @@
 //!   `apiserver_request_total`, diffed before/after, less the loader's own creates;
 //! - the CPU seconds (`/proc/<pid>/stat`) of the operator, kube-apiserver, etcd and the bench
 //!   itself during the runs, and the operator's peak RSS (`VmHWM`);
-//! - the writes in `--idle-seconds` after convergence.
+//! - the writes in `--idle-seconds` after convergence;
+//! - the operator's requests to the OCI registry during the runs, from its own
+//!   `agentic_registry_requests_total`. With `--trust` the skill images are signed and a
+//!   ClusterSkillTrustPolicy requires the signature, so this shows what verification costs
+//!   a run.
 //!
 //! `--ceiling` measures the API server instead: the operator only sets up the Agent, then
 //! stops, and the loader itself makes exactly one run's writes per run (the run, its ACP
@@ -28,8 +32,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentic_api::{
-    Agent, AgentRun, AgentRunSpec, AgentRunStatus, AgentSpec, ObjectRef, SkillCard, SkillCardSpec,
-    SkillType,
+    Agent, AgentRun, AgentRunSpec, AgentRunStatus, AgentSpec, ClusterSkillTrustPolicy,
+    ClusterSkillTrustPolicySpec, KeySource, ObjectRef, SkillCard, SkillCardSpec, SkillType,
+    TrustPolicy, VerificationState,
 };
 use agentic_core::names::sandbox_name;
 use agentic_core::reasons::AgentRunReason;
@@ -39,6 +44,7 @@ use agentic_core::sandbox::{
 };
 use agentic_core::skills::{Lookup, resolve_skill_delivery};
 use agentic_fixtures::{apply, llm_gateway, operator_command, push_to, write_skill};
+use agentic_oci::RegistryAuth;
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use anyhow::{Context as _, bail};
 use clap::Parser;
@@ -80,6 +86,10 @@ struct Args {
     /// `--operator-arg=--reconcile-concurrency=64`; repeatable.
     #[arg(long = "operator-arg", value_name = "ARG", allow_hyphen_values = true)]
     operator_args: Vec<String>,
+    /// Sign the skill images with a key made for the run and require that signature with a
+    /// ClusterSkillTrustPolicy (mode Enforce) before the Agent is set up.
+    #[arg(long, conflicts_with = "node")]
+    trust: bool,
 }
 
 /// The Agent every run names.
@@ -135,7 +145,8 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         "operator pid {pid}, log {}; setting up the Agent",
         log.path().display()
     );
-    fixture(&client, &ns, &registry).await?;
+    fixture(&client, &ns, &registry, args.trust).await?;
+    let metrics = operator_metrics_addr(log.path()).await?;
 
     if args.ceiling {
         child.kill().await?;
@@ -147,6 +158,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let processes = Processes::of(&env, Some(pid))?;
     let seen = Seen::watch(&client, &ns).await?;
     let cpu_before = processes.cpu()?;
+    let registry_before = registry_requests(&metrics).await?;
     let before = request_counts(&client).await?;
     let created = Arc::new(Mutex::new(HashMap::new()));
     let started = Instant::now();
@@ -174,6 +186,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let cpu_runs = processes.cpu()?.since(&cpu_before);
     let quiet = quiesce(&client).await?;
     let after = request_counts(&client).await?;
+    let registry_during = registry_requests(&metrics).await? - registry_before;
 
     let latencies = {
         let created = lock(&created);
@@ -222,6 +235,15 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     println!("  quiet after               {:.1} s", quiet.as_secs_f64());
     let (reads, writes) = print_table("API requests per run (operator's)", &diff, n);
     println!("  per run: {reads:.2} reads, {writes:.2} writes");
+    println!(
+        "  registry requests         {registry_before:.0} to read{} the three cards, {registry_during:.0} during the runs ({:.2} per run)",
+        if args.trust {
+            " and verify the signatures a ClusterSkillTrustPolicy requires of"
+        } else {
+            ""
+        },
+        registry_during / n,
+    );
     let (_, idle_writes) = print_table(
         &format!("requests in {} s idle after convergence", args.idle_seconds),
         &idle,
@@ -252,14 +274,26 @@ fn start_operator(
         .with_context(|| format!("starting {}", binary.display()))
 }
 
-/// The Gateway `llm`, three image SkillCards, and the Agent `bench` using them, Ready.
-async fn fixture(client: &Client, ns: &str, registry: &str) -> anyhow::Result<()> {
+/// The Gateway `llm`, three image SkillCards, and the Agent `bench` using them, Ready. With
+/// `trust`, the images are signed and a ClusterSkillTrustPolicy requires it first.
+async fn fixture(client: &Client, ns: &str, registry: &str, trust: bool) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
+    let signing = if trust {
+        Some(require_signatures(client, registry).await?)
+    } else {
+        None
+    };
     let mut names = Vec::new();
     for skill in ["java-upgrade", "quarkus-config", "maven-deps"] {
         let dir = write_skill(tmp.path(), skill, "A skill for the benchmark.")?;
         let pushed = push_to(registry, &[dir], &format!("bench/{skill}:1")).await?;
+        if let Some((key, registry_client)) = &signing {
+            let image = agentic_oci::ResolvedImage::from_pinned(&pushed)?;
+            agentic_trust::sign_image(registry_client, &RegistryAuth::Anonymous, &image, key)
+                .await
+                .with_context(|| format!("signing {pushed}"))?;
+        }
         let tagged = pushed.split('@').next().unwrap_or(&pushed).to_string();
         apply(
             &cards,
@@ -307,6 +341,14 @@ async fn fixture(client: &Client, ns: &str, registry: &str) -> anyhow::Result<()
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True");
         if ready && status.skills.len() == names.len() {
+            if signing.is_some() {
+                for name in &names {
+                    let verification = cards.get(name).await?.status.and_then(|s| s.verification);
+                    if verification.as_ref().map(|v| v.state) != Some(VerificationState::Verified) {
+                        bail!("SkillCard {name} is Ready but not verified: {verification:?}");
+                    }
+                }
+            }
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -314,6 +356,82 @@ async fn fixture(client: &Client, ns: &str, registry: &str) -> anyhow::Result<()
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A signing key made for this run, a registry client to sign with, and the
+/// ClusterSkillTrustPolicy `bench-signed` that requires the key's signature on every image
+/// under `<registry>/bench/`.
+async fn require_signatures(
+    client: &Client,
+    registry: &str,
+) -> anyhow::Result<(agentic_trust::SigningKey, agentic_oci::RegistryClient)> {
+    let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+    let key = agentic_trust::SigningKey::from_pem(&pair.serialize_pem(), "the bench's key", None)?;
+    let policies: Api<ClusterSkillTrustPolicy> = Api::all(client.clone());
+    apply(
+        &policies,
+        &ClusterSkillTrustPolicy::new(
+            "bench-signed",
+            ClusterSkillTrustPolicySpec {
+                policy: TrustPolicy {
+                    images: vec![format!("{registry}/bench/**")],
+                    keys: vec![KeySource {
+                        pem: Some(pair.public_key_pem()),
+                        ..KeySource::default()
+                    }],
+                    ..TrustPolicy::default()
+                },
+            },
+        ),
+    )
+    .await?;
+    let registry_client = agentic_oci::RegistryClient::new(agentic_oci::RegistryOptions {
+        insecure_registries: vec![registry.to_owned()],
+        ..agentic_oci::RegistryOptions::default()
+    })?;
+    Ok((key, registry_client))
+}
+
+/// The operator's metrics address, from the line it logs once it serves them.
+async fn operator_metrics_addr(log: &std::path::Path) -> anyhow::Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(log)?;
+        let addr = text
+            .lines()
+            .filter(|line| line.contains("serving probes and metrics"))
+            .find_map(|line| {
+                let (_, rest) = line.split_once("metrics=")?;
+                rest.split_whitespace().next().map(str::to_owned)
+            });
+        if let Some(addr) = addr {
+            return Ok(addr);
+        }
+        if Instant::now() > deadline {
+            bail!("the operator never logged its metrics address; its log:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `agentic_registry_requests_total` of the operator serving metrics at `addr`.
+async fn registry_requests(addr: &str) -> anyhow::Result<f64> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connecting to the operator's metrics at {addr}"))?;
+    stream
+        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    response
+        .lines()
+        .find_map(|line| line.strip_prefix("agentic_registry_requests_total "))
+        .with_context(|| format!("no agentic_registry_requests_total at {addr}/metrics"))?
+        .trim()
+        .parse()
+        .context("agentic_registry_requests_total is not a number")
 }
 
 fn bench_run(name: &str) -> AgentRun {
