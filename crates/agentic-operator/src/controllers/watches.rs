@@ -362,6 +362,9 @@ where
                                 deleted: &mut deleted,
                             },
                         ),
+                        Err(error) if expired(&error) => {
+                            tracing::debug!(kind, "watch expired; relisting");
+                        }
                         Err(error) => {
                             let error = Chain(&error).to_string();
                             tracing::warn!(kind, error, "watch failed; retrying");
@@ -433,6 +436,14 @@ fn sender<K>(object: &Arc<K>) -> impl Fn(&UnboundedSender<Arc<K>>) -> bool + '_ 
     |subscriber| subscriber.unbounded_send(Arc::clone(object)).is_ok()
 }
 
+/// A watch the API server ended with 410 Gone: it no longer holds the version the watch
+/// resumed from (etcd compacted it, or an upgrade replaced a CRD's storage). The watcher
+/// relists at once, as every client must from time to time: routine, not a failure to warn
+/// about or to count against the watch's health.
+fn expired(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::WatchError(status) if status.code == 410)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +467,19 @@ mod tests {
             names.push(object.metadata.name.clone().unwrap_or_default());
         }
         names
+    }
+
+    #[test]
+    fn an_expired_watch_is_routine_and_other_watch_errors_are_not() {
+        let status = |code| {
+            kube::core::Status::failure("too old resource version: 555 (556)", "Expired")
+                .with_code(code)
+                .boxed()
+        };
+        assert!(expired(&watcher::Error::WatchError(status(410))));
+        assert!(!expired(&watcher::Error::WatchError(status(500))));
+        assert!(!expired(&watcher::Error::WatchError(status(403))));
+        assert!(!expired(&watcher::Error::NoResourceVersion));
     }
 
     /// Applies `event` to the cache as the reflector does, then hands it on.
