@@ -650,26 +650,34 @@ impl BundleParts {
 
     fn dsse_of(statement: Vec<u8>, leaf: &(String, KeyPair), root: &Root, rekor: &KeyPair) -> Self {
         let signature = leaf.1.sign(&pae(&statement)).expect("the leaf signs");
-        BundleParts {
-            media_type: BUNDLE_V03,
-            body: dsse_entry(&statement, &signature, &leaf.0),
-            content: Content::Statement(statement),
-            signature,
-            certificates: vec![der_of(&leaf.0)],
-            integrated_time: SIGNED_AT,
-            rekor_id: root.rekor_id.clone(),
-            rekor: rekor_copy(root, rekor),
-            inclusion_promise: true,
-        }
+        let body = dsse_entry(&statement, &signature, &leaf.0);
+        let content = Content::Statement(statement);
+        Self::signed(BUNDLE_V03, content, signature, body, leaf, root, rekor)
     }
 
     /// A v0.1 message-signature bundle over the image manifest `manifest`.
     fn message(manifest: Vec<u8>, leaf: &(String, KeyPair), root: &Root, rekor: &KeyPair) -> Self {
         let signature = leaf.1.sign(&manifest).expect("the leaf signs");
+        let body = hashedrekord(&manifest, &signature, &leaf.0);
+        let content = Content::Manifest(manifest);
+        Self::signed(BUNDLE_V01, content, signature, body, leaf, root, rekor)
+    }
+
+    /// A bundle of `content` signed by `leaf` alone, logged at [`SIGNED_AT`] with an
+    /// inclusion promise.
+    fn signed(
+        media_type: &'static str,
+        content: Content,
+        signature: Vec<u8>,
+        body: Vec<u8>,
+        leaf: &(String, KeyPair),
+        root: &Root,
+        rekor: &KeyPair,
+    ) -> Self {
         BundleParts {
-            media_type: BUNDLE_V01,
-            body: hashedrekord(&manifest, &signature, &leaf.0),
-            content: Content::Manifest(manifest),
+            media_type,
+            body,
+            content,
             signature,
             certificates: vec![der_of(&leaf.0)],
             integrated_time: SIGNED_AT,
