@@ -18,6 +18,9 @@ pub struct ValidatedSkill {
     pub frontmatter: agentic_skill::Frontmatter,
     /// Bytes of the SKILL.md body after the frontmatter.
     pub body_bytes: Option<usize>,
+    /// The raw commit object ([`Fetched::raw_commit`](crate::Fetched::raw_commit)), for
+    /// checking its signature without fetching again.
+    pub commit_object: Vec<u8>,
 }
 
 /// Fetches `commit` and validates the skill at the root or at `sub_path`.
@@ -41,6 +44,7 @@ pub fn validate_commit(
         dir: skill.dir,
         frontmatter,
         body_bytes: skill.body_bytes,
+        commit_object: fetched.raw_commit()?,
     })
 }
 
@@ -73,6 +77,16 @@ impl SkillCache {
             sub_path.map(str::to_string),
         );
         self.lock().0.get(&key).cloned()
+    }
+
+    /// The raw object of `commit` in `url`, kept with any valid skill validated there.
+    pub fn commit_object(&self, url: &str, commit: &str) -> Option<Vec<u8>> {
+        self.lock()
+            .0
+            .iter()
+            .find(|((u, c, _), _)| u == url && c == commit)
+            .and_then(|(_, verdict)| verdict.as_ref().ok())
+            .map(|skill| skill.commit_object.clone())
     }
 
     /// Keeps `verdict` when it cannot change.
@@ -124,6 +138,7 @@ mod tests {
             commit: commit.into(),
             dir: String::new(),
             body_bytes: Some(0),
+            commit_object: format!("tree 0\n\n{commit}\n").into_bytes(),
             frontmatter: agentic_skill::Frontmatter {
                 name: "demo".into(),
                 description: "d".into(),
@@ -142,12 +157,18 @@ mod tests {
         assert_eq!(cache.get("git://h/r", "c1", None), Some(valid("c1")));
         assert_eq!(cache.get("git://h/r", "c1", Some("demo")), None);
         assert_eq!(cache.get("git://h/other", "c1", None), None);
+        assert_eq!(
+            cache.commit_object("git://h/r", "c1"),
+            Some(b"tree 0\n\nc1\n".to_vec())
+        );
+        assert_eq!(cache.commit_object("git://h/other", "c1"), None);
         let invalid: Verdict = Err(GitError::Skill(SkillVerdict::InvalidSkill {
             path: "SKILL.md".into(),
             summary: "x".into(),
         }));
         cache.insert("git://h/r", "c2", None, &invalid);
         assert_eq!(cache.get("git://h/r", "c2", None), Some(invalid));
+        assert_eq!(cache.commit_object("git://h/r", "c2"), None);
         let outage: Verdict = Err(GitError::SourceUnavailable {
             source_url: "git://h/r".into(),
             message: "refused".into(),

@@ -8,6 +8,9 @@
 //!   [`Fetched::skill`] finds and validates the skill in its tree, and
 //!   [`Fetched::write_skill`] writes its files out. [`validate_commit`] does both for the
 //!   controller, and [`SkillCache`] keeps its lasting verdicts.
+//! - [`Fetched::raw_commit`] hands over the commit object, checked against the pinned id,
+//!   for its signature; [`ValidatedSkill::commit_object`] and [`SkillCache::commit_object`]
+//!   keep it, so checking a signature after validating costs no second fetch.
 //!
 //! Every failure is a [`GitError`] with a stable [`GitError::reason`]. Every network step
 //! has a timeout ([`GitOptions`]), every fetch and skill directory a size bound
@@ -38,7 +41,7 @@ mod tree;
 
 pub use cache::{SkillCache, ValidatedSkill, validate_commit};
 pub use error::{GitError, MAX_LISTED_DIRECTORIES};
-pub use limits::{GitOptions, Limits};
+pub use limits::{GitOptions, Limits, MAX_COMMIT_BYTES};
 pub use refs::{RefKind, Resolved};
 pub use remote::{fetch_commit, resolve};
 pub use source::{GitAuth, SourceUrl};

@@ -27,6 +27,12 @@ impl Default for Limits {
     }
 }
 
+/// Bytes of the commit object read for its signature ([`Fetched::raw_commit`]): headers,
+/// signature and message. A real commit is a few KiB; this is `agentic-trust`'s bound too.
+///
+/// [`Fetched::raw_commit`]: crate::Fetched::raw_commit
+pub const MAX_COMMIT_BYTES: u64 = 1024 * 1024;
+
 /// Longest path inside the skill directory (Linux `PATH_MAX`).
 pub(crate) const MAX_PATH_BYTES: usize = 4096;
 

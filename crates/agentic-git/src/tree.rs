@@ -7,7 +7,7 @@ use std::path::Path;
 use agentic_skill::SkillVerdict;
 use gix::objs::tree::EntryKind;
 
-use crate::limits::MAX_PATH_BYTES;
+use crate::limits::{MAX_COMMIT_BYTES, MAX_PATH_BYTES};
 use crate::{GitError, Limits, SourceUrl};
 
 const SKILL_FILE: &str = agentic_skill::SKILL_FILE;
@@ -92,13 +92,30 @@ impl Fetched {
     }
 
     /// The commit object's bytes, as `git cat-file commit <id>` prints them: what its
-    /// signature (the `gpgsig` header) is checked over. They were checked against the commit
-    /// id when the fetched pack was indexed.
+    /// signature (the `gpgsig` header) is checked over. Hashed again here (SHA-1 or SHA-256,
+    /// as the repository's objects are) and compared with the pinned id, so the bytes a
+    /// signature is checked over are the pinned commit's. At most [`MAX_COMMIT_BYTES`].
     pub fn raw_commit(&self) -> Result<Vec<u8>, GitError> {
+        let size = self.size_of(&self.repo, self.commit)?;
+        if size > MAX_COMMIT_BYTES {
+            return Err(GitError::too_large(format!(
+                "commit {} is {size} bytes, over the limit of {MAX_COMMIT_BYTES} (MAX_COMMIT_BYTES)",
+                self.commit
+            )));
+        }
         let object = self
             .repo
             .find_object(self.commit)
             .map_err(|error| self.missing(self.commit, error))?;
+        let hashed =
+            gix::objs::compute_hash(self.commit.kind(), gix::objs::Kind::Commit, &object.data)
+                .map_err(|error| self.missing(self.commit, error))?;
+        if hashed != self.commit {
+            return Err(self.missing(
+                self.commit,
+                format!("the object read hashes to {hashed}, not to the pinned commit"),
+            ));
+        }
         Ok(object.data.clone())
     }
 
