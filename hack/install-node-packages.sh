@@ -4,7 +4,8 @@
 # static busybox (the test images' userland), git (the test git server: `git daemon`
 # and `git http-backend`), and what the test image of the operator is built with: `strip`
 # and `ldd` (binutils, libc-bin), the CA bundle its base image, distroless, carries, and
-# ssh-keygen (openssh-client), which signs the SSH-signed commits of agentic-trust's tests.
+# ssh-keygen (openssh-client) and gpg (gnupg), which sign the SSH- and GPG-signed commits of
+# agentic-trust's and the control-plane tests.
 # Quiet and quick when all are there.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ declare -A packages=(
     [libc-bin]=/usr/bin/ldd
     [ca-certificates]=/etc/ssl/certs/ca-certificates.crt
     [openssh-client]=/usr/bin/ssh-keygen
+    [gnupg]=/usr/bin/gpg
 )
 
 log() { printf 'install-node-packages: %s\n' "$*" >&2; }

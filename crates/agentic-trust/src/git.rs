@@ -1,6 +1,10 @@
-//! SSH signatures of git commits, with `gpg.ssh.allowedSignersFile` semantics.
+//! Signatures of git commits: SSH, with `gpg.ssh.allowedSignersFile` semantics, and
+//! OpenPGP (GPG) against armored public keys.
+
+use std::time::SystemTime;
 
 use crate::TrustError;
+use crate::gpg::GpgKeys;
 use crate::limits::{MAX_ALLOWED_SIGNERS, MAX_COMMIT_BYTES};
 
 /// The namespace git signs commits in (`ssh-keygen -Y sign -n git`).
@@ -11,9 +15,11 @@ const GIT_NAMESPACE: &str = "git";
 pub enum CommitVerdict {
     /// Signed by an allowed signer.
     Verified {
-        /// The principals field of the allowed-signers line that matched.
+        /// SSH: the principals field of the allowed-signers line that matched. GPG: the
+        /// key's first user id.
         principal: String,
-        /// `SHA256:<base64>`, as `ssh-keygen -lf` prints it.
+        /// SSH: `SHA256:<base64>`, as `ssh-keygen -lf` prints it. GPG: the primary key's
+        /// fingerprint in upper-case hex, as `gpg --fingerprint` shows it without spaces.
         fingerprint: String,
     },
     /// The commit carries no signature.
@@ -29,7 +35,7 @@ pub enum CommitVerdict {
 /// must be in one of them), `valid-after` and `valid-before` (checked against the commit's
 /// committer time, as git does). A `cert-authority` line is refused: certificate signers are
 /// not supported.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct AllowedSigners {
     entries: Vec<AllowedSigner>,
 }
@@ -282,14 +288,40 @@ fn split_commit(raw: &[u8]) -> Result<SignedCommit, String> {
     })
 }
 
-/// Verifies the SSH signature of a raw commit object (as `git cat-file commit <id>` prints
-/// it; [`agentic_git`'s `Fetched::raw_commit`] hands it over) against `allowed`: the
-/// signature must be an SSHSIG in the `git` namespace by a key listed in `allowed`, within
-/// that line's options. GPG signatures are [`CommitVerdict::Invalid`]: not supported yet.
+/// Who may sign commits: SSH keys of an allowed-signers list, OpenPGP keys, or both.
+#[derive(Debug, Clone, Default)]
+pub struct CommitSigners {
+    pub allowed_signers: AllowedSigners,
+    pub gpg_keys: GpgKeys,
+}
+
+impl CommitSigners {
+    /// Whether no signature could ever count.
+    pub fn is_empty(&self) -> bool {
+        self.allowed_signers.is_empty() && self.gpg_keys.is_empty()
+    }
+}
+
+impl From<AllowedSigners> for CommitSigners {
+    fn from(allowed_signers: AllowedSigners) -> Self {
+        CommitSigners {
+            allowed_signers,
+            gpg_keys: GpgKeys::default(),
+        }
+    }
+}
+
+/// Verifies the signature of a raw commit object (as `git cat-file commit <id>` prints it;
+/// `agentic_git`'s `Fetched::raw_commit` hands it over) against `signers`, by the armor of
+/// its `gpgsig` header:
 ///
-/// The caller must have checked that `raw` is the object of the pinned commit id (gix does
-/// so when it reads objects).
-pub fn verify_commit(raw: &[u8], allowed: &AllowedSigners) -> CommitVerdict {
+/// - `SSH SIGNATURE`: an SSHSIG in the `git` namespace by a key of the allowed-signers
+///   list, within that line's options;
+/// - `PGP SIGNATURE`: a detached OpenPGP signature by one of the GPG keys (or a signing
+///   subkey of one), neither revoked nor expired at `now`.
+///
+/// The caller must have checked that `raw` is the object of the pinned commit id.
+pub fn verify_commit(raw: &[u8], signers: &CommitSigners, now: SystemTime) -> CommitVerdict {
     let invalid = |why: String| CommitVerdict::Invalid { why };
     if raw.len() > MAX_COMMIT_BYTES {
         return invalid(format!(
@@ -305,8 +337,20 @@ pub fn verify_commit(raw: &[u8], allowed: &AllowedSigners) -> CommitVerdict {
         return CommitVerdict::Unsigned;
     };
     if armored.starts_with("-----BEGIN PGP SIGNATURE-----") {
-        return invalid("the commit is GPG-signed; only SSH signatures are verified".to_string());
+        if signers.gpg_keys.is_empty() {
+            return invalid("the commit is GPG-signed, and no GPG keys are allowed".to_string());
+        }
+        return crate::gpg::verify(&signers.gpg_keys, &armored, &commit.signed, now);
     }
+    if !armored.starts_with("-----BEGIN SSH SIGNATURE-----") {
+        return invalid(
+            "the commit's signature is neither an SSH nor an OpenPGP signature".to_string(),
+        );
+    }
+    if signers.allowed_signers.is_empty() {
+        return invalid("the commit is SSH-signed, and no SSH signers are allowed".to_string());
+    }
+    let allowed = &signers.allowed_signers;
     let signature = match ssh_key::SshSig::from_pem(armored.trim_end()) {
         Ok(signature) => signature,
         Err(error) => {
@@ -409,9 +453,12 @@ mod tests {
 
     #[test]
     fn an_unsigned_commit_is_unsigned() {
-        let allowed = AllowedSigners::parse("", "test").expect("an empty list");
         assert_eq!(
-            verify_commit(b"tree 1\ncommitter A <a> 1 +0000\n\nm\n", &allowed),
+            verify_commit(
+                b"tree 1\ncommitter A <a> 1 +0000\n\nm\n",
+                &CommitSigners::default(),
+                SystemTime::now()
+            ),
             CommitVerdict::Unsigned
         );
     }

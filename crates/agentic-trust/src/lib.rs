@@ -48,9 +48,10 @@
 //!
 //! # Git
 //!
-//! [`verify_commit`] checks a raw commit object's `gpgsig` SSH signature (SSHSIG, namespace
-//! `git`) against [`AllowedSigners`], git's `gpg.ssh.allowedSignersFile` format. GPG
-//! signatures are refused as not supported.
+//! [`verify_commit`] checks a raw commit object's `gpgsig` signature against
+//! [`CommitSigners`]: an SSH signature (SSHSIG, namespace `git`) against [`AllowedSigners`],
+//! git's `gpg.ssh.allowedSignersFile` format, or an OpenPGP signature against [`GpgKeys`]
+//! (armored public keys; revoked and expired keys refused), chosen by the signature's armor.
 //!
 //! # Limits
 //!
@@ -66,6 +67,8 @@
 //! | [`MAX_TRUST_ROOT_CERTIFICATES`] | 64 | certificate authorities of a trust root |
 //! | [`MAX_COMMIT_BYTES`] | 1 MiB | a commit object |
 //! | [`MAX_ALLOWED_SIGNERS`] | 1024 | lines of an allowed-signers list |
+//! | [`MAX_GPG_KEYS`] | 32 | armored OpenPGP keys of one policy |
+//! | [`MAX_GPG_KEY_BYTES`] | 64 KiB | one armored OpenPGP key |
 //!
 //! Sizes are checked before reading (a descriptor's `size`, `Content-Length`) and while
 //! reading. Referrers are never followed recursively and a referrer listed twice is read
@@ -73,6 +76,7 @@
 
 mod cache;
 mod git;
+mod gpg;
 mod image;
 mod keyless;
 mod keys;
@@ -81,13 +85,14 @@ mod requirement;
 mod sign;
 
 pub use cache::{CacheKey, DEFAULT_CACHE_ENTRIES, UNVERIFIED_TTL, VerificationCache};
-pub use git::{AllowedSigners, CommitVerdict, verify_commit};
+pub use git::{AllowedSigners, CommitSigners, CommitVerdict, verify_commit};
+pub use gpg::GpgKeys;
 pub use image::{AttachedSignature, SignatureKind, attached_signatures, verify_image};
 pub use keys::PublicKey;
 pub use limits::{
     MAX_ALLOWED_SIGNERS, MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_CHAIN_LENGTH,
-    MAX_COMMIT_BYTES, MAX_PAYLOAD_BYTES, MAX_REFERRERS, MAX_SIGNATURE_MANIFEST_BYTES,
-    MAX_SIGNATURES, MAX_TRUST_ROOT_CERTIFICATES,
+    MAX_COMMIT_BYTES, MAX_GPG_KEY_BYTES, MAX_GPG_KEYS, MAX_PAYLOAD_BYTES, MAX_REFERRERS,
+    MAX_SIGNATURE_MANIFEST_BYTES, MAX_SIGNATURES, MAX_TRUST_ROOT_CERTIFICATES,
 };
 pub use requirement::{Identity, Keyless, MAX_PATTERN_BYTES, Pattern, Requirement, TrustRoot};
 pub use sign::{SignError, Signature, SigningKey, sign_image};

@@ -34,3 +34,11 @@ pub const MAX_ALLOWED_SIGNERS: usize = 1024;
 
 /// Certificate authorities one trust root may hold.
 pub const MAX_TRUST_ROOT_CERTIFICATES: usize = 64;
+
+/// Armored OpenPGP public keys one policy may list (`gitSigners.gpgKeys`).
+pub const MAX_GPG_KEYS: usize = 32;
+
+/// One armored OpenPGP public key: a key with its subkeys and self-signatures; keys with
+/// many third-party certifications are larger and should be exported with
+/// `gpg --export-options export-minimal`.
+pub const MAX_GPG_KEY_BYTES: usize = 64 * 1024;

@@ -1,10 +1,17 @@
-//! SSH-signed git commits (git and ssh-keygen), verified by `verify_commit` and, for
-//! comparison, by `git verify-commit` with the same allowed-signers file.
+//! Signed git commits, verified by `verify_commit`: SSH signatures (git and ssh-keygen),
+//! compared with `git verify-commit` on the same allowed-signers file, and GPG signatures
+//! (git and gpg, in a scratch GNUPGHOME).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, SystemTime};
 
-use agentic_trust::{AllowedSigners, CommitVerdict, verify_commit};
+use agentic_trust::{AllowedSigners, CommitSigners, CommitVerdict, GpgKeys, verify_commit};
+
+/// `verify_commit` with SSH signers only, now.
+fn verify(raw: &[u8], allowed: &AllowedSigners) -> CommitVerdict {
+    verify_commit(raw, &allowed.clone().into(), SystemTime::now())
+}
 
 struct Repo {
     dir: tempfile::TempDir,
@@ -20,6 +27,10 @@ impl Repo {
         repo
     }
 
+    fn gnupg_home(&self) -> PathBuf {
+        self.dir.path().join("gnupg")
+    }
+
     fn work(&self) -> PathBuf {
         self.dir.path().join("work")
     }
@@ -29,6 +40,7 @@ impl Repo {
         command
             .current_dir(self.work())
             .env("HOME", self.dir.path())
+            .env("GNUPGHOME", self.gnupg_home())
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_NAME", "Dev")
             .env("GIT_AUTHOR_EMAIL", "dev@example.com")
@@ -79,6 +91,25 @@ impl Repo {
             .concat();
         }
         self.git(&args);
+        self.git(&["cat-file", "commit", "HEAD"])
+    }
+
+    /// Commits (empty) with `message`, GPG-signed with the key (or subkey, with a `!`)
+    /// `signing_key`; the raw commit object.
+    fn gpg_commit(&self, message: &str, signing_key: &str) -> Vec<u8> {
+        let signing = format!("user.signingkey={signing_key}");
+        self.git(&[
+            "-c",
+            "gpg.format=openpgp",
+            "-c",
+            &signing,
+            "commit",
+            "--quiet",
+            "--allow-empty",
+            "-S",
+            "-m",
+            message,
+        ]);
         self.git(&["cat-file", "commit", "HEAD"])
     }
 
@@ -153,7 +184,7 @@ fn ssh_signed_commits_against_an_allowed_signers_list() {
     // Signed by each allowed key (Ed25519, ECDSA P-256): the principal and the key, and git agrees.
     let raw = repo.commit("signed by dev", Some(&dev));
     assert_eq!(
-        verify_commit(&raw, &allowed),
+        verify(&raw, &allowed),
         CommitVerdict::Verified {
             principal: "dev@example.com".to_string(),
             fingerprint: fingerprint(&dev),
@@ -162,7 +193,7 @@ fn ssh_signed_commits_against_an_allowed_signers_list() {
     assert!(repo.git_accepts(&allowed_path), "git verify-commit agrees");
     let raw = repo.commit("signed by ops", Some(&ops));
     assert_eq!(
-        verify_commit(&raw, &allowed),
+        verify(&raw, &allowed),
         CommitVerdict::Verified {
             principal: "ops@example.com,*@ops.example".to_string(),
             fingerprint: fingerprint(&ops),
@@ -173,14 +204,11 @@ fn ssh_signed_commits_against_an_allowed_signers_list() {
     let tampered = String::from_utf8(raw)
         .expect("UTF-8")
         .replace("signed by ops", "signed by 0ps");
-    expect_invalid(
-        verify_commit(tampered.as_bytes(), &allowed),
-        "does not verify",
-    );
+    expect_invalid(verify(tampered.as_bytes(), &allowed), "does not verify");
 
     // A key that is not listed: refused, as git refuses it.
     let raw = repo.commit("signed by a stranger", Some(&stranger));
-    expect_invalid(verify_commit(&raw, &allowed), "is not an allowed signer");
+    expect_invalid(verify(&raw, &allowed), "is not an allowed signer");
     assert!(
         !repo.git_accepts(&allowed_path),
         "git verify-commit refuses it too"
@@ -188,7 +216,7 @@ fn ssh_signed_commits_against_an_allowed_signers_list() {
 
     // Unsigned.
     let raw = repo.commit("unsigned", None);
-    assert_eq!(verify_commit(&raw, &allowed), CommitVerdict::Unsigned);
+    assert_eq!(verify(&raw, &allowed), CommitVerdict::Unsigned);
 
     // The signer's line allows other namespaces only, or expired before the commit.
     let raw = repo.commit("signed by dev again", Some(&dev));
@@ -197,10 +225,7 @@ fn ssh_signed_commits_against_an_allowed_signers_list() {
         "file-only",
     )
     .expect("reads");
-    expect_invalid(
-        verify_commit(&raw, &file_only),
-        "may sign only in namespaces",
-    );
+    expect_invalid(verify(&raw, &file_only), "may sign only in namespaces");
     let expired = AllowedSigners::parse(
         &format!(
             "dev@example.com valid-before=\"20251231\" {}\n",
@@ -209,10 +234,7 @@ fn ssh_signed_commits_against_an_allowed_signers_list() {
         "expired",
     )
     .expect("reads");
-    expect_invalid(
-        verify_commit(&raw, &expired),
-        "was not valid at the commit's time",
-    );
+    expect_invalid(verify(&raw, &expired), "was not valid at the commit's time");
     let current = AllowedSigners::parse(
         &format!(
             "dev@example.com valid-after=\"20251231\",valid-before=\"20260102\" {}\n",
@@ -222,7 +244,7 @@ fn ssh_signed_commits_against_an_allowed_signers_list() {
     )
     .expect("reads");
     assert!(matches!(
-        verify_commit(&raw, &current),
+        verify(&raw, &current),
         CommitVerdict::Verified { .. }
     ));
 }
@@ -236,4 +258,199 @@ fn a_bad_allowed_signers_line_is_named() {
     .expect_err("an unreadable key");
     let text = error.to_string();
     assert!(text.starts_with("policy/keys, line 3:"), "{text}");
+}
+
+/// gpg with the repository's scratch GNUPGHOME; its agent is stopped on drop.
+struct Gpg<'r> {
+    repo: &'r Repo,
+}
+
+impl Gpg<'_> {
+    fn new(repo: &Repo) -> Gpg<'_> {
+        let home = repo.gnupg_home();
+        std::fs::create_dir_all(&home).expect("a GNUPGHOME");
+        std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("GNUPGHOME private");
+        Gpg { repo }
+    }
+
+    fn run(&self, args: &[&str], input: Option<&[u8]>) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut child = Command::new("gpg")
+            .env("GNUPGHOME", self.repo.gnupg_home())
+            .args([
+                "--batch",
+                "--yes",
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                "",
+            ])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("gpg runs");
+        let mut stdin = child.stdin.take().expect("gpg's stdin");
+        stdin
+            .write_all(input.unwrap_or_default())
+            .expect("gpg reads");
+        drop(stdin);
+        let out = child.wait_with_output().expect("gpg ends");
+        assert!(
+            out.status.success(),
+            "gpg {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// A new key for `user` that signs with its primary key, expiring after `expiry`
+    /// (`never`, `1d`): its fingerprint.
+    fn key(&self, user: &str, expiry: &str) -> String {
+        self.run(&["--quick-gen-key", user, "ed25519", "sign", expiry], None);
+        self.fingerprints(user)[0].clone()
+    }
+
+    /// The fingerprints of `user`'s key: the primary first, then its subkeys.
+    fn fingerprints(&self, user: &str) -> Vec<String> {
+        let listing = self.run(&["--with-colons", "--list-keys", user], None);
+        String::from_utf8_lossy(&listing)
+            .lines()
+            .filter(|line| line.starts_with("fpr:"))
+            .map(|line| line.split(':').nth(9).expect("a fingerprint").to_string())
+            .collect()
+    }
+
+    fn export(&self, fingerprint: &str) -> String {
+        String::from_utf8(self.run(&["--armor", "--export", fingerprint], None)).expect("armor")
+    }
+
+    fn keys(&self, fingerprints: &[&str]) -> CommitSigners {
+        let mut keys = GpgKeys::default();
+        for fingerprint in fingerprints {
+            keys.add(&self.export(fingerprint), fingerprint)
+                .expect("the exported key reads");
+        }
+        CommitSigners {
+            gpg_keys: keys,
+            ..CommitSigners::default()
+        }
+    }
+
+    /// Revokes the key with the revocation certificate gpg made when it made the key.
+    fn revoke(&self, fingerprint: &str) {
+        let path = self
+            .repo
+            .gnupg_home()
+            .join("openpgp-revocs.d")
+            .join(format!("{fingerprint}.rev"));
+        // gpg writes it with `:` before the armor so that it is not imported by mistake.
+        let certificate = std::fs::read_to_string(path)
+            .expect("the revocation certificate")
+            .replace(":-----BEGIN", "-----BEGIN");
+        self.run(&["--import"], Some(certificate.as_bytes()));
+    }
+}
+
+impl Drop for Gpg<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("gpgconf")
+            .env("GNUPGHOME", self.repo.gnupg_home())
+            .args(["--kill", "gpg-agent"])
+            .output();
+    }
+}
+
+#[test]
+fn gpg_signed_commits_against_gpg_keys() {
+    let repo = Repo::new();
+    let gpg = Gpg::new(&repo);
+    let dev = gpg.key("Dev <dev@example.com>", "never");
+    let eve = gpg.key("Eve <eve@example.com>", "never");
+    let signers = gpg.keys(&[&dev]);
+    let now = SystemTime::now();
+
+    let raw = repo.gpg_commit("signed by dev", &dev);
+    assert_eq!(
+        verify_commit(&raw, &signers, now),
+        CommitVerdict::Verified {
+            principal: "Dev <dev@example.com>".to_string(),
+            fingerprint: dev.clone(),
+        }
+    );
+    // The SSH list alone does not admit it.
+    expect_invalid(
+        verify(&raw, &AllowedSigners::default()),
+        "no GPG keys are allowed",
+    );
+
+    let tampered = String::from_utf8(raw)
+        .expect("UTF-8")
+        .replace("signed by dev", "signed by d3v");
+    expect_invalid(
+        verify_commit(tampered.as_bytes(), &signers, now),
+        "does not verify",
+    );
+
+    let raw = repo.gpg_commit("signed by eve", &eve);
+    expect_invalid(
+        verify_commit(&raw, &signers, now),
+        &format!("the signing key {eve} is not among the allowed GPG keys"),
+    );
+
+    let raw = repo.commit("unsigned", None);
+    assert_eq!(verify_commit(&raw, &signers, now), CommitVerdict::Unsigned);
+
+    // A signing subkey counts for its primary key, whose fingerprint names the signer.
+    gpg.run(&["--quick-add-key", &dev, "ed25519", "sign", "never"], None);
+    let subkey = gpg.fingerprints("dev@example.com")[1].clone();
+    let raw = repo.gpg_commit("signed by dev's subkey", &format!("{subkey}!"));
+    let signers = gpg.keys(&[&dev]);
+    assert_eq!(
+        verify_commit(&raw, &signers, now),
+        CommitVerdict::Verified {
+            principal: "Dev <dev@example.com>".to_string(),
+            fingerprint: dev.clone(),
+        }
+    );
+
+    // Revoked: the same signature no longer counts.
+    gpg.revoke(&dev);
+    expect_invalid(
+        verify_commit(&raw, &gpg.keys(&[&dev]), now),
+        &format!("the GPG key {dev} is revoked"),
+    );
+}
+
+#[test]
+fn an_expired_gpg_key_no_longer_counts() {
+    let repo = Repo::new();
+    let gpg = Gpg::new(&repo);
+    let short_lived = gpg.key("Temp <temp@example.com>", "1d");
+    let raw = repo.gpg_commit("signed while valid", &short_lived);
+    let signers = gpg.keys(&[&short_lived]);
+    assert!(matches!(
+        verify_commit(&raw, &signers, SystemTime::now()),
+        CommitVerdict::Verified { .. }
+    ));
+    let two_days_later = SystemTime::now() + Duration::from_secs(2 * 86_400);
+    expect_invalid(verify_commit(&raw, &signers, two_days_later), "has expired");
+}
+
+#[test]
+fn a_bad_gpg_key_is_named() {
+    let mut keys = GpgKeys::default();
+    let error = keys
+        .add(
+            "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnot base64!\n-----END PGP PUBLIC KEY BLOCK-----\n",
+            "policy/gpgKeys[0]",
+        )
+        .expect_err("an unreadable key");
+    assert!(
+        error.to_string().starts_with("policy/gpgKeys[0]: "),
+        "{error}"
+    );
+    assert!(keys.is_empty());
 }
