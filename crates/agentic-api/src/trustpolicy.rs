@@ -276,15 +276,18 @@ pub struct TrustRoot {
 #[serde(rename_all = "camelCase")]
 pub struct GitSigners {
     /// An SSH allowed-signers file, in the format of git's `gpg.ssh.allowedSignersFile`
-    /// (`<principals> [options] <key type> <key>` per line); a commit is verified when its
-    /// SSH signature verifies with one of its keys, valid at the commit's time. This version
-    /// of the operator does not read commit signatures yet: git skills an `Enforce` policy
-    /// selects stay not Ready (`VerificationUnavailable`).
+    /// (`<principals> [options] <key type> <key>` per line, at most 1024); a commit signed
+    /// with `gpg.format=ssh` is verified when its signature (namespace `git`) verifies with
+    /// one of its keys, within that line's `namespaces`, `valid-after` and `valid-before`
+    /// (checked against the committer time). The signer is the key's `SHA256:` fingerprint,
+    /// as `ssh-keygen -lf` prints it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_signers: Option<KeySource>,
 
-    /// Armored GPG public keys; a commit is verified when its GPG signature verifies with
-    /// one of them.
+    /// Armored GPG public keys (`gpg --armor --export <key>`, at most 64 KiB each); a commit
+    /// signed with GPG is verified when its signature verifies with one of them or one of
+    /// their signing subkeys, neither revoked nor expired. The signer is the primary key's
+    /// fingerprint, upper-case hex without spaces.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub gpg_keys: Vec<KeySource>,

@@ -28,6 +28,26 @@ pub enum CommitVerdict {
     Invalid { why: String },
 }
 
+impl CommitVerdict {
+    /// The verdict in the terms of image verdicts, for one cache and one mapping to a
+    /// card's status: the signer is the key's fingerprint, the layout [`Layout::Commit`].
+    ///
+    /// [`Layout::Commit`]: crate::Layout::Commit
+    pub fn into_verdict(self, commit: &str) -> crate::Verdict {
+        match self {
+            CommitVerdict::Verified { fingerprint, .. } => {
+                crate::Verdict::Verified(crate::Verified {
+                    signer: crate::Signer::Key { fingerprint },
+                    signature_digest: commit.to_string(),
+                    layout: crate::Layout::Commit,
+                })
+            }
+            CommitVerdict::Unsigned => crate::Verdict::Unsigned,
+            CommitVerdict::Invalid { why } => crate::Verdict::Invalid { why },
+        }
+    }
+}
+
 /// An allowed-signers list, in the format of git's `gpg.ssh.allowedSignersFile`
 /// (`ssh-keygen(1)`, ALLOWED SIGNERS): one `principals [options] keytype base64-key [comment]`
 /// per line, `#` comments and blank lines ignored. Principals are comma-separated patterns

@@ -118,7 +118,7 @@ pub enum Verdict {
 pub struct Verified {
     pub signer: Signer,
     /// `sha256:…` of what was read: the simple-signing layer (legacy tag), or the referrer
-    /// manifest (bundles).
+    /// manifest (bundles); for a commit ([`Layout::Commit`]), its id.
     pub signature_digest: String,
     pub layout: Layout,
 }
@@ -126,7 +126,9 @@ pub struct Verified {
 /// Who signed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Signer {
-    /// A cosign key, by `sha256:<hex>` of its DER SubjectPublicKeyInfo.
+    /// A cosign key, by `sha256:<hex>` of its DER SubjectPublicKeyInfo; an SSH key by its
+    /// `SHA256:<base64>` fingerprint; a GPG key by its primary key's upper-case hex
+    /// fingerprint.
     Key { fingerprint: String },
     /// A keyless certificate's OIDC issuer and subject.
     Identity { issuer: String, subject: String },
@@ -141,6 +143,8 @@ pub enum Layout {
     Referrers,
     /// A referrer listed by the `sha256-<hex>` fallback tag (registries without the API).
     ReferrersTag,
+    /// The `gpgsig` header of a git commit.
+    Commit,
 }
 
 /// Input that cannot make a [`Requirement`] or [`AllowedSigners`]: a key, certificate,

@@ -562,6 +562,7 @@ fn layout_name(layout: agentic_trust::Layout) -> &'static str {
         agentic_trust::Layout::Tag => "the .sig tag",
         agentic_trust::Layout::Referrers => "the referrers API",
         agentic_trust::Layout::ReferrersTag => "the referrers fallback tag",
+        agentic_trust::Layout::Commit => "the commit's gpgsig header",
     }
 }
 

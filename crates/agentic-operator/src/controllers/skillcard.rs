@@ -116,9 +116,10 @@ pub async fn reconcile(
     let (inputs, holder) = gather(&card, &old, &namespace, &ctx, &now).await?;
     let decision = decide_card(&inputs, &old, &now);
     let mut pass = apply(inputs, holder, decision, &old, &namespace, &ctx, &now).await?;
-    // Pull secrets are read again only when a policy may need the card's signatures.
+    // Pull and source secrets are read again only when a policy may need the card's
+    // signatures.
     let auth = if trustpolicy::policies_of(&ctx, &namespace).is_empty() {
-        RegistryAuth::Anonymous
+        trustpolicy::SourceAuth::ANONYMOUS
     } else {
         signature_auth(&card, &namespace, &ctx).await?
     };
@@ -127,9 +128,27 @@ pub async fn reconcile(
     Ok(pass)
 }
 
-/// The credentials signatures are read with: the card's pull secrets, as for its skill. A
-/// secret that cannot be used leaves the card not Ready already, so anonymous stands in.
-async fn signature_auth(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<RegistryAuth> {
+/// The credentials signatures are read with: the card's pull secrets or source secret, as for
+/// its skill. A secret that cannot be used leaves the card not Ready already, so anonymous
+/// stands in.
+async fn signature_auth(
+    card: &SkillCard,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<trustpolicy::SourceAuth> {
+    let git = if card.spec.source_secret.is_some() {
+        source_auth(card, namespace, ctx)
+            .await?
+            .into_read::<()>()
+            .unwrap_or(agentic_git::GitAuth::Anonymous)
+    } else {
+        agentic_git::GitAuth::Anonymous
+    };
+    let registry = registry_auth(card, namespace, ctx).await?;
+    Ok(trustpolicy::SourceAuth { registry, git })
+}
+
+async fn registry_auth(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<RegistryAuth> {
     let Some(registry) = card
         .spec
         .image

@@ -10,7 +10,10 @@ use agentic_core::trust::{
     choose_pin, judge, keep_previous_pin, ready_pin,
 };
 use agentic_oci::{RegistryAuth, ResolvedImage};
-use agentic_trust::{Identity, Keyless, Layout, Pattern, PublicKey, Requirement, TrustRoot};
+use agentic_trust::{
+    AllowedSigners, CommitSigners, Identity, Keyless, Layout, Pattern, PublicKey, Requirement,
+    TrustRoot,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::reflector::ObjectRef;
@@ -20,10 +23,25 @@ use sha2::{Digest, Sha256};
 use crate::caches::{Guarded, valid};
 use crate::context::Context;
 
-/// The verdicts of signature checks, by image, digest and the requirement's key material:
-/// a thousand cards on one image under one policy cost one signature read.
+/// The verdicts of signature checks, by image and digest (or git URL and commit) and the
+/// requirement's key material: a thousand cards on one image under one policy cost one
+/// signature read.
 #[derive(Default)]
 struct Verifications(agentic_trust::VerificationCache);
+
+/// The credentials a card's skill is read with, which its signatures are read with too: the
+/// pull secrets of an image card, the `spec.sourceSecret` of a git card.
+pub(super) struct SourceAuth {
+    pub registry: RegistryAuth,
+    pub git: agentic_git::GitAuth,
+}
+
+impl SourceAuth {
+    pub const ANONYMOUS: SourceAuth = SourceAuth {
+        registry: RegistryAuth::Anonymous,
+        git: agentic_git::GitAuth::Anonymous,
+    };
+}
 
 /// The policies that apply in `namespace`, from the watch caches; empty when the namespace is
 /// not watched.
@@ -44,7 +62,7 @@ pub(super) async fn check_card(
     namespace: &str,
     mut decided: SkillCardStatus,
     old: &SkillCardStatus,
-    auth: &RegistryAuth,
+    auth: &SourceAuth,
     ctx: &Context,
     now: &Time,
 ) -> SkillCardStatus {
@@ -84,7 +102,7 @@ pub(super) async fn check_card(
 async fn verdict_of(
     policies: &Policies,
     pin: &str,
-    auth: &RegistryAuth,
+    auth: &SourceAuth,
     ctx: &Context,
 ) -> Option<agentic_core::trust::Verdict> {
     let source = PinnedSource::from_pin(pin);
@@ -100,16 +118,25 @@ async fn outcome(
     policy: NamedPolicy<'_>,
     source: &PinnedSource<'_>,
     pin: &str,
+    auth: &SourceAuth,
+    ctx: &Context,
+) -> Outcome {
+    match source {
+        PinnedSource::Image { .. } => image_outcome(policy, pin, &auth.registry, ctx).await,
+        PinnedSource::Git { url, commit } => {
+            commit_outcome(policy, url, commit, &auth.git, ctx).await
+        }
+        // No policy selects inline skills: nothing anyone signed.
+        PinnedSource::Inline => Outcome::Unsigned,
+    }
+}
+
+async fn image_outcome(
+    policy: NamedPolicy<'_>,
+    pin: &str,
     auth: &RegistryAuth,
     ctx: &Context,
 ) -> Outcome {
-    let PinnedSource::Image { .. } = source else {
-        // Signed commits are verified by `agentic-trust`, but the operator does not read the
-        // raw commit object yet: an Enforce policy on git skills keeps them not Ready.
-        return Outcome::Unavailable(
-            "the operator does not check git commit signatures yet".to_string(),
-        );
-    };
     let image = match ResolvedImage::from_pinned(pin) {
         Ok(image) => image,
         Err(e) => return Outcome::Invalid(e.to_string()),
@@ -130,6 +157,73 @@ async fn outcome(
             agentic_trust::verify_image(registry, auth, &image, &requirement)
         })
         .await;
+    outcome_of(verdict)
+}
+
+/// Checks one policy's `gitSigners` against the signature of the pinned commit, read from
+/// the commit object the card's pass kept (fetched again only when it is not kept, as after
+/// a restart).
+async fn commit_outcome(
+    policy: NamedPolicy<'_>,
+    url: &str,
+    commit: &str,
+    auth: &agentic_git::GitAuth,
+    ctx: &Context,
+) -> Outcome {
+    let (signers, material) = match git_signers(policy.id, policy.policy, ctx).await {
+        Ok(signers) => signers,
+        Err(why) => return Outcome::Unavailable(why),
+    };
+    let key = agentic_trust::CacheKey {
+        repository: url.to_string(),
+        digest: commit.to_string(),
+        requirement: material,
+    };
+    let cache = &ctx.kind_state::<Verifications>().0;
+    let verdict = cache
+        .get_or_verify(&key, || async {
+            match commit_object(url, commit, auth, ctx).await {
+                Ok(raw) => {
+                    agentic_trust::verify_commit(&raw, &signers, std::time::SystemTime::now())
+                        .into_verdict(commit)
+                }
+                Err(e) if e.is_content_verdict() => {
+                    agentic_trust::Verdict::Invalid { why: e.to_string() }
+                }
+                Err(e) => agentic_trust::Verdict::Unavailable { why: e.to_string() },
+            }
+        })
+        .await;
+    outcome_of(verdict)
+}
+
+/// The raw object of `commit` in `url`: kept by the card's pass, or fetched.
+async fn commit_object(
+    url: &str,
+    commit: &str,
+    auth: &agentic_git::GitAuth,
+    ctx: &Context,
+) -> Result<Vec<u8>, agentic_git::GitError> {
+    if let Some(raw) = ctx.git_skills.commit_object(url, commit) {
+        return Ok(raw);
+    }
+    let options = ctx.settings.git.clone();
+    let source = agentic_git::SourceUrl::parse(url, &options.insecure_hosts)?;
+    let (commit, auth) = (commit.to_string(), auth.clone());
+    tokio::task::spawn_blocking(move || {
+        agentic_git::fetch_commit(&source, &commit, &auth, &options)?.raw_commit()
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(agentic_git::GitError::Io {
+            path: url.to_string(),
+            message: format!("the git task failed: {e}"),
+        })
+    })
+}
+
+/// A verdict of `agentic-trust` as the outcome of one policy.
+fn outcome_of(verdict: agentic_trust::Verdict) -> Outcome {
     match verdict {
         agentic_trust::Verdict::Verified(verified) => Outcome::Verified(Signature {
             signer: match verified.signer {
@@ -138,10 +232,11 @@ async fn outcome(
                     format!("{issuer} {subject}")
                 }
             },
-            digest: Some(verified.signature_digest),
+            digest: (verified.layout != Layout::Commit).then_some(verified.signature_digest),
             layout: match verified.layout {
                 Layout::Tag => "tag",
                 Layout::Referrers | Layout::ReferrersTag => "referrers",
+                Layout::Commit => "commit",
             }
             .to_string(),
         }),
@@ -149,6 +244,45 @@ async fn outcome(
         agentic_trust::Verdict::Invalid { why } => Outcome::Invalid(why),
         agentic_trust::Verdict::Unavailable { why } => Outcome::Unavailable(why),
     }
+}
+
+/// Who may sign the commits `policy` selects, with its keys read, and a digest of them: the
+/// cache key, so that a changed allowed-signers list or GPG key is checked afresh.
+async fn git_signers(
+    id: &PolicyId,
+    policy: &TrustPolicy,
+    ctx: &Context,
+) -> Result<(CommitSigners, String), String> {
+    let none = || {
+        format!(
+            "{id} selects this skill but lists no spec.gitSigners.allowedSigners and no spec.gitSigners.gpgKeys"
+        )
+    };
+    let git = policy.git_signers.as_ref().ok_or_else(none)?;
+    let mut material = Sha256::new();
+    material.update(id.to_string());
+    let mut signers = CommitSigners::default();
+    if let Some(source) = &git.allowed_signers {
+        let text = read_key(id, source, ctx).await?;
+        material.update("allowedSigners\n");
+        material.update(&text);
+        let name = format!("{id}: spec.gitSigners.allowedSigners");
+        signers.allowed_signers = AllowedSigners::parse(&text, &name).map_err(|e| e.to_string())?;
+    }
+    for (index, source) in git.gpg_keys.iter().enumerate() {
+        let text = read_key(id, source, ctx).await?;
+        material.update("gpgKey\n");
+        material.update(&text);
+        let name = format!("{id}: spec.gitSigners.gpgKeys[{index}]");
+        signers
+            .gpg_keys
+            .add(&text, &name)
+            .map_err(|e| e.to_string())?;
+    }
+    if signers.is_empty() {
+        return Err(none());
+    }
+    Ok((signers, hex::encode(material.finalize())))
 }
 
 /// The requirement of `policy` with its keys read, and a digest of everything it was built
