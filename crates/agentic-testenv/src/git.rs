@@ -37,6 +37,15 @@ pub enum GitFile {
     Symlink(String),
 }
 
+/// How [`GitServer::commit_signed`] signs: `git commit-tree -S` with these `-c` settings
+/// (e.g. `gpg.format=ssh` and `user.signingkey=<path>`, or a GPG key id) and environment
+/// variables (e.g. `GNUPGHOME`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitSigning {
+    pub config: Vec<(String, String)>,
+    pub env: Vec<(String, std::ffi::OsString)>,
+}
+
 /// A git server: `git://ADDRESS:PORT/<repo>` and `http://ADDRESS:PORT/<repo>`, on loopback
 /// unless started with [`GitServer::start_on`].
 ///
@@ -175,6 +184,27 @@ impl GitServer {
     /// the branch's current commit when it has one, and returns the commit id. Author and
     /// dates are fixed, so the same files on the same parent give the same id.
     pub fn commit(&self, repo: &str, branch: &str, files: &[(&str, GitFile)]) -> Result<String> {
+        self.commit_as(repo, branch, files, None)
+    }
+
+    /// [`GitServer::commit`], signed as `signing` says.
+    pub fn commit_signed(
+        &self,
+        repo: &str,
+        branch: &str,
+        files: &[(&str, GitFile)],
+        signing: &CommitSigning,
+    ) -> Result<String> {
+        self.commit_as(repo, branch, files, Some(signing))
+    }
+
+    fn commit_as(
+        &self,
+        repo: &str,
+        branch: &str,
+        files: &[(&str, GitFile)],
+        signing: Option<&CommitSigning>,
+    ) -> Result<String> {
         let git_dir = self.repo_dir(repo);
         let work = tempfile::Builder::new()
             .prefix("agentic-git-work-")
@@ -220,17 +250,31 @@ impl GitServer {
                 &[],
             )
             .ok();
-        let mut args = vec![
+        let settings: Vec<String> = signing
+            .iter()
+            .flat_map(|signing| &signing.config)
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect();
+        let mut args: Vec<&str> = settings.iter().flat_map(|s| ["-c", s.as_str()]).collect();
+        args.extend([
             git_dir_arg.as_str(),
             "commit-tree",
             tree.as_str(),
             "-m",
             branch,
-        ];
+        ]);
         if let Some(parent) = &parent {
             args.extend(["-p", parent.as_str()]);
         }
-        let commit = self.run(&args, None, &[])?;
+        if signing.is_some() {
+            args.push("-S");
+        }
+        let signing_env: Vec<(&str, &std::ffi::OsStr)> = signing
+            .iter()
+            .flat_map(|signing| &signing.env)
+            .map(|(key, value)| (key.as_str(), value.as_os_str()))
+            .collect();
+        let commit = self.run(&args, None, &signing_env)?;
         self.run(
             &[&git_dir_arg, "update-ref", &reference, &commit],
             None,

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 pub use env::{BIN_DIR_ENV, TestEnv, TestEnvOptions};
 pub use error::{Error, Result};
-pub use git::{DEFAULT_GIT_BIN, GIT_BIN_ENV, GitFile, GitServer};
+pub use git::{CommitSigning, DEFAULT_GIT_BIN, GIT_BIN_ENV, GitFile, GitServer};
 pub use images::{BUSYBOX_ENV, DEFAULT_BUSYBOX, TestImages, push_goose_image, push_operator_image};
 pub use net::http_get;
 pub use node::NODE_NAME;

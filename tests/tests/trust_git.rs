@@ -1,0 +1,326 @@
+//! Signed git commits under a ClusterSkillTrustPolicy, against a real API server and the test
+//! git server: commits signed by git with an SSH key (`ssh-keygen`) and a GPG key (`gpg`)
+//! made in the test, an unsigned commit and one signed by a key the policy does not list.
+//!
+//! The cluster policy reaches every namespace of the shared control plane, so it selects
+//! only this test's repositories (their URLs carry its git server's port) and is deleted at
+//! the end.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agentic_api::{
+    ClusterSkillTrustPolicy, ClusterSkillTrustPolicySpec, GitSigners, KeySource, Revocations,
+    SkillCard, SkillCardSpec, TrustMode, TrustPolicy, VerificationState,
+};
+use agentic_integration_tests::{Operator, apply, condition, env, has_condition, meta, wait_for};
+use agentic_operator::context::SandboxBackend;
+use agentic_testenv::{CommitSigning, GitFile, GitServer};
+use kube::Api;
+use kube::api::DeleteParams;
+
+fn card(name: &str, source: &str) -> SkillCard {
+    SkillCard {
+        metadata: meta(name),
+        spec: SkillCardSpec {
+            source: Some(source.to_string()),
+            ..SkillCardSpec::default()
+        },
+        status: None,
+    }
+}
+
+fn skill_md(name: &str) -> GitFile {
+    GitFile::File(
+        format!("---\nname: {name}\ndescription: A skill with a signed commit.\n---\n# {name}\n")
+            .into_bytes(),
+    )
+}
+
+fn run(command: &mut Command) -> Vec<u8> {
+    let out = command.output().expect("the tool runs");
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Signing keys made for this test, in a scratch directory: SSH keys and a GPG home whose
+/// agent is stopped on drop.
+struct Keys {
+    dir: tempfile::TempDir,
+}
+
+impl Keys {
+    fn new() -> Keys {
+        let keys = Keys {
+            dir: tempfile::tempdir().expect("a scratch directory"),
+        };
+        std::fs::create_dir(keys.gnupg_home()).expect("a GNUPGHOME");
+        std::fs::set_permissions(
+            keys.gnupg_home(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("GNUPGHOME private");
+        keys
+    }
+
+    fn gnupg_home(&self) -> PathBuf {
+        self.dir.path().join("gnupg")
+    }
+
+    /// A new Ed25519 SSH key: the private key's path.
+    fn ssh_key(&self, name: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        run(Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+            .arg(&path));
+        path
+    }
+
+    /// `git commit -S` with `gpg.format=ssh` and `key`.
+    fn ssh_signing(key: &Path) -> CommitSigning {
+        CommitSigning {
+            config: vec![
+                ("gpg.format".into(), "ssh".into()),
+                ("user.signingkey".into(), key.display().to_string()),
+            ],
+            env: Vec::new(),
+        }
+    }
+
+    fn gpg(&self, args: &[&str]) -> Vec<u8> {
+        run(Command::new("gpg")
+            .env("GNUPGHOME", self.gnupg_home())
+            .args([
+                "--batch",
+                "--yes",
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                "",
+            ])
+            .args(args))
+    }
+
+    /// A new GPG key for `user` that signs with its primary key: its fingerprint.
+    fn gpg_key(&self, user: &str) -> String {
+        self.gpg(&["--quick-gen-key", user, "ed25519", "sign", "never"]);
+        let listing = self.gpg(&["--with-colons", "--list-keys", user]);
+        String::from_utf8_lossy(&listing)
+            .lines()
+            .find(|line| line.starts_with("fpr:"))
+            .and_then(|line| line.split(':').nth(9))
+            .expect("a fingerprint")
+            .to_string()
+    }
+
+    /// `git commit -S` with GPG (git's default format) and the key `fingerprint`.
+    fn gpg_signing(&self, fingerprint: &str) -> CommitSigning {
+        CommitSigning {
+            config: vec![
+                ("gpg.format".into(), "openpgp".into()),
+                ("user.signingkey".into(), fingerprint.to_string()),
+            ],
+            env: vec![("GNUPGHOME".into(), self.gnupg_home().into_os_string())],
+        }
+    }
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        let _ = Command::new("gpgconf")
+            .env("GNUPGHOME", self.gnupg_home())
+            .args(["--kill", "gpg-agent"])
+            .output();
+    }
+}
+
+fn public_line(key: &Path) -> String {
+    std::fs::read_to_string(key.with_extension("pub"))
+        .expect("the public key")
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn ssh_fingerprint(key: &Path) -> String {
+    let out = run(Command::new("ssh-keygen")
+        .args(["-l", "-E", "sha256", "-f"])
+        .arg(key.with_extension("pub")));
+    String::from_utf8_lossy(&out)
+        .split_whitespace()
+        .nth(1)
+        .expect("a fingerprint")
+        .to_string()
+}
+
+fn inline(text: String) -> KeySource {
+    KeySource {
+        pem: Some(text),
+        ..KeySource::default()
+    }
+}
+
+fn conditions_are(card: &SkillCard, ready: (&str, &str), verified: (&str, &str)) -> bool {
+    card.status.as_ref().is_some_and(|s| {
+        has_condition(&s.conditions, "Ready", ready.0, ready.1)
+            && has_condition(&s.conditions, "Verified", verified.0, verified.1)
+    })
+}
+
+#[tokio::test]
+async fn signed_commits_are_verified_and_unsigned_or_foreign_ones_are_not_ready() {
+    let keys = Keys::new();
+    let dev = keys.ssh_key("dev");
+    let stranger = keys.ssh_key("stranger");
+    let gpg_dev = keys.gpg_key("Dev <dev@example.com>");
+    let armored = String::from_utf8(keys.gpg(&["--armor", "--export", &gpg_dev])).expect("armor");
+
+    let server = GitServer::start().await.expect("git server");
+    let mut commits = Vec::new();
+    for (repo, signing) in [
+        ("ssh.git", Some(Keys::ssh_signing(&dev))),
+        ("gpg.git", Some(keys.gpg_signing(&gpg_dev))),
+        ("unsigned.git", None),
+        ("stranger.git", Some(Keys::ssh_signing(&stranger))),
+    ] {
+        server.create_repo(repo).expect("a repository");
+        let files = [("SKILL.md", skill_md("demo"))];
+        let commit = match signing {
+            Some(signing) => server.commit_signed(repo, "main", &files, &signing),
+            None => server.commit(repo, "main", &files),
+        }
+        .expect("a commit");
+        commits.push(commit);
+    }
+    let gpg_commit = commits[1].clone();
+
+    let env = env().await;
+    let ns = env.namespace("trust-git").await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, Vec::new());
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let policies: Api<ClusterSkillTrustPolicy> = Api::all(client.clone());
+
+    let name = format!("{ns}-git");
+    let policy = |revoked: Option<Revocations>| ClusterSkillTrustPolicy {
+        metadata: meta(&name),
+        spec: ClusterSkillTrustPolicySpec {
+            policy: TrustPolicy {
+                sources: ["ssh.git", "gpg.git", "unsigned.git", "stranger.git"]
+                    .iter()
+                    .map(|repo| server.git_url(repo))
+                    .collect(),
+                mode: TrustMode::Enforce,
+                git_signers: Some(GitSigners {
+                    allowed_signers: Some(inline(format!(
+                        "# who may sign skills\ndev@example.com namespaces=\"git\" {}\n",
+                        public_line(&dev)
+                    ))),
+                    gpg_keys: vec![inline(armored.clone())],
+                }),
+                revoked,
+                ..TrustPolicy::default()
+            },
+        },
+        status: None,
+    };
+    apply(&policies, &policy(None)).await;
+    for (card_name, repo) in [
+        ("ssh", "ssh.git"),
+        ("gpg", "gpg.git"),
+        ("unsigned", "unsigned.git"),
+        ("stranger", "stranger.git"),
+    ] {
+        apply(&cards, &card(card_name, &server.git_url(repo))).await;
+    }
+
+    // Signed by an allowed key: Ready, verified, the signer named as `revoked.keys` names it.
+    for (card_name, signer) in [("ssh", ssh_fingerprint(&dev)), ("gpg", gpg_dev.clone())] {
+        let verified = wait_for(&cards, card_name, "Ready and Verified", |c| {
+            conditions_are(c, ("True", "SkillValid"), ("True", "SignatureVerified"))
+        })
+        .await;
+        let verification = verified
+            .status
+            .and_then(|s| s.verification)
+            .expect("status.verification");
+        assert_eq!(verification.state, VerificationState::Verified);
+        assert_eq!(verification.signer.as_deref(), Some(signer.as_str()));
+        assert_eq!(verification.layout.as_deref(), Some("commit"));
+        assert_eq!(
+            verification.policies,
+            vec![format!("ClusterSkillTrustPolicy/{name}")]
+        );
+    }
+
+    // Unsigned, or signed by a key the policy does not list: not Ready, and why.
+    wait_for(
+        &cards,
+        "unsigned",
+        "Ready=False Unverified, Unsigned",
+        |c| conditions_are(c, ("False", "Unverified"), ("False", "Unsigned")),
+    )
+    .await;
+    let foreign = wait_for(
+        &cards,
+        "stranger",
+        "Ready=False Unverified, SignatureInvalid",
+        |c| conditions_are(c, ("False", "Unverified"), ("False", "SignatureInvalid")),
+    )
+    .await;
+    let message = condition(&foreign.status.expect("status").conditions, "Verified")
+        .expect("Verified")
+        .message
+        .clone();
+    assert!(
+        message.contains(&ssh_fingerprint(&stranger)) && message.contains("not an allowed signer"),
+        "names the foreign key: {message}"
+    );
+
+    // Revoking the GPG-signed commit, then the SSH key: each card turns Revoked.
+    apply(
+        &policies,
+        &policy(Some(Revocations {
+            commits: vec![gpg_commit.clone()],
+            ..Revocations::default()
+        })),
+    )
+    .await;
+    let revoked = wait_for(&cards, "gpg", "Ready=False Revoked", |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "False", "Revoked"))
+    })
+    .await;
+    let ready = condition(&revoked.status.expect("status").conditions, "Ready")
+        .expect("Ready")
+        .message
+        .clone();
+    assert!(ready.contains(&gpg_commit), "names the commit: {ready}");
+    apply(
+        &policies,
+        &policy(Some(Revocations {
+            commits: vec![gpg_commit],
+            keys: vec![ssh_fingerprint(&dev)],
+            ..Revocations::default()
+        })),
+    )
+    .await;
+    wait_for(&cards, "ssh", "Ready=False Revoked", |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "False", "Revoked"))
+    })
+    .await;
+
+    policies
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("the policy deleted");
+    operator.stop().await;
+}
