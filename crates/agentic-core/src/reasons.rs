@@ -437,6 +437,9 @@ reasons! {
         Queued,
         /// The run's `spec.cancel` is true.
         Cancelled,
+        /// A trust policy with `action: Cancel` revokes a skill the run mounted (its digest,
+        /// commit or signer key); the run ends as a cancelled one does, its sandbox stopped.
+        SkillRevoked,
         /// An object the run does not control holds the name of one of the run's objects.
         ObjectNameTaken,
         /// `Succeeded` True: the agent exited 0 (Konveyor's name for `AgentSucceeded`).

@@ -44,7 +44,7 @@ pub use files::{
 };
 pub use lifecycle::{
     Enforced, FATAL_WAITING_REASONS, Limits, TtlDefaults, admit, admit_in_namespace, cancelled,
-    enforce, startup_deadline, stops_sandbox, time_to_live,
+    end_revoked, enforce, startup_deadline, stops_sandbox, time_to_live,
 };
 pub use objects::{
     SANDBOX_API_VERSION, SANDBOX_KIND, build_acp_secret, build_acp_service,

@@ -19,9 +19,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use agentic_api::{
-    AffectedRun, AgentRun, CONDITION_READY, ClusterSkillTrustPolicy, ConditionStatus, KeyRef,
-    MAX_BLAST_RADIUS_ENTRIES, RevocationAction, SkillCardStatus, SkillTrustPolicy,
-    SkillVerification, TrustMode, TrustPolicy, VerificationState,
+    AffectedRun, AgentRun, AgentRunStatus, CONDITION_READY, ClusterSkillTrustPolicy,
+    ConditionStatus, KeyRef, MAX_BLAST_RADIUS_ENTRIES, RevocationAction, SkillCardStatus,
+    SkillTrustPolicy, SkillVerification, TrustMode, TrustPolicy, VerificationState,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -204,12 +204,25 @@ impl Policies {
 
     /// The first policy revoking the digest or commit `source` pins, and its action.
     pub fn revoking_content(&self, source: &PinnedSource<'_>) -> Option<NamedPolicy<'_>> {
-        let (content, images) = match source {
-            PinnedSource::Image { digest, .. } => (*digest, true),
-            PinnedSource::Git { commit, .. } => (*commit, false),
-            PinnedSource::Inline => return None,
+        self.revoking_content_all(source).next()
+    }
+
+    /// Every policy revoking the digest or commit `source` pins, in the order of
+    /// [`Policies::new`].
+    fn revoking_content_all<'s>(
+        &'s self,
+        source: &PinnedSource<'_>,
+    ) -> impl Iterator<Item = NamedPolicy<'s>> {
+        let (content, images) = match *source {
+            PinnedSource::Image { digest, .. } => (Some(digest), true),
+            PinnedSource::Git { commit, .. } => (Some(commit), false),
+            PinnedSource::Inline => (None, false),
         };
-        self.iter().find(|p| {
+        let content = content.map(str::to_string);
+        self.iter().filter(move |p| {
+            let Some(content) = &content else {
+                return false;
+            };
             p.policy.revoked.as_ref().is_some_and(|revoked| {
                 let list = if images {
                     &revoked.digests
@@ -223,13 +236,32 @@ impl Policies {
 
     /// The first policy revoking the key `signer`.
     pub fn revoking_signer(&self, signer: &str) -> Option<NamedPolicy<'_>> {
-        self.iter().find(|p| {
+        self.revoking_signer_all(signer).next()
+    }
+
+    /// Every policy revoking the key `signer`, in the order of [`Policies::new`].
+    fn revoking_signer_all<'s, 'k>(
+        &'s self,
+        signer: &'k str,
+    ) -> impl Iterator<Item = NamedPolicy<'s>> + use<'s, 'k> {
+        self.iter().filter(move |p| {
             p.policy
                 .revoked
                 .as_ref()
                 .is_some_and(|revoked| revoked.keys.iter().any(|k| k == signer))
         })
     }
+}
+
+/// Whether a change to `policy` can make a live run cancelled: it has `action: Cancel` and
+/// revokes something. [`cancellation`] looks at every revoking policy, so a change to any
+/// other policy (a `Block` one, or one revoking nothing) never causes a cancellation, and a
+/// change from `Cancel` to `Block` only spares runs.
+pub fn may_cancel(policy: &TrustPolicy) -> bool {
+    policy.action == RevocationAction::Cancel
+        && policy.revoked.as_ref().is_some_and(|revoked| {
+            !(revoked.digests.is_empty() && revoked.commits.is_empty() && revoked.keys.is_empty())
+        })
 }
 
 /// Whether `policy`'s `images` or `sources` select `source`.
@@ -699,20 +731,32 @@ pub fn blast_radius<'a>(
 /// commit or signer a policy with `action: Cancel` revokes. `None` for finished runs, runs
 /// already cancelled and runs nothing revokes.
 pub fn cancellation(policies: &Policies, run: &AgentRun) -> Option<String> {
-    let status = run.status.as_ref()?;
-    if status.phase.is_some_and(|p| p.is_finished()) || run.spec.cancel == Some(true) {
+    if run.spec.cancel == Some(true) {
         return None;
     }
-    let cancels = |p: Option<NamedPolicy<'_>>| {
-        p.filter(|p| p.policy.action == RevocationAction::Cancel)
-            .map(|p| p.id.to_string())
-    };
+    cancelling_revocation(policies, run.status.as_ref()?)
+}
+
+/// Like [`cancellation`], from the run's status alone (the status a pass is deciding, which
+/// may be ahead of the stored run's): why a run with `status` must be cancelled, whatever its
+/// `spec.cancel`.
+pub fn cancelling_revocation(policies: &Policies, status: &AgentRunStatus) -> Option<String> {
+    if status.phase.is_some_and(|p| p.is_finished()) {
+        return None;
+    }
+    // Any Cancel policy revoking the skill cancels, whichever policy revokes it first: a
+    // cluster `Block` does not shield a run from a namespace's `Cancel`.
+    let cancelling = |p: &NamedPolicy<'_>| p.policy.action == RevocationAction::Cancel;
     status.skills.iter().find_map(|pinned| {
         let source = PinnedSource::from_pin(&pinned.image);
-        let by = cancels(policies.revoking_content(&source)).or_else(|| {
-            let signer = pinned.verification.as_ref()?.signer.as_deref()?;
-            cancels(policies.revoking_signer(signer))
-        })?;
+        let by = policies
+            .revoking_content_all(&source)
+            .find(cancelling)
+            .or_else(|| {
+                let signer = pinned.verification.as_ref()?.signer.as_deref()?;
+                policies.revoking_signer_all(signer).find(cancelling)
+            })?
+            .id;
         Some(format!(
             "skill {:?} ({}) is revoked by {by}, whose action is Cancel",
             pinned.name, pinned.image

@@ -291,6 +291,24 @@ pub fn cancelled(pod: Option<&str>) -> RunOutcome {
     RunOutcome::failed(AgentRunReason::Cancelled, message)
 }
 
+/// Ends a run whose mounted skill a trust policy with `action: Cancel` revokes (`revocation`,
+/// as [`crate::trust::cancellation`] words it) the way `spec.cancel` ends it: Failed, reason
+/// `SkillRevoked`, its sandbox stopped. A run that has finished, by its agent or by a limit
+/// of the same pass, keeps that outcome.
+pub fn end_revoked(enforced: Enforced, revocation: Option<String>, pod: Option<&Pod>) -> Enforced {
+    let Some(why) = revocation.filter(|_| !enforced.outcome.phase.is_finished()) else {
+        return enforced;
+    };
+    let message = match pod.and_then(|p| p.metadata.name.as_deref()) {
+        Some(pod) => format!("cancelled: {why}; pod {pod} is stopped"),
+        None => format!("cancelled: {why}"),
+    };
+    Enforced {
+        outcome: RunOutcome::failed(AgentRunReason::SkillRevoked, message),
+        recheck_after: None,
+    }
+}
+
 /// What is left of `seconds` counted from `since` at `now`; zero once it has passed.
 fn remaining(seconds: u64, since: &Time, now: &Time) -> Duration {
     let elapsed = now.0.as_second().saturating_sub(since.0.as_second());
@@ -306,6 +324,7 @@ pub fn stops_sandbox(reason: &str) -> bool {
         AgentRunReason::StartupFailed,
         AgentRunReason::StartupDeadlineExceeded,
         AgentRunReason::Cancelled,
+        AgentRunReason::SkillRevoked,
         AgentRunReason::DeadlineExceeded,
     ]
     .iter()

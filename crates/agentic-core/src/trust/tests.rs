@@ -755,6 +755,45 @@ fn only_cancel_policies_cancel_live_runs() {
 }
 
 #[test]
+fn a_clusters_block_does_not_shield_a_run_from_its_namespaces_cancel() {
+    let pin = format!("{REPO}@{DIGEST}");
+    let revoked = Revocations {
+        digests: vec![DIGEST.into()],
+        ..Revocations::default()
+    };
+    // Cluster policies come first, so the Block one is the first revoker.
+    let blocking = cluster("block", revoking(revoked.clone(), RevocationAction::Block));
+    let cancelling = namespaced("a", "cancel", revoking(revoked, RevocationAction::Cancel));
+    let live = run(
+        "a",
+        "r",
+        AgentRunPhase::Running,
+        vec![mounted("java", &pin, None)],
+    );
+    let why = cancellation(&Policies::new([&blocking], [&cancelling], "a"), &live)
+        .expect("the namespace's Cancel applies");
+    assert!(why.contains("SkillTrustPolicy/a/cancel"), "{why}");
+}
+
+#[test]
+fn only_cancel_policies_that_revoke_something_may_cancel() {
+    let revoked = Revocations {
+        keys: vec!["sha256:leaked".into()],
+        ..Revocations::default()
+    };
+    assert!(may_cancel(&revoking(
+        revoked.clone(),
+        RevocationAction::Cancel
+    )));
+    assert!(!may_cancel(&revoking(revoked, RevocationAction::Block)));
+    assert!(!may_cancel(&revoking(
+        Revocations::default(),
+        RevocationAction::Cancel
+    )));
+    assert!(!may_cancel(&policy(&["**"], TrustMode::Enforce)));
+}
+
+#[test]
 fn pins_read_back_from_run_status() {
     assert_eq!(PinnedSource::from_pin(&format!("{REPO}@{DIGEST}")), image());
     assert_eq!(

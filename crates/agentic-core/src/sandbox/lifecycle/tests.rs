@@ -216,6 +216,45 @@ fn only_runs_the_operator_ended_lose_their_sandbox() {
 }
 
 #[test]
+fn a_revoked_skill_ends_a_pending_or_running_run_and_stops_its_sandbox() {
+    let why = "skill \"pdf\" (r/pdf@sha256:ab) is revoked by ClusterSkillTrustPolicy/p, whose action is Cancel";
+    for state in [waiting("ContainerCreating", ""), running(1500)] {
+        let live = pod(state);
+        let result = end_revoked(
+            enforced(&live, TEN_MINUTES, 1501),
+            Some(why.into()),
+            Some(&live),
+        );
+        assert_eq!(result.outcome.phase, AgentRunPhase::Failed);
+        assert_eq!(result.outcome.reason, AgentRunReason::SkillRevoked);
+        assert_eq!(
+            result.outcome.message,
+            format!("cancelled: {why}; pod fix-123 is stopped")
+        );
+        assert_eq!(result.recheck_after, None);
+        assert!(stops_sandbox(result.outcome.reason.as_str()));
+    }
+}
+
+#[test]
+fn a_revocation_leaves_an_unrevoked_or_finished_run_as_it_is() {
+    let live = pod(running(1500));
+    let unrevoked = enforced(&live, TEN_MINUTES, 1501);
+    assert_eq!(end_revoked(unrevoked.clone(), None, Some(&live)), unrevoked);
+    let past_deadline = Limits {
+        active_deadline: Some(10),
+        ..TEN_MINUTES
+    };
+    let ended = enforced(&live, past_deadline, 1600);
+    assert_eq!(ended.outcome.reason, AgentRunReason::DeadlineExceeded);
+    assert_eq!(
+        end_revoked(ended.clone(), Some("revoked".into()), Some(&live)),
+        ended,
+        "the outcome the same pass reached stands"
+    );
+}
+
+#[test]
 fn cancel_stops_a_pending_or_running_run() {
     let cancel = Limits {
         cancel: true,
