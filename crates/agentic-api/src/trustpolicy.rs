@@ -121,9 +121,10 @@ pub struct TrustPolicy {
 
     /// What a revocation does to runs that mounted the revoked skill. `Block` (default): its
     /// SkillCards turn `Ready=False` (reason `Revoked`), so Agents using them are not Ready
-    /// and no new run starts; running runs go on. `Cancel`: running runs that mounted it are
-    /// to be cancelled as well (`spec.cancel: true`); this version of the operator does not
-    /// cancel them yet and treats `Cancel` as `Block`.
+    /// and no new run starts; running runs go on. `Cancel`: the same, and every unfinished
+    /// run in the policy's scope that mounted a revoked digest or commit, or a skill signed by
+    /// a revoked key, ends as a cancelled run does: phase `Failed`, reason `SkillRevoked`,
+    /// its sandbox deleted so its pod stops. Finished runs keep their outcome.
     #[serde(default)]
     pub action: RevocationAction,
 
@@ -175,7 +176,8 @@ pub enum RevocationAction {
     /// Block new runs; running runs go on.
     #[default]
     Block,
-    /// Block new runs and cancel the running ones that mounted a revoked skill.
+    /// Block new runs and cancel the unfinished ones that mounted a revoked skill (reason
+    /// `SkillRevoked`).
     Cancel,
 }
 

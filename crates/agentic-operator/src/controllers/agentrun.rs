@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use agentic_api::{
-    Agent, AgentRun, AgentRunPhase, AgentRunStatus, CONDITION_READY, Gateway, PinnedSkill,
-    SkillCard,
+    Agent, AgentRun, AgentRunPhase, AgentRunStatus, CONDITION_READY, ClusterSkillTrustPolicy,
+    Gateway, PinnedSkill, SkillCard, SkillTrustPolicy, TrustPolicy,
 };
 use agentic_core::conditions::{find_condition, is_ready};
 use agentic_core::events::StatusEvent;
@@ -22,13 +22,14 @@ use agentic_core::reasons::{AgentRunReason, ErrorReason};
 use agentic_core::sandbox::{
     Enforced, FileMountSources, FileSourceKind, Limits, MountedSkill, PINNED_SKILLS_ANNOTATION,
     RunOutcome, SANDBOX_KIND, SandboxInputs, SourceLookup, admit, admit_in_namespace,
-    build_acp_secret, build_acp_service, build_pod, build_sandbox, cancelled, enforce,
+    build_acp_secret, build_acp_service, build_pod, build_sandbox, cancelled, end_revoked, enforce,
     file_mount_source, file_mount_sources, run_events, run_outcome, startup_deadline,
     stops_sandbox, time_to_live,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
+use agentic_core::trust::{cancelling_revocation, may_cancel};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -42,7 +43,7 @@ use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{guard_ref, lookup, namespace_of, read_cached, relate, related};
 use super::watches::{Stop, Watches};
 use crate::apply::{NAME_TAKEN_RETRY, NameTaken, create_owned, expire_finished};
-use crate::caches::{Guarded, SandboxPod, listed};
+use crate::caches::{Guarded, SandboxPod, listed, valid};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
 
@@ -87,6 +88,7 @@ pub(super) fn controller(
         }
     };
     let freed_by_deletion = queued_behind.clone();
+    let (cluster_runs, namespace_runs) = (store.clone(), store.clone());
     let mut controller = Controller::for_shared_stream(watches.agent_runs.applied(), store.clone())
         .watches_shared_stream(
             watches.agents.touched(),
@@ -114,6 +116,26 @@ pub(super) fn controller(
             watches.agent_runs.deleted(),
             move |gone: Arc<Guarded<AgentRun>>| match &gone.0 {
                 Ok(run) => freed_by_deletion(run),
+                Err(_) => Vec::new(),
+            },
+        )
+        // A trust policy change wakes the live runs it may cancel: of every namespace for a
+        // cluster policy, of its own for a namespaced one.
+        .watches_shared_stream(
+            watches.cluster_trust_policies.touched(),
+            move |policy: Arc<Guarded<ClusterSkillTrustPolicy>>| match &policy.0 {
+                Ok(policy) => runs_a_policy_may_cancel(&cluster_runs, &policy.spec.policy, None),
+                Err(_) => Vec::new(),
+            },
+        )
+        .watches_shared_stream(
+            watches.trust_policies.touched(),
+            move |policy: Arc<Guarded<SkillTrustPolicy>>| match &policy.0 {
+                Ok(policy) => runs_a_policy_may_cancel(
+                    &namespace_runs,
+                    &policy.spec.policy,
+                    Some(policy.metadata.namespace.as_deref().unwrap_or_default()),
+                ),
                 Err(_) => Vec::new(),
             },
         )
@@ -941,8 +963,9 @@ async fn read_sandbox(ctx: &Context, namespace: &str, name: &str) -> Result<Sand
     })
 }
 
-/// The run's outcome in `world`, within the run's limits: a function of the world and the
-/// recorded status alone, so that a pass that finds the world unchanged writes nothing.
+/// The run's outcome in `world`, within the run's limits and the trust policies' `Cancel`
+/// revocations: a function of the world, the policies and the recorded status alone, so
+/// that a pass that finds them unchanged writes nothing.
 fn judge(run: &AgentRun, ctx: &Context, status: &AgentRunStatus, world: &SandboxState) -> Enforced {
     let pod = world.pod.as_ref();
     let observed = run_outcome(pod, world.sandbox_created.is_some(), status);
@@ -963,7 +986,12 @@ fn judge(run: &AgentRun, ctx: &Context, status: &AgentRunStatus, world: &Sandbox
         .clone()
         .flatten()
         .or_else(|| run.metadata.creation_timestamp.clone());
-    enforce(observed, pod, since.as_ref(), &limits, &crate::now())
+    let enforced = enforce(observed, pod, since.as_ref(), &limits, &crate::now());
+    // The skills the status records against the policies of the watch caches (no API
+    // read); `spec.cancel`, decided above, wins.
+    let policies = super::trustpolicy::policies_of(ctx, &run.namespace().unwrap_or_default());
+    let revocation = cancelling_revocation(&policies, status);
+    end_revoked(enforced, revocation, pod)
 }
 
 /// The runs waiting to start on the Agent `name` in `namespace`: every run of it without a
@@ -1003,6 +1031,29 @@ pub fn runs_waiting_on_secret<'a>(
                 .is_some_and(|(kind, source)| kind == FileSourceKind::Secret && source == name)
         })
     })
+}
+
+/// The runs a change to the trust policy `policy` may cancel: none unless it may cancel at
+/// all ([`may_cancel`]: a change that leaves a policy without `Cancel` or without
+/// revocations cannot make a run cancelled), else the runs with a sandbox that have not
+/// finished, in `namespace` (`None`: every namespace, for a cluster policy). Runs without a
+/// sandbox mount nothing yet; the revoked card keeps them from starting.
+pub(super) fn runs_a_policy_may_cancel(
+    runs: &kube::runtime::reflector::Store<Guarded<AgentRun>>,
+    policy: &TrustPolicy,
+    namespace: Option<&str>,
+) -> Vec<ObjectRef<Guarded<AgentRun>>> {
+    if !may_cancel(policy) {
+        return Vec::new();
+    }
+    let state = runs.state();
+    valid(&state)
+        .into_iter()
+        .filter(|r| namespace.is_none_or(|ns| r.namespace().as_deref() == Some(ns)))
+        .filter(|r| r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some()))
+        .filter(|r| !is_finished(r))
+        .map(|r| guard_ref(ObjectRef::from_obj(r)))
+        .collect()
 }
 
 /// Whether the run has finished (its phase is `Succeeded` or `Failed`), and so no longer

@@ -11,6 +11,7 @@ use agentic_api::{
 };
 use agentic_core::conditions::find_condition;
 use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -56,7 +57,15 @@ fn watch_policies(
     cluster: Vec<ClusterSkillTrustPolicy>,
     namespaced: Vec<SkillTrustPolicy>,
 ) {
-    let caches = Caches {
+    ctx.register_caches(Some(NS), policy_caches(cluster, namespaced));
+}
+
+/// Watch caches holding these policies, the other kinds' not listed yet.
+fn policy_caches(
+    cluster: Vec<ClusterSkillTrustPolicy>,
+    namespaced: Vec<SkillTrustPolicy>,
+) -> Caches {
+    Caches {
         skill_cards: unlisted(),
         skill_collections: unlisted(),
         gateways: unlisted(),
@@ -68,8 +77,7 @@ fn watch_policies(
         sandboxes: None,
         cluster_trust_policies: store_of(cluster),
         trust_policies: store_of(namespaced),
-    };
-    ctx.register_caches(Some(NS), caches);
+    }
 }
 
 /// The policy fields of a manifest: these images, in `mode`, with `spec` merged in.
@@ -499,4 +507,277 @@ async fn a_thousand_cards_on_one_image_cost_one_signature_read_and_a_run_costs_n
         "the Agent's and the run's passes read no registry: {:?}",
         &after_run[before..]
     );
+}
+
+/// The cluster policies' watch cache, whose writer a scenario changes as the watch would.
+type ClusterPolicies = Writer<Guarded<ClusterSkillTrustPolicy>>;
+
+/// The scene's card `pdf` verified, an Agent `coder` on it with a Ready Gateway, and the run
+/// `fix-bug` of it started: its sandbox pod created and its skill pinned with the signer.
+/// The scene's policy is in the watch cache this returns.
+async fn started_run(scene: &Scene) -> ClusterPolicies {
+    let Scene { api, ctx, .. } = scene;
+    let mut cluster = ClusterPolicies::default();
+    cluster.apply_watcher_event(&watcher::Event::Init);
+    cluster.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(
+        scene.policy("Enforce", json!({}))
+    ))));
+    cluster.apply_watcher_event(&watcher::Event::InitDone);
+    let mut caches = policy_caches(vec![], vec![]);
+    caches.cluster_trust_policies = cluster.as_reader();
+    ctx.register_caches(Some(NS), caches);
+    let card = scene.card().await;
+    assert_eq!(ready(&card.conditions).0, "True", "{card:?}");
+    let coder: Agent = object(json!({
+        "metadata": {"name": "coder", "uid": "uid-agent-coder"},
+        "spec": {
+            "image": "registry.test/harness:1",
+            "skillCards": [{"ref": "pdf"}],
+            "gateways": [{"ref": "llm"}],
+        },
+    }));
+    api.put(&coder);
+    let gateway: Gateway = object(json!({
+        "metadata": {"name": "llm"},
+        "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128000}},
+        "status": {
+            "observedGeneration": 1,
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "ConnectionVerified",
+                "message": "", "observedGeneration": 1,
+                "lastTransitionTime": "2026-12-01T00:00:00Z",
+            }],
+        },
+    }));
+    api.put(&gateway);
+    pass::<Agent, _>(api, ctx, "coder", agent::reconcile)
+        .await
+        .expect("an Agent pass");
+    let run: AgentRun = object(json!({
+        "metadata": {"name": "fix-bug", "uid": "uid-run-fix-bug"},
+        "spec": {"agentRef": "coder"},
+    }));
+    api.put(&run);
+    let status = run_pass(scene).await;
+    assert_eq!(
+        status.sandbox_name.as_deref(),
+        Some("fix-bug"),
+        "{status:?}"
+    );
+    cluster
+}
+
+/// The sandbox pod of `fix-bug` with its agent container in `state`, as the kubelet reports.
+fn agent_container(scene: &Scene, pod_phase: &str, state: Value) {
+    let mut pod: Pod = scene.api.get(NS, "fix-bug").expect("the sandbox pod");
+    pod.status = Some(
+        serde_json::from_value(json!({
+            "phase": pod_phase,
+            "containerStatuses": [{
+                "name": "agent", "image": "registry.test/harness:1", "imageID": "",
+                "ready": true, "restartCount": 0, "state": state,
+            }],
+        }))
+        .expect("a pod status"),
+    );
+    scene.api.put(&pod);
+}
+
+fn running_agent(scene: &Scene) {
+    agent_container(
+        scene,
+        "Running",
+        json!({"running": {"startedAt": "2026-12-01T00:00:00Z"}}),
+    );
+}
+
+async fn run_pass(scene: &Scene) -> agentic_api::AgentRunStatus {
+    pass::<AgentRun, _>(&scene.api, &scene.ctx, "fix-bug", agentrun::reconcile)
+        .await
+        .expect("a run pass");
+    let run: AgentRun = scene.api.get(NS, "fix-bug").expect("the run");
+    run.status.expect("a status")
+}
+
+/// The scene's policy changed to revoke `revoked` with `action`, as its watch brings it.
+fn revoke(scene: &Scene, policies: &mut ClusterPolicies, revoked: Value, action: &str) {
+    let changed = scene.policy("Enforce", json!({"revoked": revoked, "action": action}));
+    policies.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(changed))));
+}
+
+#[tokio::test]
+async fn a_cancel_revocation_of_its_digest_ends_a_running_run_and_stops_its_pod() {
+    let scene = Scene::new(true).await;
+    let mut policies = started_run(&scene).await;
+    running_agent(&scene);
+    assert_eq!(ready(&run_pass(&scene).await.conditions).1, "AgentRunning");
+
+    revoke(
+        &scene,
+        &mut policies,
+        json!({"digests": [scene.digest]}),
+        "Cancel",
+    );
+    let status = run_pass(&scene).await;
+    assert_eq!(status.phase, Some(agentic_api::AgentRunPhase::Failed));
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "SkillRevoked".into())
+    );
+    let message = ready_message(&status.conditions);
+    for named in [
+        "\"pdf-tools\"",
+        scene.digest.as_str(),
+        "ClusterSkillTrustPolicy/signed",
+    ] {
+        assert!(message.contains(named), "names {named}: {message}");
+    }
+    assert!(
+        events(&scene.api).contains(&("Warning".into(), "SkillRevoked".into())),
+        "{:?}",
+        events(&scene.api)
+    );
+    // The pass after the status write deletes the sandbox, as for `spec.cancel`.
+    run_pass(&scene).await;
+    assert!(
+        scene.api.get::<Pod>(NS, "fix-bug").is_none(),
+        "the sandbox pod is deleted"
+    );
+}
+
+#[tokio::test]
+async fn a_block_revocation_lets_a_running_run_go_on() {
+    let scene = Scene::new(true).await;
+    let mut policies = started_run(&scene).await;
+    running_agent(&scene);
+    run_pass(&scene).await;
+
+    revoke(
+        &scene,
+        &mut policies,
+        json!({"digests": [scene.digest]}),
+        "Block",
+    );
+    scene.api.clear_requests();
+    let status = run_pass(&scene).await;
+    assert_eq!(status.phase, Some(agentic_api::AgentRunPhase::Running));
+    assert_eq!(ready(&status.conditions).1, "AgentRunning");
+    assert!(scene.api.writes().is_empty(), "{:?}", scene.api.writes());
+    assert!(scene.api.get::<Pod>(NS, "fix-bug").is_some());
+}
+
+#[tokio::test]
+async fn a_cancel_revocation_leaves_a_finished_run_as_it_ended() {
+    let scene = Scene::new(true).await;
+    let mut policies = started_run(&scene).await;
+    agent_container(
+        &scene,
+        "Succeeded",
+        json!({"terminated": {
+            "exitCode": 0, "reason": "Completed",
+            "startedAt": "2026-12-01T00:00:00Z", "finishedAt": "2026-12-01T00:01:00Z",
+        }}),
+    );
+    let finished = run_pass(&scene).await;
+    assert_eq!(
+        ready(&finished.conditions).1,
+        "AgentSucceeded",
+        "{finished:?}"
+    );
+
+    revoke(
+        &scene,
+        &mut policies,
+        json!({"digests": [scene.digest]}),
+        "Cancel",
+    );
+    scene.api.clear_requests();
+    let status = run_pass(&scene).await;
+    assert_eq!(status, finished);
+    assert!(scene.api.writes().is_empty(), "{:?}", scene.api.writes());
+    assert!(
+        scene.api.get::<Pod>(NS, "fix-bug").is_some(),
+        "kept for its logs"
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_revocation_of_its_signer_key_ends_a_running_run() {
+    let scene = Scene::new(true).await;
+    let mut policies = started_run(&scene).await;
+    running_agent(&scene);
+    let pinned = run_pass(&scene).await.skills;
+    let signer = pinned[0]
+        .verification
+        .as_ref()
+        .and_then(|v| v.signer.clone())
+        .expect("the run recorded the skill's signer");
+
+    revoke(&scene, &mut policies, json!({"keys": [signer]}), "Cancel");
+    let status = run_pass(&scene).await;
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "SkillRevoked".into())
+    );
+    run_pass(&scene).await;
+    assert!(scene.api.get::<Pod>(NS, "fix-bug").is_none());
+}
+
+#[test]
+fn a_policy_change_wakes_the_live_runs_it_may_cancel() {
+    let run_in = |namespace: &str, name: &str, status: Value| {
+        let mut run: AgentRun = object(json!({
+            "metadata": {"name": name}, "spec": {"agentRef": "coder"}, "status": status,
+        }));
+        run.metadata.namespace = Some(namespace.to_string());
+        run
+    };
+    let running = json!({"phase": "Running", "sandboxName": "s"});
+    let runs = store_of(vec![
+        run_in(NS, "live", running.clone()),
+        run_in("other", "live", running),
+        run_in(
+            NS,
+            "done",
+            json!({"phase": "Succeeded", "sandboxName": "s"}),
+        ),
+        run_in(NS, "unstarted", json!({"phase": "Pending"})),
+    ]);
+    let names = |refs: Vec<ObjectRef<Guarded<AgentRun>>>| {
+        let mut names: Vec<String> = refs
+            .iter()
+            .map(|r| format!("{}/{}", r.namespace.as_deref().unwrap_or_default(), r.name))
+            .collect();
+        names.sort();
+        names
+    };
+    let policy = |action: &str, revoked: Value| {
+        cluster_policy("p", json!({"action": action, "revoked": revoked}))
+            .spec
+            .policy
+    };
+    let cancelling = policy("Cancel", json!({"digests": ["sha256:ab"]}));
+    assert_eq!(
+        names(agentrun::runs_a_policy_may_cancel(&runs, &cancelling, None)),
+        ["other/live", "team/live"],
+        "a cluster policy wakes every live run"
+    );
+    assert_eq!(
+        names(agentrun::runs_a_policy_may_cancel(
+            &runs,
+            &cancelling,
+            Some(NS)
+        )),
+        ["team/live"],
+        "a namespaced policy wakes its namespace's"
+    );
+    for spares in [
+        policy("Block", json!({"digests": ["sha256:ab"]})),
+        policy("Cancel", json!({})),
+    ] {
+        assert!(
+            agentrun::runs_a_policy_may_cancel(&runs, &spares, None).is_empty(),
+            "{spares:?} cancels nothing"
+        );
+    }
 }
