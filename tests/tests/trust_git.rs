@@ -19,11 +19,12 @@ use agentic_testenv::{CommitSigning, GitFile, GitServer};
 use kube::Api;
 use kube::api::DeleteParams;
 
-fn card(name: &str, source: &str) -> SkillCard {
+fn card(name: &str, source: &str, git_ref: Option<&str>) -> SkillCard {
     SkillCard {
         metadata: meta(name),
         spec: SkillCardSpec {
             source: Some(source.to_string()),
+            git_ref: git_ref.map(str::to_string),
             ..SkillCardSpec::default()
         },
         status: None,
@@ -198,45 +199,50 @@ async fn signed_commits_are_verified_and_unsigned_or_foreign_ones_are_not_ready(
         commits.push(commit);
     }
     let gpg_commit = commits[1].clone();
+    let ssh_commit = commits[0].clone();
 
     let env = env().await;
     let ns = env.namespace("trust-git").await.expect("namespace");
     let client = env.client();
-    let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, Vec::new());
+    let mut operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, Vec::new());
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
     let policies: Api<ClusterSkillTrustPolicy> = Api::all(client.clone());
 
     let name = format!("{ns}-git");
-    let policy = |revoked: Option<Revocations>| ClusterSkillTrustPolicy {
-        metadata: meta(&name),
-        spec: ClusterSkillTrustPolicySpec {
-            policy: TrustPolicy {
-                sources: ["ssh.git", "gpg.git", "unsigned.git", "stranger.git"]
-                    .iter()
-                    .map(|repo| server.git_url(repo))
-                    .collect(),
-                mode: TrustMode::Enforce,
-                git_signers: Some(GitSigners {
-                    allowed_signers: Some(inline(format!(
-                        "# who may sign skills\ndev@example.com namespaces=\"git\" {}\n",
-                        public_line(&dev)
-                    ))),
-                    gpg_keys: vec![inline(armored.clone())],
-                }),
-                revoked,
-                ..TrustPolicy::default()
+    let dev_allowed = format!(
+        "# who may sign skills\ndev@example.com namespaces=\"git\" {}\n",
+        public_line(&dev)
+    );
+    let policy =
+        |mode: TrustMode, allowed: &str, revoked: Option<Revocations>| ClusterSkillTrustPolicy {
+            metadata: meta(&name),
+            spec: ClusterSkillTrustPolicySpec {
+                policy: TrustPolicy {
+                    sources: ["ssh.git", "gpg.git", "unsigned.git", "stranger.git"]
+                        .iter()
+                        .map(|repo| server.git_url(repo))
+                        .collect(),
+                    mode,
+                    git_signers: Some(GitSigners {
+                        allowed_signers: Some(inline(allowed.to_string())),
+                        gpg_keys: vec![inline(armored.clone())],
+                    }),
+                    revoked,
+                    ..TrustPolicy::default()
+                },
             },
-        },
-        status: None,
-    };
-    apply(&policies, &policy(None)).await;
-    for (card_name, repo) in [
-        ("ssh", "ssh.git"),
-        ("gpg", "gpg.git"),
-        ("unsigned", "unsigned.git"),
-        ("stranger", "stranger.git"),
+            status: None,
+        };
+    apply(&policies, &policy(TrustMode::Enforce, &dev_allowed, None)).await;
+    // The ssh card names its commit in `spec.ref`: once it is Ready at this generation, its
+    // passes fetch nothing, which the restart below relies on.
+    for (card_name, repo, git_ref) in [
+        ("ssh", "ssh.git", Some(ssh_commit.as_str())),
+        ("gpg", "gpg.git", None),
+        ("unsigned", "unsigned.git", None),
+        ("stranger", "stranger.git", None),
     ] {
-        apply(&cards, &card(card_name, &server.git_url(repo))).await;
+        apply(&cards, &card(card_name, &server.git_url(repo), git_ref)).await;
     }
 
     // Signed by an allowed key: Ready, verified, the signer named as `revoked.keys` names it.
@@ -282,13 +288,53 @@ async fn signed_commits_are_verified_and_unsigned_or_foreign_ones_are_not_ready(
         "names the foreign key: {message}"
     );
 
-    // Revoking the GPG-signed commit, then the SSH key: each card turns Revoked.
+    // A restarted operator keeps no commit objects, and the pass of a Ready card pinned by
+    // commit id fetches nothing (under `Warn` the card stays Ready, so no pass fetches it):
+    // the policy now allows the stranger's key instead of dev's. The ssh card is refused
+    // naming dev's key, which only a read of its commit object by the trust check itself
+    // can find; had it failed, `Verified` would stay Unknown (`VerificationUnavailable`).
+    operator.stop().await;
+    let stranger_allowed = format!("ops@example.com {}\n", public_line(&stranger));
+    apply(&policies, &policy(TrustMode::Warn, &stranger_allowed, None)).await;
+    operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, Vec::new());
+    let admitted = wait_for(&cards, "stranger", "Ready and Verified", |c| {
+        conditions_are(c, ("True", "SkillValid"), ("True", "SignatureVerified"))
+    })
+    .await;
+    assert_eq!(
+        admitted
+            .status
+            .and_then(|s| s.verification)
+            .and_then(|v| v.signer),
+        Some(ssh_fingerprint(&stranger))
+    );
+    let refused = wait_for(
+        &cards,
+        "ssh",
+        "Ready under Warn, Verified=False SignatureInvalid",
+        |c| conditions_are(c, ("True", "SkillValid"), ("False", "SignatureInvalid")),
+    )
+    .await;
+    let message = condition(&refused.status.expect("status").conditions, "Verified")
+        .expect("Verified")
+        .message
+        .clone();
+    assert!(
+        message.contains(&ssh_fingerprint(&dev)),
+        "names dev's key: {message}"
+    );
+
+    // Revoking the GPG-signed commit, then the stranger's SSH key: each card turns Revoked.
     apply(
         &policies,
-        &policy(Some(Revocations {
-            commits: vec![gpg_commit.clone()],
-            ..Revocations::default()
-        })),
+        &policy(
+            TrustMode::Enforce,
+            &stranger_allowed,
+            Some(Revocations {
+                commits: vec![gpg_commit.clone()],
+                ..Revocations::default()
+            }),
+        ),
     )
     .await;
     let revoked = wait_for(&cards, "gpg", "Ready=False Revoked", |c| {
@@ -304,14 +350,18 @@ async fn signed_commits_are_verified_and_unsigned_or_foreign_ones_are_not_ready(
     assert!(ready.contains(&gpg_commit), "names the commit: {ready}");
     apply(
         &policies,
-        &policy(Some(Revocations {
-            commits: vec![gpg_commit],
-            keys: vec![ssh_fingerprint(&dev)],
-            ..Revocations::default()
-        })),
+        &policy(
+            TrustMode::Enforce,
+            &stranger_allowed,
+            Some(Revocations {
+                commits: vec![gpg_commit],
+                keys: vec![ssh_fingerprint(&stranger)],
+                ..Revocations::default()
+            }),
+        ),
     )
     .await;
-    wait_for(&cards, "ssh", "Ready=False Revoked", |c| {
+    wait_for(&cards, "stranger", "Ready=False Revoked", |c| {
         c.status
             .as_ref()
             .is_some_and(|s| has_condition(&s.conditions, "Ready", "False", "Revoked"))
