@@ -6,7 +6,10 @@ use std::process::{Command, Output};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agentic_api::{Agent, AgentParam, AgentRun, AgentRunPhase, AgentSpec, ObjectRef, ParamType};
+use agentic_api::{
+    Agent, AgentParam, AgentRun, AgentRunPhase, AgentSpec, ObjectRef, ParamType, SkillCard,
+    SkillCardSpec,
+};
 use agentic_oci::{RegistryClient, RegistryOptions};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
@@ -522,6 +525,25 @@ pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Con
 /// Whether the condition `type_` has `status` and `reason`.
 pub fn has_condition(conditions: &[Condition], type_: &str, status: &str, reason: &str) -> bool {
     condition(conditions, type_).is_some_and(|c| c.status == status && c.reason == reason)
+}
+
+/// Whether the card's `Ready` condition has `status` and `reason`.
+pub fn card_ready_is(card: &SkillCard, status: &str, reason: &str) -> bool {
+    card.status
+        .as_ref()
+        .is_some_and(|s| has_condition(&s.conditions, "Ready", status, reason))
+}
+
+/// The SkillCard `name` of the image `image` (by tag or digest), the API's defaults otherwise.
+pub fn image_card(name: &str, image: &str) -> SkillCard {
+    SkillCard {
+        metadata: meta(name),
+        spec: SkillCardSpec {
+            image: Some(image.to_string()),
+            ..SkillCardSpec::default()
+        },
+        status: None,
+    }
 }
 
 /// Writes a skill directory `<parent>/<name>/SKILL.md` with valid frontmatter

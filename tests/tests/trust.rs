@@ -10,26 +10,15 @@ use std::time::{Duration, Instant};
 
 use agentic_api::{
     ClusterSkillTrustPolicy, ClusterSkillTrustPolicySpec, KeySource, Revocations, SkillCard,
-    SkillCardSpec, SkillTrustPolicy, SkillTrustPolicySpec, TrustMode, TrustPolicy,
-    VerificationState,
+    SkillTrustPolicy, SkillTrustPolicySpec, TrustMode, TrustPolicy, VerificationState,
 };
 use agentic_integration_tests::{
-    CONVERGE, apply, condition, has_condition, meta, push, scenario, wait_for, write_skill,
+    CONVERGE, apply, card_ready_is, condition, has_condition, image_card, meta, push, scenario,
+    wait_for, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use kube::Api;
 use kube::api::DeleteParams;
-
-fn card(name: &str, image: &str) -> SkillCard {
-    SkillCard {
-        metadata: meta(name),
-        spec: SkillCardSpec {
-            image: Some(image.to_string()),
-            ..SkillCardSpec::default()
-        },
-        status: None,
-    }
-}
 
 fn cluster_policy(name: &str, policy: TrustPolicy) -> ClusterSkillTrustPolicy {
     ClusterSkillTrustPolicy {
@@ -37,12 +26,6 @@ fn cluster_policy(name: &str, policy: TrustPolicy) -> ClusterSkillTrustPolicy {
         spec: ClusterSkillTrustPolicySpec { policy },
         status: None,
     }
-}
-
-fn ready_is(card: &SkillCard, status: &str, reason: &str) -> bool {
-    card.status
-        .as_ref()
-        .is_some_and(|s| has_condition(&s.conditions, "Ready", status, reason))
 }
 
 /// A cosign-style public key (ECDSA P-256, PEM) that signed nothing.
@@ -71,9 +54,9 @@ async fn revoking_a_digest_makes_its_cards_revoked_at_once_and_lifting_it_restor
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
     let policies: Api<ClusterSkillTrustPolicy> = Api::all(client.clone());
     let (tag, digest) = push_skill(&ns, "revoked").await;
-    apply(&cards, &card("java", &tag)).await;
+    apply(&cards, &image_card("java", &tag)).await;
     let ready = wait_for(&cards, "java", "Ready", |c| {
-        ready_is(c, "True", "SkillValid")
+        card_ready_is(c, "True", "SkillValid")
     })
     .await;
     let status = ready.status.expect("status");
@@ -100,7 +83,7 @@ async fn revoking_a_digest_makes_its_cards_revoked_at_once_and_lifting_it_restor
     // Polled every 50 ms, well under the 5 s the feature promises.
     let revoked = loop {
         let card = cards.get("java").await.expect("the card");
-        if ready_is(&card, "False", "Revoked") {
+        if card_ready_is(&card, "False", "Revoked") {
             break card;
         }
         assert!(
@@ -135,7 +118,7 @@ async fn revoking_a_digest_makes_its_cards_revoked_at_once_and_lifting_it_restor
         .await
         .expect("deleting the policy");
     let restored = wait_for(&cards, "java", "Ready again", |c| {
-        ready_is(c, "True", "SkillValid")
+        card_ready_is(c, "True", "SkillValid")
     })
     .await;
     let status = restored.status.expect("status");
@@ -152,9 +135,9 @@ async fn a_namespaced_warn_policy_cannot_relax_a_cluster_enforce_policy() {
     let cluster: Api<ClusterSkillTrustPolicy> = Api::all(client.clone());
     let namespaced: Api<SkillTrustPolicy> = Api::namespaced(client.clone(), &ns);
     let (tag, _) = push_skill(&ns, "unsigned").await;
-    apply(&cards, &card("unsigned", &tag)).await;
+    apply(&cards, &image_card("unsigned", &tag)).await;
     wait_for(&cards, "unsigned", "Ready", |c| {
-        ready_is(c, "True", "SkillValid")
+        card_ready_is(c, "True", "SkillValid")
     })
     .await;
 
@@ -174,7 +157,7 @@ async fn a_namespaced_warn_policy_cannot_relax_a_cluster_enforce_policy() {
     )
     .await;
     let blocked = wait_for(&cards, "unsigned", "Ready=False Unverified", |c| {
-        ready_is(c, "False", "Unverified")
+        card_ready_is(c, "False", "Unverified")
     })
     .await;
     let status = blocked.status.expect("status");
@@ -229,7 +212,7 @@ async fn a_namespaced_warn_policy_cannot_relax_a_cluster_enforce_policy() {
         .expect("deleting the policy");
     // The tenant's Warn policy alone: Ready, with Verified=False.
     let warned = wait_for(&cards, "unsigned", "Ready under Warn", |c| {
-        ready_is(c, "True", "SkillValid")
+        card_ready_is(c, "True", "SkillValid")
     })
     .await;
     assert!(has_condition(

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use agentic_api::{
     ClusterSkillTrustPolicy, ClusterSkillTrustPolicySpec, KeyRef, KeySource, SkillCard,
-    SkillCardSpec, TrustPolicy, VerificationState,
+    TrustPolicy, VerificationState,
 };
 use agentic_integration_tests::{
-    Operator, apply, condition, cosign, env, events_about, has_condition, meta, pem_fingerprint,
-    wait_for, write_skill,
+    Operator, apply, card_ready_is, condition, cosign, env, events_about, has_condition,
+    image_card, meta, pem_fingerprint, wait_for, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::Registry;
@@ -26,23 +26,6 @@ use kube::api::DeleteParams;
 /// How long the registry stays down: several of the operator's 2 s tag refreshes, each of
 /// which tries the registry and must keep the card as it is.
 const OUTAGE: Duration = Duration::from_secs(8);
-
-fn card(name: &str, image: &str) -> SkillCard {
-    SkillCard {
-        metadata: meta(name),
-        spec: SkillCardSpec {
-            image: Some(image.to_string()),
-            ..SkillCardSpec::default()
-        },
-        status: None,
-    }
-}
-
-fn ready_is(card: &SkillCard, status: &str, reason: &str) -> bool {
-    card.status
-        .as_ref()
-        .is_some_and(|s| has_condition(&s.conditions, "Ready", status, reason))
-}
 
 /// Packs a skill whose description is `description` and pushes it as `repo_tag` to
 /// `registry`; returns the image by digest, as a card's `status.resolvedImage` names it.
@@ -141,17 +124,21 @@ async fn cosign_signed_skills_are_verified_and_unsigned_bytes_are_never_adopted(
     .await;
 
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
-    apply(&cards, &card("java", &format!("{addr}/skills/java:1"))).await;
     apply(
         &cards,
-        &card("unsigned", &format!("{addr}/skills/unsigned:1")),
+        &image_card("java", &format!("{addr}/skills/java:1")),
+    )
+    .await;
+    apply(
+        &cards,
+        &image_card("unsigned", &format!("{addr}/skills/unsigned:1")),
     )
     .await;
 
     // The card may pass once before the operator's watch has the policy (it was applied
     // just before): the policy's event then brings the card back, verified.
     let verified = wait_for(&cards, "java", "Ready and verified", |c| {
-        ready_is(c, "True", "SkillValid")
+        card_ready_is(c, "True", "SkillValid")
             && c.status.as_ref().is_some_and(|s| {
                 has_condition(&s.conditions, "Verified", "True", "SignatureVerified")
             })
@@ -176,7 +163,7 @@ async fn cosign_signed_skills_are_verified_and_unsigned_bytes_are_never_adopted(
     );
 
     let refused = wait_for(&cards, "unsigned", "refused", |c| {
-        ready_is(c, "False", "Unverified")
+        card_ready_is(c, "False", "Unverified")
     })
     .await;
     let ready = condition(
@@ -246,7 +233,7 @@ async fn cosign_signed_skills_are_verified_and_unsigned_bytes_are_never_adopted(
             let card = cards.get("java").await.expect("the card");
             let status = card.status.as_ref().expect("status");
             assert!(
-                ready_is(&card, "True", "SkillValid")
+                card_ready_is(&card, "True", "SkillValid")
                     && status.resolved_image.as_deref() == Some(signed.as_str()),
                 "during the outage: {status:#?}"
             );
@@ -259,7 +246,11 @@ async fn cosign_signed_skills_are_verified_and_unsigned_bytes_are_never_adopted(
     restarted.expect("the registry comes back");
     assert!(looked > 0);
     let card = cards.get("java").await.expect("the card");
-    assert!(ready_is(&card, "True", "SkillValid"), "{:#?}", card.status);
+    assert!(
+        card_ready_is(&card, "True", "SkillValid"),
+        "{:#?}",
+        card.status
+    );
 
     policies
         .delete(&policy_name, &DeleteParams::default())

@@ -122,6 +122,50 @@ struct Scene {
 }
 
 impl Scene {
+    /// An Agent `coder` on the card `card` with the Gateway `llm`, passed once and Ready;
+    /// then its run `fix-bug`, passed once: the status that pass left.
+    async fn agent_and_run(&self, card: &str) -> agentic_api::AgentRunStatus {
+        let coder: Agent = object(json!({
+            "metadata": {"name": "coder", "uid": "uid-agent-coder"},
+            "spec": {
+                "image": "registry.test/harness:1",
+                "skillCards": [{"ref": card}],
+                "gateways": [{"ref": "llm"}],
+            },
+        }));
+        self.api.put(&coder);
+        // Ready, as its controller leaves it once the endpoint answered.
+        let gateway: Gateway = object(json!({
+            "metadata": {"name": "llm"},
+            "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128000}},
+            "status": {
+                "observedGeneration": 1,
+                "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "ConnectionVerified",
+                    "message": "", "observedGeneration": 1,
+                    "lastTransitionTime": "2026-12-01T00:00:00Z",
+                }],
+            },
+        }));
+        self.api.put(&gateway);
+        pass::<Agent, _>(&self.api, &self.ctx, "coder", agent::reconcile)
+            .await
+            .expect("an Agent pass");
+        let coder: Agent = self.api.get(NS, "coder").expect("the Agent");
+        let agent_status = coder.status.expect("a status");
+        assert_eq!(
+            ready(&agent_status.conditions).0,
+            "True",
+            "{agent_status:?}"
+        );
+        let run: AgentRun = object(json!({
+            "metadata": {"name": "fix-bug", "uid": "uid-run-fix-bug"},
+            "spec": {"agentRef": "coder"},
+        }));
+        self.api.put(&run);
+        run_pass(self).await
+    }
+
     /// The skill pushed, and signed with the scene's key when `signed`.
     async fn new(signed: bool) -> Scene {
         let registry = FakeRegistry::start().await;
@@ -451,49 +495,7 @@ async fn a_thousand_cards_on_one_image_cost_one_signature_read_and_a_run_costs_n
     assert_eq!(after.len(), before, "{:?}", &after[before..]);
 
     // An Agent on the card, then a run of it: neither reads the registry.
-    let coder: Agent = object(json!({
-        "metadata": {"name": "coder", "uid": "uid-agent-coder"},
-        "spec": {
-            "image": "registry.test/harness:1",
-            "skillCards": [{"ref": names[0]}],
-            "gateways": [{"ref": "llm"}],
-        },
-    }));
-    api.put(&coder);
-    // Ready, as its controller leaves it once the endpoint answered.
-    let gateway: Gateway = object(json!({
-        "metadata": {"name": "llm"},
-        "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128000}},
-        "status": {
-            "observedGeneration": 1,
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "ConnectionVerified",
-                "message": "", "observedGeneration": 1,
-                "lastTransitionTime": "2026-12-01T00:00:00Z",
-            }],
-        },
-    }));
-    api.put(&gateway);
-    pass::<Agent, _>(api, ctx, "coder", agent::reconcile)
-        .await
-        .expect("an Agent pass");
-    let coder: Agent = api.get(NS, "coder").expect("the Agent");
-    let agent_status = coder.status.expect("a status");
-    assert_eq!(
-        ready(&agent_status.conditions).0,
-        "True",
-        "{agent_status:?}"
-    );
-    let run: AgentRun = object(json!({
-        "metadata": {"name": "fix-bug", "uid": "uid-run-fix-bug"},
-        "spec": {"agentRef": "coder"},
-    }));
-    api.put(&run);
-    pass::<AgentRun, _>(api, ctx, "fix-bug", agentrun::reconcile)
-        .await
-        .expect("a run pass");
-    let run: AgentRun = api.get(NS, "fix-bug").expect("the run");
-    let run_status = run.status.expect("a status");
+    let run_status = scene.agent_and_run(&names[0]).await;
     assert!(run_status.sandbox_name.is_some(), "{run_status:?}");
     let skills: Vec<&str> = run_status.skills.iter().map(|s| s.image.as_str()).collect();
     assert!(
@@ -516,7 +518,7 @@ type ClusterPolicies = Writer<Guarded<ClusterSkillTrustPolicy>>;
 /// `fix-bug` of it started: its sandbox pod created and its skill pinned with the signer.
 /// The scene's policy is in the watch cache this returns.
 async fn started_run(scene: &Scene) -> ClusterPolicies {
-    let Scene { api, ctx, .. } = scene;
+    let ctx = &scene.ctx;
     let mut cluster = ClusterPolicies::default();
     cluster.apply_watcher_event(&watcher::Event::Init);
     cluster.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(
@@ -528,37 +530,7 @@ async fn started_run(scene: &Scene) -> ClusterPolicies {
     ctx.register_caches(Some(NS), caches);
     let card = scene.card().await;
     assert_eq!(ready(&card.conditions).0, "True", "{card:?}");
-    let coder: Agent = object(json!({
-        "metadata": {"name": "coder", "uid": "uid-agent-coder"},
-        "spec": {
-            "image": "registry.test/harness:1",
-            "skillCards": [{"ref": "pdf"}],
-            "gateways": [{"ref": "llm"}],
-        },
-    }));
-    api.put(&coder);
-    let gateway: Gateway = object(json!({
-        "metadata": {"name": "llm"},
-        "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128000}},
-        "status": {
-            "observedGeneration": 1,
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "ConnectionVerified",
-                "message": "", "observedGeneration": 1,
-                "lastTransitionTime": "2026-12-01T00:00:00Z",
-            }],
-        },
-    }));
-    api.put(&gateway);
-    pass::<Agent, _>(api, ctx, "coder", agent::reconcile)
-        .await
-        .expect("an Agent pass");
-    let run: AgentRun = object(json!({
-        "metadata": {"name": "fix-bug", "uid": "uid-run-fix-bug"},
-        "spec": {"agentRef": "coder"},
-    }));
-    api.put(&run);
-    let status = run_pass(scene).await;
+    let status = scene.agent_and_run("pdf").await;
     assert_eq!(
         status.sandbox_name.as_deref(),
         Some("fix-bug"),
