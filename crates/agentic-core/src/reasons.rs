@@ -523,6 +523,16 @@ reasons! {
 }
 
 reasons! {
+    /// The reasons of a SkillTrustPolicy's or ClusterSkillTrustPolicy's `Ready`.
+    pub enum SkillTrustPolicyReason for "SkillTrustPolicy" {
+        /// Every key, certificate, Secret and ConfigMap the policy names was read and parsed.
+        KeysRead,
+        /// A key, certificate, Secret or ConfigMap the policy names cannot be read or parsed.
+        KeyUnreadable,
+    }
+}
+
+reasons! {
     /// The reasons of a failed pass: the `reason` label of `agentic_reconcile_errors_total`
     /// and the reason in the note of a `ReconcileFailed` Event.
     pub enum ReconcileErrorReason for "Reconcile errors" {
@@ -610,6 +620,7 @@ pub fn vocabulary() -> Vec<Vocabulary> {
         Vocabulary::of::<AgentRunReason>(),
         Vocabulary::of::<AgentWorkflowReason>(),
         Vocabulary::of::<AgentWorkflowRunReason>(),
+        Vocabulary::of::<SkillTrustPolicyReason>(),
     ]
 }
 

@@ -27,6 +27,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::conditions::{is_ready, remove_condition, set_condition};
 
+pub mod status;
+
 /// The condition a SkillCard selected by a trust policy carries (our extension).
 pub const CONDITION_VERIFIED: &str = "Verified";
 
