@@ -128,8 +128,9 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
 {{- end }}
 
 {{/*
-The cluster's trust policies apply to every watched namespace, so they are read (and their
-status written) cluster-wide whatever namespaces are watched.
+The cluster's trust policies apply to every watched namespace, so they are read cluster-wide
+whatever namespaces are watched. Their status is written only by an operator watching every
+namespace; the permission is the same either way.
 */}}
 {{- define "agentic-operator.clusterPolicyRules" -}}
 - apiGroups: ["trust.agentic-operator.io"]

@@ -330,20 +330,22 @@ pub struct SkillTrustPolicyStatus {
     pub observed_generation: Option<i64>,
 
     /// How many runs, live and finished, mounted a skill this policy revokes or does not
-    /// verify (read from the runs' `status.skills`). Not written by this version of the
-    /// operator yet.
+    /// verify (read from the runs' `status.skills`). Runs that were deleted are no longer
+    /// counted. A ClusterSkillTrustPolicy's status is written only by an operator that
+    /// watches every namespace.
     #[serde(default)]
     pub affected_runs: i64,
 
-    /// The runs counted in `affectedRuns`, at most 100, live runs first. Not written by this
-    /// version of the operator yet.
+    /// The runs counted in `affectedRuns`, one entry per affected skill of a run, at most
+    /// 100: live runs first, then by namespace, name and skill.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Atomic)]
     pub blast_radius: Vec<AffectedRun>,
 
     /// `Ready`: whether every key, certificate and referenced Secret or ConfigMap of the
-    /// policy could be read. Not written by this version of the operator yet: a key that
-    /// cannot be read shows on the cards the policy selects (`VerificationUnavailable`).
+    /// policy could be read and parsed (reason `KeysRead`), or which one could not and why
+    /// (`KeyUnreadable`). Checked when the policy changes and again every few minutes; the
+    /// cards the policy selects say `VerificationUnavailable` meanwhile.
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

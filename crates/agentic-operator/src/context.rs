@@ -191,6 +191,17 @@ impl Context {
             .map(|(_, caches)| caches.clone())
     }
 
+    /// The watch caches of every namespace, when the operator watches them all (not with
+    /// `--namespaces`).
+    pub fn caches_of_every_namespace(&self) -> Option<Caches> {
+        self.caches
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|(watched, _)| watched.is_none())
+            .map(|(_, caches)| caches.clone())
+    }
+
     /// Publishes an event about `obj` that can repeat, such as a pass failing again: the
     /// recorder folds repeats into one Event's series, and keeps each Event it posted for
     /// that for six minutes. Failing to publish is logged, never fatal.

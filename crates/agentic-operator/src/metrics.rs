@@ -41,7 +41,7 @@ pub struct RegistryLabels {
 }
 
 /// The kinds the operator reconciles: their series exist from the start, at zero.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 9] = [
     "SkillCard",
     "SkillCollection",
     "Gateway",
@@ -49,6 +49,8 @@ pub const KINDS: [&str; 7] = [
     "AgentRun",
     "AgentWorkflow",
     "AgentWorkflowRun",
+    "SkillTrustPolicy",
+    "ClusterSkillTrustPolicy",
 ];
 
 /// Registries named in their own series; any further one is counted as `other`, so tenants

@@ -142,6 +142,8 @@ pub fn controllers(
         agentworkflow::controller(w, &ctx, &stop),
         agentworkflowrun::controller(w, &ctx, &stop),
         agentrun::controller(w, &ctx, &stop),
+        trustpolicy::status::namespaced_controller(w, &ctx, &stop),
+        trustpolicy::status::cluster_controller(w, namespace, &ctx, &stop),
     ];
     // Every subscription is made: the watches can start.
     let (watch_runs, listed) = watches.start(health, &stop);
@@ -217,6 +219,8 @@ mod tests {
             super::gateway::KIND,
             super::skillcard::KIND,
             super::skillcollection::KIND,
+            super::trustpolicy::status::NAMESPACED_KIND,
+            super::trustpolicy::status::CLUSTER_KIND,
         ]);
         assert_eq!(controllers, BTreeSet::from(crate::metrics::KINDS));
     }

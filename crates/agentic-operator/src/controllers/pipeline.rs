@@ -33,9 +33,34 @@ use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Chain, Error, Result};
 
+/// Where the status of a kind of this scope is written: a namespaced object's in its
+/// namespace, a cluster object's in the cluster.
+pub trait StatusScope<K>: Sized {
+    fn status_api(client: &kube::Client, object: &K, kind: &'static str) -> Result<Api<K>>;
+}
+
+impl<K> StatusScope<K> for k8s_openapi::NamespaceResourceScope
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    fn status_api(client: &kube::Client, object: &K, kind: &'static str) -> Result<Api<K>> {
+        let namespace = namespace_of(object, kind)?;
+        Ok(Api::namespaced(client.clone(), &namespace))
+    }
+}
+
+impl<K> StatusScope<K> for k8s_openapi::ClusterResourceScope
+where
+    K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>,
+{
+    fn status_api(client: &kube::Client, _: &K, _: &'static str) -> Result<Api<K>> {
+        Ok(Api::all(client.clone()))
+    }
+}
+
 /// A kind the operator reconciles, as the pipeline sees it.
 pub trait Reconciled:
-    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    Resource<Scope: StatusScope<Self>, DynamicType = ()>
     + HasStatus<Status: Serialize + PartialEq + Clone + Default + Send + Sync + 'static>
     + Clone
     + DeserializeOwned
@@ -125,8 +150,7 @@ async fn pass<K: Reconciled>(
             ctx.publish_transition(object.as_ref(), type_, &event.reason, event.note)
                 .await;
         }
-        let namespace = namespace_of(object.as_ref(), K::KIND)?;
-        let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
+        let api = <K::Scope as StatusScope<K>>::status_api(&ctx.client, object.as_ref(), K::KIND)?;
         apply_status(&api, &object.name_any(), &status).await?;
         ctx.written
             .remember(K::KIND, object.as_ref(), status.clone());

@@ -406,3 +406,4 @@ pub(super) fn cards_in_scope(
 
 #[cfg(test)]
 mod scenarios;
+pub(super) mod status;

@@ -1,0 +1,275 @@
+//! The status of SkillTrustPolicies and ClusterSkillTrustPolicies: the runs that mounted a
+//! skill the policy revokes or did not verify (its blast radius, from the runs' watch cache),
+//! and `Ready`, whether every key the policy names can be read and parsed.
+//!
+//! A policy is looked at again when it changes, when a run of its scope changes what it
+//! mounted (`status.skills`, verification included) or its phase, or is deleted, and every
+//! tag refresh interval, as the Secrets and ConfigMaps holding its keys are not watched. A
+//! card whose verification changes reaches the policies through the runs that mounted it.
+//!
+//! A cluster policy's status is written only when the operator watches every namespace: an
+//! operator watching some (`--namespaces`) sees part of the runs, and several of them would
+//! overwrite each other's blast radius.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agentic_api::{
+    AgentRun, ClusterSkillTrustPolicy, SkillTrustPolicy, SkillTrustPolicyStatus, TrustPolicy,
+};
+use agentic_core::events::{StatusEvent, condition_events};
+use agentic_core::trust::status::policy_status;
+use agentic_core::trust::{PolicyId, blast_radius};
+use futures::future::BoxFuture;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+
+use super::{git_signers, requirement};
+use crate::caches::{Caches, Guarded, valid};
+use crate::context::Context;
+use crate::controllers::pipeline::{Pass, Policy, Reconciled, run_controller};
+use crate::controllers::support::namespace_of;
+use crate::controllers::watches::{Stop, Watches};
+use crate::error::Result;
+
+pub const NAMESPACED_KIND: &str = "SkillTrustPolicy";
+pub const CLUSTER_KIND: &str = "ClusterSkillTrustPolicy";
+
+impl Reconciled for SkillTrustPolicy {
+    const KIND: &'static str = NAMESPACED_KIND;
+
+    fn events(old: &SkillTrustPolicyStatus, new: &SkillTrustPolicyStatus) -> Vec<StatusEvent> {
+        condition_events(
+            &old.conditions,
+            &new.conditions,
+            &[agentic_api::CONDITION_READY],
+        )
+    }
+}
+
+impl Reconciled for ClusterSkillTrustPolicy {
+    const KIND: &'static str = CLUSTER_KIND;
+
+    fn events(old: &SkillTrustPolicyStatus, new: &SkillTrustPolicyStatus) -> Vec<StatusEvent> {
+        condition_events(
+            &old.conditions,
+            &new.conditions,
+            &[agentic_api::CONDITION_READY],
+        )
+    }
+}
+
+/// The SkillTrustPolicy status controller: follows its policies and the runs of their
+/// namespaces.
+pub(in crate::controllers) fn namespaced_controller(
+    watches: &mut Watches,
+    ctx: &Arc<Context>,
+    stop: &impl Fn() -> Stop,
+) -> BoxFuture<'static, ()> {
+    let store = watches.trust_policies.store();
+    let in_namespace = move |policies: &Store<Guarded<SkillTrustPolicy>>, run: &AgentRun| {
+        let namespace = run.namespace();
+        policies
+            .state()
+            .iter()
+            .filter(|policy| policy.namespace() == namespace)
+            .map(|policy| ObjectRef::from_obj(policy.as_ref()))
+            .collect()
+    };
+    let controller = Controller::for_shared_stream(watches.trust_policies.applied(), store.clone());
+    let controller = follow_runs(controller, watches, store.clone(), in_namespace);
+    let policy = Policy::backing_off(reconcile_namespaced, ctx);
+    run_controller(controller, store, policy, ctx.clone(), stop)
+}
+
+/// The ClusterSkillTrustPolicy status controller, when the operator watches every namespace
+/// (`namespace` is `None`); otherwise nothing (see the module's documentation).
+pub(in crate::controllers) fn cluster_controller(
+    watches: &mut Watches,
+    namespace: Option<&str>,
+    ctx: &Arc<Context>,
+    stop: &impl Fn() -> Stop,
+) -> BoxFuture<'static, ()> {
+    if namespace.is_some() {
+        return Box::pin(std::future::ready(()));
+    }
+    let store = watches.cluster_trust_policies.store();
+    let every = |policies: &Store<Guarded<ClusterSkillTrustPolicy>>, _: &AgentRun| {
+        policies
+            .state()
+            .iter()
+            .map(|policy| ObjectRef::from_obj(policy.as_ref()))
+            .collect()
+    };
+    let controller =
+        Controller::for_shared_stream(watches.cluster_trust_policies.applied(), store.clone());
+    let controller = follow_runs(controller, watches, store.clone(), every);
+    let policy = Policy::backing_off(reconcile_cluster, ctx);
+    run_controller(controller, store, policy, ctx.clone(), stop)
+}
+
+/// The policies in a store that cover a run.
+type Covering<K> = fn(&Store<Guarded<K>>, &AgentRun) -> Vec<ObjectRef<Guarded<K>>>;
+
+/// Adds to `controller` the runs: a run whose mounted skills or phase changed, or that was
+/// deleted, re-queues the policies `covering` it.
+fn follow_runs<K>(
+    controller: Controller<Guarded<K>>,
+    watches: &mut Watches,
+    policies: Store<Guarded<K>>,
+    covering: Covering<K>,
+) -> Controller<Guarded<K>>
+where
+    K: Reconciled,
+{
+    let seen = Arc::new(RunsSeen::default());
+    let (on_change, on_delete) = (Arc::clone(&seen), seen);
+    let (changed_policies, deleted_policies) = (policies.clone(), policies);
+    controller
+        .watches_shared_stream(
+            watches.agent_runs.applied(),
+            move |run: Arc<Guarded<AgentRun>>| match &run.0 {
+                Ok(run) if on_change.changed(run) => covering(&changed_policies, run),
+                _ => Vec::new(),
+            },
+        )
+        .watches_shared_stream(
+            watches.agent_runs.deleted(),
+            move |run: Arc<Guarded<AgentRun>>| match &run.0 {
+                Ok(run) if on_delete.forget(run) => covering(&deleted_policies, run),
+                _ => Vec::new(),
+            },
+        )
+}
+
+/// What each run mounted and its phase when a policy controller last saw it, as a hash,
+/// for the runs that mounted any skill: a run event that changes neither (most of them: its
+/// sandbox coming up, its conditions) re-queues no policy, and a run that never mounted a
+/// skill can be in no blast radius.
+#[derive(Default)]
+struct RunsSeen(Mutex<HashMap<(String, String), u64>>);
+
+impl RunsSeen {
+    fn key(run: &AgentRun) -> (String, String) {
+        (run.namespace().unwrap_or_default(), run.name_any())
+    }
+
+    fn fingerprint(run: &AgentRun) -> Option<u64> {
+        let status = run.status.as_ref().filter(|s| !s.skills.is_empty())?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        status.phase.map(|phase| phase.as_str()).hash(&mut hasher);
+        serde_json::to_string(&status.skills)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+        Some(hasher.finish())
+    }
+
+    /// Whether what `run` mounted or its phase changed since it was last seen.
+    fn changed(&self, run: &AgentRun) -> bool {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = Self::key(run);
+        let now = Self::fingerprint(run);
+        let before = match now {
+            Some(fingerprint) => seen.insert(key, fingerprint),
+            None => seen.remove(&key),
+        };
+        before != now
+    }
+
+    /// Forgets a deleted run; whether it mounted a skill.
+    fn forget(&self, run: &AgentRun) -> bool {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.remove(&Self::key(run)).is_some()
+    }
+}
+
+/// A SkillTrustPolicy's pass: its blast radius over the runs of its namespace.
+pub async fn reconcile_namespaced(
+    policy: Arc<SkillTrustPolicy>,
+    ctx: Arc<Context>,
+    old: SkillTrustPolicyStatus,
+) -> Result<Pass<SkillTrustPolicyStatus>> {
+    let namespace = namespace_of(policy.as_ref(), NAMESPACED_KIND)?;
+    let id = PolicyId::of_namespaced(&policy);
+    let caches = ctx.caches(&namespace);
+    status_of(
+        &id,
+        policy.as_ref(),
+        &policy.spec.policy,
+        caches,
+        &ctx,
+        &old,
+    )
+    .await
+}
+
+/// A ClusterSkillTrustPolicy's pass: its blast radius over the runs of every namespace.
+pub async fn reconcile_cluster(
+    policy: Arc<ClusterSkillTrustPolicy>,
+    ctx: Arc<Context>,
+    old: SkillTrustPolicyStatus,
+) -> Result<Pass<SkillTrustPolicyStatus>> {
+    let id = PolicyId::of_cluster(&policy);
+    let caches = ctx.caches_of_every_namespace();
+    status_of(
+        &id,
+        policy.as_ref(),
+        &policy.spec.policy,
+        caches,
+        &ctx,
+        &old,
+    )
+    .await
+}
+
+/// The status of the policy `id` from the runs and policies in `caches` (none: no run is
+/// watched, so none is counted) and the keys it names.
+async fn status_of(
+    id: &PolicyId,
+    object: &impl Resource,
+    policy: &TrustPolicy,
+    caches: Option<Caches>,
+    ctx: &Context,
+    old: &SkillTrustPolicyStatus,
+) -> Result<Pass<SkillTrustPolicyStatus>> {
+    let blast = match &caches {
+        Some(caches) => {
+            let cluster: Vec<ClusterSkillTrustPolicy> =
+                valid(&caches.cluster_trust_policies.state())
+                    .into_iter()
+                    .cloned()
+                    .collect();
+            let namespaced: Vec<SkillTrustPolicy> = valid(&caches.trust_policies.state())
+                .into_iter()
+                .cloned()
+                .collect();
+            let runs = caches.agent_runs.state();
+            blast_radius(&cluster, &namespaced, id, valid(&runs))
+        }
+        None => (0, Vec::new()),
+    };
+    let keys = keys_readable(id, policy, ctx).await;
+    let status = policy_status(old, object.meta().generation, keys, blast, crate::now());
+    // The Secrets and ConfigMaps holding the keys are not watched: read them again now and then.
+    Ok(Pass::then(
+        status,
+        Action::requeue(ctx.settings.tag_refresh_interval),
+    ))
+}
+
+/// Whether every key, certificate, Secret and ConfigMap `policy` names can be read and
+/// parsed, as a card's check would read them; why not, naming the field or object.
+async fn keys_readable(id: &PolicyId, policy: &TrustPolicy, ctx: &Context) -> Result<(), String> {
+    if !policy.keys.is_empty() || !policy.keyless.is_empty() {
+        requirement(id, policy, ctx).await?;
+    }
+    if policy.git_signers.is_some() {
+        git_signers(id, policy, ctx).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod scenarios;
