@@ -1,6 +1,6 @@
 //! Trust policies against a real API server and registry: a revocation reaches the card that
-//! pinned the digest in the time of one watch event and one pass, and a namespace's policy
-//! cannot relax the cluster's.
+//! pinned the digest in the time of one watch event and one pass, a namespace's policy
+//! cannot relax the cluster's, and a namespace's policy writes its own status.
 //!
 //! Cluster policies reach every namespace of the shared control plane, so each one here
 //! selects and revokes only this test's own repositories and digests, and is deleted at the
@@ -191,6 +191,23 @@ async fn a_namespaced_warn_policy_cannot_relax_a_cluster_enforce_policy() {
             .is_some_and(|v| v.policies.contains(&tenant_policy))
     })
     .await;
+    // The tenant's policy reports on itself: its inline key parsed, no run mounted the skill.
+    let reported = wait_for(&namespaced, "relaxed", "the policy's own status", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| has_condition(&s.conditions, "Ready", "True", "KeysRead"))
+    })
+    .await;
+    let policy_status = reported.status.expect("status");
+    assert_eq!(
+        (
+            policy_status.observed_generation,
+            policy_status.affected_runs,
+            policy_status.blast_radius.len()
+        ),
+        (reported.metadata.generation, 0, 0),
+        "{policy_status:#?}"
+    );
     let status = judged.status.expect("status");
     let ready = condition(&status.conditions, "Ready").expect("Ready");
     assert_eq!(
