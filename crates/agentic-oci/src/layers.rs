@@ -217,7 +217,15 @@ impl SkillLocator {
         let (outcome, used) = match decompress(&mut compressed, blob) {
             Ok(decoded) => {
                 let mut uncompressed = BudgetReader::new(decoded, budget);
-                let outcome = match self.read_archive(&mut uncompressed, layer) {
+                // Past the archive's end too: containerd reads every layer to its end (it
+                // checks the layer's uncompressed digest), and so meets gzip's checksum. A
+                // layer whose stream is corrupt after the skill's bytes would not mount.
+                let archive = self.read_archive(&mut uncompressed, layer).and_then(|()| {
+                    io::copy(&mut uncompressed, &mut io::sink())
+                        .map(drop)
+                        .map_err(Stop::Io)
+                });
+                let outcome = match archive {
                     Err(Stop::Io(_)) if uncompressed.exceeded => {
                         Err(Stop::Verdict(OciError::too_large(format!(
                             "layers decompress to more than {} bytes (Limits::max_uncompressed_bytes)",

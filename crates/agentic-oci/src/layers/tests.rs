@@ -701,6 +701,19 @@ fn blobs_must_match_their_digest_and_size() {
 }
 
 #[test]
+fn a_gzip_stream_whose_checksum_fails_after_the_archive_is_an_invalid_image() {
+    let mut layer = gzip(&tar(&[Item::File("SKILL.md", SKILL)]));
+    // The CRC-32 of gzip's trailer: every tar byte reads, only the end of the stream fails.
+    let crc = layer.len() - 8;
+    layer[crc] ^= 0xff;
+    assert_reason(
+        locate(&[layer], None),
+        "InvalidImage",
+        "not a readable tar archive",
+    );
+}
+
+#[test]
 fn corrupt_and_zstd_layers_are_invalid_images() {
     let mut corrupt = gzip(&tar(&[Item::File("SKILL.md", SKILL)]));
     let middle = corrupt.len() / 2;
