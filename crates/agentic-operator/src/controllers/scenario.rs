@@ -11,15 +11,41 @@ use agentic_core::conditions::find_condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
 
 use super::fake_api::FakeApi;
 use super::pipeline::{Reconcile, Reconciled, guarded};
+use crate::caches::Guarded;
 use crate::context::{Context, RunDefaults, SandboxBackend, Settings};
 use crate::error::Result;
 use crate::metrics::Metrics;
 
 /// The namespace every scenario plays in.
 pub const NS: &str = "team";
+
+/// A store holding `objects`, listed, as a watch leaves it.
+pub fn store_of<K>(objects: Vec<K>) -> Store<Guarded<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let mut writer = Writer::<Guarded<K>>::default();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(object))));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    writer.as_reader()
+}
+
+/// A store no watch has filled yet: passes read those objects through the API.
+pub fn unlisted<K>() -> Store<Guarded<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    Writer::<Guarded<K>>::default().as_reader()
+}
 
 /// An operator context whose client talks to `api`, with the `pod` sandbox backend and the
 /// default settings.

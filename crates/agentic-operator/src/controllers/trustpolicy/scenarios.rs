@@ -13,8 +13,8 @@ use agentic_core::conditions::find_condition;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::DeserializeGuard;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -23,33 +23,13 @@ use crate::caches::{Caches, Guarded};
 use crate::context::Context;
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::fake_registry::FakeRegistry;
-use crate::controllers::scenario::{NS, context_reading, object, pass, ready, ready_message};
+use crate::controllers::scenario::{
+    NS, context_reading, object, pass, ready, ready_message, store_of, unlisted,
+};
 use crate::controllers::{agent, agentrun, skillcard};
 
 /// The repository every scenario's skill is pushed to.
 const REPOSITORY: &str = "skills/pdf";
-
-/// A store holding `objects`, listed, as a watch leaves it.
-fn store_of<K>(objects: Vec<K>) -> Store<Guarded<K>>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    let mut writer = Writer::<Guarded<K>>::default();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for object in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(object))));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    writer.as_reader()
-}
-
-/// A store no watch has filled yet: the passes read those objects through the API.
-fn unlisted<K>() -> Store<Guarded<K>>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    Writer::<Guarded<K>>::default().as_reader()
-}
 
 /// Registers the watch caches of the scenario's namespace with these policies in them.
 fn watch_policies(

@@ -7,38 +7,18 @@ use agentic_api::{
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::DeserializeGuard;
-use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::{RunsSeen, reconcile_cluster, reconcile_namespaced};
-use crate::caches::{Caches, Guarded};
+use crate::caches::Caches;
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::pipeline::guarded;
-use crate::controllers::scenario::{NS, context, object, pass, ready, ready_message};
+use crate::controllers::scenario::{
+    NS, context, object, pass, ready, ready_message, store_of, unlisted,
+};
 
 const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
-
-fn store_of<K>(objects: Vec<K>) -> Store<Guarded<K>>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    let mut writer = Writer::<Guarded<K>>::default();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for object in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(object))));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    writer.as_reader()
-}
-
-fn unlisted<K>() -> Store<Guarded<K>>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    Writer::<Guarded<K>>::default().as_reader()
-}
 
 /// Watch caches holding these runs and policies.
 fn caches(
