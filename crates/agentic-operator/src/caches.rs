@@ -1,17 +1,16 @@
 //! The watch caches the controllers keep, one set per watched scope, and the shapes the
 //! objects are cached in. Below both the context and the controllers: it names no
-//! controller, so a pass and the context can read it without importing each other.
+//! controller and no kind the operator reconciles, so a pass and the context can read it
+//! without importing each other.
 
 mod sandbox_pod;
 
+use std::any::Any;
 use std::sync::Arc;
 
-use agentic_api::{
-    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, ClusterSkillTrustPolicy, Gateway, SkillCard,
-    SkillCollection, SkillTrustPolicy,
-};
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Secret;
+use kube::Resource;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::Store;
@@ -37,23 +36,109 @@ pub fn sandbox_resource() -> ApiResource {
     )
 }
 
-/// The watch caches of the seven kinds in one namespace (or in all), and of the sandboxes
-/// (Pods labelled with the run label, agent-sandbox Sandboxes) the AgentRun controller follows.
+/// The watch caches of one namespace (or of all): one per kind the operator reconciles, and
+/// the sandboxes (Pods labelled with the run label, agent-sandbox Sandboxes) the AgentRun
+/// controller follows. A kind's cache is there because its controller is wired; it is read
+/// back by the kind's type ([`Caches::of`]), so adding a kind adds no field here.
 #[derive(Clone)]
 pub struct Caches {
-    pub skill_cards: Store<Guarded<SkillCard>>,
-    pub skill_collections: Store<Guarded<SkillCollection>>,
-    pub gateways: Store<Guarded<Gateway>>,
-    pub agents: Store<Guarded<Agent>>,
-    pub workflows: Store<Guarded<AgentWorkflow>>,
-    pub workflow_runs: Store<Guarded<AgentWorkflowRun>>,
-    pub agent_runs: Store<Guarded<AgentRun>>,
+    kinds: Vec<Arc<dyn KindCache>>,
     pub pods: Store<SandboxPod>,
     /// With the agent-sandbox backend only.
     pub sandboxes: Option<Store<DynamicObject>>,
-    /// The cluster's trust policies (the same in every scope) and the scope's namespaced ones.
-    pub cluster_trust_policies: Store<Guarded<ClusterSkillTrustPolicy>>,
-    pub trust_policies: Store<Guarded<SkillTrustPolicy>>,
+}
+
+impl Caches {
+    /// The caches of the sandboxes, and no kind's yet.
+    pub fn new(pods: Store<SandboxPod>, sandboxes: Option<Store<DynamicObject>>) -> Self {
+        Self {
+            kinds: Vec::new(),
+            pods,
+            sandboxes,
+        }
+    }
+
+    /// These caches with `cache` among the kinds'.
+    pub fn with_kind(mut self, cache: Arc<dyn KindCache>) -> Self {
+        self.kinds.push(cache);
+        self
+    }
+
+    /// The cache of the `K`s, when a controller of this scope watches them.
+    pub fn of<K>(&self) -> Option<Store<Guarded<K>>>
+    where
+        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        self.kinds
+            .iter()
+            .find_map(|cache| cache.as_any().downcast_ref::<KindStore<K>>())
+            .map(|cache| cache.store.clone())
+    }
+
+    /// The `K`s in their cache; none when no controller of this scope watches them.
+    pub fn state_of<K>(&self) -> Vec<Arc<Guarded<K>>>
+    where
+        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        self.of::<K>()
+            .map(|store| store.state())
+            .unwrap_or_default()
+    }
+
+    /// The caches of the kinds, for counting their objects.
+    pub fn kinds(&self) -> impl Iterator<Item = &dyn KindCache> {
+        self.kinds.iter().map(AsRef::as_ref)
+    }
+}
+
+/// The cache of a kind the operator reconciles, whichever kind it is: read back as the
+/// kind's store ([`Caches::of`]) and counted by the census.
+pub trait KindCache: Send + Sync {
+    /// The kind, as metrics name it.
+    fn kind(&self) -> &'static str;
+    /// Each cached object that deserialized, by namespace and name, with its phase for
+    /// `agentic_objects`.
+    fn phases(&self) -> Vec<(ObjectKey, &'static str)>;
+    /// The cache itself, to be taken back as the kind's [`KindStore`].
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// An object's namespace (none for a cluster-scoped one) and name.
+pub type ObjectKey = (Option<String>, String);
+
+/// The cache of the `K`s and how the census counts one.
+pub struct KindStore<K: Resource<DynamicType = ()> + Clone + 'static> {
+    pub kind: &'static str,
+    pub store: Store<Guarded<K>>,
+    /// The phase `agentic_objects` counts an object in.
+    pub phase: fn(&K) -> &'static str,
+}
+
+impl<K> KindCache for KindStore<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    fn phases(&self) -> Vec<(ObjectKey, &'static str)> {
+        valid(&self.store.state())
+            .into_iter()
+            .map(|object| {
+                let meta = object.meta();
+                let key = (
+                    meta.namespace.clone(),
+                    meta.name.clone().unwrap_or_default(),
+                );
+                (key, (self.phase)(object))
+            })
+            .collect()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 /// Whether the watch behind `store` has listed, so that what it lacks is absent.

@@ -24,7 +24,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, ready_phase, run_controller};
 use super::support::{Read, guard_ref, lookup, namespace_of, read_cached, read_reference, relate};
 use super::watches::{Stop, Watches};
 use crate::caches::{Guarded, valid};
@@ -42,7 +42,7 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.agents.store();
+    let store = watches.of::<Agent>().store();
     let agents_of_changed_collection = {
         let store = store.clone();
         let cluster_defaults = ctx.settings.default_skills_namespace.clone();
@@ -57,24 +57,25 @@ pub(super) fn controller(
                 .collect::<Vec<_>>()
         }
     };
-    let mut controller = Controller::for_shared_stream(watches.agents.applied(), store.clone())
-        .watches_shared_stream(
-            watches.skill_collections.touched(),
-            agents_of_changed_collection.clone(),
-        );
+    let mut controller =
+        Controller::for_shared_stream(watches.of::<Agent>().applied(), store.clone())
+            .watches_shared_stream(
+                watches.of::<SkillCollection>().touched(),
+                agents_of_changed_collection.clone(),
+            );
     if let Some(defaults) = &mut watches.default_collections {
         controller =
             controller.watches_shared_stream(defaults.touched(), agents_of_changed_collection);
     }
     let controller = controller
         .watches_shared_stream(
-            watches.skill_cards.touched(),
+            watches.of::<SkillCard>().touched(),
             relate(store.clone(), |agents, ns, card| {
                 agents_referencing(agents, ns, Reference::SkillCard, card)
             }),
         )
         .watches_shared_stream(
-            watches.gateways.touched(),
+            watches.of::<Gateway>().touched(),
             relate(store.clone(), |agents, ns, gateway| {
                 agents_referencing(agents, ns, Reference::Gateway, gateway)
             }),
@@ -85,6 +86,10 @@ pub(super) fn controller(
 
 impl Reconciled for Agent {
     const KIND: &'static str = KIND;
+
+    fn phase(&self) -> &'static str {
+        ready_phase(self.status.as_ref().map(|s| s.conditions.as_slice()))
+    }
 
     fn events(old: &AgentStatus, new: &AgentStatus) -> Vec<StatusEvent> {
         condition_events(
@@ -131,7 +136,7 @@ struct References {
 async fn dereference(agent: &Agent, namespace: &str, ctx: &Context) -> Result<References> {
     let mut gateways = Vec::new();
     for r in &agent.spec.gateways {
-        let gateway = read_cached(ctx, namespace, &r.name, |c| &c.gateways, |_| true).await?;
+        let gateway = read_cached(ctx, namespace, &r.name, |_| true).await?;
         gateways.push((r.name.clone(), gateway));
     }
     let skills = skill_set(agent, namespace, ctx).await?;
@@ -280,8 +285,7 @@ async fn skill_set(
 ) -> Result<std::result::Result<ResolvedSkills, agentic_core::Error>> {
     let mut collections = Vec::new();
     for r in &agent.spec.skill_collections {
-        let collection =
-            read_cached(ctx, namespace, &r.name, |c| &c.skill_collections, |_| true).await?;
+        let collection = read_cached(ctx, namespace, &r.name, |_| true).await?;
         collections.push((r.name.clone(), collection));
     }
     let collection_refs: Vec<(&str, Lookup<SkillCollection>)> = collections
@@ -304,7 +308,7 @@ async fn skill_set(
     }
     let mut read = Vec::new();
     for (collection, name) in cards {
-        let card = read_cached(ctx, namespace, &name, |c| &c.skill_cards, |_| true).await?;
+        let card = read_cached(ctx, namespace, &name, |_| true).await?;
         read.push((collection, name, card));
     }
     let card_refs: Vec<CardRef> = read

@@ -73,7 +73,7 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.agent_runs.store();
+    let store = watches.of::<AgentRun>().store();
     let by_pod = store.clone();
     let namespace_cap = ctx
         .settings
@@ -89,68 +89,71 @@ pub(super) fn controller(
     };
     let freed_by_deletion = queued_behind.clone();
     let (cluster_runs, namespace_runs) = (store.clone(), store.clone());
-    let mut controller = Controller::for_shared_stream(watches.agent_runs.applied(), store.clone())
-        .watches_shared_stream(
-            watches.agents.touched(),
-            relate(store.clone(), |runs, ns, agent| {
-                runs_waiting_on_agent(runs, ns, agent)
-            }),
-        )
-        .watches_shared_stream(
-            watches.secrets.touched(),
-            relate(store.clone(), |runs, ns, secret| {
-                runs_waiting_on_secret(runs, ns, secret)
-            }),
-        )
-        // A run that finishes or goes frees a slot for the runs queued on its Agent, or on
-        // its namespace under the namespace cap. No other change of a run does, and each
-        // wake-up looks through the namespace's runs: not once per run event.
-        .watches_shared_stream(
-            watches.agent_runs.applied(),
-            move |changed: Arc<Guarded<AgentRun>>| match &changed.0 {
-                Ok(run) if is_finished(run) => queued_behind(run),
-                _ => Vec::new(),
-            },
-        )
-        .watches_shared_stream(
-            watches.agent_runs.deleted(),
-            move |gone: Arc<Guarded<AgentRun>>| match &gone.0 {
-                Ok(run) => freed_by_deletion(run),
-                Err(_) => Vec::new(),
-            },
-        )
-        // A trust policy change wakes the live runs it may cancel: of every namespace for a
-        // cluster policy, of its own for a namespaced one.
-        .watches_shared_stream(
-            watches.cluster_trust_policies.touched(),
-            move |policy: Arc<Guarded<ClusterSkillTrustPolicy>>| match &policy.0 {
-                Ok(policy) => runs_a_policy_may_cancel(&cluster_runs, &policy.spec.policy, None),
-                Err(_) => Vec::new(),
-            },
-        )
-        .watches_shared_stream(
-            watches.trust_policies.touched(),
-            move |policy: Arc<Guarded<SkillTrustPolicy>>| match &policy.0 {
-                Ok(policy) => runs_a_policy_may_cancel(
-                    &namespace_runs,
-                    &policy.spec.policy,
-                    Some(policy.metadata.namespace.as_deref().unwrap_or_default()),
-                ),
-                Err(_) => Vec::new(),
-            },
-        )
-        .watches_shared_stream(watches.pods.touched(), move |pod: Arc<SandboxPod>| {
-            // A pod of the `pod` backend names its run as its controller: no need to look
-            // through the runs (a pod event per run made that quadratic).
-            if let (Some(run), Some(namespace)) =
-                (controlling_run(pod.meta()), &pod.metadata.namespace)
-            {
-                return vec![guard_ref(ObjectRef::new(run).within(namespace))];
-            }
-            related(&by_pod, pod.as_ref(), |runs, ns, _| {
-                runs_of_pod(runs, ns, pod.meta())
-            })
-        });
+    let mut controller =
+        Controller::for_shared_stream(watches.of::<AgentRun>().applied(), store.clone())
+            .watches_shared_stream(
+                watches.of::<Agent>().touched(),
+                relate(store.clone(), |runs, ns, agent| {
+                    runs_waiting_on_agent(runs, ns, agent)
+                }),
+            )
+            .watches_shared_stream(
+                watches.secrets.touched(),
+                relate(store.clone(), |runs, ns, secret| {
+                    runs_waiting_on_secret(runs, ns, secret)
+                }),
+            )
+            // A run that finishes or goes frees a slot for the runs queued on its Agent, or on
+            // its namespace under the namespace cap. No other change of a run does, and each
+            // wake-up looks through the namespace's runs: not once per run event.
+            .watches_shared_stream(
+                watches.of::<AgentRun>().applied(),
+                move |changed: Arc<Guarded<AgentRun>>| match &changed.0 {
+                    Ok(run) if is_finished(run) => queued_behind(run),
+                    _ => Vec::new(),
+                },
+            )
+            .watches_shared_stream(
+                watches.of::<AgentRun>().deleted(),
+                move |gone: Arc<Guarded<AgentRun>>| match &gone.0 {
+                    Ok(run) => freed_by_deletion(run),
+                    Err(_) => Vec::new(),
+                },
+            )
+            // A trust policy change wakes the live runs it may cancel: of every namespace for a
+            // cluster policy, of its own for a namespaced one.
+            .watches_shared_stream(
+                watches.of::<ClusterSkillTrustPolicy>().touched(),
+                move |policy: Arc<Guarded<ClusterSkillTrustPolicy>>| match &policy.0 {
+                    Ok(policy) => {
+                        runs_a_policy_may_cancel(&cluster_runs, &policy.spec.policy, None)
+                    }
+                    Err(_) => Vec::new(),
+                },
+            )
+            .watches_shared_stream(
+                watches.of::<SkillTrustPolicy>().touched(),
+                move |policy: Arc<Guarded<SkillTrustPolicy>>| match &policy.0 {
+                    Ok(policy) => runs_a_policy_may_cancel(
+                        &namespace_runs,
+                        &policy.spec.policy,
+                        Some(policy.metadata.namespace.as_deref().unwrap_or_default()),
+                    ),
+                    Err(_) => Vec::new(),
+                },
+            )
+            .watches_shared_stream(watches.pods.touched(), move |pod: Arc<SandboxPod>| {
+                // A pod of the `pod` backend names its run as its controller: no need to look
+                // through the runs (a pod event per run made that quadratic).
+                if let (Some(run), Some(namespace)) =
+                    (controlling_run(pod.meta()), &pod.metadata.namespace)
+                {
+                    return vec![guard_ref(ObjectRef::new(run).within(namespace))];
+                }
+                related(&by_pod, pod.as_ref(), |runs, ns, _| {
+                    runs_of_pod(runs, ns, pod.meta())
+                })
+            });
     if let Some(sandboxes) = &mut watches.sandboxes {
         controller = controller.watches_shared_stream_with(
             sandboxes.touched(),
@@ -181,6 +184,14 @@ fn owning_runs(sandbox: &ObjectMeta) -> Vec<ObjectRef<Guarded<AgentRun>>> {
 
 impl Reconciled for AgentRun {
     const KIND: &'static str = KIND;
+
+    fn phase(&self) -> &'static str {
+        self.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or_default()
+            .as_str()
+    }
 
     fn events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<StatusEvent> {
         run_events(old, new)
@@ -395,13 +406,9 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
     }
 
     let agent_ref = &run.spec.agent_ref;
-    let found = read_cached(
-        ctx,
-        namespace,
-        agent_ref,
-        |c| &c.agents,
-        |agent| check_agent(agent_ref, Lookup::Found(agent)).is_ok(),
-    )
+    let found = read_cached(ctx, namespace, agent_ref, |agent| {
+        check_agent(agent_ref, Lookup::Found(agent)).is_ok()
+    })
     .await?;
     let agent = match check_agent(&run.spec.agent_ref, lookup(&found)) {
         Ok(agent) => agent,
@@ -422,16 +429,10 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
         Ok(name) => name,
         Err(e) => return blocked(RunOutcome::failed(e.reason(), format!("spec.gateway: {e}"))),
     };
-    let found = read_cached(
-        ctx,
-        namespace,
-        &gateway_name,
-        |c| &c.gateways,
-        |gateway: &Gateway| {
-            !agent.spec.gateways.is_empty()
-                || is_ready(&gateway.status.clone().unwrap_or_default().conditions)
-        },
-    )
+    let found = read_cached(ctx, namespace, &gateway_name, |gateway: &Gateway| {
+        !agent.spec.gateways.is_empty()
+            || is_ready(&gateway.status.clone().unwrap_or_default().conditions)
+    })
     .await?;
     let gateway = match lookup(&found) {
         // The Agent's Ready covers the gateways it lists, not one a run names itself.
@@ -468,7 +469,6 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
             ctx,
             card_namespace,
             &pinned.skill_card,
-            |c| &c.skill_cards,
             |card: &SkillCard| MountedSkill::from_agent_skill(pinned, Lookup::Found(card)).is_ok(),
         )
         .await?;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use agentic_api::{AgentWorkflow, AgentWorkflowStatus, CONDITION_READY};
+use agentic_api::{Agent, AgentWorkflow, AgentWorkflowStatus, CONDITION_READY};
 use agentic_core::conditions::Conditions;
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::reasons::AgentWorkflowReason;
@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, ready_phase, run_controller};
 use super::support::{lookup, namespace_of, read_cached, relate};
 use super::watches::{Stop, Watches};
 use crate::context::Context;
@@ -26,20 +26,25 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.workflows.store();
-    let controller = Controller::for_shared_stream(watches.workflows.applied(), store.clone())
-        .watches_shared_stream(
-            watches.agents.touched(),
-            relate(store.clone(), |workflows, ns, agent| {
-                workflows_of_agent(workflows, ns, agent)
-            }),
-        );
+    let store = watches.of::<AgentWorkflow>().store();
+    let controller =
+        Controller::for_shared_stream(watches.of::<AgentWorkflow>().applied(), store.clone())
+            .watches_shared_stream(
+                watches.of::<Agent>().touched(),
+                relate(store.clone(), |workflows, ns, agent| {
+                    workflows_of_agent(workflows, ns, agent)
+                }),
+            );
     let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }
 
 impl Reconciled for AgentWorkflow {
     const KIND: &'static str = KIND;
+
+    fn phase(&self) -> &'static str {
+        ready_phase(self.status.as_ref().map(|s| s.conditions.as_slice()))
+    }
 
     fn events(old: &AgentWorkflowStatus, new: &AgentWorkflowStatus) -> Vec<StatusEvent> {
         condition_events(&old.conditions, &new.conditions, &[CONDITION_READY])
@@ -55,8 +60,7 @@ pub async fn reconcile(
     // Dereference: each stage's Agent, from the cache its own watch keeps.
     let mut agents = Vec::new();
     for stage in &workflow.spec.stages {
-        let agent =
-            read_cached(&ctx, &namespace, &stage.agent_ref, |c| &c.agents, |_| true).await?;
+        let agent = read_cached(&ctx, &namespace, &stage.agent_ref, |_| true).await?;
         agents.push((stage.name.as_str(), stage.agent_ref.as_str(), agent));
     }
     // Decide.

@@ -49,21 +49,30 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.workflow_runs.store();
-    let controller = Controller::for_shared_stream(watches.workflow_runs.applied(), store.clone())
-        .owns_shared_stream(watches.agent_runs.touched())
-        .watches_shared_stream(
-            watches.workflows.touched(),
-            relate(store.clone(), |runs, ns, workflow| {
-                runs_waiting_on_workflow(runs, ns, workflow)
-            }),
-        );
+    let store = watches.of::<AgentWorkflowRun>().store();
+    let controller =
+        Controller::for_shared_stream(watches.of::<AgentWorkflowRun>().applied(), store.clone())
+            .owns_shared_stream(watches.of::<AgentRun>().touched())
+            .watches_shared_stream(
+                watches.of::<AgentWorkflow>().touched(),
+                relate(store.clone(), |runs, ns, workflow| {
+                    runs_waiting_on_workflow(runs, ns, workflow)
+                }),
+            );
     let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }
 
 impl Reconciled for AgentWorkflowRun {
     const KIND: &'static str = KIND;
+
+    fn phase(&self) -> &'static str {
+        self.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or_default()
+            .as_str()
+    }
 
     fn events(old: &AgentWorkflowRunStatus, new: &AgentWorkflowRunStatus) -> Vec<StatusEvent> {
         workflow_run_events(old, new)

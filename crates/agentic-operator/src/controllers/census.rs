@@ -2,21 +2,15 @@
 //! and phase.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use agentic_api::{
-    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, CONDITION_READY, ConditionStatus, Gateway,
-    SkillCard, SkillCollection,
-};
+use agentic_api::{AgentRun, CONDITION_READY};
 use agentic_core::conditions::find_condition;
 use agentic_core::reasons::AgentRunReason;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use tokio::sync::watch;
 
-use super::pipeline::Reconciled;
-use crate::caches::{Caches, Guarded, valid};
+use crate::caches::{Caches, ObjectKey, valid};
 use crate::metrics::Metrics;
 
 /// How often `agentic_objects` is recounted from the watch caches. Reconciles do not see
@@ -39,65 +33,39 @@ pub(super) async fn census(
     }
 }
 
-/// Counts the objects in the caches by kind and phase: `Ready`/`NotReady` from the Ready
-/// condition, or the AgentRun phase (`Pending` until the first status). Objects that do not
-/// match the API schema are left out; `agentic_reconcile_errors_total` counts them.
+/// Counts the objects in the caches by kind and phase (each kind's [`Reconciled::phase`]:
+/// `Ready`/`NotReady` from the Ready condition, or the run's phase). A cluster-scoped object
+/// every scope caches is counted once. Objects that do not match the API schema are left out;
+/// `agentic_reconcile_errors_total` counts them.
+///
+/// [`Reconciled::phase`]: super::pipeline::Reconciled::phase
 fn count_objects(metrics: &Metrics, caches: &[Caches]) {
-    fn tally<K: Clone>(
-        states: impl Iterator<Item = Vec<Arc<Guarded<K>>>>,
-        phase: impl Fn(&K) -> &'static str,
-    ) -> Vec<(String, i64)> {
+    let mut kinds: BTreeMap<&'static str, BTreeMap<ObjectKey, &'static str>> = BTreeMap::new();
+    for cache in caches.iter().flat_map(Caches::kinds) {
+        kinds
+            .entry(cache.kind())
+            .or_default()
+            .extend(cache.phases());
+    }
+    for (kind, objects) in kinds {
         let mut counts: BTreeMap<&'static str, i64> = BTreeMap::new();
-        for state in states {
-            for obj in valid(&state) {
-                *counts.entry(phase(obj)).or_default() += 1;
-            }
+        for phase in objects.into_values() {
+            *counts.entry(phase).or_default() += 1;
         }
-        counts
+        let counts: Vec<(String, i64)> = counts
             .into_iter()
             .map(|(phase, n)| (phase.to_string(), n))
-            .collect()
+            .collect();
+        metrics.set_objects(kind, &counts);
     }
-    let skill_cards = tally(caches.iter().map(|c| c.skill_cards.state()), |o| {
-        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
-    });
-    let skill_collections = tally(caches.iter().map(|c| c.skill_collections.state()), |o| {
-        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
-    });
-    let gateways = tally(caches.iter().map(|c| c.gateways.state()), |o| {
-        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
-    });
-    let agents = tally(caches.iter().map(|c| c.agents.state()), |o| {
-        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
-    });
-    let workflows = tally(caches.iter().map(|c| c.workflows.state()), |o| {
-        ready_phase(o.status.as_ref().map(|s| s.conditions.as_slice()))
-    });
-    let workflow_runs = tally(caches.iter().map(|c| c.workflow_runs.state()), |o| {
-        o.status
-            .as_ref()
-            .and_then(|s| s.phase)
-            .unwrap_or_default()
-            .as_str()
-    });
-    let agent_runs = tally(caches.iter().map(|c| c.agent_runs.state()), |o| {
-        o.status
-            .as_ref()
-            .and_then(|s| s.phase)
-            .unwrap_or_default()
-            .as_str()
-    });
-    metrics.set_objects(SkillCard::KIND, &skill_cards);
-    metrics.set_objects(SkillCollection::KIND, &skill_collections);
-    metrics.set_objects(Gateway::KIND, &gateways);
-    metrics.set_objects(Agent::KIND, &agents);
-    metrics.set_objects(AgentWorkflow::KIND, &workflows);
-    metrics.set_objects(AgentWorkflowRun::KIND, &workflow_runs);
-    metrics.set_objects(AgentRun::KIND, &agent_runs);
 
     let mut by_reason: BTreeMap<(String, String), i64> = BTreeMap::new();
     let mut queued: BTreeMap<(String, String), i64> = BTreeMap::new();
-    let states: Vec<_> = caches.iter().map(|c| c.agent_runs.state()).collect();
+    let states: Vec<_> = caches
+        .iter()
+        .filter_map(|c| c.of::<AgentRun>())
+        .map(|runs| runs.state())
+        .collect();
     for run in states.iter().flat_map(|state| valid(state)) {
         let status = run.status.clone().unwrap_or_default();
         let phase = status.phase.unwrap_or_default().as_str().to_string();
@@ -118,11 +86,4 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
         &by_reason.into_iter().collect::<Vec<_>>(),
         &queued.into_iter().collect::<Vec<_>>(),
     );
-}
-
-fn ready_phase(conditions: Option<&[Condition]>) -> &'static str {
-    let ready = conditions
-        .and_then(|c| find_condition(c, CONDITION_READY))
-        .is_some_and(|c| c.status == ConditionStatus::True.as_str());
-    if ready { "Ready" } else { "NotReady" }
 }

@@ -19,7 +19,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::{Api, ResourceExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::pipeline::{Pass, Policy, Reconciled, run_controller};
+use super::pipeline::{Pass, Policy, Reconciled, ready_phase, run_controller};
 use super::support::{namespace_of, relate};
 use super::watches::{Stop, Watches};
 use crate::context::Context;
@@ -82,20 +82,25 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.gateways.store();
-    let controller = Controller::for_shared_stream(watches.gateways.applied(), store.clone())
-        .watches_shared_stream(
-            watches.secrets.touched(),
-            relate(store.clone(), |gateways, ns, secret| {
-                gateways_using_secret(gateways, ns, secret)
-            }),
-        );
+    let store = watches.of::<Gateway>().store();
+    let controller =
+        Controller::for_shared_stream(watches.of::<Gateway>().applied(), store.clone())
+            .watches_shared_stream(
+                watches.secrets.touched(),
+                relate(store.clone(), |gateways, ns, secret| {
+                    gateways_using_secret(gateways, ns, secret)
+                }),
+            );
     let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }
 
 impl Reconciled for Gateway {
     const KIND: &'static str = KIND;
+
+    fn phase(&self) -> &'static str {
+        ready_phase(self.status.as_ref().map(|s| s.conditions.as_slice()))
+    }
 
     fn events(old: &GatewayStatus, new: &GatewayStatus) -> Vec<StatusEvent> {
         condition_events(

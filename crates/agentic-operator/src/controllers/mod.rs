@@ -131,8 +131,6 @@ pub fn controllers(
         })
     };
     let mut watches = Watches::new(&ctx, namespace);
-    let caches = watches.caches();
-    ctx.register_caches(namespace, caches.clone());
     let w = &mut watches;
     let mut runs = vec![
         skillcard::controller(w, &ctx, &stop),
@@ -145,7 +143,9 @@ pub fn controllers(
         trustpolicy::status::namespaced_controller(w, &ctx, &stop),
         trustpolicy::status::cluster_controller(w, namespace, &ctx, &stop),
     ];
-    // Every subscription is made: the watches can start.
+    // Every subscription is made: the caches are known, and the watches can start.
+    let caches = watches.caches();
+    ctx.register_caches(namespace, caches.clone());
     let (watch_runs, listed) = watches.start(health, &stop);
     runs.extend(watch_runs);
     Controllers {
@@ -180,7 +180,9 @@ pub async fn run_until_shutdown(
         );
         runs.extend(started.runs);
         listed.extend(started.listed);
-        sweep_scopes.push((ns.clone(), started.caches.agent_runs.clone()));
+        if let Some(runs) = started.caches.of::<agentic_api::AgentRun>() {
+            sweep_scopes.push((ns.clone(), runs));
+        }
         caches.push(started.caches);
     }
     let mark_ready = async move {
@@ -209,19 +211,39 @@ pub async fn run_until_shutdown(
 mod tests {
     use std::collections::BTreeSet;
 
-    #[test]
-    fn the_metrics_precreate_the_series_of_every_controller() {
-        let controllers = BTreeSet::from([
-            super::agent::KIND,
-            super::agentrun::KIND,
-            super::agentworkflow::KIND,
-            super::agentworkflowrun::KIND,
-            super::gateway::KIND,
-            super::skillcard::KIND,
-            super::skillcollection::KIND,
-            super::trustpolicy::status::NAMESPACED_KIND,
-            super::trustpolicy::status::CLUSTER_KIND,
-        ]);
-        assert_eq!(controllers, BTreeSet::from(crate::metrics::KINDS));
+    use super::*;
+    use crate::controllers::fake_api::FakeApi;
+    use crate::controllers::scenario::context;
+
+    /// Every kind the operator installs a CRD for.
+    fn installed_kinds() -> BTreeSet<String> {
+        agentic_api::crds()
+            .into_iter()
+            .chain(agentic_api::trust_crds())
+            .map(|crd| crd.spec.names.kind)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn wiring_watches_caches_and_counts_every_kind_with_a_crd() {
+        let api = FakeApi::default();
+        let ctx = context(&api);
+        let (_, shutdown) = watch::channel(false);
+        let health = Arc::default();
+        let started = controllers(ctx.clone(), None, &health, shutdown);
+        let cached: BTreeSet<String> = started
+            .caches
+            .kinds()
+            .map(|cache| cache.kind().to_string())
+            .collect();
+        assert_eq!(cached, installed_kinds());
+        let text = ctx.metrics.encode();
+        for kind in installed_kinds() {
+            for result in ["ok", "error"] {
+                let series =
+                    format!("agentic_reconciles_total{{kind=\"{kind}\",result=\"{result}\"}} 0");
+                assert!(text.contains(&series), "{series} in:\n{text}");
+            }
+        }
     }
 }

@@ -12,9 +12,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use agentic_api::{CONDITION_READY, ConditionStatus};
+use agentic_core::conditions::find_condition;
 use agentic_core::events::StatusEvent;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::core::PartialObjectMetaExt;
 use kube::core::object::HasStatus;
 use kube::runtime::controller::{self, Action, Controller};
@@ -24,8 +27,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::support::namespace_of;
-use super::watches::Stop;
+use super::support::{Stop, namespace_of};
 use crate::apply::apply_status;
 use agentic_core::reasons::{EventReason, ReconcileErrorReason};
 
@@ -33,26 +35,42 @@ use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::{Chain, Error, Result};
 
-/// Where the status of a kind of this scope is written: a namespaced object's in its
-/// namespace, a cluster object's in the cluster.
-pub trait StatusScope<K>: Sized {
+/// Where the objects of a kind of this scope are watched and their status written: a
+/// namespaced kind's in the watched namespace (or all) and the object's own, a cluster
+/// kind's in the cluster.
+pub trait KindScope<K>: Sized {
+    /// The API a watch of the `K`s in `namespace` (`None`: every namespace) lists from.
+    fn watch_api(client: &kube::Client, namespace: Option<&str>) -> Api<Guarded<K>>;
+    /// The API `object`'s status is written through.
     fn status_api(client: &kube::Client, object: &K, kind: &'static str) -> Result<Api<K>>;
 }
 
-impl<K> StatusScope<K> for k8s_openapi::NamespaceResourceScope
+impl<K> KindScope<K> for k8s_openapi::NamespaceResourceScope
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
 {
+    fn watch_api(client: &kube::Client, namespace: Option<&str>) -> Api<Guarded<K>> {
+        match namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        }
+    }
+
     fn status_api(client: &kube::Client, object: &K, kind: &'static str) -> Result<Api<K>> {
         let namespace = namespace_of(object, kind)?;
         Ok(Api::namespaced(client.clone(), &namespace))
     }
 }
 
-impl<K> StatusScope<K> for k8s_openapi::ClusterResourceScope
+impl<K> KindScope<K> for k8s_openapi::ClusterResourceScope
 where
     K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>,
 {
+    /// Every scope watches the whole cluster's: they apply in every namespace.
+    fn watch_api(client: &kube::Client, _: Option<&str>) -> Api<Guarded<K>> {
+        Api::all(client.clone())
+    }
+
     fn status_api(client: &kube::Client, _: &K, _: &'static str) -> Result<Api<K>> {
         Ok(Api::all(client.clone()))
     }
@@ -60,7 +78,7 @@ where
 
 /// A kind the operator reconciles, as the pipeline sees it.
 pub trait Reconciled:
-    Resource<Scope: StatusScope<Self>, DynamicType = ()>
+    Resource<Scope: KindScope<Self>, DynamicType = ()>
     + HasStatus<Status: Serialize + PartialEq + Clone + Default + Send + Sync + 'static>
     + Clone
     + DeserializeOwned
@@ -75,8 +93,20 @@ pub trait Reconciled:
     /// The Events that announce the change from `old` to `new`, raised in this order.
     fn events(old: &Self::Status, new: &Self::Status) -> Vec<StatusEvent>;
 
+    /// The phase `agentic_objects` counts the object in ([`ready_phase`] for a kind with a
+    /// `Ready` condition).
+    fn phase(&self) -> &'static str;
+
     /// What the kind records once `new` is written (runs: the metrics of their transitions).
     fn written(&self, _ctx: &Context, _old: &Self::Status, _new: &Self::Status) {}
+}
+
+/// `Ready` or `NotReady`, from an object's `Ready` condition (none yet: `NotReady`).
+pub(super) fn ready_phase(conditions: Option<&[Condition]>) -> &'static str {
+    let ready = conditions
+        .and_then(|c| find_condition(c, CONDITION_READY))
+        .is_some_and(|c| c.status == ConditionStatus::True.as_str());
+    if ready { "Ready" } else { "NotReady" }
 }
 
 /// What a pass hands back: the status it computed and what comes next.
@@ -150,7 +180,7 @@ async fn pass<K: Reconciled>(
             ctx.publish_transition(object.as_ref(), type_, &event.reason, event.note)
                 .await;
         }
-        let api = <K::Scope as StatusScope<K>>::status_api(&ctx.client, object.as_ref(), K::KIND)?;
+        let api = <K::Scope as KindScope<K>>::status_api(&ctx.client, object.as_ref(), K::KIND)?;
         apply_status(&api, &object.name_any(), &status).await?;
         ctx.written
             .remember(K::KIND, object.as_ref(), status.clone());
@@ -300,6 +330,8 @@ where
         error_policy,
         concurrency,
     } = policy;
+    // Zero from the start, so that rate() sees the first pass.
+    ctx.metrics.precreate_kind(K::KIND);
     let stream = controller
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(stop())

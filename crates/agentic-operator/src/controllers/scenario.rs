@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 
 use super::fake_api::FakeApi;
 use super::pipeline::{Reconcile, Reconciled, guarded};
-use crate::caches::Guarded;
+use crate::caches::{Caches, Guarded, KindCache};
 use crate::context::{Context, RunDefaults, SandboxBackend, Settings};
 use crate::error::Result;
 use crate::metrics::Metrics;
@@ -39,12 +39,13 @@ where
     writer.as_reader()
 }
 
-/// A store no watch has filled yet: passes read those objects through the API.
-pub fn unlisted<K>() -> Store<Guarded<K>>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    Writer::<Guarded<K>>::default().as_reader()
+/// Watch caches holding these kinds' caches and no sandbox: the passes read any other kind
+/// through the API.
+pub fn caches_with(kinds: Vec<Arc<dyn KindCache>>) -> Caches {
+    let pods = Writer::default().as_reader();
+    kinds
+        .into_iter()
+        .fold(Caches::new(pods, None), Caches::with_kind)
 }
 
 /// An operator context whose client talks to `api`, with the `pod` sandbox backend and the

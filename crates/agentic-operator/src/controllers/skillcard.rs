@@ -54,28 +54,35 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.skill_cards.store();
+    let store = watches.of::<SkillCard>().store();
     let cards = store.clone();
     let (cluster_cards, namespace_cards) = (store.clone(), store.clone());
-    let controller = Controller::for_shared_stream(watches.skill_cards.applied(), store.clone())
-        .watches_shared_stream(watches.secrets.touched(), move |secret: Arc<SecretMeta>| {
-            related(&cards, secret.as_ref(), |cards, ns, name| {
-                cards
-                    .into_iter()
-                    .filter(|c| c.namespace().as_deref() == Some(ns))
-                    .filter(|c| c.spec.pull_secrets.iter().flatten().any(|s| s.name == name))
-                    .map(ObjectRef::from_obj)
-                    .collect()
+    let controller =
+        Controller::for_shared_stream(watches.of::<SkillCard>().applied(), store.clone())
+            .watches_shared_stream(watches.secrets.touched(), move |secret: Arc<SecretMeta>| {
+                related(&cards, secret.as_ref(), |cards, ns, name| {
+                    cards
+                        .into_iter()
+                        .filter(|c| c.namespace().as_deref() == Some(ns))
+                        .filter(|c| c.spec.pull_secrets.iter().flatten().any(|s| s.name == name))
+                        .map(ObjectRef::from_obj)
+                        .collect()
+                })
             })
-        })
-        // A policy change reaches the cards in its scope at once: a revocation takes effect
-        // in the time of one pass, not of a tag refresh.
-        .watches_shared_stream(watches.cluster_trust_policies.touched(), move |_| {
-            trustpolicy::cards_in_scope(&cluster_cards, None)
-        })
-        .watches_shared_stream(watches.trust_policies.touched(), move |policy| {
-            trustpolicy::cards_in_scope(&namespace_cards, policy.namespace().as_deref())
-        });
+            // A policy change reaches the cards in its scope at once: a revocation takes effect
+            // in the time of one pass, not of a tag refresh.
+            .watches_shared_stream(
+                watches
+                    .of::<agentic_api::ClusterSkillTrustPolicy>()
+                    .touched(),
+                move |_| trustpolicy::cards_in_scope(&cluster_cards, None),
+            )
+            .watches_shared_stream(
+                watches.of::<agentic_api::SkillTrustPolicy>().touched(),
+                move |policy| {
+                    trustpolicy::cards_in_scope(&namespace_cards, policy.namespace().as_deref())
+                },
+            );
     let policy = Policy {
         reconcile,
         error_policy: backoff_within_tag_refresh,
@@ -86,6 +93,10 @@ pub(super) fn controller(
 
 impl Reconciled for SkillCard {
     const KIND: &'static str = KIND;
+
+    fn phase(&self) -> &'static str {
+        super::pipeline::ready_phase(self.status.as_ref().map(|s| s.conditions.as_slice()))
+    }
 
     fn events(old: &SkillCardStatus, new: &SkillCardStatus) -> Vec<StatusEvent> {
         let mut events = condition_events(

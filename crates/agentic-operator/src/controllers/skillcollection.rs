@@ -77,12 +77,12 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.skill_collections.store();
+    let store = watches.of::<SkillCollection>().store();
     let collections = store.clone();
     let controller =
-        Controller::for_shared_stream(watches.skill_collections.applied(), store.clone())
+        Controller::for_shared_stream(watches.of::<SkillCollection>().applied(), store.clone())
             .watches_shared_stream(
-                watches.skill_cards.touched(),
+                watches.of::<SkillCard>().touched(),
                 move |card: Arc<Guarded<SkillCard>>| {
                     let Ok(card) = &card.0 else {
                         return Vec::new();
@@ -102,6 +102,10 @@ pub(super) fn controller(
 
 impl Reconciled for SkillCollection {
     const KIND: &'static str = KIND;
+
+    fn phase(&self) -> &'static str {
+        super::pipeline::ready_phase(self.status.as_ref().map(|s| s.conditions.as_slice()))
+    }
 
     fn events(old: &SkillCollectionStatus, new: &SkillCollectionStatus) -> Vec<StatusEvent> {
         condition_events(&old.conditions, &new.conditions, &[CONDITION_READY])

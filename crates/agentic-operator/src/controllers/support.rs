@@ -8,9 +8,12 @@ use agentic_core::skills::Lookup;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::caches::{Caches, Guarded, valid};
+use crate::caches::{Guarded, valid};
 use crate::context::Context;
 use crate::error::Error;
+
+/// A future that completes when the operator shuts down.
+pub(super) type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>;
 
 /// The API of `K` in `namespace`, or in every namespace.
 pub(super) fn api_for<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -56,7 +59,6 @@ pub(super) async fn read_cached<K>(
     ctx: &Context,
     namespace: &str,
     name: &str,
-    store: impl Fn(&Caches) -> &Store<Guarded<K>>,
     usable: impl Fn(&K) -> bool,
 ) -> Result<Read<K>, Error>
 where
@@ -64,11 +66,13 @@ where
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug
+        + Send
+        + Sync
         + 'static,
 {
-    if let Some(caches) = ctx.caches(namespace) {
+    if let Some(store) = ctx.caches(namespace).and_then(|caches| caches.of::<K>()) {
         let key = guard_ref(ObjectRef::<K>::new(name).within(namespace));
-        if let Some(cached) = store(&caches).get(&key)
+        if let Some(cached) = store.get(&key)
             && let Ok(object) = &cached.0
             && usable(object)
         {

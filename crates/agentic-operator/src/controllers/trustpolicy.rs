@@ -4,7 +4,9 @@
 //! the watch caches, their keys from Secrets and ConfigMaps, and the signatures through
 //! `agentic-trust`.
 
-use agentic_api::{KeySource, SkillCard, SkillCardStatus, TrustPolicy};
+use agentic_api::{
+    ClusterSkillTrustPolicy, KeySource, SkillCard, SkillCardStatus, SkillTrustPolicy, TrustPolicy,
+};
 use agentic_core::trust::{
     NamedPolicy, Outcome, PinChoice, PinnedSource, Policies, PolicyId, Signature, apply_to_card,
     choose_pin, judge, keep_previous_pin, ready_pin,
@@ -49,8 +51,8 @@ pub(super) fn policies_of(ctx: &Context, namespace: &str) -> Policies {
     let Some(caches) = ctx.caches(namespace) else {
         return Policies::default();
     };
-    let cluster = caches.cluster_trust_policies.state();
-    let namespaced = caches.trust_policies.state();
+    let cluster = caches.state_of::<ClusterSkillTrustPolicy>();
+    let namespaced = caches.state_of::<SkillTrustPolicy>();
     Policies::new(valid(&cluster), valid(&namespaced), namespace)
 }
 

@@ -14,9 +14,10 @@
 //! burst: what it holds is the cache's own copy of each object (the reflector stores a
 //! clone of what it decodes), so a backlog costs pointers, not a second copy of each object.
 
+use std::any::{Any, TypeId};
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
@@ -27,24 +28,22 @@ use kube::Resource;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use agentic_api::{
-    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, ClusterSkillTrustPolicy,
-    DEFAULT_SKILLS_LABEL, Gateway, SkillCard, SkillCollection, SkillTrustPolicy,
-};
+use agentic_api::{DEFAULT_SKILLS_LABEL, SkillCollection};
 use agentic_core::sandbox::{PARAMS_ANNOTATION, RUN_LABEL, SKILLS_MANIFEST_ANNOTATION};
 use backon::BackoffBuilder as _;
 use kube::api::DynamicObject;
 use kube::runtime::utils::Backoff;
 use kube::{Api, Client};
 
+use super::pipeline::{KindScope, Reconciled};
+pub(super) use super::support::Stop;
 use super::support::api_for;
 use super::watch_health::WatchHealth;
-use crate::caches::{Caches, Guarded, SandboxPod, SecretMeta, sandbox_resource};
+use crate::caches::{
+    Caches, Guarded, KindCache, KindStore, SandboxPod, SecretMeta, sandbox_resource,
+};
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
-
-/// A future that completes when the operator shuts down.
-pub(super) type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>;
 
 /// How soon a watch retries after an error: 100 ms, doubling up to 1 s, with jitter.
 /// kube-runtime's default grows to 30 s and resets only after two minutes without errors,
@@ -86,20 +85,19 @@ impl Backoff for WatchBackoff {
 }
 
 /// The watches of one scope (a namespace, or all): one per kind, whichever controllers
-/// follow it. A kind's controller subscribes to what it follows ([`SharedWatch::applied`],
-/// [`SharedWatch::touched`], [`SharedWatch::deleted`]); [`Watches::start`] then starts them.
+/// follow it. A kind's controller subscribes to what it follows through the kind's
+/// [`Subscriptions`] ([`Watches::of`] for a kind the operator reconciles, the fields for the
+/// objects around them); [`Watches::start`] then starts them.
 pub(super) struct Watches {
+    client: Client,
+    namespace: Option<String>,
+    /// The kinds the operator reconciles, in the order their controllers first asked: each
+    /// is watched once its own controller or another kind's subscribes.
+    kinds: Vec<(TypeId, Box<dyn KindWatch>)>,
     /// The Secrets users name (pull secrets, source secrets, Gateway credentials); not the
     /// ACP Secret the operator creates for each run, which no controller follows: it was one
     /// watch event and one cached object per run.
     pub secrets: SharedWatch<SecretMeta>,
-    pub skill_cards: SharedWatch<Guarded<SkillCard>>,
-    pub skill_collections: SharedWatch<Guarded<SkillCollection>>,
-    pub gateways: SharedWatch<Guarded<Gateway>>,
-    pub agents: SharedWatch<Guarded<Agent>>,
-    pub workflows: SharedWatch<Guarded<AgentWorkflow>>,
-    pub workflow_runs: SharedWatch<Guarded<AgentWorkflowRun>>,
-    pub agent_runs: SharedWatch<Guarded<AgentRun>>,
     /// The sandboxes' pods and Sandboxes are cached as well as watched: a run reads its
     /// sandbox from the cache. It reads a pod's metadata and status and a Sandbox's metadata
     /// only, so neither spec is kept: the pod template (containers, env, the skills' volumes)
@@ -111,9 +109,6 @@ pub(super) struct Watches {
     pub sandboxes: Option<SharedWatch<DynamicObject>>,
     /// Watching some namespaces only: the cluster-wide default collections live in another.
     pub default_collections: Option<SharedWatch<Guarded<SkillCollection>>>,
-    /// The cluster's trust policies, whatever the scope: they apply in every namespace.
-    pub cluster_trust_policies: SharedWatch<Guarded<ClusterSkillTrustPolicy>>,
-    pub trust_policies: SharedWatch<Guarded<SkillTrustPolicy>>,
 }
 
 impl Watches {
@@ -140,22 +135,14 @@ impl Watches {
             _ => None,
         };
         Self {
+            client: client.clone(),
+            namespace: namespace.map(str::to_string),
+            kinds: Vec::new(),
             secrets: SharedWatch::new(
                 "Secret",
                 api_for(client, namespace),
                 all().labels(&not_runs),
             ),
-            skill_cards: SharedWatch::new("SkillCard", api_for(client, namespace), all()),
-            skill_collections: SharedWatch::new(
-                "SkillCollection",
-                api_for(client, namespace),
-                all(),
-            ),
-            gateways: SharedWatch::new("Gateway", api_for(client, namespace), all()),
-            agents: SharedWatch::new("Agent", api_for(client, namespace), all()),
-            workflows: SharedWatch::new("AgentWorkflow", api_for(client, namespace), all()),
-            workflow_runs: SharedWatch::new("AgentWorkflowRun", api_for(client, namespace), all()),
-            agent_runs: SharedWatch::new("AgentRun", api_for(client, namespace), all()),
             pods: SharedWatch::new("Pod", api_for(client, namespace), all().labels(RUN_LABEL))
                 .trimmed(|pod: &mut SandboxPod| {
                     if let Some(annotations) = pod.metadata.annotations.as_mut() {
@@ -165,30 +152,40 @@ impl Watches {
                 }),
             sandboxes,
             default_collections,
-            cluster_trust_policies: SharedWatch::new(
-                "ClusterSkillTrustPolicy",
-                Api::all(client.clone()),
-                all(),
-            ),
-            trust_policies: SharedWatch::new("SkillTrustPolicy", api_for(client, namespace), all()),
         }
+    }
+
+    /// The watch of the `K`s of this scope (every cluster-scoped `K`), opened by the first
+    /// controller that follows them.
+    pub fn of<K: Reconciled>(&mut self) -> Subscriptions<Guarded<K>> {
+        let key = TypeId::of::<K>();
+        let opened = self
+            .kinds
+            .iter()
+            .find(|(kind, _)| *kind == key)
+            .and_then(|(_, watch)| watch.subscriptions().downcast().ok());
+        if let Some(subscriptions) = opened {
+            return *subscriptions;
+        }
+        let api = <K::Scope as KindScope<K>>::watch_api(&self.client, self.namespace.as_deref());
+        let watch = SharedWatch::new(K::KIND, api, watcher::Config::default());
+        let subscriptions = watch.subscriptions();
+        // What was under the key was not the kind's watch, which cannot be: replaced whole,
+        // never watched twice.
+        self.kinds.retain(|(kind, _)| *kind != key);
+        self.kinds.push((key, Box::new(watch)));
+        subscriptions
     }
 
     /// The caches the watches keep.
     pub fn caches(&self) -> Caches {
-        Caches {
-            skill_cards: self.skill_cards.store(),
-            skill_collections: self.skill_collections.store(),
-            gateways: self.gateways.store(),
-            agents: self.agents.store(),
-            workflows: self.workflows.store(),
-            workflow_runs: self.workflow_runs.store(),
-            agent_runs: self.agent_runs.store(),
-            pods: self.pods.store(),
-            sandboxes: self.sandboxes.as_ref().map(SharedWatch::store),
-            cluster_trust_policies: self.cluster_trust_policies.store(),
-            trust_policies: self.trust_policies.store(),
-        }
+        let caches = Caches::new(
+            self.pods.store(),
+            self.sandboxes.as_ref().map(SharedWatch::store),
+        );
+        self.kinds
+            .iter()
+            .fold(caches, |caches, (_, watch)| caches.with_kind(watch.cache()))
     }
 
     /// Starts every watch, once every subscription is made: the futures that run them, and
@@ -198,37 +195,57 @@ impl Watches {
         health: &Arc<WatchHealth>,
         stop: &impl Fn() -> Stop,
     ) -> (Vec<BoxFuture<'static, ()>>, Vec<BoxFuture<'static, bool>>) {
-        let mut runs: Vec<BoxFuture<'static, ()>> = Vec::new();
-        let mut listed: Vec<BoxFuture<'static, bool>> = Vec::new();
-        let mut watch = |run: BoxFuture<'static, ()>, ready: BoxFuture<'static, bool>| {
-            runs.push(run);
-            listed.push(ready);
-        };
-        macro_rules! start_watch {
-            ($shared:expr) => {{
-                let shared = $shared;
-                let ready = Box::pin(wait_ready(shared.store()));
-                watch(shared.run(health.clone(), stop()), ready);
-            }};
-        }
-        start_watch!(self.secrets);
-        start_watch!(self.skill_cards);
-        start_watch!(self.skill_collections);
-        start_watch!(self.gateways);
-        start_watch!(self.agents);
-        start_watch!(self.workflows);
-        start_watch!(self.workflow_runs);
-        start_watch!(self.agent_runs);
-        start_watch!(self.pods);
+        let mut started: Vec<Started> = self
+            .kinds
+            .into_iter()
+            .map(|(_, watch)| watch.start(health.clone(), stop()))
+            .collect();
+        started.push(self.secrets.start(health.clone(), stop()));
+        started.push(self.pods.start(health.clone(), stop()));
         if let Some(sandboxes) = self.sandboxes {
-            start_watch!(sandboxes);
+            started.push(sandboxes.start(health.clone(), stop()));
         }
         if let Some(defaults) = self.default_collections {
-            start_watch!(defaults);
+            started.push(defaults.start(health.clone(), stop()));
         }
-        start_watch!(self.cluster_trust_policies);
-        start_watch!(self.trust_policies);
-        (runs, listed)
+        started.into_iter().unzip()
+    }
+}
+
+/// `store`, as the cache of the `K`s.
+pub(super) fn kind_cache<K: Reconciled>(store: Store<Guarded<K>>) -> Arc<dyn KindCache> {
+    Arc::new(KindStore {
+        kind: K::KIND,
+        store,
+        phase: K::phase,
+    })
+}
+
+/// A started watch: the future that runs it, and the one that finishes when it has listed
+/// once (true) or stopped before it did (false).
+type Started = (BoxFuture<'static, ()>, BoxFuture<'static, bool>);
+
+/// The watch of a kind the operator reconciles, whichever kind it is: what [`Watches`] needs
+/// to hand out its subscriptions, keep its cache and start it.
+trait KindWatch: Send {
+    /// Its [`Subscriptions`], to be taken back as the kind's.
+    fn subscriptions(&self) -> Box<dyn Any>;
+    /// Its cache, as the census counts it and the passes read it.
+    fn cache(&self) -> Arc<dyn KindCache>;
+    fn start(self: Box<Self>, health: Arc<WatchHealth>, stop: Stop) -> Started;
+}
+
+impl<K: Reconciled> KindWatch for SharedWatch<Guarded<K>> {
+    fn subscriptions(&self) -> Box<dyn Any> {
+        Box::new(SharedWatch::subscriptions(self))
+    }
+
+    fn cache(&self) -> Arc<dyn KindCache> {
+        kind_cache(self.store())
+    }
+
+    fn start(self: Box<Self>, health: Arc<WatchHealth>, stop: Stop) -> Started {
+        SharedWatch::start(*self, health, stop)
     }
 }
 
@@ -252,12 +269,80 @@ where
     events: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
     writer: Writer<K>,
     dyntype: K::DynamicType,
+    /// Who follows it, shared with its [`Subscriptions`] until it starts.
+    subscribed: Arc<Mutex<Subscribed<K>>>,
+}
+
+/// The subscribers of a watch, by what they follow.
+struct Subscribed<K> {
     /// Subscribers to created and changed objects: controllers of the kind itself.
     applied: Vec<UnboundedSender<Arc<K>>>,
     /// Subscribers to created, changed and deleted objects: controllers of related kinds.
     touched: Vec<UnboundedSender<Arc<K>>>,
     /// Subscribers to deleted objects only.
     deleted: Vec<UnboundedSender<Arc<K>>>,
+}
+
+impl<K> Default for Subscribed<K> {
+    fn default() -> Self {
+        Self {
+            applied: Vec::new(),
+            touched: Vec::new(),
+            deleted: Vec::new(),
+        }
+    }
+}
+
+/// A watch's cache, and the subscriptions to its changes, for the controllers being wired
+/// before it starts.
+pub(super) struct Subscriptions<K>
+where
+    K: Resource + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    subscribed: Arc<Mutex<Subscribed<K>>>,
+}
+
+impl<K> Subscriptions<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// The cache the watch fills.
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// The objects created or changed, for the controller of the kind: a deleted object has
+    /// nothing left to reconcile.
+    pub fn applied(&self) -> UnboundedReceiver<Arc<K>> {
+        self.subscribe(|subscribed| &mut subscribed.applied)
+    }
+
+    /// The objects created, changed or deleted, for the controllers of the kinds that
+    /// depend on this one: a deleted Secret or pod changes what its dependants are.
+    pub fn touched(&self) -> UnboundedReceiver<Arc<K>> {
+        self.subscribe(|subscribed| &mut subscribed.touched)
+    }
+
+    /// The objects deleted: what frees what they held (a run's slot under a cap).
+    pub fn deleted(&self) -> UnboundedReceiver<Arc<K>> {
+        self.subscribe(|subscribed| &mut subscribed.deleted)
+    }
+
+    fn subscribe(
+        &self,
+        list: impl FnOnce(&mut Subscribed<K>) -> &mut Vec<UnboundedSender<Arc<K>>>,
+    ) -> UnboundedReceiver<Arc<K>> {
+        let (sender, receiver) = unbounded();
+        let mut subscribed = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        list(&mut subscribed).push(sender);
+        receiver
+    }
 }
 
 impl<K> SharedWatch<K>
@@ -294,9 +379,7 @@ where
             events,
             writer: Writer::new(dyntype.clone()),
             dyntype,
-            applied: Vec::new(),
-            touched: Vec::new(),
-            deleted: Vec::new(),
+            subscribed: Arc::default(),
         }
     }
 
@@ -312,56 +395,43 @@ where
         self.writer.as_reader()
     }
 
-    /// The objects created or changed, for the controller of the kind: a deleted object has
-    /// nothing left to reconcile.
-    pub fn applied(&mut self) -> UnboundedReceiver<Arc<K>> {
-        let (sender, receiver) = unbounded();
-        self.applied.push(sender);
-        receiver
+    /// See [`Subscriptions::touched`].
+    pub fn touched(&self) -> UnboundedReceiver<Arc<K>> {
+        self.subscriptions().touched()
     }
 
-    /// The objects created, changed or deleted, for the controllers of the kinds that
-    /// depend on this one: a deleted Secret or pod changes what its dependants are.
-    pub fn touched(&mut self) -> UnboundedReceiver<Arc<K>> {
-        let (sender, receiver) = unbounded();
-        self.touched.push(sender);
-        receiver
+    /// Its cache and the subscriptions to its changes.
+    pub fn subscriptions(&self) -> Subscriptions<K> {
+        Subscriptions {
+            store: self.store(),
+            subscribed: Arc::clone(&self.subscribed),
+        }
     }
 
-    /// The objects deleted: what frees what they held (a run's slot under a cap).
-    pub fn deleted(&mut self) -> UnboundedReceiver<Arc<K>> {
-        let (sender, receiver) = unbounded();
-        self.deleted.push(sender);
-        receiver
+    /// Starts the watch: the future that runs it until `shutdown` and then closes the
+    /// subscribers' channels, and the one that finishes once it has listed.
+    pub fn start(self, health: Arc<WatchHealth>, shutdown: Stop) -> Started {
+        let ready = Box::pin(wait_ready(self.store()));
+        (self.run(health, shutdown), ready)
     }
 
-    /// Runs the watch until `shutdown`, then closes the subscribers' channels.
-    pub fn run(self, health: Arc<WatchHealth>, shutdown: Stop) -> BoxFuture<'static, ()> {
+    fn run(self, health: Arc<WatchHealth>, shutdown: Stop) -> BoxFuture<'static, ()> {
         let Self {
             kind,
             events,
             writer,
             dyntype,
-            mut applied,
-            mut touched,
-            mut deleted,
+            subscribed,
         } = self;
+        let mut subscribed =
+            std::mem::take(&mut *subscribed.lock().unwrap_or_else(PoisonError::into_inner));
         let cache = writer.as_reader();
         let mut events = reflector::reflector(writer, events).boxed();
         async move {
             let watching = async {
                 while let Some(event) = events.next().await {
                     match event {
-                        Ok(event) => fan_out(
-                            event,
-                            &cache,
-                            &dyntype,
-                            &mut Subscribers {
-                                applied: &mut applied,
-                                touched: &mut touched,
-                                deleted: &mut deleted,
-                            },
-                        ),
+                        Ok(event) => fan_out(event, &cache, &dyntype, &mut subscribed),
                         Err(error) if expired(&error) => {
                             tracing::debug!(kind, "watch expired; relisting");
                         }
@@ -382,13 +452,6 @@ where
     }
 }
 
-/// The subscribers of a watch, by what they follow.
-struct Subscribers<'a, K> {
-    applied: &'a mut Vec<UnboundedSender<Arc<K>>>,
-    touched: &'a mut Vec<UnboundedSender<Arc<K>>>,
-    deleted: &'a mut Vec<UnboundedSender<Arc<K>>>,
-}
-
 /// Hands the objects of one event, already applied to `cache`, to the subscribers that want
 /// them; a subscriber whose controller has stopped is dropped. A created or changed object
 /// is handed on as the cache holds it; a listed one when the list is complete, which is
@@ -397,7 +460,7 @@ fn fan_out<K>(
     event: watcher::Event<K>,
     cache: &Store<K>,
     dyntype: &K::DynamicType,
-    subscribers: &mut Subscribers<'_, K>,
+    subscribers: &mut Subscribed<K>,
 ) where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone,
@@ -423,7 +486,7 @@ fn fan_out<K>(
     }
 }
 
-impl<K> Subscribers<'_, K> {
+impl<K> Subscribed<K> {
     fn applied_or_touched(&mut self, object: &Arc<K>) {
         let send = sender(object);
         self.touched.retain(&send);
@@ -486,7 +549,7 @@ mod tests {
     fn deliver(
         event: watcher::Event<ConfigMap>,
         writer: &mut Writer<ConfigMap>,
-        subscribers: &mut Subscribers<'_, ConfigMap>,
+        subscribers: &mut Subscribed<ConfigMap>,
     ) {
         writer.apply_watcher_event(&event);
         fan_out(event, &writer.as_reader(), &(), subscribers);
@@ -496,15 +559,14 @@ mod tests {
     fn deliver_to_applied(
         event: watcher::Event<ConfigMap>,
         writer: &mut Writer<ConfigMap>,
-        applied: &mut Vec<UnboundedSender<Arc<ConfigMap>>>,
-    ) {
-        let (mut touched, mut deleted) = (Vec::new(), Vec::new());
-        let mut subscribers = Subscribers {
+        applied: Vec<UnboundedSender<Arc<ConfigMap>>>,
+    ) -> Subscribed<ConfigMap> {
+        let mut subscribers = Subscribed {
             applied,
-            touched: &mut touched,
-            deleted: &mut deleted,
+            ..Subscribed::default()
         };
         deliver(event, writer, &mut subscribers);
+        subscribers
     }
 
     #[test]
@@ -512,8 +574,11 @@ mod tests {
         let (applied_tx, mut applied_rx) = unbounded();
         let (touched_tx, mut touched_rx) = unbounded();
         let (deleted_tx, mut deleted_rx) = unbounded();
-        let (mut applied, mut touched, mut deleted) =
-            (vec![applied_tx], vec![touched_tx], vec![deleted_tx]);
+        let mut subscribers = Subscribed {
+            applied: vec![applied_tx],
+            touched: vec![touched_tx],
+            deleted: vec![deleted_tx],
+        };
         let mut writer = Writer::default();
         for event in [
             watcher::Event::Init,
@@ -522,11 +587,6 @@ mod tests {
             watcher::Event::Apply(config_map("changed")),
             watcher::Event::Delete(config_map("deleted")),
         ] {
-            let mut subscribers = Subscribers {
-                applied: &mut applied,
-                touched: &mut touched,
-                deleted: &mut deleted,
-            };
             deliver(event, &mut writer, &mut subscribers);
         }
         assert_eq!(names(&mut applied_rx), ["listed", "changed"]);
@@ -541,7 +601,7 @@ mod tests {
         deliver_to_applied(
             watcher::Event::Apply(config_map("a")),
             &mut writer,
-            &mut vec![applied_tx],
+            vec![applied_tx],
         );
         let handed = applied_rx.try_recv().expect("an object");
         let cached = writer
@@ -555,13 +615,12 @@ mod tests {
     fn a_subscriber_that_stopped_is_dropped_and_the_others_still_get_events() {
         let (gone, _) = unbounded();
         let (kept, mut kept_rx) = unbounded();
-        let mut applied = vec![gone, kept];
-        deliver_to_applied(
+        let subscribers = deliver_to_applied(
             watcher::Event::Apply(config_map("a")),
             &mut Writer::default(),
-            &mut applied,
+            vec![gone, kept],
         );
-        assert_eq!(applied.len(), 1);
+        assert_eq!(subscribers.applied.len(), 1);
         assert_eq!(names(&mut kept_rx), ["a"]);
     }
 }

@@ -24,8 +24,9 @@ use crate::context::Context;
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::fake_registry::FakeRegistry;
 use crate::controllers::scenario::{
-    NS, context_reading, object, pass, ready, ready_message, store_of, unlisted,
+    NS, caches_with, context_reading, object, pass, ready, ready_message, store_of,
 };
+use crate::controllers::watches::kind_cache;
 use crate::controllers::{agent, agentrun, skillcard};
 
 /// The repository every scenario's skill is pushed to.
@@ -40,24 +41,15 @@ fn watch_policies(
     ctx.register_caches(Some(NS), policy_caches(cluster, namespaced));
 }
 
-/// Watch caches holding these policies, the other kinds' not listed yet.
+/// Watch caches holding these policies, the other kinds' not watched.
 fn policy_caches(
     cluster: Vec<ClusterSkillTrustPolicy>,
     namespaced: Vec<SkillTrustPolicy>,
 ) -> Caches {
-    Caches {
-        skill_cards: unlisted(),
-        skill_collections: unlisted(),
-        gateways: unlisted(),
-        agents: unlisted(),
-        workflows: unlisted(),
-        workflow_runs: unlisted(),
-        agent_runs: unlisted(),
-        pods: kube::runtime::reflector::store::Writer::default().as_reader(),
-        sandboxes: None,
-        cluster_trust_policies: store_of(cluster),
-        trust_policies: store_of(namespaced),
-    }
+    caches_with(vec![
+        kind_cache(store_of(cluster)),
+        kind_cache(store_of(namespaced)),
+    ])
 }
 
 /// The policy fields of a manifest: these images, in `mode`, with `spec` merged in.
@@ -505,8 +497,10 @@ async fn started_run(scene: &Scene) -> ClusterPolicies {
         scene.policy("Enforce", json!({}))
     ))));
     cluster.apply_watcher_event(&watcher::Event::InitDone);
-    let mut caches = policy_caches(vec![], vec![]);
-    caches.cluster_trust_policies = cluster.as_reader();
+    let caches = caches_with(vec![
+        kind_cache(cluster.as_reader()),
+        kind_cache(store_of::<SkillTrustPolicy>(vec![])),
+    ]);
     ctx.register_caches(Some(NS), caches);
     let card = scene.card().await;
     assert_eq!(ready(&card.conditions).0, "True", "{card:?}");

@@ -29,7 +29,7 @@ use kube::{Resource, ResourceExt};
 use super::{git_signers, requirement};
 use crate::caches::{Caches, Guarded, valid};
 use crate::context::Context;
-use crate::controllers::pipeline::{Pass, Policy, Reconciled, run_controller};
+use crate::controllers::pipeline::{Pass, Policy, Reconciled, ready_phase, run_controller};
 use crate::controllers::support::namespace_of;
 use crate::controllers::watches::{Stop, Watches};
 use crate::error::Result;
@@ -39,6 +39,10 @@ pub const CLUSTER_KIND: &str = "ClusterSkillTrustPolicy";
 
 impl Reconciled for SkillTrustPolicy {
     const KIND: &'static str = NAMESPACED_KIND;
+
+    fn phase(&self) -> &'static str {
+        ready_phase(self.status.as_ref().map(|s| s.conditions.as_slice()))
+    }
 
     fn events(old: &SkillTrustPolicyStatus, new: &SkillTrustPolicyStatus) -> Vec<StatusEvent> {
         condition_events(
@@ -51,6 +55,10 @@ impl Reconciled for SkillTrustPolicy {
 
 impl Reconciled for ClusterSkillTrustPolicy {
     const KIND: &'static str = CLUSTER_KIND;
+
+    fn phase(&self) -> &'static str {
+        ready_phase(self.status.as_ref().map(|s| s.conditions.as_slice()))
+    }
 
     fn events(old: &SkillTrustPolicyStatus, new: &SkillTrustPolicyStatus) -> Vec<StatusEvent> {
         condition_events(
@@ -68,7 +76,7 @@ pub(in crate::controllers) fn namespaced_controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.trust_policies.store();
+    let store = watches.of::<SkillTrustPolicy>().store();
     let in_namespace = move |policies: &Store<Guarded<SkillTrustPolicy>>, run: &AgentRun| {
         let namespace = run.namespace();
         policies
@@ -78,7 +86,8 @@ pub(in crate::controllers) fn namespaced_controller(
             .map(|policy| ObjectRef::from_obj(policy.as_ref()))
             .collect()
     };
-    let controller = Controller::for_shared_stream(watches.trust_policies.applied(), store.clone());
+    let controller =
+        Controller::for_shared_stream(watches.of::<SkillTrustPolicy>().applied(), store.clone());
     let controller = follow_runs(controller, watches, store.clone(), in_namespace);
     let policy = Policy::backing_off(reconcile_namespaced, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
@@ -95,7 +104,7 @@ pub(in crate::controllers) fn cluster_controller(
     if namespace.is_some() {
         return Box::pin(std::future::ready(()));
     }
-    let store = watches.cluster_trust_policies.store();
+    let store = watches.of::<ClusterSkillTrustPolicy>().store();
     let every = |policies: &Store<Guarded<ClusterSkillTrustPolicy>>, _: &AgentRun| {
         policies
             .state()
@@ -103,8 +112,10 @@ pub(in crate::controllers) fn cluster_controller(
             .map(|policy| ObjectRef::from_obj(policy.as_ref()))
             .collect()
     };
-    let controller =
-        Controller::for_shared_stream(watches.cluster_trust_policies.applied(), store.clone());
+    let controller = Controller::for_shared_stream(
+        watches.of::<ClusterSkillTrustPolicy>().applied(),
+        store.clone(),
+    );
     let controller = follow_runs(controller, watches, store.clone(), every);
     let policy = Policy::backing_off(reconcile_cluster, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
@@ -129,14 +140,14 @@ where
     let (changed_policies, deleted_policies) = (policies.clone(), policies);
     controller
         .watches_shared_stream(
-            watches.agent_runs.applied(),
+            watches.of::<AgentRun>().applied(),
             move |run: Arc<Guarded<AgentRun>>| match &run.0 {
                 Ok(run) if on_change.changed(run) => covering(&changed_policies, run),
                 _ => Vec::new(),
             },
         )
         .watches_shared_stream(
-            watches.agent_runs.deleted(),
+            watches.of::<AgentRun>().deleted(),
             move |run: Arc<Guarded<AgentRun>>| match &run.0 {
                 Ok(run) if on_delete.forget(run) => covering(&deleted_policies, run),
                 _ => Vec::new(),
@@ -237,15 +248,10 @@ async fn status_of(
     let blast = match &caches {
         Some(caches) => {
             let cluster: Vec<ClusterSkillTrustPolicy> =
-                valid(&caches.cluster_trust_policies.state())
-                    .into_iter()
-                    .cloned()
-                    .collect();
-            let namespaced: Vec<SkillTrustPolicy> = valid(&caches.trust_policies.state())
-                .into_iter()
-                .cloned()
-                .collect();
-            let runs = caches.agent_runs.state();
+                valid(&caches.state_of()).into_iter().cloned().collect();
+            let namespaced: Vec<SkillTrustPolicy> =
+                valid(&caches.state_of()).into_iter().cloned().collect();
+            let runs = caches.state_of::<AgentRun>();
             blast_radius(&cluster, &namespaced, id, valid(&runs))
         }
         None => (0, Vec::new()),

@@ -7,7 +7,6 @@ use agentic_api::{
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::DeserializeGuard;
-use kube::runtime::reflector::store::Writer;
 use serde_json::{Value, json};
 
 use super::{RunsSeen, reconcile_cluster, reconcile_namespaced};
@@ -15,8 +14,9 @@ use crate::caches::Caches;
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::pipeline::guarded;
 use crate::controllers::scenario::{
-    NS, context, object, pass, ready, ready_message, store_of, unlisted,
+    NS, caches_with, context, object, pass, ready, ready_message, store_of,
 };
+use crate::controllers::watches::kind_cache;
 
 const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
@@ -26,19 +26,11 @@ fn caches(
     cluster: Vec<ClusterSkillTrustPolicy>,
     namespaced: Vec<SkillTrustPolicy>,
 ) -> Caches {
-    Caches {
-        skill_cards: unlisted(),
-        skill_collections: unlisted(),
-        gateways: unlisted(),
-        agents: unlisted(),
-        workflows: unlisted(),
-        workflow_runs: unlisted(),
-        agent_runs: store_of(runs),
-        pods: Writer::default().as_reader(),
-        sandboxes: None,
-        cluster_trust_policies: store_of(cluster),
-        trust_policies: store_of(namespaced),
-    }
+    caches_with(vec![
+        kind_cache(store_of(runs)),
+        kind_cache(store_of(cluster)),
+        kind_cache(store_of(namespaced)),
+    ])
 }
 
 fn policy(spec: Value) -> SkillTrustPolicy {
