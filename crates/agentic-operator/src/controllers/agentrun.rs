@@ -209,67 +209,92 @@ pub async fn reconcile(
 ) -> Result<Pass<AgentRunStatus>> {
     let namespace = namespace_of(run.as_ref(), KIND)?;
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
-        // The status is written first, so a run is never left unfinished without its
-        // sandbox: the sandbox of a run the operator ended goes in the pass after (also
-        // after a restart in between).
-        if let Some(sandbox) = stopped_sandbox(&run, &old) {
-            stop_sandbox(&run, &namespace, &ctx, &sandbox).await?;
-        }
-        let defaults = if agentic_core::workflow::is_stage_run(&run) {
-            agentic_core::sandbox::TtlDefaults::default()
-        } else {
-            ctx.settings.run_defaults.ttl
-        };
-        let ttl = time_to_live(
-            old.phase,
-            old.completion_time.as_ref(),
-            run.spec.ttl_seconds_after_finished,
-            defaults,
-            &crate::now(),
-        );
-        let api = Api::<AgentRun>::namespaced(ctx.client.clone(), &namespace);
-        let action = expire_finished(&api, run.as_ref(), KIND, ttl).await?;
-        return Ok(Pass::then(old, action));
+        return finished(&run, &namespace, &ctx, old).await;
     }
-
+    // Gather: the run's sandbox, created when it has none, and the run judged by it.
     let mut new = old.clone();
     let Enforced {
         outcome,
         recheck_after,
-    } = if old.sandbox_name.is_some() {
-        let world = observe(&run, &namespace, &ctx, &new).await?;
-        let judged = judge(&run, &ctx, &new, &world);
+    } = sandbox_outcome(&run, &namespace, &ctx, &mut new).await?;
+    // Decide: the status, and when to look again.
+    outcome.apply(&mut new, run.metadata.generation, crate::now());
+    let next = next_look(&run, &new, &outcome, recheck_after);
+    Ok(Pass::then(new, next))
+}
+
+/// A finished run's pass: its sandbox stopped when the operator ended it, and the run
+/// deleted once its time to live is over. The status is written first, so a run is never
+/// left unfinished without its sandbox: the sandbox of a run the operator ended goes in the
+/// pass after (also after a restart in between).
+async fn finished(
+    run: &AgentRun,
+    namespace: &str,
+    ctx: &Context,
+    old: AgentRunStatus,
+) -> Result<Pass<AgentRunStatus>> {
+    if let Some(sandbox) = stopped_sandbox(run, &old) {
+        stop_sandbox(run, namespace, ctx, &sandbox).await?;
+    }
+    let defaults = if agentic_core::workflow::is_stage_run(run) {
+        agentic_core::sandbox::TtlDefaults::default()
+    } else {
+        ctx.settings.run_defaults.ttl
+    };
+    let ttl = time_to_live(
+        old.phase,
+        old.completion_time.as_ref(),
+        run.spec.ttl_seconds_after_finished,
+        defaults,
+        &crate::now(),
+    );
+    let api = Api::<AgentRun>::namespaced(ctx.client.clone(), namespace);
+    let action = expire_finished(&api, run, KIND, ttl).await?;
+    Ok(Pass::then(old, action))
+}
+
+/// The run judged by its sandbox: the one it recorded (its end confirmed from the API
+/// server, never concluded from a cache), or the one created now; or why it cannot start.
+async fn sandbox_outcome(
+    run: &AgentRun,
+    namespace: &str,
+    ctx: &Context,
+    new: &mut AgentRunStatus,
+) -> Result<Enforced> {
+    if let Some(name) = new.sandbox_name.clone() {
+        let world = observe(run, namespace, ctx, new).await?;
+        let judged = judge(run, ctx, new, &world);
         if world.cached && judged.outcome.phase.is_finished() {
-            // Final: confirmed from the API server, never concluded from a cache.
-            let name = new.sandbox_name.clone().unwrap_or_default();
-            judge(
-                &run,
-                &ctx,
-                &new,
-                &read_sandbox(&ctx, &namespace, &name).await?,
-            )
-        } else {
-            judged
+            let world = read_sandbox(ctx, namespace, &name).await?;
+            return Ok(judge(run, ctx, new, &world));
         }
-    } else if run.spec.cancel == Some(true) {
-        Enforced {
+        return Ok(judged);
+    }
+    if run.spec.cancel == Some(true) {
+        return Ok(Enforced {
             outcome: cancelled(None),
             recheck_after: None,
-        }
-    } else {
-        match begin(&run, &namespace, &ctx, &mut new).await? {
-            Begun::Blocked(outcome) => Enforced {
-                outcome,
-                recheck_after: None,
-            },
-            // Judged from the sandbox just created (or found), exactly as the next pass
-            // judges it: the status is a function of the world, so that pass writes nothing.
-            Begun::Sandbox(world) => judge(&run, &ctx, &new, &world),
-        }
-    };
-    outcome.apply(&mut new, run.metadata.generation, crate::now());
+        });
+    }
+    Ok(match begin(run, namespace, ctx, new).await? {
+        Begun::Blocked(outcome) => Enforced {
+            outcome,
+            recheck_after: None,
+        },
+        // Judged from the sandbox just created (or found), exactly as the next pass
+        // judges it: the status is a function of the world, so that pass writes nothing.
+        Begun::Sandbox(world) => judge(run, ctx, new, &world),
+    })
+}
 
-    let next = if stopped_sandbox(&run, &new).is_some() {
+/// When to look at the run again without a watch event.
+fn next_look(
+    run: &AgentRun,
+    new: &AgentRunStatus,
+    outcome: &RunOutcome,
+    recheck_after: Option<std::time::Duration>,
+) -> Action {
+    if stopped_sandbox(run, new).is_some() {
         // Its sandbox goes in the next pass, right after the status is written.
         Action::requeue(std::time::Duration::ZERO)
     } else if outcome.reason == AgentRunReason::ObjectNameTaken {
@@ -292,8 +317,7 @@ pub async fn reconcile(
         Action::requeue(after + std::time::Duration::from_secs(1))
     } else {
         Action::await_change()
-    };
-    Ok(Pass::then(new, next))
+    }
 }
 
 /// The sandbox of a run the operator ended (cancelled, a deadline, a pod that cannot start),
@@ -405,6 +429,63 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
         }
     }
 
+    // Gather what the sandbox is built from, and decide it.
+    let References {
+        agent,
+        params,
+        gateway,
+        skills,
+    } = match read_references(run, namespace, ctx).await? {
+        Ok(references) => references,
+        Err(outcome) => return blocked(outcome),
+    };
+    let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
+    let inputs = match SandboxInputs::new(
+        run,
+        &agent,
+        &gateway,
+        skills,
+        delivery.mode,
+        params,
+        ctx.settings.skill_fetcher.as_ref(),
+    ) {
+        Ok(inputs) => inputs,
+        // The operator's configuration, not the run, is missing: restarted with the flag, it
+        // reconciles every run again and this one starts.
+        Err(e @ agentic_core::Error::OperatorImageNotSet { .. }) => {
+            return blocked(RunOutcome::pending(e.reason(), e.to_string()));
+        }
+        Err(e) => return blocked(RunOutcome::failed(e.reason(), e.to_string())),
+    };
+    if let Err(outcome) = check_file_mount_sources(run, namespace, ctx).await? {
+        return blocked(outcome);
+    }
+    // Apply: create the sandbox's objects, admitted under the caps.
+    let _admission = match admission(run, &agent, namespace, ctx).await? {
+        Ok(admission) => admission,
+        Err(queued) => return blocked(queued),
+    };
+    match create_sandbox_objects(ctx, namespace, &inputs, owner).await? {
+        Ok((pinned, world)) => Ok(Ok((name, pinned, world))),
+        Err(taken) => blocked(RunOutcome::name_taken(taken.kind, &taken.name)),
+    }
+}
+
+/// What a run names, read and checked: its Agent, its params resolved against the Agent's,
+/// the Gateway it uses and the skills it mounts (as the Agent pinned them).
+struct References {
+    agent: Agent,
+    params: agentic_core::params::RunParams,
+    gateway: Gateway,
+    skills: Vec<MountedSkill>,
+}
+
+/// Reads what the run names; or why the run cannot start (yet).
+async fn read_references(
+    run: &AgentRun,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<std::result::Result<References, RunOutcome>> {
     let agent_ref = &run.spec.agent_ref;
     let found = read_cached(ctx, namespace, agent_ref, |agent| {
         check_agent(agent_ref, Lookup::Found(agent)).is_ok()
@@ -413,54 +494,85 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
     let agent = match check_agent(&run.spec.agent_ref, lookup(&found)) {
         Ok(agent) => agent,
         Err(e) => {
-            return blocked(RunOutcome::pending(
-                e.reason(),
-                format!("spec.agentRef: {e}"),
-            ));
+            let outcome = RunOutcome::pending(e.reason(), format!("spec.agentRef: {e}"));
+            return Ok(Err(outcome));
         }
     };
-    let agent_status = agent.status.clone().unwrap_or_default();
-
     let params = match resolve_run(&agent.spec, &run.spec) {
         Ok(params) => params,
-        Err(e) => return blocked(RunOutcome::failed(e.reason(), format!("spec.params: {e}"))),
+        Err(e) => {
+            let outcome = RunOutcome::failed(e.reason(), format!("spec.params: {e}"));
+            return Ok(Err(outcome));
+        }
     };
+    let gateway = match read_gateway(run, agent, namespace, ctx).await? {
+        Ok(gateway) => gateway,
+        Err(outcome) => return Ok(Err(outcome)),
+    };
+    let skills = match read_skills(agent, namespace, ctx).await? {
+        Ok(skills) => skills,
+        Err(outcome) => return Ok(Err(outcome)),
+    };
+    Ok(Ok(References {
+        agent: agent.clone(),
+        params,
+        gateway,
+        skills,
+    }))
+}
+
+/// The Gateway the run uses: the one it names among its Agent's, or the Agent's first.
+async fn read_gateway(
+    run: &AgentRun,
+    agent: &Agent,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<std::result::Result<Gateway, RunOutcome>> {
     let gateway_name = match select_gateway(&agent.spec.gateways, run.spec.gateway.as_deref()) {
         Ok(name) => name,
-        Err(e) => return blocked(RunOutcome::failed(e.reason(), format!("spec.gateway: {e}"))),
+        Err(e) => {
+            let outcome = RunOutcome::failed(e.reason(), format!("spec.gateway: {e}"));
+            return Ok(Err(outcome));
+        }
     };
     let found = read_cached(ctx, namespace, &gateway_name, |gateway: &Gateway| {
         !agent.spec.gateways.is_empty()
             || is_ready(&gateway.status.clone().unwrap_or_default().conditions)
     })
     .await?;
-    let gateway = match lookup(&found) {
+    Ok(match lookup(&found) {
         // The Agent's Ready covers the gateways it lists, not one a run names itself.
         Lookup::Found(gateway)
             if agent.spec.gateways.is_empty()
                 && !is_ready(&gateway.status.clone().unwrap_or_default().conditions) =>
         {
-            return blocked(RunOutcome::pending(
+            Err(RunOutcome::pending(
                 ErrorReason::GatewayNotReady,
                 format!("Gateway {gateway_name:?} is not Ready"),
-            ));
+            ))
         }
-        Lookup::Found(gateway) => gateway,
-        Lookup::Missing => {
-            return blocked(RunOutcome::pending(
-                ErrorReason::GatewayNotFound,
-                format!("Gateway {gateway_name:?} not found"),
-            ));
-        }
+        Lookup::Found(gateway) => Ok(gateway.clone()),
+        Lookup::Missing => Err(RunOutcome::pending(
+            ErrorReason::GatewayNotFound,
+            format!("Gateway {gateway_name:?} not found"),
+        )),
         Lookup::Malformed(error) => {
             let e = agentic_core::Error::GatewayNotReady(vec![(
                 gateway_name.clone(),
                 malformed_detail(error),
             )]);
-            return blocked(RunOutcome::pending(e.reason(), e.to_string()));
+            Err(RunOutcome::pending(e.reason(), e.to_string()))
         }
-    };
+    })
+}
 
+/// The skills the Agent pinned, each checked against its SkillCard as it is now.
+async fn read_skills(
+    agent: &Agent,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<std::result::Result<Vec<MountedSkill>, RunOutcome>> {
+    let agent_status = agent.status.clone().unwrap_or_default();
     let mut skills = Vec::new();
     for pinned in &agent_status.skills {
         // A cluster-wide default skill's card lives in the default-skills namespace.
@@ -476,95 +588,86 @@ async fn create_sandbox(run: &AgentRun, namespace: &str, ctx: &Context) -> Resul
             Ok(skill) => skills.push(skill),
             // The Agent's status is behind its SkillCards; its next pass will catch up and
             // the watch on the Agent brings the run back.
-            Err(e) => return blocked(RunOutcome::pending(e.reason(), e.to_string())),
+            Err(e) => return Ok(Err(RunOutcome::pending(e.reason(), e.to_string()))),
         }
     }
+    Ok(Ok(skills))
+}
 
-    let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
-    let inputs = match SandboxInputs::new(
-        run,
-        agent,
-        gateway,
-        skills,
-        delivery.mode,
-        params,
-        ctx.settings.skill_fetcher.as_ref(),
-    ) {
-        Ok(inputs) => inputs,
-        // The operator's configuration, not the run, is missing: restarted with the flag, it
-        // reconciles every run again and this one starts.
-        Err(e @ agentic_core::Error::OperatorImageNotSet { .. }) => {
-            return blocked(RunOutcome::pending(e.reason(), e.to_string()));
-        }
-        Err(e) => return blocked(RunOutcome::failed(e.reason(), e.to_string())),
-    };
-    // Konveyor's order: a source that is missing (or unreadable) makes the run wait, one
-    // that lacks a key it projects fails it, before any object is created.
+/// Konveyor's order: a source that is missing (or unreadable) makes the run wait, one that
+/// lacks a key it projects fails it, before any object is created.
+async fn check_file_mount_sources(
+    run: &AgentRun,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<std::result::Result<(), RunOutcome>> {
     let sources = file_mount_source_keys(ctx, namespace, &run.spec.file_mounts).await?;
-    match file_mount_sources(namespace, &run.spec.file_mounts, |kind, name| {
-        sources
-            .get(&(kind.as_str(), name.to_string()))
-            .cloned()
-            .unwrap_or(SourceLookup::NotFound)
-    }) {
-        FileMountSources::Ready => {}
-        FileMountSources::Wait { reason, message } => {
-            return blocked(RunOutcome::pending(reason, message));
-        }
-        FileMountSources::Invalid(e) => {
-            return blocked(RunOutcome::failed(e.reason(), e.to_string()));
-        }
-    }
+    Ok(
+        match file_mount_sources(namespace, &run.spec.file_mounts, |kind, name| {
+            sources
+                .get(&(kind.as_str(), name.to_string()))
+                .cloned()
+                .unwrap_or(SourceLookup::NotFound)
+        }) {
+            FileMountSources::Ready => Ok(()),
+            FileMountSources::Wait { reason, message } => Err(RunOutcome::pending(reason, message)),
+            FileMountSources::Invalid(e) => Err(RunOutcome::failed(e.reason(), e.to_string())),
+        },
+    )
+}
+
+/// Admits the run under its Agent's and its namespace's caps, holding the lock its sandbox
+/// must be created under (none without a cap); or the run is queued.
+///
+/// Under a cap, a run counts the others and creates its sandbox under its Agent's lock
+/// (under a namespace cap every run of the namespace counts, so they share one lock): two
+/// runs reconciled at once cannot both take the last slot. Once its sandbox exists the run
+/// holds its slot, whatever its status says, so the status is written after the lock is
+/// gone. Without a cap, starts do not depend on each other and take no lock.
+async fn admission(
+    run: &AgentRun,
+    agent: &Agent,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<std::result::Result<Option<tokio::sync::OwnedMutexGuard<()>>, RunOutcome>> {
     let namespace_cap = ctx.settings.run_defaults.max_concurrent_runs_per_namespace;
-    // Under a cap, a run counts the others and creates its sandbox under its Agent's lock
-    // (under a namespace cap every run of the namespace counts, so they share one lock): two
-    // runs reconciled at once cannot both take the last slot. Once its sandbox exists the
-    // run holds its slot, whatever its status says, so the status is written after the lock
-    // is gone. Without a cap, starts do not depend on each other and take no lock.
-    let capped = agent.spec.max_concurrent_runs.is_some() || namespace_cap.is_some();
-    let _admission = if capped {
-        let scope = namespace_cap
-            .is_none()
-            .then_some(run.spec.agent_ref.as_str());
-        Some(ctx.kind_state::<Admissions>().admit(namespace, scope).await)
-    } else {
-        None
-    };
-    if capped {
-        // Read from the API server, not the watch cache: a run admitted a moment ago counts.
-        let mut runs: Vec<AgentRun> = list_readable(ctx, namespace).await?;
-        // A run whose sandbox exists holds a slot even when its status does not say so yet:
-        // the operator may have died between creating the sandbox and writing the status.
-        let holding = runs_with_sandboxes(ctx, namespace).await?;
-        for other in &mut runs {
-            if other.uid().is_some_and(|uid| holding.contains(&uid)) {
-                let name = sandbox_name(&other.name_any());
-                let status = other.status.get_or_insert_with(Default::default);
-                status.sandbox_name.get_or_insert(name);
-            }
-        }
-        // Nor is a run queued whose own sandbox exists: it is already running.
-        let already_started = run.uid().is_some_and(|uid| holding.contains(&uid));
-        if !already_started {
-            if let Err(queued) = admit(run, agent.spec.max_concurrent_runs, &runs) {
-                return blocked(queued);
-            }
-            if let Some(cap) = namespace_cap {
-                let agents: Vec<Agent> = list_readable(ctx, namespace).await?;
-                let caps = agents
-                    .into_iter()
-                    .map(|a| (a.name_any(), a.spec.max_concurrent_runs))
-                    .collect();
-                if let Err(queued) = admit_in_namespace(run, cap, &runs, &caps) {
-                    return blocked(queued);
-                }
-            }
+    if agent.spec.max_concurrent_runs.is_none() && namespace_cap.is_none() {
+        return Ok(Ok(None));
+    }
+    let scope = namespace_cap
+        .is_none()
+        .then_some(run.spec.agent_ref.as_str());
+    let admission = ctx.kind_state::<Admissions>().admit(namespace, scope).await;
+    // Read from the API server, not the watch cache: a run admitted a moment ago counts.
+    let mut runs: Vec<AgentRun> = list_readable(ctx, namespace).await?;
+    // A run whose sandbox exists holds a slot even when its status does not say so yet:
+    // the operator may have died between creating the sandbox and writing the status.
+    let holding = runs_with_sandboxes(ctx, namespace).await?;
+    for other in &mut runs {
+        if other.uid().is_some_and(|uid| holding.contains(&uid)) {
+            let name = sandbox_name(&other.name_any());
+            let status = other.status.get_or_insert_with(Default::default);
+            status.sandbox_name.get_or_insert(name);
         }
     }
-    match create_sandbox_objects(ctx, namespace, &inputs, owner).await? {
-        Ok((pinned, world)) => Ok(Ok((name, pinned, world))),
-        Err(taken) => blocked(RunOutcome::name_taken(taken.kind, &taken.name)),
+    // Nor is a run queued whose own sandbox exists: it is already running.
+    if run.uid().is_some_and(|uid| holding.contains(&uid)) {
+        return Ok(Ok(Some(admission)));
     }
+    if let Err(queued) = admit(run, agent.spec.max_concurrent_runs, &runs) {
+        return Ok(Err(queued));
+    }
+    if let Some(cap) = namespace_cap {
+        let agents: Vec<Agent> = list_readable(ctx, namespace).await?;
+        let caps = agents
+            .into_iter()
+            .map(|a| (a.name_any(), a.spec.max_concurrent_runs))
+            .collect();
+        if let Err(queued) = admit_in_namespace(run, cap, &runs, &caps) {
+            return Ok(Err(queued));
+        }
+    }
+    Ok(Ok(Some(admission)))
 }
 
 fn blocked(outcome: RunOutcome) -> Result<Created> {
