@@ -86,89 +86,145 @@ pub async fn reconcile(
 ) -> Result<Pass<AgentWorkflowRunStatus>> {
     let namespace = namespace_of(run.as_ref(), KIND)?;
     if old.phase.is_some_and(AgentRunPhase::is_finished) {
-        let ttl = time_to_live(
-            old.phase,
-            old.completion_time.as_ref(),
-            run.spec.ttl_seconds_after_finished,
-            ctx.settings.run_defaults.ttl,
-            &crate::now(),
-        );
-        let api = Api::<AgentWorkflowRun>::namespaced(ctx.client.clone(), &namespace);
-        let action = expire_finished(&api, run.as_ref(), KIND, ttl).await?;
-        return Ok(Pass::then(old, action));
+        return finished(&run, &namespace, &ctx, old).await;
     }
-
     let now = crate::now();
-    let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
-    let (new, retry) = if !started(&old) {
+    if !started(&old) {
+        // Gather the workflow; decide the run's stages from the snapshot taken of it.
         let found =
             read_reference::<AgentWorkflow>(&ctx.client, &namespace, &run.spec.workflow_ref)
                 .await?;
-        (start(&run, lookup(&found), &now).status, false)
-    } else {
-        let owner = owner_of(&run)?;
-        let observed = match current_stage(&old) {
-            Some(index) => {
-                let name = stage_run_name(&run.name_any(), &old.stages[index].name);
-                let guarded: Api<DeserializeGuard<AgentRun>> =
-                    Api::namespaced(ctx.client.clone(), &namespace);
-                guarded.get_opt(&name).await?
-            }
-            None => None,
-        };
-        let stage_run = match observed.as_ref().map(|g| &g.0) {
-            None => StageRun::Absent,
-            Some(Ok(agent_run)) if is_controlled_by(agent_run.meta(), &owner.uid) => {
-                StageRun::Ours(agent_run)
-            }
-            Some(Ok(_)) => StageRun::Foreign,
-            Some(Err(invalid)) if is_controlled_by(&invalid.metadata, &owner.uid) => {
-                // Our own stage run, which no longer deserializes: its controller raises a
-                // Warning on it, and the workflow waits until it is fixed (the watch on owned
-                // runs brings it back) rather than mistake it for someone else's.
-                tracing::warn!(
-                    namespace,
-                    name = %run.name_any(),
-                    error = %invalid.error,
-                    "the current stage's AgentRun does not match the schema; waiting"
-                );
-                return Ok(Pass::then(old, Action::await_change()));
-            }
-            Some(Err(_)) => StageRun::Foreign,
-        };
-        // The stage's Agent matters only when its run is to be created.
-        let agent: Read<Agent> = match (&stage_run, current_stage(&old)) {
-            (StageRun::Absent, Some(index)) if old.stages[index].agent_run_name.is_none() => {
-                let agent_ref = old.stages[index].agent_ref.clone().unwrap_or_default();
-                read_reference::<Agent>(&ctx.client, &namespace, &agent_ref).await?
-            }
-            _ => None,
-        };
-        let step = advance(&run, stage_run, lookup(&agent), owner.clone(), &now);
-        let mut status = step.status;
-        match step.action {
-            workflow::Action::None => {}
-            workflow::Action::Create {
-                run: agent_run,
-                dropped,
-            } => match create_owned(&runs, &agent_run, "AgentRun", &owner.uid).await? {
-                Ok(_) if !dropped.is_empty() => {
-                    filtered_event(&runs, &agent_run, &dropped, &ctx).await;
-                }
-                Ok(_) => {}
-                Err(_taken) => status = workflow::name_taken(status, &run, &now),
-            },
-            workflow::Action::Cancel(name) => cancel_stage_run(&runs, &name).await?,
-        }
-        (status, step.retry)
+        let status = start(&run, lookup(&found), &now).status;
+        return Ok(Pass::then(status, Action::await_change()));
+    }
+    // Gather: the current stage's AgentRun, and its Agent when that run is to be created.
+    let owner = owner_of(&run)?;
+    let observed = read_stage_run(&run, &old, &namespace, &ctx).await?;
+    let Some(stage_run) = stage_run_of(&run, observed.as_ref(), &owner.uid) else {
+        return Ok(Pass::then(old, Action::await_change()));
     };
-
+    let agent = read_stage_agent(&stage_run, &old, &namespace, &ctx).await?;
+    // Decide.
+    let workflow::Step {
+        status,
+        action,
+        retry,
+    } = advance(&run, stage_run, lookup(&agent), owner.clone(), &now);
+    // Apply.
+    let status = apply_step(&run, action, status, &owner.uid, &ctx, &now).await?;
     let next = if retry {
         Action::requeue(AGENT_RETRY)
     } else {
         Action::await_change()
     };
-    Ok(Pass::then(new, next))
+    Ok(Pass::then(status, next))
+}
+
+/// A finished workflow run's pass: deleted once its time to live is over.
+async fn finished(
+    run: &AgentWorkflowRun,
+    namespace: &str,
+    ctx: &Context,
+    old: AgentWorkflowRunStatus,
+) -> Result<Pass<AgentWorkflowRunStatus>> {
+    let ttl = time_to_live(
+        old.phase,
+        old.completion_time.as_ref(),
+        run.spec.ttl_seconds_after_finished,
+        ctx.settings.run_defaults.ttl,
+        &crate::now(),
+    );
+    let api = Api::<AgentWorkflowRun>::namespaced(ctx.client.clone(), namespace);
+    let action = expire_finished(&api, run, KIND, ttl).await?;
+    Ok(Pass::then(old, action))
+}
+
+/// The object under the current stage's AgentRun name, as read from the API server.
+async fn read_stage_run(
+    run: &AgentWorkflowRun,
+    status: &AgentWorkflowRunStatus,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<Option<DeserializeGuard<AgentRun>>> {
+    let Some(index) = current_stage(status) else {
+        return Ok(None);
+    };
+    let name = stage_run_name(&run.name_any(), &status.stages[index].name);
+    let guarded: Api<DeserializeGuard<AgentRun>> = Api::namespaced(ctx.client.clone(), namespace);
+    Ok(guarded.get_opt(&name).await?)
+}
+
+/// Whose the object under the stage run's name is; `None` for the workflow run's own stage
+/// run that no longer deserializes: its controller raises a Warning on it, and the workflow
+/// waits until it is fixed (the watch on owned runs brings it back) rather than mistake it
+/// for someone else's.
+fn stage_run_of<'a>(
+    run: &AgentWorkflowRun,
+    observed: Option<&'a DeserializeGuard<AgentRun>>,
+    owner_uid: &str,
+) -> Option<StageRun<'a>> {
+    Some(match observed.map(|g| &g.0) {
+        None => StageRun::Absent,
+        Some(Ok(agent_run)) if is_controlled_by(agent_run.meta(), owner_uid) => {
+            StageRun::Ours(agent_run)
+        }
+        Some(Ok(_)) => StageRun::Foreign,
+        Some(Err(invalid)) if is_controlled_by(&invalid.metadata, owner_uid) => {
+            tracing::warn!(
+                namespace = run.namespace().unwrap_or_default(),
+                name = %run.name_any(),
+                error = %invalid.error,
+                "the current stage's AgentRun does not match the schema; waiting"
+            );
+            return None;
+        }
+        Some(Err(_)) => StageRun::Foreign,
+    })
+}
+
+/// The current stage's Agent, read only when the stage's run is to be created.
+async fn read_stage_agent(
+    stage_run: &StageRun<'_>,
+    status: &AgentWorkflowRunStatus,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<Read<Agent>> {
+    Ok(match (stage_run, current_stage(status)) {
+        (StageRun::Absent, Some(index)) if status.stages[index].agent_run_name.is_none() => {
+            let agent_ref = status.stages[index].agent_ref.clone().unwrap_or_default();
+            read_reference::<Agent>(&ctx.client, namespace, &agent_ref).await?
+        }
+        _ => None,
+    })
+}
+
+/// Carries out what the step decided: the next stage's AgentRun created (a name taken by
+/// someone else fails the workflow run), or the current one cancelled.
+async fn apply_step(
+    run: &AgentWorkflowRun,
+    action: workflow::Action,
+    status: AgentWorkflowRunStatus,
+    owner_uid: &str,
+    ctx: &Context,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Result<AgentWorkflowRunStatus> {
+    let namespace = run.namespace().unwrap_or_default();
+    let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
+    match action {
+        workflow::Action::None => {}
+        workflow::Action::Create {
+            run: agent_run,
+            dropped,
+        } => match create_owned(&runs, &agent_run, "AgentRun", owner_uid).await? {
+            Ok(_) if !dropped.is_empty() => {
+                filtered_event(&runs, &agent_run, &dropped, ctx).await;
+            }
+            Ok(_) => {}
+            Err(_taken) => return Ok(workflow::name_taken(status, run, now)),
+        },
+        workflow::Action::Cancel(name) => cancel_stage_run(&runs, &name).await?,
+    }
+    Ok(status)
 }
 
 /// The workflow runs in `namespace` of the workflow `name` that have not started: the ones
