@@ -2,6 +2,7 @@
 //! call these functions, and apply what they return. Nothing here talks to a server, reads
 //! a clock or draws random numbers, so the same inputs always give byte-identical outputs.
 //!
+//! - [`agent`]: an Agent's status, from what it names as read.
 //! - [`applied`]: whether an apply would change an object as stored.
 //! - [`cards`]: a SkillCard's status and inline ConfigMap, from what reading its skill
 //!   came to.
@@ -29,6 +30,7 @@
 //!   documents (a test keeps the two in step). Errors carry their reason in
 //!   [`Error::reason`]; run outcomes in [`sandbox::RunOutcome::reason`].
 
+pub mod agent;
 pub mod applied;
 pub mod cards;
 pub mod collections;

@@ -4,20 +4,16 @@
 use std::sync::Arc;
 
 use agentic_api::{
-    Agent, AgentStatus, CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL, Gateway, SkillCard,
-    SkillCollection,
+    Agent, AgentStatus, CONDITION_READY, DEFAULT_SKILLS_LABEL, Gateway, SkillCard, SkillCollection,
 };
-use agentic_core::conditions::{Conditions, find_condition};
+use agentic_core::agent::{AgentInputs, decide_agent};
+use agentic_core::conditions::find_condition;
 use agentic_core::events::{StatusEvent, condition_events};
-use agentic_core::reasons::AgentReason;
 use agentic_core::skills::{
     CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT, CardRef,
-    DefaultCollection, DefaultScope, Lookup, ResolvedSkills, SkillDeliveryMode, apply_defaults,
-    collection_cards, gateway_configured, resolve_gateways, resolve_skill_delivery, resolve_skills,
-    rules_fit,
+    DefaultCollection, DefaultScope, Lookup, ResolvedSkills, collection_cards, resolve_skills,
 };
 use futures::future::BoxFuture;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
@@ -114,8 +110,20 @@ pub async fn reconcile(
     old: AgentStatus,
 ) -> Result<Pass<AgentStatus>> {
     let namespace = namespace_of(agent.as_ref(), KIND)?;
-    let references = dereference(&agent, &namespace, &ctx).await?;
-    let status = decide(&agent, references, old, &crate::now());
+    let References {
+        gateways,
+        skills,
+        defaults,
+    } = dereference(&agent, &namespace, &ctx).await?;
+    let inputs = AgentInputs {
+        gateways: gateways
+            .iter()
+            .map(|(name, gateway)| (name.as_str(), lookup(gateway)))
+            .collect(),
+        skills,
+        defaults: defaults.iter().map(default_collection).collect(),
+    };
+    let status = decide_agent(&agent, inputs, old, &crate::now());
     Ok(Pass::then(status, Action::await_change()))
 }
 
@@ -152,128 +160,19 @@ async fn dereference(agent: &Agent, namespace: &str, ctx: &Context) -> Result<Re
     })
 }
 
-/// The Agent's next status, from what it names: pure.
-fn decide(agent: &Agent, references: References, old: AgentStatus, now: &Time) -> AgentStatus {
-    let References {
-        gateways,
-        skills,
-        defaults,
-    } = references;
-    let gateway_refs: Vec<(&str, Lookup<Gateway>)> = gateways
-        .iter()
-        .map(|(n, g)| (n.as_str(), lookup(g)))
-        .collect();
-    let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
-    let generation = agent.metadata.generation;
-    let mut new = old;
-    new.observed_generation = generation;
-    new.delivery_mode = Some(delivery.mode.as_str().to_string());
-    let (skills, defaults) = match skills {
-        Ok(resolved) if agent.spec.default_skills != Some(false) => {
-            let defaults: Vec<DefaultCollection> = defaults
-                .iter()
-                .map(|d| DefaultCollection {
-                    namespace: &d.namespace,
-                    name: &d.name,
-                    scope: d.scope,
-                    collection: lookup(&d.collection),
-                    cards: d
-                        .cards
-                        .iter()
-                        .map(|(n, c)| (n.as_str(), lookup(c)))
-                        .collect(),
-                })
-                .collect();
-            let (merged, report) = apply_defaults(resolved, &defaults);
-            (Ok(merged), report.condition())
-        }
-        other => (other, None),
-    };
-    let mut rules = None;
-    let ready = match (skills, resolve_gateways(&gateway_refs)) {
-        (Ok(resolved), Ok(())) => {
-            let windows: Vec<i64> = gateway_refs
-                .iter()
-                .filter_map(|(_, g)| match g {
-                    Lookup::Found(g) => Some(g.spec.model.context_window),
-                    _ => None,
-                })
-                .collect();
-            rules = rules_fit(&resolved.rules, resolved.rule_body_bytes, &windows);
-            let message = format!(
-                "{} skill(s) and {} gateway(s) are ready",
-                resolved.skills.len(),
-                agent.spec.gateways.len()
-            );
-            new.skills = resolved.skills;
-            new.rules = resolved.rules;
-            (ConditionStatus::True, AgentReason::AgentReady, message)
-        }
-        (Err(e), _) | (Ok(_), Err(e)) => {
-            new.skills.clear();
-            new.rules.clear();
-            (ConditionStatus::False, e.reason().into(), e.to_string())
-        }
-    };
-    let truth = |holds: bool| {
-        if holds {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::False
-        }
-    };
-    let mut conditions =
-        Conditions::<AgentReason>::new(&mut new.conditions, generation, now.clone());
-    // Sets the condition `type_`, or removes it for `None`.
-    let mut put = |type_: &str, condition: Option<(ConditionStatus, AgentReason, &str)>| {
-        match condition {
-            Some((status, reason, message)) => conditions.set(type_, status, reason, message),
-            None => conditions.remove(type_),
-        };
-    };
-    put(CONDITION_READY, Some((ready.0, ready.1, &ready.2)));
-    let delivery_message = match &delivery.unknown {
-        Some(value) => delivery.fallback_message().unwrap_or_else(|| value.clone()),
-        None => format!("runs use skill delivery {}", delivery.mode.as_str()),
-    };
-    put(
-        CONDITION_SKILL_DELIVERY,
-        Some(match &delivery.unknown {
-            Some(_) => (
-                ConditionStatus::False,
-                AgentReason::UnknownSkillDelivery,
-                &delivery_message,
-            ),
-            None if delivery.mode == SkillDeliveryMode::Inject => (
-                ConditionStatus::True,
-                AgentReason::HarnessMayIgnoreInject,
-                agentic_core::skills::HARNESS_MAY_IGNORE_INJECT,
-            ),
-            None => (
-                ConditionStatus::True,
-                AgentReason::KnownSkillDelivery,
-                &delivery_message,
-            ),
-        }),
-    );
-    let (status, reason, message) = gateway_configured(&agent.spec.gateways);
-    put(
-        CONDITION_GATEWAY_CONFIGURED,
-        Some((status, reason, &message)),
-    );
-    put(
-        CONDITION_DEFAULT_SKILLS,
-        defaults
-            .as_ref()
-            .map(|(applied, reason, message)| (truth(*applied), *reason, message.as_str())),
-    );
-    put(
-        CONDITION_RULES_FIT_CONTEXT,
-        rules
-            .as_ref()
-            .map(|(fits, reason, message)| (truth(*fits), *reason, message.as_str())),
-    );
-    new
+/// A default-skills collection as `agentic-core` takes it, borrowed from what was read.
+fn default_collection(read: &ReadDefault) -> DefaultCollection<'_> {
+    DefaultCollection {
+        namespace: &read.namespace,
+        name: &read.name,
+        scope: read.scope,
+        collection: lookup(&read.collection),
+        cards: read
+            .cards
+            .iter()
+            .map(|(n, c)| (n.as_str(), lookup(c)))
+            .collect(),
+    }
 }
 
 /// Reads and resolves the Agent's skill set: its `spec.skillCards`, then the SkillCards of
