@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use agentic_api::{
     Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentWorkflow, AgentWorkflowRun,
-    AgentWorkflowRunStageStatus, AgentWorkflowRunStatus, CONDITION_READY, ConditionStatus,
-    RunParam,
+    AgentWorkflowRunStageStatus, AgentWorkflowRunStatus, AgentWorkflowStatus, CONDITION_READY,
+    ConditionStatus, RunParam,
 };
 use k8s_openapi::api::core::v1::EnvVar;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -41,9 +41,31 @@ pub const STAGE_LABEL: &str = "konveyor.io/stage";
 /// Where `guide` substitution failures point.
 const GUIDE_FIELD: &str = "AgentWorkflow spec.guide";
 
+/// An AgentWorkflow's next status: its `Ready` condition from its stages' Agents (`agents`:
+/// each stage's name, its `agentRef` and the lookup of that Agent, in stage order), its old
+/// status and the time.
+pub fn decide_workflow(
+    workflow: &AgentWorkflow,
+    agents: &[(&str, &str, Lookup<'_, Agent>)],
+    old: AgentWorkflowStatus,
+    now: Time,
+) -> AgentWorkflowStatus {
+    let (ready, reason, message) = workflow_readiness(workflow, agents);
+    let generation = workflow.metadata.generation;
+    let mut new = old;
+    new.observed_generation = generation;
+    Conditions::<AgentWorkflowReason>::new(&mut new.conditions, generation, now).set(
+        CONDITION_READY,
+        ready,
+        reason,
+        &message,
+    );
+    new
+}
+
 /// An AgentWorkflow's Ready condition: `(status, reason, message)`. `agents` holds each
 /// stage's name and the lookup of its Agent, in stage order.
-pub fn workflow_readiness(
+fn workflow_readiness(
     workflow: &AgentWorkflow,
     agents: &[(&str, &str, Lookup<'_, Agent>)],
 ) -> (ConditionStatus, AgentWorkflowReason, String) {

@@ -229,6 +229,24 @@ fn a_workflow_is_ready_when_every_stage_agent_is() {
 }
 
 #[test]
+fn a_workflow_status_records_its_generation_and_keeps_its_ready_time_when_nothing_changed() {
+    let mut wf = workflow(false);
+    wf.metadata.generation = Some(4);
+    let planner = agent("planner", &[], true);
+    let agents = [("plan", "planner", Lookup::Found(&planner))];
+    let at = |s| Time(Timestamp::from_second(s).expect("a time"));
+    let first = decide_workflow(&wf, &agents, AgentWorkflowStatus::default(), at(10));
+    assert_eq!(first.observed_generation, Some(4));
+    let ready = find_condition(&first.conditions, CONDITION_READY).expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "AllAgentsReady")
+    );
+    let again = decide_workflow(&wf, &agents, first.clone(), at(20));
+    assert_eq!(again, first);
+}
+
+#[test]
 fn a_workflow_with_bad_param_declarations_is_not_ready() {
     let mut wf = workflow(false);
     wf.spec.params.push(AgentParam {

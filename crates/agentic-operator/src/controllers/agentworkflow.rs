@@ -3,10 +3,8 @@
 use std::sync::Arc;
 
 use agentic_api::{Agent, AgentWorkflow, AgentWorkflowStatus, CONDITION_READY};
-use agentic_core::conditions::Conditions;
 use agentic_core::events::{StatusEvent, condition_events};
-use agentic_core::reasons::AgentWorkflowReason;
-use agentic_core::workflow::workflow_readiness;
+use agentic_core::workflow::decide_workflow;
 use futures::future::BoxFuture;
 use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
@@ -68,17 +66,7 @@ pub async fn reconcile(
         .iter()
         .map(|(stage, agent, read)| (*stage, *agent, lookup(read)))
         .collect();
-    let (ready, reason, message) = workflow_readiness(&workflow, &lookups);
-
-    let generation = workflow.metadata.generation;
-    let mut new = old;
-    new.observed_generation = generation;
-    Conditions::<AgentWorkflowReason>::new(&mut new.conditions, generation, crate::now()).set(
-        CONDITION_READY,
-        ready,
-        reason,
-        &message,
-    );
+    let new = decide_workflow(&workflow, &lookups, old, crate::now());
     Ok(Pass::then(new, Action::await_change()))
 }
 
