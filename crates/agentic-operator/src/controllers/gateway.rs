@@ -121,9 +121,23 @@ pub async fn reconcile(
     let namespace = namespace_of(gateway.as_ref(), KIND)?;
     let key = (namespace.clone(), gateway.name_any());
     let checks = ctx.kind_state::<Checks>();
+    // Gather: the credential Secret and, when a check is due, the endpoint's answer.
     let (finding, subject) = gather(&gateway, &ctx, &namespace, &checks, &old).await?;
+    // Decide, then apply: remember the check.
     let decision = check::decide(finding, &old, gateway.metadata.generation, crate::now());
-    match decision.memory {
+    remember(&checks, key, subject, decision.memory);
+    Ok(Pass::then(
+        decision.status,
+        decision
+            .recheck_after
+            .map_or_else(Action::await_change, Action::requeue),
+    ))
+}
+
+/// Keeps what the decision says about this check for the next pass: forget it (the
+/// Gateway's endpoint or Secret changed), keep the last one, or record this one.
+fn remember(checks: &Checks, key: (String, String), subject: Subject, memory: Memory) {
+    match memory {
         Memory::Forget => checks.forget(&key),
         Memory::Keep => {}
         Memory::Record {
@@ -139,12 +153,6 @@ pub async fn reconcile(
             },
         ),
     }
-    Ok(Pass::then(
-        decision.status,
-        decision
-            .recheck_after
-            .map_or_else(Action::await_change, Action::requeue),
-    ))
 }
 
 /// What the pass finds: the plan from the spec and the credential Secret, and when a check is
