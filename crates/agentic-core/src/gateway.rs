@@ -401,7 +401,7 @@ pub enum Observation {
 
 /// A condition to set: status, reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verdict {
+pub struct NextCondition {
     pub status: ConditionStatus,
     pub reason: GatewayReason,
     pub message: String,
@@ -411,9 +411,9 @@ pub struct Verdict {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checked {
     /// The `EndpointReachable` condition: the result of this check.
-    pub reachable: Verdict,
+    pub reachable: NextCondition,
     /// The `Ready` condition.
-    pub ready: Verdict,
+    pub ready: NextCondition,
     /// `status.connectionVerified`.
     pub connection_verified: bool,
     /// When to check again.
@@ -429,13 +429,13 @@ pub struct Checked {
 /// refused credential (401, 403) is no outage: the key was revoked or rotated at the
 /// provider, every run would fail, so Ready turns False at once.
 pub fn checked(url: &str, observation: Observation, verified_before: bool) -> Checked {
-    let failed = |reason, message: String| Verdict {
+    let failed = |reason, message: String| NextCondition {
         status: ConditionStatus::False,
         reason,
         message,
     };
     let reachable = match observation {
-        Observation::Status(code) if (200..300).contains(&code) => Verdict {
+        Observation::Status(code) if (200..300).contains(&code) => NextCondition {
             status: ConditionStatus::True,
             reason: GatewayReason::ConnectionVerified,
             message: format!("GET {url} answered {code} with the credential"),
@@ -476,7 +476,7 @@ pub fn checked(url: &str, observation: Observation, verified_before: bool) -> Ch
     let ready = if succeeded || !connection_verified {
         reachable.clone()
     } else {
-        Verdict {
+        NextCondition {
             status: ConditionStatus::True,
             reason: GatewayReason::ConnectionVerified,
             message: format!(
