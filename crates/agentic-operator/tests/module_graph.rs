@@ -1,0 +1,246 @@
+//! The crate's modules depend on each other without a cycle: each kind's module
+//! (`controllers::<kind>`) and each module at the crate's root is a node, and a path to
+//! another module (`crate::…`, `super::…`, `self::…`) in its code (not its comments or its
+//! tests) is an edge. Read from the source text: the compiler allows such cycles, so only a
+//! test keeps the layering that `docs/architecture.md` draws.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The module path of a source file (`controllers/agentrun/sweep.rs`: `controllers::agentrun::sweep`).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).expect("a file under src");
+    let mut parts: Vec<String> = relative
+        .with_extension("")
+        .iter()
+        .map(|part| part.to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The node a module belongs to: a kind's module under `controllers`, else the module at the
+/// crate's root (`controllers` itself for its own file).
+fn node_of(module: &[String]) -> String {
+    match module {
+        [] => "crate".to_string(),
+        [first, second, ..] if first == "controllers" => format!("controllers::{second}"),
+        [first, ..] => first.clone(),
+    }
+}
+
+/// Test-only files: the fakes, the scenarios and unit tests.
+fn is_test_only(module: &[String]) -> bool {
+    module.iter().any(|part| {
+        matches!(
+            part.as_str(),
+            "tests" | "scenarios" | "scenario" | "fake_api" | "fake_registry"
+        )
+    })
+}
+
+/// The code of a file: its comments and its trailing `#[cfg(test)]` module left out.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests {") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    text.lines()
+        .map(|line| match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path in `code` that starts at `crate`, `super` or `self`, with `use` groups
+/// (`super::{a, b::c}`) expanded: the segments of each.
+fn paths_in(code: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let bytes = code.as_bytes();
+    for root in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(found) = code[from..].find(root) {
+            let start = from + found;
+            from = start + root.len();
+            let preceded_by_ident = start > 0
+                && (bytes[start - 1].is_ascii_alphanumeric()
+                    || bytes[start - 1] == b'_'
+                    || bytes[start - 1] == b':');
+            // `pub(in crate::controllers)` is a visibility, not a dependency.
+            if preceded_by_ident || code[..start].ends_with("(in ") {
+                continue;
+            }
+            let rest = &code[start..];
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(rest.len());
+            let prefix: Vec<String> = rest[..end]
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect();
+            if rest[end..].starts_with('{') {
+                let group = &rest[end + 1..rest[end..].find('}').map_or(rest.len(), |c| end + c)];
+                for item in group.split(',') {
+                    let mut path = prefix.clone();
+                    path.extend(
+                        item.trim()
+                            .split("::")
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_string),
+                    );
+                    paths.push(path);
+                }
+            } else {
+                paths.push(prefix);
+            }
+        }
+    }
+    paths
+}
+
+/// Whether `code` names `child::…` bare, not as the tail of a longer path.
+fn names_bare(code: &str, child: &str) -> bool {
+    let needle = format!("{child}::");
+    code.match_indices(&needle).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+    })
+}
+
+/// The module a path names: as many of its leading segments as are modules.
+fn target_of(path: &[String], module: &[String], modules: &BTreeSet<Vec<String>>) -> Vec<String> {
+    let (mut base, rest): (Vec<String>, &[String]) = match path.first().map(String::as_str) {
+        Some("crate") => (Vec::new(), &path[1..]),
+        Some("self") => (module.to_vec(), &path[1..]),
+        Some("super") => {
+            let mut base = module.to_vec();
+            let mut rest = path;
+            while rest.first().map(String::as_str) == Some("super") {
+                base.pop();
+                rest = &rest[1..];
+            }
+            // In `foo.rs` and `foo/mod.rs` alike, `super` is `foo`'s parent.
+            (base, rest)
+        }
+        _ => return module.to_vec(),
+    };
+    for segment in rest {
+        let mut next = base.clone();
+        next.push(segment.clone());
+        if !modules.contains(&next) {
+            break;
+        }
+        base = next;
+    }
+    base
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("a readable source directory") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The edges between nodes, from the code of every module that is not a test's.
+fn edges() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(&src, file);
+        if is_test_only(&module) {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("a readable source file");
+        let code = code_of(&text);
+        let from = node_of(&module);
+        let named = paths_in(&code)
+            .into_iter()
+            .map(|path| target_of(&path, &module, &modules));
+        // A module names its own child modules bare (`agentrun::controller`).
+        let children = modules
+            .iter()
+            .filter(|child| child.len() == module.len() + 1 && child.starts_with(&module))
+            .filter(|child| names_bare(&code, &child[module.len()]))
+            .cloned();
+        for target in named.chain(children) {
+            let to = node_of(&target);
+            if to != from && to != "crate" {
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    edges
+}
+
+/// A cycle through the edges, if there is one: its nodes in order, the first repeated last.
+fn a_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|node| visit(node, edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_modules_of_the_operator_depend_on_each_other_without_a_cycle() {
+    let edges = edges();
+    // The reading itself is checked: it sees the layers the architecture draws.
+    let wiring = &edges["controllers"];
+    assert!(wiring.contains("controllers::agentrun"), "{edges:#?}");
+    assert!(edges["controllers::agentrun"].contains("controllers::pipeline"));
+    assert!(edges["controllers::watches"].contains("controllers::pipeline"));
+    assert!(edges["context"].contains("caches"));
+    assert_eq!(a_cycle(&edges), None, "{edges:#?}");
+}
+
+#[test]
+fn a_cycle_is_found_when_there_is_one() {
+    let edges = BTreeMap::from([
+        ("a".to_string(), BTreeSet::from(["b".to_string()])),
+        ("b".to_string(), BTreeSet::from(["c".to_string()])),
+        ("c".to_string(), BTreeSet::from(["a".to_string()])),
+    ]);
+    assert_eq!(
+        a_cycle(&edges),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+}
