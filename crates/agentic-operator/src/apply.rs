@@ -1,9 +1,12 @@
 //! Server-side apply with the operator's single field manager.
 
+use agentic_api::AgentRunPhase;
 use agentic_core::owners::is_controlled_by;
+use agentic_core::sandbox::{TtlDefaults, time_to_live};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -168,22 +171,40 @@ fn holds<K: serde::Serialize>(existing: &K, desired: &K) -> bool {
     }
 }
 
-/// What a pass over `object`, a finished run (of `kind`), does with its time to live `left`
-/// (`None`: kept for good): deletes it once the time is over, else looks again a second
-/// after it runs out. What the run owns goes with it. The UID precondition spares a new
-/// object of the same name, and one already gone is not an error.
-pub async fn expire_finished<K>(
-    api: &Api<K>,
+/// A kind whose objects are deleted some time after they finish: AgentRuns and
+/// AgentWorkflowRuns.
+pub trait Expiring:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Debug
+{
+    type Status;
+    /// `spec.ttlSecondsAfterFinished`.
+    fn ttl_seconds_after_finished(&self) -> Option<i32>;
+    /// The phase and the completion time `status` records.
+    fn finished(status: &Self::Status) -> (Option<AgentRunPhase>, Option<&Time>);
+}
+
+/// What a pass over `object`, a finished run of `kind` in `namespace` whose status is
+/// `status`, does with its time to live (its own, or the operator's `defaults`): deletes it
+/// once the time is over, else looks again a second after it runs out (never, when it is
+/// kept for good). What the run owns goes with it. The UID precondition spares a new object
+/// of the same name, and one already gone is not an error.
+pub async fn expire_finished<K: Expiring>(
+    client: &Client,
+    namespace: &str,
     object: &K,
     kind: &'static str,
-    left: Option<std::time::Duration>,
-) -> Result<Action>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    match left {
+    status: &K::Status,
+    defaults: TtlDefaults,
+) -> Result<Action> {
+    let (phase, completion_time) = K::finished(status);
+    let ttl = object.ttl_seconds_after_finished();
+    match time_to_live(phase, completion_time, ttl, defaults, &crate::now()) {
         Some(left) if left.is_zero() => {
-            delete_expired(api, object, kind).await?;
+            let api: Api<K> = Api::namespaced(client.clone(), namespace);
+            delete_expired(&api, object, kind).await?;
             Ok(Action::await_change())
         }
         // A second of slack so the pass lands after the time runs out.

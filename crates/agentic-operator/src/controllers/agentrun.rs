@@ -24,7 +24,7 @@ use agentic_core::sandbox::{
     RunOutcome, SANDBOX_KIND, SandboxInputs, SourceLookup, admit, admit_in_namespace,
     build_acp_secret, build_acp_service, build_pod, build_sandbox, cancelled, end_revoked, enforce,
     file_mount_source, file_mount_sources, run_events, run_outcome, startup_deadline,
-    stops_sandbox, time_to_live,
+    stops_sandbox,
 };
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -42,7 +42,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{guard_ref, lookup, namespace_of, read_cached, relate, related};
 use super::watches::{Stop, Watches};
-use crate::apply::{NAME_TAKEN_RETRY, NameTaken, create_owned, expire_finished};
+use crate::apply::{Expiring, NAME_TAKEN_RETRY, NameTaken, create_owned, expire_finished};
 use crate::caches::{Guarded, SandboxPod, listed, valid};
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
@@ -241,16 +241,20 @@ async fn finished(
     } else {
         ctx.settings.run_defaults.ttl
     };
-    let ttl = time_to_live(
-        old.phase,
-        old.completion_time.as_ref(),
-        run.spec.ttl_seconds_after_finished,
-        defaults,
-        &crate::now(),
-    );
-    let api = Api::<AgentRun>::namespaced(ctx.client.clone(), namespace);
-    let action = expire_finished(&api, run, KIND, ttl).await?;
+    let action = expire_finished(&ctx.client, namespace, run, KIND, &old, defaults).await?;
     Ok(Pass::then(old, action))
+}
+
+impl Expiring for AgentRun {
+    type Status = AgentRunStatus;
+
+    fn ttl_seconds_after_finished(&self) -> Option<i32> {
+        self.spec.ttl_seconds_after_finished
+    }
+
+    fn finished(status: &AgentRunStatus) -> (Option<AgentRunPhase>, Option<&Time>) {
+        (status.phase, status.completion_time.as_ref())
+    }
 }
 
 /// The run judged by its sandbox: the one it recorded (its end confirmed from the API

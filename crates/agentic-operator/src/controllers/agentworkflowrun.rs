@@ -17,12 +17,11 @@ use agentic_api::{
 use agentic_core::events::StatusEvent;
 use agentic_core::owners::is_controlled_by;
 use agentic_core::reasons::EventReason;
-use agentic_core::sandbox::time_to_live;
 use agentic_core::workflow::{
     self, StageRun, advance, current_stage, stage_run_name, start, started, workflow_run_events,
 };
 use futures::future::BoxFuture;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
@@ -33,7 +32,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{Read, lookup, namespace_of, read_reference, relate};
 use super::watches::{Stop, Watches};
-use crate::apply::{create_owned, expire_finished};
+use crate::apply::{Expiring, create_owned, expire_finished};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -127,16 +126,21 @@ async fn finished(
     ctx: &Context,
     old: AgentWorkflowRunStatus,
 ) -> Result<Pass<AgentWorkflowRunStatus>> {
-    let ttl = time_to_live(
-        old.phase,
-        old.completion_time.as_ref(),
-        run.spec.ttl_seconds_after_finished,
-        ctx.settings.run_defaults.ttl,
-        &crate::now(),
-    );
-    let api = Api::<AgentWorkflowRun>::namespaced(ctx.client.clone(), namespace);
-    let action = expire_finished(&api, run, KIND, ttl).await?;
+    let defaults = ctx.settings.run_defaults.ttl;
+    let action = expire_finished(&ctx.client, namespace, run, KIND, &old, defaults).await?;
     Ok(Pass::then(old, action))
+}
+
+impl Expiring for AgentWorkflowRun {
+    type Status = AgentWorkflowRunStatus;
+
+    fn ttl_seconds_after_finished(&self) -> Option<i32> {
+        self.spec.ttl_seconds_after_finished
+    }
+
+    fn finished(status: &AgentWorkflowRunStatus) -> (Option<AgentRunPhase>, Option<&Time>) {
+        (status.phase, status.completion_time.as_ref())
+    }
 }
 
 /// The object under the current stage's AgentRun name, as read from the API server.
@@ -206,7 +210,7 @@ async fn apply_step(
     status: AgentWorkflowRunStatus,
     owner_uid: &str,
     ctx: &Context,
-    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    now: &Time,
 ) -> Result<AgentWorkflowRunStatus> {
     let namespace = run.namespace().unwrap_or_default();
     let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
