@@ -68,3 +68,22 @@ async fn a_run_of_a_missing_workflow_starts_nothing() {
         "{conditions:?}"
     );
 }
+
+#[test]
+fn a_changed_workflow_brings_back_only_its_runs_that_have_not_started() {
+    let waiting = workflow_run();
+    let started: AgentWorkflowRun = object(json!({
+        "metadata": {"name": "started"},
+        "spec": {"workflowRef": "flow"},
+        "status": {"stages": [{"name": "plan", "agentRef": "plan", "phase": "Running"}]},
+    }));
+    let other: AgentWorkflowRun = object(json!({
+        "metadata": {"name": "other"},
+        "spec": {"workflowRef": "release"},
+    }));
+    let picked = super::runs_waiting_on_workflow([&waiting, &started, &other], NS, "flow");
+    assert_eq!(
+        picked,
+        [kube::runtime::reflector::ObjectRef::new("nightly").within(NS)]
+    );
+}

@@ -133,3 +133,20 @@ async fn a_changed_secret_is_checked_again_at_once() {
         ("True".into(), "ConnectionVerified".into())
     );
 }
+
+#[test]
+fn a_changed_secret_brings_back_the_gateways_of_its_namespace_that_use_it() {
+    let using = gateway("http://llm.test");
+    let mut other_key = gateway("http://llm.test");
+    other_key.metadata.name = Some("other".into());
+    if let Some(credential) = other_key.spec.credential_ref.as_mut() {
+        credential.secret_name = "other-key".into();
+    }
+    let mut elsewhere = gateway("http://llm.test");
+    elsewhere.metadata.namespace = Some("elsewhere".into());
+    let picked = super::gateways_using_secret([&using, &other_key, &elsewhere], NS, "llm-key");
+    assert_eq!(
+        picked,
+        [kube::runtime::reflector::ObjectRef::new("llm").within(NS)]
+    );
+}

@@ -197,3 +197,26 @@ async fn a_settled_collection_writes_nothing() {
         ["docs-xlsx", "pdf"]
     );
 }
+
+#[test]
+fn a_changed_card_brings_back_the_collections_that_control_or_name_it() {
+    let naming = collection(&["pdf"]);
+    let mut controlling = collection(&[]);
+    controlling.metadata.name = Some("generated".into());
+    let mut card = inline_card("pdf", "pdf-tools");
+    card.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "SkillCollection",
+            "name": "generated", "uid": "uid-gen", "controller": true,
+        }))
+        .expect("an owner reference"),
+    ]);
+    let mut unrelated = collection(&["xlsx"]);
+    unrelated.metadata.name = Some("sheets".into());
+    let mut elsewhere = collection(&["pdf"]);
+    elsewhere.metadata.namespace = Some("elsewhere".into());
+    let picked =
+        super::collections_of_card([&naming, &controlling, &unrelated, &elsewhere], NS, &card);
+    let names: Vec<_> = picked.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["docs", "generated"]);
+}
