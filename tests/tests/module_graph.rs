@@ -143,22 +143,14 @@ fn target_of(path: &[String], module: &[String], modules: &BTreeSet<Vec<String>>
     base
 }
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("a readable source directory") {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// The edges between nodes, from the code of every module that is not a test's.
 fn edges() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/agentic-operator/src");
+    let files: Vec<PathBuf> = agentic_integration_tests::files_below(&src)
+        .into_iter()
+        .filter(|file| file.extension().is_some_and(|e| e == "rs"))
+        .map(|file| src.join(file))
+        .collect();
     let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in &files {
