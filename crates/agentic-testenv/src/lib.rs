@@ -24,6 +24,7 @@ mod net;
 mod node;
 mod pki;
 mod registry;
+pub mod signing;
 mod supervisor;
 
 use std::future::Future;
