@@ -6,8 +6,7 @@
 //! only this test's repositories (their URLs carry its git server's port) and is deleted at
 //! the end.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use agentic_api::{
     ClusterSkillTrustPolicy, ClusterSkillTrustPolicySpec, GitSigners, KeySource, Revocations,
@@ -15,7 +14,8 @@ use agentic_api::{
 };
 use agentic_integration_tests::{Operator, apply, condition, env, has_condition, meta, wait_for};
 use agentic_operator::context::SandboxBackend;
-use agentic_testenv::{CommitSigning, GitFile, GitServer};
+use agentic_testenv::signing::{SigningKeys, ssh_signing};
+use agentic_testenv::{GitFile, GitServer};
 use kube::Api;
 use kube::api::DeleteParams;
 
@@ -38,125 +38,12 @@ fn skill_md(name: &str) -> GitFile {
     )
 }
 
-fn run(command: &mut Command) -> Vec<u8> {
-    let out = command.output().expect("the tool runs");
-    assert!(
-        out.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// Signing keys made for this test, in a scratch directory: SSH keys and a GPG home whose
-/// agent is stopped on drop.
-struct Keys {
-    dir: tempfile::TempDir,
-}
-
-impl Keys {
-    fn new() -> Keys {
-        let keys = Keys {
-            dir: tempfile::tempdir().expect("a scratch directory"),
-        };
-        std::fs::create_dir(keys.gnupg_home()).expect("a GNUPGHOME");
-        std::fs::set_permissions(
-            keys.gnupg_home(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )
-        .expect("GNUPGHOME private");
-        keys
-    }
-
-    fn gnupg_home(&self) -> PathBuf {
-        self.dir.path().join("gnupg")
-    }
-
-    /// A new Ed25519 SSH key: the private key's path.
-    fn ssh_key(&self, name: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        run(Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-            .arg(&path));
-        path
-    }
-
-    /// `git commit -S` with `gpg.format=ssh` and `key`.
-    fn ssh_signing(key: &Path) -> CommitSigning {
-        CommitSigning {
-            config: vec![
-                ("gpg.format".into(), "ssh".into()),
-                ("user.signingkey".into(), key.display().to_string()),
-            ],
-            env: Vec::new(),
-        }
-    }
-
-    fn gpg(&self, args: &[&str]) -> Vec<u8> {
-        run(Command::new("gpg")
-            .env("GNUPGHOME", self.gnupg_home())
-            .args([
-                "--batch",
-                "--yes",
-                "--pinentry-mode",
-                "loopback",
-                "--passphrase",
-                "",
-            ])
-            .args(args))
-    }
-
-    /// A new GPG key for `user` that signs with its primary key: its fingerprint.
-    fn gpg_key(&self, user: &str) -> String {
-        self.gpg(&["--quick-gen-key", user, "ed25519", "sign", "never"]);
-        let listing = self.gpg(&["--with-colons", "--list-keys", user]);
-        String::from_utf8_lossy(&listing)
-            .lines()
-            .find(|line| line.starts_with("fpr:"))
-            .and_then(|line| line.split(':').nth(9))
-            .expect("a fingerprint")
-            .to_string()
-    }
-
-    /// `git commit -S` with GPG (git's default format) and the key `fingerprint`.
-    fn gpg_signing(&self, fingerprint: &str) -> CommitSigning {
-        CommitSigning {
-            config: vec![
-                ("gpg.format".into(), "openpgp".into()),
-                ("user.signingkey".into(), fingerprint.to_string()),
-            ],
-            env: vec![("GNUPGHOME".into(), self.gnupg_home().into_os_string())],
-        }
-    }
-}
-
-impl Drop for Keys {
-    fn drop(&mut self) {
-        let _ = Command::new("gpgconf")
-            .env("GNUPGHOME", self.gnupg_home())
-            .args(["--kill", "gpg-agent"])
-            .output();
-    }
-}
-
 fn public_line(key: &Path) -> String {
-    std::fs::read_to_string(key.with_extension("pub"))
-        .expect("the public key")
-        .split_whitespace()
-        .take(2)
-        .collect::<Vec<_>>()
-        .join(" ")
+    agentic_testenv::signing::ssh_public_line(key).expect("the public key")
 }
 
 fn ssh_fingerprint(key: &Path) -> String {
-    let out = run(Command::new("ssh-keygen")
-        .args(["-l", "-E", "sha256", "-f"])
-        .arg(key.with_extension("pub")));
-    String::from_utf8_lossy(&out)
-        .split_whitespace()
-        .nth(1)
-        .expect("a fingerprint")
-        .to_string()
+    agentic_testenv::signing::ssh_fingerprint(key).expect("a fingerprint")
 }
 
 fn inline(text: String) -> KeySource {
@@ -175,19 +62,21 @@ fn conditions_are(card: &SkillCard, ready: (&str, &str), verified: (&str, &str))
 
 #[tokio::test]
 async fn signed_commits_are_verified_and_unsigned_or_foreign_ones_are_not_ready() {
-    let keys = Keys::new();
-    let dev = keys.ssh_key("dev");
-    let stranger = keys.ssh_key("stranger");
-    let gpg_dev = keys.gpg_key("Dev <dev@example.com>");
-    let armored = String::from_utf8(keys.gpg(&["--armor", "--export", &gpg_dev])).expect("armor");
+    let keys = SigningKeys::new().expect("a directory for signing keys");
+    let dev = keys.ssh_key("dev", "ed25519").expect("an SSH key");
+    let stranger = keys.ssh_key("stranger", "ed25519").expect("an SSH key");
+    let gpg_dev = keys
+        .gpg_key("Dev <dev@example.com>", "never")
+        .expect("a GPG key");
+    let armored = keys.gpg_export(&gpg_dev).expect("gpg exports it");
 
     let server = GitServer::start().await.expect("git server");
     let mut commits = Vec::new();
     for (repo, signing) in [
-        ("ssh.git", Some(Keys::ssh_signing(&dev))),
+        ("ssh.git", Some(ssh_signing(&dev))),
         ("gpg.git", Some(keys.gpg_signing(&gpg_dev))),
         ("unsigned.git", None),
-        ("stranger.git", Some(Keys::ssh_signing(&stranger))),
+        ("stranger.git", Some(ssh_signing(&stranger))),
     ] {
         server.create_repo(repo).expect("a repository");
         let files = [("SKILL.md", skill_md("demo"))];

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
+use agentic_testenv::CommitSigning;
+use agentic_testenv::signing::{SigningKeys, ssh_fingerprint, ssh_public_line, ssh_signing};
 use agentic_trust::{AllowedSigners, CommitSigners, CommitVerdict, GpgKeys, verify_commit};
 
 /// `verify_commit` with SSH signers only, now.
@@ -13,22 +15,21 @@ fn verify(raw: &[u8], allowed: &AllowedSigners) -> CommitVerdict {
     verify_commit(raw, &allowed.clone().into(), SystemTime::now())
 }
 
+/// A work tree, with the signing keys its commits are signed with.
 struct Repo {
     dir: tempfile::TempDir,
+    keys: SigningKeys,
 }
 
 impl Repo {
     fn new() -> Repo {
         let repo = Repo {
             dir: tempfile::tempdir().expect("a scratch directory"),
+            keys: SigningKeys::new().expect("a directory for signing keys"),
         };
         std::fs::create_dir_all(repo.work()).expect("a work tree");
         repo.git(&["init", "--quiet", "--initial-branch=main"]);
         repo
-    }
-
-    fn gnupg_home(&self) -> PathBuf {
-        self.dir.path().join("gnupg")
     }
 
     fn work(&self) -> PathBuf {
@@ -40,7 +41,7 @@ impl Repo {
         command
             .current_dir(self.work())
             .env("HOME", self.dir.path())
-            .env("GNUPGHOME", self.gnupg_home())
+            .env("GNUPGHOME", self.keys.gnupg_home())
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_NAME", "Dev")
             .env("GIT_AUTHOR_EMAIL", "dev@example.com")
@@ -52,7 +53,21 @@ impl Repo {
     }
 
     fn git(&self, args: &[&str]) -> Vec<u8> {
-        let out = self.git_command().args(args).output().expect("git runs");
+        self.git_signed(args, None)
+    }
+
+    /// `git` with `signing`'s settings before `args` and its environment.
+    fn git_signed(&self, args: &[&str], signing: Option<&CommitSigning>) -> Vec<u8> {
+        let mut command = self.git_command();
+        if let Some(signing) = signing {
+            for (key, value) in &signing.config {
+                command.arg("-c").arg(format!("{key}={value}"));
+            }
+            for (key, value) in &signing.env {
+                command.env(key, value);
+            }
+        }
+        let out = command.args(args).output().expect("git runs");
         assert!(
             out.status.success(),
             "git {args:?}: {}",
@@ -63,53 +78,29 @@ impl Repo {
 
     /// A new SSH key pair of `kind` (`ed25519`, `ecdsa`): the private key's path.
     fn key(&self, name: &str, kind: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        let out = Command::new("ssh-keygen")
-            .args(["-q", "-t", kind, "-N", "", "-C", name, "-f"])
-            .arg(&path)
-            .output()
-            .expect("ssh-keygen runs");
-        assert!(
-            out.status.success(),
-            "ssh-keygen: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        path
+        self.keys.ssh_key(name, kind).expect("an SSH key")
     }
 
-    /// Commits (empty) with `message`, signed with `key` when given; the raw commit object.
+    /// Commits (empty) with `message`, signed with the SSH key `key` when given; the raw
+    /// commit object.
     fn commit(&self, message: &str, key: Option<&Path>) -> Vec<u8> {
-        let mut args = vec!["commit", "--quiet", "--allow-empty", "-m", message];
-        let signing;
-        if let Some(key) = key {
-            signing = format!("user.signingkey={}", key.display());
-            args = [
-                vec!["-c", "gpg.format=ssh", "-c", signing.as_str()],
-                args,
-                vec!["-S"],
-            ]
-            .concat();
-        }
-        self.git(&args);
-        self.git(&["cat-file", "commit", "HEAD"])
+        self.commit_signed(message, key.map(ssh_signing).as_ref())
     }
 
     /// Commits (empty) with `message`, GPG-signed with the key (or subkey, with a `!`)
     /// `signing_key`; the raw commit object.
     fn gpg_commit(&self, message: &str, signing_key: &str) -> Vec<u8> {
-        let signing = format!("user.signingkey={signing_key}");
-        self.git(&[
-            "-c",
-            "gpg.format=openpgp",
-            "-c",
-            &signing,
-            "commit",
-            "--quiet",
-            "--allow-empty",
-            "-S",
-            "-m",
-            message,
-        ]);
+        self.commit_signed(message, Some(&self.keys.gpg_signing(signing_key)))
+    }
+
+    /// Commits (empty) with `message`, signed as `signing` says when given; the raw commit
+    /// object.
+    fn commit_signed(&self, message: &str, signing: Option<&CommitSigning>) -> Vec<u8> {
+        let mut args = vec!["commit", "--quiet", "--allow-empty", "-m", message];
+        if signing.is_some() {
+            args.push("-S");
+        }
+        self.git_signed(&args, signing);
         self.git(&["cat-file", "commit", "HEAD"])
     }
 
@@ -136,25 +127,11 @@ impl Repo {
 }
 
 fn public(key: &Path) -> String {
-    std::fs::read_to_string(key.with_extension("pub"))
-        .expect("the public key")
-        .split_whitespace()
-        .take(2)
-        .collect::<Vec<_>>()
-        .join(" ")
+    ssh_public_line(key).expect("the public key")
 }
 
 fn fingerprint(key: &Path) -> String {
-    let out = Command::new("ssh-keygen")
-        .args(["-l", "-E", "sha256", "-f"])
-        .arg(key.with_extension("pub"))
-        .output()
-        .expect("ssh-keygen runs");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .nth(1)
-        .expect("a fingerprint")
-        .to_string()
+    ssh_fingerprint(key).expect("a fingerprint")
 }
 
 fn expect_invalid(verdict: CommitVerdict, expected: &str) {
@@ -260,77 +237,36 @@ fn a_bad_allowed_signers_line_is_named() {
     assert!(text.starts_with("policy/keys, line 3:"), "{text}");
 }
 
-/// gpg with the repository's scratch GNUPGHOME; its agent is stopped on drop.
+/// The GPG side of a [`Repo`]'s signing keys.
 struct Gpg<'r> {
-    repo: &'r Repo,
+    keys: &'r SigningKeys,
 }
 
 impl Gpg<'_> {
     fn new(repo: &Repo) -> Gpg<'_> {
-        let home = repo.gnupg_home();
-        std::fs::create_dir_all(&home).expect("a GNUPGHOME");
-        std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .expect("GNUPGHOME private");
-        Gpg { repo }
+        Gpg { keys: &repo.keys }
     }
 
-    fn run(&self, args: &[&str], input: Option<&[u8]>) -> Vec<u8> {
-        use std::io::Write as _;
-        let mut child = Command::new("gpg")
-            .env("GNUPGHOME", self.repo.gnupg_home())
-            .args([
-                "--batch",
-                "--yes",
-                "--pinentry-mode",
-                "loopback",
-                "--passphrase",
-                "",
-            ])
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("gpg runs");
-        let mut stdin = child.stdin.take().expect("gpg's stdin");
-        stdin
-            .write_all(input.unwrap_or_default())
-            .expect("gpg reads");
-        drop(stdin);
-        let out = child.wait_with_output().expect("gpg ends");
-        assert!(
-            out.status.success(),
-            "gpg {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
+    fn run(&self, args: &[&str]) -> Vec<u8> {
+        self.keys.gpg(args).expect("gpg")
     }
 
     /// A new key for `user` that signs with its primary key, expiring after `expiry`
     /// (`never`, `1d`): its fingerprint.
     fn key(&self, user: &str, expiry: &str) -> String {
-        self.run(&["--quick-gen-key", user, "ed25519", "sign", expiry], None);
-        self.fingerprints(user)[0].clone()
+        self.keys.gpg_key(user, expiry).expect("a GPG key")
     }
 
     /// The fingerprints of `user`'s key: the primary first, then its subkeys.
     fn fingerprints(&self, user: &str) -> Vec<String> {
-        let listing = self.run(&["--with-colons", "--list-keys", user], None);
-        String::from_utf8_lossy(&listing)
-            .lines()
-            .filter(|line| line.starts_with("fpr:"))
-            .map(|line| line.split(':').nth(9).expect("a fingerprint").to_string())
-            .collect()
-    }
-
-    fn export(&self, fingerprint: &str) -> String {
-        String::from_utf8(self.run(&["--armor", "--export", fingerprint], None)).expect("armor")
+        self.keys.gpg_fingerprints(user).expect("gpg lists the key")
     }
 
     fn keys(&self, fingerprints: &[&str]) -> CommitSigners {
         let mut keys = GpgKeys::default();
         for fingerprint in fingerprints {
-            keys.add(&self.export(fingerprint), fingerprint)
+            let armored = self.keys.gpg_export(fingerprint).expect("gpg exports it");
+            keys.add(&armored, fingerprint)
                 .expect("the exported key reads");
         }
         CommitSigners {
@@ -342,7 +278,7 @@ impl Gpg<'_> {
     /// Revokes the key with the revocation certificate gpg made when it made the key.
     fn revoke(&self, fingerprint: &str) {
         let path = self
-            .repo
+            .keys
             .gnupg_home()
             .join("openpgp-revocs.d")
             .join(format!("{fingerprint}.rev"));
@@ -350,16 +286,9 @@ impl Gpg<'_> {
         let certificate = std::fs::read_to_string(path)
             .expect("the revocation certificate")
             .replace(":-----BEGIN", "-----BEGIN");
-        self.run(&["--import"], Some(certificate.as_bytes()));
-    }
-}
-
-impl Drop for Gpg<'_> {
-    fn drop(&mut self) {
-        let _ = Command::new("gpgconf")
-            .env("GNUPGHOME", self.repo.gnupg_home())
-            .args(["--kill", "gpg-agent"])
-            .output();
+        let armored = self.keys.dir().join(format!("{fingerprint}.rev.asc"));
+        std::fs::write(&armored, certificate).expect("the certificate written");
+        self.run(&["--import", &armored.display().to_string()]);
     }
 }
 
@@ -404,7 +333,7 @@ fn gpg_signed_commits_against_gpg_keys() {
     assert_eq!(verify_commit(&raw, &signers, now), CommitVerdict::Unsigned);
 
     // A signing subkey counts for its primary key, whose fingerprint names the signer.
-    gpg.run(&["--quick-add-key", &dev, "ed25519", "sign", "never"], None);
+    gpg.run(&["--quick-add-key", &dev, "ed25519", "sign", "never"]);
     let subkey = gpg.fingerprints("dev@example.com")[1].clone();
     let raw = repo.gpg_commit("signed by dev's subkey", &format!("{subkey}!"));
     let signers = gpg.keys(&[&dev]);
