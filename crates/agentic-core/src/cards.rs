@@ -11,14 +11,11 @@ use agentic_api::{
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 
-use crate::conditions::{find_condition, set_condition};
+use crate::conditions::{Conditions, find_condition};
 use crate::names::inline_skill_config_map_name;
 use crate::owners::is_controlled_by;
-use crate::reasons::{
-    REASON_DEFAULT_BRANCH, REASON_DIGEST_RESOLVED, REASON_REF_RESOLVED, REASON_REF_SET,
-    REASON_SKILL_VALID, REASON_VALIDATING,
-};
-use crate::sandbox::{REASON_OBJECT_NAME_TAKEN, build_inline_skill_config_map};
+use crate::reasons::SkillCardReason;
+use crate::sandbox::build_inline_skill_config_map;
 
 /// Condition telling whether the last digest check reached the registry.
 pub const CONDITION_REGISTRY_REACHABLE: &str = "RegistryReachable";
@@ -27,15 +24,17 @@ pub const CONDITION_SOURCE_REACHABLE: &str = "SourceReachable";
 /// Condition telling whether a git card follows the repository's default branch.
 pub const CONDITION_MOVING_REF: &str = "MovingRef";
 
-/// Why something could not be used: a condition's reason and message.
+/// Why something could not be used: a condition's reason and message. The reason is a
+/// card's: a SkillCollection writes the finding of its listing through
+/// [`crate::reasons::SkillCollectionReason::for_collection`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
-    pub reason: &'static str,
+    pub reason: SkillCardReason,
     pub message: String,
 }
 
 impl Finding {
-    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(reason: SkillCardReason, message: impl Into<String>) -> Self {
         Self {
             reason,
             message: message.into(),
@@ -88,7 +87,7 @@ impl<T> Fetched<T> {
 /// `spec.source` (the CRD's rule forbids it): nothing to read.
 pub fn no_skill_source<T>() -> Fetched<T> {
     Fetched::Refused(Finding::new(
-        "NoSkillSource",
+        SkillCardReason::NoSkillSource,
         "set exactly one of spec.image, spec.inline or spec.source",
     ))
 }
@@ -188,21 +187,18 @@ pub fn decide_card(inputs: &CardInputs<'_>, old: &SkillCardStatus, now: &Time) -
             };
             status.body_bytes = skill.body_bytes;
             status.delivery_mode = delivery_of(card);
-            set_condition(
-                &mut status.conditions,
+            card_conditions(&mut status.conditions, generation, now).set(
                 CONDITION_READY,
                 ConditionStatus::True,
-                REASON_SKILL_VALID,
+                SkillCardReason::SkillValid,
                 &message,
-                generation,
-                now.clone(),
             );
             if let Some(reachability) = reachability {
                 reachable(&mut status.conditions, reachability, generation, now);
             }
         }
         Verdict::Invalid { finding, answered } => {
-            if finding.reason == REASON_OBJECT_NAME_TAKEN {
+            if finding.reason == SkillCardReason::ObjectNameTaken {
                 next = Next::NameTaken;
             }
             if answered && let Some(reachability) = reachability {
@@ -213,39 +209,30 @@ pub fn decide_card(inputs: &CardInputs<'_>, old: &SkillCardStatus, now: &Time) -
             status.resolved_source = None;
             status.body_bytes = None;
             status.delivery_mode = delivery_of(card);
-            set_condition(
-                &mut status.conditions,
+            card_conditions(&mut status.conditions, generation, now).set(
                 CONDITION_READY,
                 ConditionStatus::False,
                 finding.reason,
                 &finding.message,
-                generation,
-                now.clone(),
             );
         }
         Verdict::Unknown { finding, .. } => {
             let condition = reachability.map_or(CONDITION_REGISTRY_REACHABLE, |r| r.condition);
-            set_condition(
-                &mut status.conditions,
+            card_conditions(&mut status.conditions, generation, now).set(
                 condition,
                 ConditionStatus::False,
                 finding.reason,
                 &finding.message,
-                generation,
-                now.clone(),
             );
             // An outage (or, for git, a ref deleted since) says nothing about content already
             // validated at this generation: such a card stays Ready and keeps what it pinned.
             if !validated_at(old, generation) {
                 status.delivery_mode = delivery_of(card);
-                set_condition(
-                    &mut status.conditions,
+                card_conditions(&mut status.conditions, generation, now).set(
                     CONDITION_READY,
                     ConditionStatus::False,
                     finding.reason,
                     &finding.message,
-                    generation,
-                    now.clone(),
                 );
             }
         }
@@ -294,7 +281,7 @@ fn verdict(inputs: &CardInputs<'_>, old: &SkillCardStatus) -> (Verdict, Option<C
         Ok(config_map) => config_map,
         Err(e) => {
             return (
-                invalid(Finding::new(e.reason().as_str(), e.to_string())),
+                invalid(Finding::new(e.reason().into(), e.to_string())),
                 None,
             );
         }
@@ -304,7 +291,7 @@ fn verdict(inputs: &CardInputs<'_>, old: &SkillCardStatus) -> (Verdict, Option<C
     {
         let name = config_map.metadata.name.unwrap_or_default();
         let finding = Finding::new(
-            REASON_OBJECT_NAME_TAKEN,
+            SkillCardReason::ObjectNameTaken,
             format!(
                 "ConfigMap {name} exists and is not controlled by this SkillCard: it is left \
                  alone; delete or rename it to mount this skill"
@@ -345,7 +332,7 @@ pub fn config_map_name(card: &SkillCard) -> Option<String> {
 #[derive(Clone, Copy)]
 struct Reachability {
     condition: &'static str,
-    reason: &'static str,
+    reason: SkillCardReason,
     message: &'static str,
 }
 
@@ -353,13 +340,13 @@ fn reachability_of(card: &SkillCard) -> Option<Reachability> {
     if card.spec.image.is_some() {
         Some(Reachability {
             condition: CONDITION_REGISTRY_REACHABLE,
-            reason: REASON_DIGEST_RESOLVED,
+            reason: SkillCardReason::DigestResolved,
             message: "the registry answered the last digest check",
         })
     } else if card.spec.source.is_some() {
         Some(Reachability {
             condition: CONDITION_SOURCE_REACHABLE,
-            reason: REASON_REF_RESOLVED,
+            reason: SkillCardReason::RefResolved,
             message: "the git server answered the last ref check",
         })
     } else {
@@ -375,14 +362,11 @@ fn reachable(
     generation: Option<i64>,
     now: &Time,
 ) {
-    set_condition(
-        conditions,
+    card_conditions(conditions, generation, now).set(
         reachability.condition,
         ConditionStatus::True,
         reachability.reason,
         reachability.message,
-        generation,
-        now.clone(),
     );
 }
 
@@ -392,23 +376,20 @@ fn moving_ref(card: &SkillCard, conditions: &mut Vec<Condition>, now: &Time) {
     let (status, reason, message) = match card.spec.git_ref.as_deref() {
         None | Some("") => (
             ConditionStatus::True,
-            REASON_DEFAULT_BRANCH,
+            SkillCardReason::DefaultBranch,
             "spec.ref is empty: the card follows the repository's default branch, resolved again every tag refresh; set spec.ref to a tag or commit to pin it".to_string(),
         ),
         Some(git_ref) => (
             ConditionStatus::False,
-            REASON_REF_SET,
+            SkillCardReason::RefSet,
             format!("the card follows spec.ref {git_ref}"),
         ),
     };
-    set_condition(
-        conditions,
+    card_conditions(conditions, card.metadata.generation, now).set(
         CONDITION_MOVING_REF,
         status,
         reason,
         &message,
-        card.metadata.generation,
-        now.clone(),
     );
 }
 
@@ -442,16 +423,22 @@ pub fn validating(card: &SkillCard, old: &SkillCardStatus, now: &Time) -> Option
         return None;
     }
     let mut status = old.clone();
-    set_condition(
-        &mut status.conditions,
+    card_conditions(&mut status.conditions, generation, now).set(
         CONDITION_READY,
         ConditionStatus::Unknown,
-        REASON_VALIDATING,
+        SkillCardReason::Validating,
         &what,
-        generation,
-        now.clone(),
     );
     Some(status)
+}
+
+/// The writer of a card's conditions for a pass over `generation` at `now`.
+fn card_conditions<'a>(
+    conditions: &'a mut Vec<Condition>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Conditions<'a, SkillCardReason> {
+    Conditions::new(conditions, generation, now.clone())
 }
 
 /// Whether the status already carries content validated for this generation.

@@ -12,17 +12,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 
 use crate::Error;
 use crate::cards::{Fetched, Finding, Next};
-use crate::conditions::{find_condition, set_condition};
+use crate::conditions::{Conditions, find_condition};
 use crate::names::{collection_skill_card_name, label_value};
 use crate::owners::is_controlled_by;
-use crate::reasons::REASON_REGISTRY_UNAVAILABLE;
-use crate::sandbox::REASON_OBJECT_NAME_TAKEN;
+use crate::reasons::SkillCollectionReason;
 use crate::skills::{Lookup, card_not_usable};
-
-/// Reason of `Ready` = True: every SkillCard of the collection is Ready (Konveyor's word).
-pub const REASON_ALL_SKILLS_RESOLVED: &str = "AllSkillsResolved";
-/// Reason of `Ready` = False: some SkillCards of the collection are missing or not Ready.
-pub const REASON_SKILLS_NOT_READY: &str = "SkillsNotReady";
 
 /// The most skills one collection may hold: each becomes a SkillCard, and every Agent using
 /// the collection mounts them all. The CRD bounds `spec.skills` to the same number.
@@ -179,9 +173,12 @@ fn build(
 }
 
 /// Whether a collection is Ready, from its SkillCards as read (`cards`, sorted by name):
-/// True with [`REASON_ALL_SKILLS_RESOLVED`] when every one is usable, otherwise False with
-/// [`REASON_SKILLS_NOT_READY`] and a message naming each missing or unusable card and why.
-pub fn readiness<N: AsRef<str>>(cards: &[(N, Lookup<SkillCard>)]) -> (bool, &'static str, String) {
+/// True with [`SkillCollectionReason::AllSkillsResolved`] when every one is usable, otherwise
+/// False with [`SkillCollectionReason::SkillsNotReady`] and a message naming each missing or
+/// unusable card and why.
+pub fn readiness<N: AsRef<str>>(
+    cards: &[(N, Lookup<SkillCard>)],
+) -> (bool, SkillCollectionReason, String) {
     let problems: Vec<String> = cards
         .iter()
         .filter_map(|(name, card)| {
@@ -201,13 +198,13 @@ pub fn readiness<N: AsRef<str>>(cards: &[(N, Lookup<SkillCard>)]) -> (bool, &'st
     if problems.is_empty() {
         (
             true,
-            REASON_ALL_SKILLS_RESOLVED,
+            SkillCollectionReason::AllSkillsResolved,
             format!("all {} skill(s) are Ready", cards.len()),
         )
     } else {
         (
             false,
-            REASON_SKILLS_NOT_READY,
+            SkillCollectionReason::SkillsNotReady,
             format!(
                 "{} of {} skill(s) are not Ready: {}",
                 problems.len(),
@@ -235,9 +232,37 @@ pub enum Planned {
         resolved_image: Option<String>,
     },
     /// It cannot be used as it is.
-    Refused(Finding),
+    Refused(CollectionFinding),
     /// The registry did not answer: nothing is known about the image now.
-    Unavailable(Finding),
+    Unavailable(CollectionFinding),
+}
+
+/// Why a collection cannot be used, or is not Ready: its `Ready` condition's reason and
+/// message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CollectionFinding {
+    pub reason: SkillCollectionReason,
+    pub message: String,
+}
+
+impl CollectionFinding {
+    pub fn new(reason: impl Into<SkillCollectionReason>, message: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Finding> for CollectionFinding {
+    /// The finding of a card read (the listing of the collection's image) as the
+    /// collection's: see [`SkillCollectionReason::for_collection`].
+    fn from(finding: Finding) -> Self {
+        Self::new(
+            SkillCollectionReason::for_collection(finding.reason),
+            finding.message,
+        )
+    }
 }
 
 /// The SkillCards the collection should have: from `listing`, the outcome of listing its
@@ -253,17 +278,17 @@ pub fn plan_collection(
             plan_image(collection, owner, &listing.pinned, &listing.skills)
                 .map(|plan| (plan, Some(listing.pinned)))
         }
-        Some(Fetched::Unavailable(finding)) => return Planned::Unavailable(finding),
+        Some(Fetched::Unavailable(finding)) => return Planned::Unavailable(finding.into()),
         Some(
             Fetched::Refused(finding) | Fetched::Rejected(finding) | Fetched::RefGone(finding),
-        ) => return Planned::Refused(finding),
+        ) => return Planned::Refused(finding.into()),
     };
     match planned {
         Ok((plan, resolved_image)) => Planned::Cards {
             plan,
             resolved_image,
         },
-        Err(e) => Planned::Refused(Finding::new(e.reason().as_str(), e.to_string())),
+        Err(e) => Planned::Refused(CollectionFinding::new(e.reason(), e.to_string())),
     }
 }
 
@@ -321,7 +346,10 @@ pub fn decide_collection(
         Planned::Unavailable(finding) => {
             decision.next = Next::Unavailable;
             if !ready_at(old, generation) {
-                let finding = Finding::new(REASON_REGISTRY_UNAVAILABLE, finding.message);
+                let finding = CollectionFinding::new(
+                    SkillCollectionReason::RegistryUnavailable,
+                    finding.message,
+                );
                 set_ready(status, false, &finding, generation, now);
             }
             return decision;
@@ -378,14 +406,17 @@ pub fn decide_collection(
         .collect();
     let (ready, finding) = if taken.is_empty() {
         let (ready, reason, message) = readiness(&looked_up);
-        (ready, Finding::new(reason, message))
+        (ready, CollectionFinding::new(reason, message))
     } else {
         decision.next = Next::NameTaken;
         let message = format!(
             "SkillCard(s) {} exist and are not controlled by this SkillCollection: they are left alone; delete or rename them to use these skills",
             taken.join(", ")
         );
-        (false, Finding::new(REASON_OBJECT_NAME_TAKEN, message))
+        (
+            false,
+            CollectionFinding::new(SkillCollectionReason::ObjectNameTaken, message),
+        )
     };
     status.resolved_skills = usable;
     status.resolved_image = resolved_image;
@@ -435,7 +466,7 @@ fn labelled_by(card: &SkillCard, collection: &SkillCollection) -> bool {
 fn set_ready(
     status: &mut SkillCollectionStatus,
     ready: bool,
-    finding: &Finding,
+    finding: &CollectionFinding,
     generation: Option<i64>,
     now: &Time,
 ) {
@@ -444,14 +475,11 @@ fn set_ready(
     } else {
         ConditionStatus::False
     };
-    set_condition(
-        &mut status.conditions,
+    Conditions::<SkillCollectionReason>::new(&mut status.conditions, generation, now.clone()).set(
         CONDITION_READY,
         condition,
         finding.reason,
         &finding.message,
-        generation,
-        now.clone(),
     );
 }
 

@@ -71,28 +71,6 @@ impl<'a, R: Reason> Conditions<'a, R> {
     }
 }
 
-/// Sets the condition `type_` with a reason given as a word. For the kinds whose passes do
-/// not yet hold a [`Conditions`] writer (SkillCard, SkillCollection).
-pub fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    status: ConditionStatus,
-    reason: &str,
-    message: &str,
-    observed_generation: Option<i64>,
-    now: Time,
-) -> bool {
-    write(
-        conditions,
-        type_,
-        status,
-        reason,
-        message,
-        observed_generation,
-        &now,
-    )
-}
-
 /// The one rule of a condition's update; see [`Conditions`].
 fn write(
     conditions: &mut Vec<Condition>,

@@ -44,41 +44,46 @@ pub fn condition_events(old: &[Condition], new: &[Condition], types: &[&str]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conditions::{remove_condition, set_condition};
+    use crate::conditions::{Conditions, remove_condition};
+    use crate::reasons::{AgentReason, Reason, SkillCardReason};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
 
-    fn with(
+    fn with<R: Reason>(
         conditions: &[Condition],
         type_: &str,
         status: ConditionStatus,
-        reason: &str,
+        reason: R,
         message: &str,
     ) -> Vec<Condition> {
         let mut conditions = conditions.to_vec();
         let now = Time(Timestamp::from_second(1).expect("valid timestamp"));
-        set_condition(
-            &mut conditions,
-            type_,
-            status,
-            reason,
-            message,
-            Some(1),
-            now,
-        );
+        Conditions::<R>::new(&mut conditions, Some(1), now).set(type_, status, reason, message);
         conditions
     }
 
     #[test]
     fn a_new_status_or_reason_raises_one_event_and_a_new_message_none() {
-        let old = with(&[], "Ready", ConditionStatus::False, "Pending", "waiting");
-        let old = with(&old, "Other", ConditionStatus::True, "Fine", "fine");
+        let old = with(
+            &[],
+            "Ready",
+            ConditionStatus::False,
+            SkillCardReason::Validating,
+            "waiting",
+        );
+        let old = with(
+            &old,
+            "Other",
+            ConditionStatus::True,
+            SkillCardReason::DigestResolved,
+            "fine",
+        );
 
         let reworded = with(
             &old,
             "Ready",
             ConditionStatus::False,
-            "Pending",
+            SkillCardReason::Validating,
             "still waiting",
         );
         assert_eq!(condition_events(&old, &reworded, &["Ready", "Other"]), []);
@@ -87,14 +92,14 @@ mod tests {
             &old,
             "Ready",
             ConditionStatus::True,
-            "AgentReady",
+            AgentReason::AgentReady,
             "all set",
         );
         let broken = with(
             &ready,
             "Other",
             ConditionStatus::False,
-            "Broken",
+            SkillCardReason::RegistryUnavailable,
             "it broke",
         );
         assert_eq!(
@@ -107,7 +112,7 @@ mod tests {
                 },
                 StatusEvent {
                     warning: true,
-                    reason: "Broken".into(),
+                    reason: "RegistryUnavailable".into(),
                     note: "it broke".into()
                 },
             ]
@@ -122,7 +127,7 @@ mod tests {
             &[],
             "Ready",
             ConditionStatus::Unknown,
-            "Validating",
+            SkillCardReason::Validating,
             "checking",
         );
         assert_eq!(

@@ -263,6 +263,9 @@ reasons! {
         SourceUnavailable,
         /// The image holds several skills and no `spec.subPath` picks one.
         SubPathRequired,
+        /// The image holds more skill directories than one image may, and no `spec.subPath`
+        /// picks one.
+        TooManySkills,
         /// The registry or git server refused the credentials.
         Unauthorized,
         /// Unsafe entries in the image.
@@ -287,6 +290,7 @@ reasons! {
         /// its tag or branch moved to.
         NewPinRefused,
     }
+    errors [MissingMetadata, MissingInlineSkill]
 }
 
 reasons! {
@@ -324,6 +328,60 @@ reasons! {
         UnsafeImageContent,
     }
     errors [NoSkills, TooManySkills, DuplicateSkillCardName]
+}
+
+impl SkillCollectionReason {
+    /// The reason a collection writes for a finding of a card read (its image's listing, or
+    /// the read of its root skill): the same word where the collection has it. The match
+    /// is total, so a new card reason does not compile until it is decided here. Reasons a
+    /// collection's read cannot produce (it has no pull secrets, no `subPath`, no git
+    /// source, no trust policies) are mapped to the collection reason closest in meaning.
+    pub const fn for_collection(card: SkillCardReason) -> Self {
+        use SkillCardReason as Card;
+        match card {
+            Card::RegistryUnavailable
+            | Card::RegistryError
+            | Card::Validating
+            | Card::DigestResolved
+            | Card::SourceUnavailable
+            | Card::VerificationUnavailable => Self::RegistryUnavailable,
+            Card::ObjectNameTaken => Self::ObjectNameTaken,
+            Card::DigestMismatch => Self::DigestMismatch,
+            Card::ImageNotFound | Card::RepositoryNotFound | Card::RefNotFound => {
+                Self::ImageNotFound
+            }
+            Card::ImageTooLarge | Card::RepositoryTooLarge => Self::ImageTooLarge,
+            Card::InvalidImage
+            | Card::SkillNotFound
+            | Card::SubPathRequired
+            | Card::InvalidSubPath
+            | Card::NoSkillSource => Self::InvalidImage,
+            Card::InvalidReference
+            | Card::InvalidSource
+            | Card::InvalidRef
+            | Card::RefResolved
+            | Card::DefaultBranch
+            | Card::RefSet => Self::InvalidReference,
+            Card::GooseIncompatible => Self::GooseIncompatible,
+            Card::InvalidSkill | Card::SkillValid => Self::InvalidSkill,
+            Card::LinkInSkill => Self::LinkInSkill,
+            Card::NestedSkillFile => Self::NestedSkillFile,
+            Card::Unauthorized
+            | Card::InvalidPullSecret
+            | Card::PullSecretNotFound
+            | Card::SourceSecretNotFound
+            | Card::InvalidSourceSecret
+            | Card::SignatureVerified
+            | Card::Unsigned
+            | Card::SignatureInvalid
+            | Card::Revoked
+            | Card::Unverified
+            | Card::NewPinRefused => Self::Unauthorized,
+            Card::UnsafeImageContent | Card::UnsafeSourceContent => Self::UnsafeImageContent,
+            Card::TooManySkills => Self::Error(ErrorReason::TooManySkills),
+            Card::Error(error) => Self::Error(error),
+        }
+    }
 }
 
 reasons! {
@@ -567,31 +625,6 @@ reasons! {
     }
 }
 
-// The words the SkillCard and SkillCollection controllers still write through
-// `conditions::set_condition`, until they hold a `Conditions` writer of their own.
-/// [`SkillCardReason::SkillValid`].
-pub const REASON_SKILL_VALID: &str = SkillCardReason::SkillValid.as_str();
-/// [`SkillCardReason::Validating`].
-pub const REASON_VALIDATING: &str = SkillCardReason::Validating.as_str();
-/// [`SkillCardReason::DigestResolved`].
-pub const REASON_DIGEST_RESOLVED: &str = SkillCardReason::DigestResolved.as_str();
-/// [`SkillCardReason::RefResolved`].
-pub const REASON_REF_RESOLVED: &str = SkillCardReason::RefResolved.as_str();
-/// [`SkillCardReason::DefaultBranch`].
-pub const REASON_DEFAULT_BRANCH: &str = SkillCardReason::DefaultBranch.as_str();
-/// [`SkillCardReason::RefSet`].
-pub const REASON_REF_SET: &str = SkillCardReason::RefSet.as_str();
-/// [`SkillCardReason::InvalidPullSecret`].
-pub const REASON_INVALID_PULL_SECRET: &str = SkillCardReason::InvalidPullSecret.as_str();
-/// [`SkillCardReason::PullSecretNotFound`].
-pub const REASON_PULL_SECRET_NOT_FOUND: &str = SkillCardReason::PullSecretNotFound.as_str();
-/// [`SkillCardReason::SourceSecretNotFound`].
-pub const REASON_SOURCE_SECRET_NOT_FOUND: &str = SkillCardReason::SourceSecretNotFound.as_str();
-/// [`SkillCardReason::InvalidSourceSecret`].
-pub const REASON_INVALID_SOURCE_SECRET: &str = SkillCardReason::InvalidSourceSecret.as_str();
-/// [`SkillCardReason::RegistryUnavailable`], [`SkillCollectionReason::RegistryUnavailable`].
-pub const REASON_REGISTRY_UNAVAILABLE: &str = SkillCardReason::RegistryUnavailable.as_str();
-
 /// The reasons of one kind's conditions, as words.
 #[derive(Debug)]
 pub struct Vocabulary {
@@ -744,6 +777,28 @@ mod tests {
         unique::<ReconcileErrorReason>();
         unique::<EventReason>();
         unique::<ErrorReason>();
+    }
+
+    /// A collection writes a card read's finding under the same word wherever it has one:
+    /// the conversion changes the type, never the word on the wire.
+    #[test]
+    fn a_card_reason_keeps_its_word_on_a_collection_that_has_it() {
+        let collection = words::<SkillCollectionReason>();
+        for card in SkillCardReason::all() {
+            let written = SkillCollectionReason::for_collection(card);
+            if collection.contains(card.as_str()) {
+                assert_eq!(written.as_str(), card.as_str());
+            }
+            // A card's own errors are invariants of the code no listing reaches.
+            assert!(
+                matches!(card, SkillCardReason::Error(_)) || collection.contains(written.as_str()),
+                "{card} lands as {written}, which SkillCollectionReason does not list"
+            );
+        }
+        assert_eq!(
+            SkillCollectionReason::for_collection(SkillCardReason::TooManySkills),
+            SkillCollectionReason::Error(ErrorReason::TooManySkills)
+        );
     }
 
     #[test]

@@ -57,11 +57,6 @@ pub use outcome::{
 };
 pub use pod::build_pod_spec;
 
-/// [`SkillCardReason::ObjectNameTaken`](crate::reasons::SkillCardReason::ObjectNameTaken), as
-/// the SkillCard and SkillCollection controllers still write it, as a word.
-pub const REASON_OBJECT_NAME_TAKEN: &str =
-    crate::reasons::SkillCardReason::ObjectNameTaken.as_str();
-
 /// Where skills are mounted, one directory per skill: `/opt/skills/<name>`.
 pub const SKILLS_DIR: &str = "/opt/skills";
 /// The manifest of every mounted skill and the rule names.

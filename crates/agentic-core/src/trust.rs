@@ -25,30 +25,13 @@ use agentic_api::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::conditions::{is_ready, remove_condition, set_condition};
+use crate::conditions::{Conditions, is_ready, remove_condition};
+use crate::reasons::SkillCardReason;
 
 pub mod status;
 
 /// The condition a SkillCard selected by a trust policy carries (our extension).
 pub const CONDITION_VERIFIED: &str = "Verified";
-
-/// `Verified=True`: every selecting policy's requirement is met.
-pub const REASON_SIGNATURE_VERIFIED: &str = "SignatureVerified";
-/// `Verified=False`: no signature of the pinned digest or commit was found.
-pub const REASON_UNSIGNED: &str = "Unsigned";
-/// `Verified=False`: signatures were found, but none verifies as a policy requires (another
-/// key, another identity, another digest or repository, a broken chain).
-pub const REASON_SIGNATURE_INVALID: &str = "SignatureInvalid";
-/// `Verified=False` and `Ready=False`: the pinned digest, commit or its signer is revoked.
-pub const REASON_REVOKED: &str = "Revoked";
-/// `Ready=False`: an `Enforce` policy's requirement is not met.
-pub const REASON_UNVERIFIED: &str = "Unverified";
-/// `Verified=Unknown` (and `Ready=False` for a pin never verified under `Enforce`): the
-/// signatures or the policy's keys could not be read.
-pub const REASON_VERIFICATION_UNAVAILABLE: &str = "VerificationUnavailable";
-/// `Verified=True`: the card keeps its verified pin and refused the digest or commit its tag
-/// or branch moved to.
-pub const REASON_NEW_PIN_REFUSED: &str = "NewPinRefused";
 
 /// What a card pins, as the trust policies see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,9 +329,9 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// The `Verified` condition: status, reason, message.
-    pub verified: (ConditionStatus, &'static str, String),
+    pub verified: (ConditionStatus, SkillCardReason, String),
     /// `Ready=False` with this reason and message, when trust forbids using the skill.
-    pub blocked: Option<(&'static str, String)>,
+    pub blocked: Option<(SkillCardReason, String)>,
     /// `status.verification`.
     pub verification: SkillVerification,
 }
@@ -390,10 +373,10 @@ pub fn judge(
     }
 
     let mut failures: Vec<String> = Vec::new();
-    let mut failure_reason = REASON_UNSIGNED;
+    let mut failure_reason = SkillCardReason::Unsigned;
     let mut unavailable: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
-    let mut warn_reason = REASON_UNSIGNED;
+    let mut warn_reason = SkillCardReason::Unsigned;
     let mut warn_unavailable: Vec<String> = Vec::new();
     let mut signers: Vec<String> = Vec::new();
     for (index, policy) in selecting.iter().enumerate() {
@@ -426,8 +409,8 @@ pub fn judge(
             }
             Outcome::Unsigned | Outcome::Invalid(_) => {
                 let (reason, why) = match &outcome {
-                    Outcome::Invalid(why) => (REASON_SIGNATURE_INVALID, why.as_str()),
-                    _ => (REASON_UNSIGNED, "no signature found"),
+                    Outcome::Invalid(why) => (SkillCardReason::SignatureInvalid, why.as_str()),
+                    _ => (SkillCardReason::Unsigned, "no signature found"),
                 };
                 let line = format!("{}: {why}", policy.id);
                 if enforced {
@@ -462,7 +445,7 @@ pub fn judge(
         );
         return Some(Verdict {
             verified: (ConditionStatus::False, failure_reason, message.clone()),
-            blocked: Some((REASON_UNVERIFIED, message)),
+            blocked: Some((SkillCardReason::Unverified, message)),
             verification,
         });
     }
@@ -475,10 +458,10 @@ pub fn judge(
         return Some(Verdict {
             verified: (
                 ConditionStatus::Unknown,
-                REASON_VERIFICATION_UNAVAILABLE,
+                SkillCardReason::VerificationUnavailable,
                 message.clone(),
             ),
-            blocked: Some((REASON_VERIFICATION_UNAVAILABLE, message)),
+            blocked: Some((SkillCardReason::VerificationUnavailable, message)),
             verification,
         });
     }
@@ -503,7 +486,7 @@ pub fn judge(
         return Some(Verdict {
             verified: (
                 ConditionStatus::Unknown,
-                REASON_VERIFICATION_UNAVAILABLE,
+                SkillCardReason::VerificationUnavailable,
                 message,
             ),
             blocked: None,
@@ -513,7 +496,11 @@ pub fn judge(
     verification.state = VerificationState::Verified;
     let message = format!("{content} is signed by {}", signers.join(", "));
     Some(Verdict {
-        verified: (ConditionStatus::True, REASON_SIGNATURE_VERIFIED, message),
+        verified: (
+            ConditionStatus::True,
+            SkillCardReason::SignatureVerified,
+            message,
+        ),
         blocked: None,
         verification,
     })
@@ -521,8 +508,12 @@ pub fn judge(
 
 fn revoked_verdict(message: String, verification: SkillVerification) -> Verdict {
     Verdict {
-        verified: (ConditionStatus::False, REASON_REVOKED, message.clone()),
-        blocked: Some((REASON_REVOKED, message)),
+        verified: (
+            ConditionStatus::False,
+            SkillCardReason::Revoked,
+            message.clone(),
+        ),
+        blocked: Some((SkillCardReason::Revoked, message)),
         verification,
     }
 }
@@ -533,7 +524,7 @@ pub enum PinChoice {
     /// Take the new pin, with its verdict.
     Adopt,
     /// Stay on the previous pin; the message says why the new one was refused, for the
-    /// `Verified` condition (reason [`REASON_NEW_PIN_REFUSED`]) and its Event.
+    /// `Verified` condition (reason [`SkillCardReason::NewPinRefused`]) and its Event.
     KeepPrevious { message: String },
 }
 
@@ -583,26 +574,12 @@ pub fn apply_to_card(
         status.verification = None;
         return;
     };
+    let mut conditions =
+        Conditions::<SkillCardReason>::new(&mut status.conditions, generation, now.clone());
     let (verified, reason, message) = &verdict.verified;
-    set_condition(
-        &mut status.conditions,
-        CONDITION_VERIFIED,
-        *verified,
-        reason,
-        message,
-        generation,
-        now.clone(),
-    );
+    conditions.set(CONDITION_VERIFIED, *verified, *reason, message);
     if let Some((reason, message)) = &verdict.blocked {
-        set_condition(
-            &mut status.conditions,
-            CONDITION_READY,
-            ConditionStatus::False,
-            reason,
-            message,
-            generation,
-            now.clone(),
-        );
+        conditions.set(CONDITION_READY, ConditionStatus::False, *reason, message);
     }
     status.verification = Some(verdict.verification.clone());
 }
@@ -618,14 +595,11 @@ pub fn keep_previous_pin(
 ) -> SkillCardStatus {
     let mut kept = old.clone();
     kept.observed_generation = generation;
-    set_condition(
-        &mut kept.conditions,
+    Conditions::<SkillCardReason>::new(&mut kept.conditions, generation, now.clone()).set(
         CONDITION_VERIFIED,
         ConditionStatus::True,
-        REASON_NEW_PIN_REFUSED,
+        SkillCardReason::NewPinRefused,
         message,
-        generation,
-        now.clone(),
     );
     kept
 }
@@ -647,11 +621,11 @@ fn affected_skill(
     policies: &Policies,
     policy: &PolicyId,
     pinned: &agentic_api::PinnedSkill,
-) -> Option<&'static str> {
+) -> Option<SkillCardReason> {
     let source = PinnedSource::from_pin(&pinned.image);
     let by_this = |p: Option<NamedPolicy<'_>>| p.is_some_and(|p| p.id == policy);
     if by_this(policies.revoking_content(&source)) {
-        return Some(REASON_REVOKED);
+        return Some(SkillCardReason::Revoked);
     }
     let verification = pinned.verification.as_ref()?;
     if verification
@@ -659,15 +633,15 @@ fn affected_skill(
         .as_deref()
         .is_some_and(|signer| by_this(policies.revoking_signer(signer)))
     {
-        return Some(REASON_REVOKED);
+        return Some(SkillCardReason::Revoked);
     }
     let named_here = verification
         .policies
         .iter()
         .any(|p| *p == policy.to_string());
     match verification.state {
-        VerificationState::Unverified if named_here => Some(REASON_UNVERIFIED),
-        VerificationState::Revoked if named_here => Some(REASON_REVOKED),
+        VerificationState::Unverified if named_here => Some(SkillCardReason::Unverified),
+        VerificationState::Revoked if named_here => Some(SkillCardReason::Revoked),
         _ => None,
     }
 }

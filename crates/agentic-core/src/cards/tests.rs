@@ -77,7 +77,7 @@ fn condition<'a>(status: &'a SkillCardStatus, type_: &str) -> (&'a str, &'a str)
     (condition.status.as_str(), condition.reason.as_str())
 }
 
-fn finding(reason: &'static str) -> Finding {
+fn finding(reason: SkillCardReason) -> Finding {
     Finding::new(reason, format!("{reason} happened"))
 }
 
@@ -134,7 +134,10 @@ fn a_valid_git_skill_is_pinned_to_its_commit_and_says_whether_its_ref_moves() {
 fn a_refusal_of_the_card_says_nothing_about_its_registry() {
     let card = image_card("registry.test/skills/pdf:1");
     let decision = decide_card(
-        &inputs(&card, Fetched::Refused(finding("PullSecretNotFound"))),
+        &inputs(
+            &card,
+            Fetched::Refused(finding(SkillCardReason::PullSecretNotFound)),
+        ),
         &SkillCardStatus::default(),
         &at(10),
     );
@@ -155,7 +158,10 @@ fn a_rejection_by_the_registry_clears_what_was_pinned_and_says_it_answered() {
         &at(10),
     );
     let decision = decide_card(
-        &inputs(&card, Fetched::Rejected(finding("ImageNotFound"))),
+        &inputs(
+            &card,
+            Fetched::Rejected(finding(SkillCardReason::ImageNotFound)),
+        ),
         &valid.status,
         &at(20),
     );
@@ -181,7 +187,10 @@ fn an_outage_keeps_content_validated_at_this_generation_and_is_retried() {
         &at(10),
     );
     let decision = decide_card(
-        &inputs(&card, Fetched::Unavailable(finding("RegistryUnavailable"))),
+        &inputs(
+            &card,
+            Fetched::Unavailable(finding(SkillCardReason::RegistryUnavailable)),
+        ),
         &valid.status,
         &at(20),
     );
@@ -208,7 +217,7 @@ fn an_outage_before_any_validation_of_this_generation_is_not_ready() {
     let decision = decide_card(
         &inputs(
             &edited,
-            Fetched::Unavailable(finding("RegistryUnavailable")),
+            Fetched::Unavailable(finding(SkillCardReason::RegistryUnavailable)),
         ),
         &valid.status,
         &at(20),
@@ -224,7 +233,7 @@ fn an_outage_before_any_validation_of_this_generation_is_not_ready() {
 fn a_deleted_ref_keeps_the_pinned_commit_only_once_validated() {
     let card = git_card(Some("main"));
     let pinned = format!("https://git.test/skills.git@{COMMIT}");
-    let gone = Fetched::RefGone(finding("RefNotFound"));
+    let gone = Fetched::RefGone(finding(SkillCardReason::RefNotFound));
     let fresh = decide_card(
         &inputs(&card, gone.clone()),
         &SkillCardStatus::default(),
@@ -386,10 +395,10 @@ fn only_a_pin_that_cannot_move_reuses_what_this_generation_validated() {
 
 #[test]
 fn an_outcome_read_on_keeps_any_outcome_but_a_read() {
-    let refused: Fetched<u8> = Fetched::Refused(finding("InvalidPullSecret"));
+    let refused: Fetched<u8> = Fetched::Refused(finding(SkillCardReason::InvalidPullSecret));
     assert_eq!(
         refused.and_then(|n| Fetched::Read(u32::from(n))),
-        Fetched::Refused(finding("InvalidPullSecret"))
+        Fetched::Refused(finding(SkillCardReason::InvalidPullSecret))
     );
     assert_eq!(
         Fetched::Read(1u8).and_then(|n| Fetched::Read(u32::from(n) + 1)),

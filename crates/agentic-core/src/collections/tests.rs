@@ -3,6 +3,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
+use crate::reasons::SkillCardReason;
 
 const PINNED: &str = "registry.test/skills/bundle@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -214,7 +215,7 @@ fn readiness_names_every_card_that_is_not_ready_with_its_reason() {
         ("gone", Lookup::Missing),
     ]);
     assert!(!ready);
-    assert_eq!(reason, REASON_SKILLS_NOT_READY);
+    assert_eq!(reason, SkillCollectionReason::SkillsNotReady);
     assert!(
         message.starts_with("2 of 3 skill(s) are not Ready"),
         "{message}"
@@ -231,7 +232,7 @@ fn readiness_names_every_card_that_is_not_ready_with_its_reason() {
 
     let (ready, reason, _) = readiness(&[("bundle-a", Lookup::Found(&good))]);
     assert!(ready);
-    assert_eq!(reason, REASON_ALL_SKILLS_RESOLVED);
+    assert_eq!(reason, SkillCollectionReason::AllSkillsResolved);
 }
 
 fn at(second: i64) -> Time {
@@ -309,19 +310,19 @@ fn a_listed_image_plans_its_cards_pinned_and_a_refused_one_plans_none() {
     }
     let none = plan_collection(&c, &owner(), listed(&[]));
     assert!(
-        matches!(&none, Planned::Refused(f) if f.reason == "NoSkills"),
+        matches!(&none, Planned::Refused(f) if f.reason.as_str() == "NoSkills"),
         "{none:?}"
     );
     let gone = Some(Fetched::Rejected(Finding::new(
-        "ImageNotFound",
+        SkillCardReason::ImageNotFound,
         "no such image",
     )));
     assert!(matches!(
         plan_collection(&c, &owner(), gone),
-        Planned::Refused(f) if f.reason == "ImageNotFound"
+        Planned::Refused(f) if f.reason == SkillCollectionReason::ImageNotFound
     ));
     let down = Some(Fetched::Unavailable(Finding::new(
-        "RegistryUnavailable",
+        SkillCardReason::RegistryUnavailable,
         "down",
     )));
     assert!(matches!(
@@ -341,7 +342,7 @@ fn new_cards_are_applied_and_waited_for_and_a_tag_is_listed_again() {
     assert_eq!(decision.status.resolved_image.as_deref(), Some(PINNED));
     assert_eq!(
         ready_of(&decision.status),
-        ("False", REASON_SKILLS_NOT_READY)
+        ("False", SkillCollectionReason::SkillsNotReady.as_str())
     );
     let message = message_of(&decision.status);
     assert!(message.contains("no Ready condition yet"), "{message}");
@@ -362,7 +363,7 @@ fn ready_cards_it_controls_make_it_ready_and_unlisted_ones_are_pruned() {
     let decision = decide(&c, planned, &cards, &SkillCollectionStatus::default(), 10);
     assert_eq!(
         ready_of(&decision.status),
-        ("True", REASON_ALL_SKILLS_RESOLVED)
+        ("True", SkillCollectionReason::AllSkillsResolved.as_str())
     );
     assert_eq!(decision.prune, ["bundle-old"]);
     assert_eq!(decision.status.resolved_skills, ["bundle-pdf"]);
@@ -381,7 +382,7 @@ fn a_card_whose_spec_the_apply_changes_waits_for_its_next_generation() {
     assert_eq!(decision.apply.len(), 1);
     assert_eq!(
         ready_of(&decision.status),
-        ("False", REASON_SKILLS_NOT_READY)
+        ("False", SkillCollectionReason::SkillsNotReady.as_str())
     );
     let message = message_of(&decision.status);
     assert!(message.contains("its spec is at generation 2"), "{message}");
@@ -404,7 +405,7 @@ fn a_name_another_card_holds_is_left_alone_and_named() {
     assert_eq!(decision.status.resolved_skills, ["bundle-xlsx"]);
     assert_eq!(
         ready_of(&decision.status),
-        ("False", REASON_OBJECT_NAME_TAKEN)
+        ("False", SkillCollectionReason::ObjectNameTaken.as_str())
     );
     assert_eq!(decision.next, Next::NameTaken);
 }
@@ -418,11 +419,11 @@ fn an_outage_keeps_a_ready_collection_ready_and_writes_nothing() {
     let ready = decide(&c, planned, &cards, &SkillCollectionStatus::default(), 10);
     assert_eq!(
         ready_of(&ready.status),
-        ("True", REASON_ALL_SKILLS_RESOLVED)
+        ("True", SkillCollectionReason::AllSkillsResolved.as_str())
     );
 
     let down = Some(Fetched::Unavailable(Finding::new(
-        "RegistryUnavailable",
+        SkillCardReason::RegistryUnavailable,
         "down",
     )));
     let outage = plan_collection(&c, &owner(), down.clone());
@@ -440,7 +441,7 @@ fn an_outage_keeps_a_ready_collection_ready_and_writes_nothing() {
     );
     assert_eq!(
         ready_of(&fresh.status),
-        ("False", REASON_REGISTRY_UNAVAILABLE)
+        ("False", SkillCollectionReason::RegistryUnavailable.as_str())
     );
     assert!(fresh.apply.is_empty() && fresh.prune.is_empty());
 }
@@ -453,7 +454,7 @@ fn a_refused_image_clears_what_it_listed_and_deletes_nothing() {
     let cards = [("bundle-pdf".to_string(), Lookup::Found(&pdf))];
     let ready = decide(&c, planned, &cards, &SkillCollectionStatus::default(), 10);
     let gone = Some(Fetched::Rejected(Finding::new(
-        "ImageNotFound",
+        SkillCardReason::ImageNotFound,
         "no such image",
     )));
     let refused = decide(

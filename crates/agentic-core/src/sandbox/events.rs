@@ -49,24 +49,28 @@ pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<StatusEvent
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conditions::set_condition;
+    use crate::conditions::Conditions;
+    use crate::reasons::{AgentRunReason as R, ErrorReason};
     use agentic_api::ConditionStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn status(phase: AgentRunPhase, reason: &str, sandbox: Option<&str>) -> AgentRunStatus {
+    fn status(phase: AgentRunPhase, reason: impl Into<R>, sandbox: Option<&str>) -> AgentRunStatus {
+        let reason = reason.into();
         let mut status = AgentRunStatus {
             phase: Some(phase),
             sandbox_name: sandbox.map(str::to_string),
             ..AgentRunStatus::default()
         };
-        set_condition(
+        Conditions::<R>::new(
             &mut status.conditions,
+            Some(1),
+            Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        )
+        .set(
             CONDITION_READY,
             ConditionStatus::False,
             reason,
             &format!("{reason} happened"),
-            Some(1),
-            Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
         );
         status
     }
@@ -78,7 +82,7 @@ mod tests {
     #[test]
     fn a_sandbox_recorded_with_the_pod_already_running_is_announced_first() {
         let old = AgentRunStatus::default();
-        let new = status(AgentRunPhase::Running, "AgentRunning", Some("run-1"));
+        let new = status(AgentRunPhase::Running, R::AgentRunning, Some("run-1"));
         let events = run_events(&old, &new);
         assert_eq!(reasons(&events), ["SandboxCreating", "AgentRunning"]);
         assert_eq!(events[0].note, "sandbox run-1 created");
@@ -87,20 +91,20 @@ mod tests {
 
     #[test]
     fn a_sandbox_recorded_while_it_or_its_pod_is_created_is_announced_once() {
-        let old = status(AgentRunPhase::Pending, "Queued", None);
-        for reason in ["SandboxCreating", "PodPending"] {
+        let old = status(AgentRunPhase::Pending, R::Queued, None);
+        for reason in [R::SandboxCreating, R::PodPending] {
             let new = status(AgentRunPhase::Pending, reason, Some("run-1"));
             let events = run_events(&old, &new);
-            assert_eq!(reasons(&events), [reason]);
+            assert_eq!(reasons(&events), [reason.as_str()]);
             assert_eq!(events[0].note, format!("{reason} happened"));
         }
     }
 
     #[test]
     fn an_unchanged_reason_raises_nothing_and_a_failure_is_a_warning() {
-        let running = status(AgentRunPhase::Running, "AgentRunning", Some("run-1"));
+        let running = status(AgentRunPhase::Running, R::AgentRunning, Some("run-1"));
         assert!(run_events(&running, &running.clone()).is_empty());
-        let failed = status(AgentRunPhase::Failed, "AgentFailed", Some("run-1"));
+        let failed = status(AgentRunPhase::Failed, R::AgentFailed, Some("run-1"));
         let events = run_events(&running, &failed);
         assert_eq!(reasons(&events), ["AgentFailed"]);
         assert!(events[0].warning);
@@ -109,7 +113,7 @@ mod tests {
     #[test]
     fn a_run_blocked_before_its_sandbox_raises_only_its_reason() {
         let old = AgentRunStatus::default();
-        let new = status(AgentRunPhase::Pending, "AgentNotReady", None);
+        let new = status(AgentRunPhase::Pending, ErrorReason::AgentNotReady, None);
         assert_eq!(reasons(&run_events(&old, &new)), ["AgentNotReady"]);
     }
 }

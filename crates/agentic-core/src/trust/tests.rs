@@ -4,7 +4,7 @@ use agentic_api::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use crate::conditions::set_condition;
+use crate::conditions::Conditions;
 
 use super::*;
 
@@ -150,9 +150,9 @@ fn enforce_without_a_signature_is_not_ready() {
     );
     let verdict = judge(&policies, &image(), &[Outcome::Unsigned]).expect("selected");
     assert_eq!(verdict.verified.0, ConditionStatus::False);
-    assert_eq!(verdict.verified.1, REASON_UNSIGNED);
+    assert_eq!(verdict.verified.1, SkillCardReason::Unsigned);
     let (reason, message) = verdict.blocked.expect("blocked");
-    assert_eq!(reason, REASON_UNVERIFIED);
+    assert_eq!(reason, SkillCardReason::Unverified);
     assert!(
         message.contains("ClusterSkillTrustPolicy/signed"),
         "{message}"
@@ -170,7 +170,7 @@ fn enforce_without_a_signature_is_not_ready() {
         &[Outcome::Invalid("signed for another digest".into())],
     )
     .expect("selected");
-    assert_eq!(invalid.verified.1, REASON_SIGNATURE_INVALID);
+    assert_eq!(invalid.verified.1, SkillCardReason::SignatureInvalid);
     assert!(invalid.verified.2.contains("signed for another digest"));
     assert!(!invalid.usable());
 }
@@ -188,7 +188,7 @@ fn a_valid_signature_is_verified_and_names_its_signer() {
     let verdict = judge(&policies, &image(), &[verified("sha256:abcd")]).expect("selected");
     assert!(verdict.usable());
     assert_eq!(verdict.verified.0, ConditionStatus::True);
-    assert_eq!(verdict.verified.1, REASON_SIGNATURE_VERIFIED);
+    assert_eq!(verdict.verified.1, SkillCardReason::SignatureVerified);
     assert_eq!(verdict.verification.state, VerificationState::Verified);
     assert_eq!(verdict.verification.signer.as_deref(), Some("sha256:abcd"));
     assert_eq!(
@@ -208,7 +208,7 @@ fn warn_keeps_the_card_ready_with_verified_false() {
     let verdict = judge(&policies, &image(), &[Outcome::Unsigned]).expect("selected");
     assert!(verdict.usable());
     assert_eq!(verdict.verified.0, ConditionStatus::False);
-    assert_eq!(verdict.verified.1, REASON_UNSIGNED);
+    assert_eq!(verdict.verified.1, SkillCardReason::Unsigned);
     assert_eq!(verdict.verification.state, VerificationState::Unverified);
 
     let unknown = judge(
@@ -239,7 +239,7 @@ fn a_namespaced_warn_policy_cannot_soften_a_cluster_enforce_one() {
     )
     .expect("selected");
     let (reason, message) = verdict.blocked.expect("still blocked");
-    assert_eq!(reason, REASON_UNVERIFIED);
+    assert_eq!(reason, SkillCardReason::Unverified);
     assert!(
         message.contains("ClusterSkillTrustPolicy/signed"),
         "{message}"
@@ -285,7 +285,7 @@ fn an_enforce_policy_that_cannot_check_blocks_an_unverified_pin() {
     assert_eq!(verdict.verified.0, ConditionStatus::Unknown);
     assert_eq!(
         verdict.blocked.map(|b| b.0),
-        Some(REASON_VERIFICATION_UNAVAILABLE)
+        Some(SkillCardReason::VerificationUnavailable)
     );
     let unchecked = judge(&policies, &image(), &[]).expect("selected");
     assert!(
@@ -309,8 +309,11 @@ fn revoked_digests_commits_and_keys_block_with_reason_revoked() {
     let policies = Policies::new([&digests], [], "team");
     // Revocations apply to what no pattern selects.
     let verdict = judge(&policies, &image(), &[]).expect("revoked");
-    assert_eq!(verdict.blocked.as_ref().map(|b| b.0), Some(REASON_REVOKED));
-    assert_eq!(verdict.verified.1, REASON_REVOKED);
+    assert_eq!(
+        verdict.blocked.as_ref().map(|b| b.0),
+        Some(SkillCardReason::Revoked)
+    );
+    assert_eq!(verdict.verified.1, SkillCardReason::Revoked);
     assert_eq!(verdict.verification.state, VerificationState::Revoked);
     assert!(verdict.verified.2.contains("ClusterSkillTrustPolicy/kill"));
 
@@ -331,7 +334,7 @@ fn revoked_digests_commits_and_keys_block_with_reason_revoked() {
     };
     let policies = Policies::new([], [&commits], "team");
     let verdict = judge(&policies, &git, &[]).expect("revoked");
-    assert_eq!(verdict.blocked.map(|b| b.0), Some(REASON_REVOKED));
+    assert_eq!(verdict.blocked.map(|b| b.0), Some(SkillCardReason::Revoked));
     assert_eq!(
         judge(&Policies::new([], [&commits], "other"), &git, &[]),
         None
@@ -344,7 +347,7 @@ fn revoked_digests_commits_and_keys_block_with_reason_revoked() {
     });
     let policies = Policies::new([&cluster("keys", keys)], [], "team");
     let verdict = judge(&policies, &image(), &[verified("sha256:leaked")]).expect("selected");
-    assert_eq!(verdict.blocked.map(|b| b.0), Some(REASON_REVOKED));
+    assert_eq!(verdict.blocked.map(|b| b.0), Some(SkillCardReason::Revoked));
     assert_eq!(
         verdict.verification.signer.as_deref(),
         Some("sha256:leaked")
@@ -369,7 +372,7 @@ fn a_namespaced_revocation_adds_to_the_clusters() {
     );
     let policies = Policies::new([&cluster_policy], [&tenant], "team");
     let verdict = judge(&policies, &image(), &[verified("k")]).expect("selected");
-    assert_eq!(verdict.blocked.map(|b| b.0), Some(REASON_REVOKED));
+    assert_eq!(verdict.blocked.map(|b| b.0), Some(SkillCardReason::Revoked));
 }
 
 #[test]
@@ -556,9 +559,9 @@ fn the_blast_radius_lists_live_runs_first_and_counts_runs_once() {
     assert_eq!(
         listed,
         [
-            ("live", "git", REASON_REVOKED),
-            ("live", "java", REASON_REVOKED),
-            ("finished", "java", REASON_REVOKED)
+            ("live", "git", SkillCardReason::Revoked.as_str()),
+            ("live", "java", SkillCardReason::Revoked.as_str()),
+            ("finished", "java", SkillCardReason::Revoked.as_str())
         ]
     );
 }
@@ -616,7 +619,10 @@ fn the_blast_radius_counts_unverified_mounts_and_revoked_signers() {
             .iter()
             .map(|a| (a.name.as_str(), a.reason.as_str()))
             .collect::<Vec<_>>(),
-        [("leaked", REASON_REVOKED), ("warned", REASON_UNVERIFIED)]
+        [
+            ("leaked", SkillCardReason::Revoked.as_str()),
+            ("warned", SkillCardReason::Unverified.as_str())
+        ]
     );
 }
 
@@ -811,14 +817,11 @@ fn ready_status(pin: &str) -> SkillCardStatus {
         resolved_image: Some(pin.into()),
         ..SkillCardStatus::default()
     };
-    set_condition(
-        &mut status.conditions,
+    Conditions::<SkillCardReason>::new(&mut status.conditions, Some(1), now()).set(
         CONDITION_READY,
         ConditionStatus::True,
-        "SkillValid",
+        SkillCardReason::SkillValid,
         "",
-        Some(1),
-        now(),
     );
     status
 }
@@ -843,11 +846,11 @@ fn a_blocking_verdict_turns_ready_false_and_no_verdict_leaves_no_trace() {
         crate::conditions::find_condition(&status.conditions, CONDITION_READY).expect("Ready");
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
-        ("False", REASON_UNVERIFIED)
+        ("False", SkillCardReason::Unverified.as_str())
     );
     let verified = crate::conditions::find_condition(&status.conditions, CONDITION_VERIFIED)
         .expect("Verified");
-    assert_eq!(verified.reason, REASON_UNSIGNED);
+    assert_eq!(verified.reason, SkillCardReason::Unsigned.as_str());
     assert_eq!(ready_pin(&status), None, "not Ready: nothing to verify");
     assert!(status.verification.is_some());
 
@@ -872,7 +875,7 @@ fn keeping_the_previous_pin_keeps_its_content_and_says_why() {
         ),
         (
             "True",
-            REASON_NEW_PIN_REFUSED,
+            SkillCardReason::NewPinRefused.as_str(),
             "kept a; refused b: unsigned"
         )
     );

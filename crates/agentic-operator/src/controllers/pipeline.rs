@@ -386,7 +386,8 @@ mod tests {
     use agentic_api::{
         AgentWorkflow, AgentWorkflowSpec, AgentWorkflowStatus, CONDITION_READY, ConditionStatus,
     };
-    use agentic_core::conditions::set_condition;
+    use agentic_core::conditions::Conditions;
+    use agentic_core::reasons::AgentWorkflowReason;
     use bytes::Bytes;
     use http_body_util::{BodyExt, Full};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -447,14 +448,11 @@ mod tests {
     ) -> Result<Pass<AgentWorkflowStatus>> {
         status.observed_generation = Some(1);
         let at = Time(Timestamp::from_second(1_800_000_000).expect("a time"));
-        set_condition(
-            &mut status.conditions,
+        Conditions::<AgentWorkflowReason>::new(&mut status.conditions, Some(1), at).set(
             CONDITION_READY,
             ConditionStatus::True,
-            "AllAgentsReady",
+            AgentWorkflowReason::AllAgentsReady,
             "every stage's Agent is Ready",
-            Some(1),
-            at,
         );
         Ok(Pass::then(status, Action::await_change()))
     }

@@ -14,11 +14,9 @@ use agentic_core::cards::{
     delivery_of, no_skill_source, pinned_skill, validated_at, validating,
 };
 use agentic_core::events::{StatusEvent, condition_events};
-use agentic_core::reasons::{
-    REASON_INVALID_PULL_SECRET, REASON_INVALID_SOURCE_SECRET, REASON_PULL_SECRET_NOT_FOUND,
-    REASON_SOURCE_SECRET_NOT_FOUND,
-};
-use agentic_core::trust::{CONDITION_VERIFIED, REASON_NEW_PIN_REFUSED};
+use agentic_core::reasons::SkillCardReason;
+use agentic_core::trust::CONDITION_VERIFIED;
+use agentic_git::GitError;
 use agentic_oci::{DockerConfig, RegistryAuth};
 use agentic_skill::Refusal;
 use futures::future::BoxFuture;
@@ -36,14 +34,12 @@ use crate::apply::{apply_owned_after_read, apply_status};
 use crate::caches::SecretMeta;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use reads::{Reader, action, registry_answer, registry_of};
+use reads::{Reader, action, registry_answer, registry_of, verdict_reason};
 
 pub const KIND: &str = "SkillCard";
 pub use agentic_core::cards::{
     CONDITION_MOVING_REF, CONDITION_REGISTRY_REACHABLE, CONDITION_SOURCE_REACHABLE,
 };
-/// `Ready` is Unknown: the registry or git server is being asked about this generation.
-pub use agentic_core::reasons::REASON_VALIDATING;
 
 /// The SkillCard controller: re-reads a card when a pull secret it names changes. It
 /// reconciles any number of cards at once: a pass waits for a registry or git server, whose
@@ -107,7 +103,7 @@ impl Reconciled for SkillCard {
         // A refused new pin leaves `Verified` True (the kept pin is verified), but a tag
         // moved to bytes that do not verify is what an operator must hear about.
         for event in &mut events {
-            if event.reason == REASON_NEW_PIN_REFUSED {
+            if event.reason == SkillCardReason::NewPinRefused.as_str() {
                 event.warning = true;
             }
         }
@@ -317,7 +313,10 @@ async fn read_image(
                 pinned: Some(content.image.repository_with_digest.clone()),
                 body_bytes: body_bytes_of(&content.skill_md),
             }),
-            None => Fetched::Rejected(Finding::new("InvalidSkill", content.report.summary())),
+            None => Fetched::Rejected(Finding::new(
+                SkillCardReason::InvalidSkill,
+                content.report.summary(),
+            )),
         }),
     )
 }
@@ -372,13 +371,13 @@ async fn pull_auth(
             ),
         };
         return Ok(Fetched::Refused(Finding::new(
-            REASON_INVALID_PULL_SECRET,
+            SkillCardReason::InvalidPullSecret,
             message,
         )));
     }
     if !missing.is_empty() {
         return Ok(Fetched::Refused(Finding::new(
-            REASON_PULL_SECRET_NOT_FOUND,
+            SkillCardReason::PullSecretNotFound,
             format!(
                 "spec.pullSecrets: Secret(s) not found in namespace {namespace}: {}",
                 missing.join(", ")
@@ -404,7 +403,7 @@ async fn read_git(
     let source = match agentic_git::SourceUrl::parse(url, &options.insecure_hosts) {
         Ok(source) => source,
         Err(e) => {
-            let finding = Finding::new(e.reason(), format!("spec.source: {e}"));
+            let finding = Finding::new(git_reason(&e), format!("spec.source: {e}"));
             return Ok(Fetched::Refused(finding));
         }
     };
@@ -488,14 +487,37 @@ fn git_answer(
             "git server unreachable"
         );
         return Fetched::Unavailable(Finding::new(
-            "SourceUnavailable",
+            SkillCardReason::SourceUnavailable,
             format!("the git server of {source} did not answer; the operator's log has the cause"),
         ));
     }
-    let finding = Finding::new(error.reason(), error.to_string());
+    let finding = Finding::new(git_reason(&error), error.to_string());
     match error {
-        agentic_git::GitError::RefNotFound { .. } => Fetched::RefGone(finding),
+        GitError::RefNotFound { .. } => Fetched::RefGone(finding),
         _ => Fetched::Rejected(finding),
+    }
+}
+
+/// The reason a card writes for a git error: the error's own word (`GitError::reason`). No
+/// arm is a catch-all, so a new variant does not compile until it is given a reason.
+fn git_reason(error: &GitError) -> SkillCardReason {
+    use SkillCardReason as R;
+    match error {
+        GitError::InvalidSource { .. } => R::InvalidSource,
+        GitError::InvalidRef { .. } => R::InvalidRef,
+        GitError::InvalidSubPath { .. } => R::InvalidSubPath,
+        GitError::RefNotFound { .. } => R::RefNotFound,
+        GitError::RepositoryNotFound { .. } => R::RepositoryNotFound,
+        GitError::Unauthorized { .. } => R::Unauthorized,
+        // Transient, both: `git_answer` reports them as the outage they are. `Io` is a
+        // failure of the operator's own fetch (its scratch directory, a failed task).
+        GitError::SourceUnavailable { .. } | GitError::Io { .. } => R::SourceUnavailable,
+        GitError::SubPathRequired { .. } => R::SubPathRequired,
+        GitError::Skill(verdict) => verdict_reason(verdict),
+        GitError::NestedSkillFile { .. } => R::NestedSkillFile,
+        GitError::LinkInSkill { .. } => R::LinkInSkill,
+        GitError::UnsafeContent { .. } => R::UnsafeSourceContent,
+        GitError::TooLarge { .. } => R::RepositoryTooLarge,
     }
 }
 
@@ -513,7 +535,7 @@ async fn source_auth(
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let Some(secret) = secrets.get_opt(name).await? else {
         return Ok(Fetched::Refused(Finding::new(
-            REASON_SOURCE_SECRET_NOT_FOUND,
+            SkillCardReason::SourceSecretNotFound,
             format!("spec.sourceSecret: Secret {name} not found in namespace {namespace}"),
         )));
     };
@@ -529,7 +551,7 @@ async fn source_auth(
             Fetched::Read(agentic_git::GitAuth::Basic { username, password })
         }
         _ => Fetched::Refused(Finding::new(
-            REASON_INVALID_SOURCE_SECRET,
+            SkillCardReason::InvalidSourceSecret,
             format!(
                 "spec.sourceSecret: Secret {name} needs the keys username and password (UTF-8), as a Secret of type kubernetes.io/basic-auth has"
             ),
@@ -551,8 +573,8 @@ fn read_inline(card: &SkillCard) -> Fetched<ValidSkill> {
         // no refusal always has a frontmatter: the fallback only keeps the match total.
         (refusal, _) => {
             let reason = match refusal {
-                Some(Refusal::GooseIncompatible) => "GooseIncompatible",
-                Some(Refusal::InvalidSkill) | None => "InvalidSkill",
+                Some(Refusal::GooseIncompatible) => SkillCardReason::GooseIncompatible,
+                Some(Refusal::InvalidSkill) | None => SkillCardReason::InvalidSkill,
             };
             Fetched::Refused(Finding::new(
                 reason,
