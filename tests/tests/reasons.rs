@@ -1,94 +1,106 @@
-//! What the compiler cannot check about reasons.
+//! What the compiler cannot check about reasons: that `docs/conditions.md` documents them.
 //!
 //! Conditions are written through `agentic_core::conditions::Conditions`, which takes the
-//! kind's reason enum of `agentic_core::reasons`, and `agentic-core` tests each enum against
-//! its section of `docs/conditions.md`. The registry, git and SKILL.md errors live in crates
-//! below `agentic-core` and name their reasons as words (`reason() -> &'static str`); a
-//! SkillCard or SkillCollection writes those words into its conditions, so each must be a
-//! reason of one of those kinds (or one the command line alone reports).
+//! kind's reason enum of `agentic_core::reasons`; the registry, git and SKILL.md errors reach
+//! a SkillCard's conditions through one exhaustive match per error type in the operator, so
+//! a reason no enum lists does not compile. What is left is the documentation: each section
+//! of `docs/conditions.md` lists exactly the variants of its kind's enum.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-use agentic_core::reasons::vocabulary;
+use agentic_core::reasons::{EventReason, Reason, ReconcileErrorReason, vocabulary};
 
-/// Reasons that never reach a condition: the command line's own (`skill push` and
-/// `skill validate` reading local files and `~/.docker/config.json`).
-const NOT_CONDITIONS: &[&str] = &[
-    "InvalidCredentials",
-    "InvalidSkillSource",
-    "Io",
-    "IoError",
-    "UnsupportedPath",
-    "Internal",
-];
-
-/// The crates whose errors name their reasons as words.
-const WORDED_ERRORS: &[&str] = &["agentic-oci", "agentic-git", "agentic-skill"];
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+fn conditions_md() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the tests crate is inside the repository")
-        .to_path_buf()
+        .join("docs/conditions.md");
+    std::fs::read_to_string(path).expect("docs/conditions.md")
 }
 
-/// Every `.rs` file under `dir`, without unit-test modules (`tests.rs`, `tests/`).
-fn sources(dir: &Path, out: &mut Vec<String>) {
-    for entry in std::fs::read_dir(dir).expect("readable source directory") {
-        let path = entry.expect("directory entry").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if path.is_dir() {
-            if name != "tests" {
-                sources(&path, out);
-            }
-        } else if name.ends_with(".rs") && name != "tests.rs" {
-            out.push(std::fs::read_to_string(&path).expect("readable source"));
-        }
-    }
+fn is_reason(word: &str) -> bool {
+    word.len() > 1
+        && word.starts_with(|c: char| c.is_ascii_uppercase())
+        && word.chars().all(|c| c.is_ascii_alphanumeric())
+        && word.chars().any(|c| c.is_ascii_lowercase())
 }
 
-/// The words the arms of the errors' `reason()` functions return.
-fn worded_error_reasons() -> BTreeSet<String> {
-    let mut texts = Vec::new();
-    for krate in WORDED_ERRORS {
-        sources(&repo().join("crates").join(krate).join("src"), &mut texts);
-    }
-    let mut reasons = BTreeSet::new();
-    for text in &texts {
-        let mut rest = text.as_str();
-        while let Some(start) = rest.find("fn reason(&self) -> &'static str {") {
-            let body = &rest[start..];
-            let end = body.find("\n    }\n").unwrap_or(body.len());
-            for arm in body[..end].lines().filter(|l| l.contains("=> \"")) {
-                if let Some(value) = arm.split('"').nth(1) {
-                    reasons.insert(value.to_owned());
-                }
-            }
-            rest = &body[end..];
+/// The backquoted CamelCase words of the `reason` column of each `## Kind` section's tables
+/// (its `###` subsections included), and of the "Reconcile errors" section's text.
+fn documented() -> BTreeMap<String, BTreeSet<String>> {
+    let text = conditions_md();
+    let mut sections: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut section = String::new();
+    let mut column = None;
+    for line in text.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            section = heading.trim().to_string();
         }
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let words = if section == ReconcileErrorReason::KIND {
+            line
+        } else if !line.starts_with('|') {
+            column = None;
+            continue;
+        } else if let Some(index) = cells.iter().position(|cell| *cell == "reason") {
+            column = Some(index);
+            continue;
+        } else {
+            match column.and_then(|index| cells.get(index)) {
+                Some(cell) => cell,
+                None => continue,
+            }
+        };
+        let reasons = words
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|word| is_reason(word));
+        sections
+            .entry(section.clone())
+            .or_default()
+            .extend(reasons.map(str::to_owned));
     }
-    reasons
+    sections
 }
 
 #[test]
-fn every_worded_error_reason_is_a_skillcard_or_skillcollection_reason() {
-    let reasons = worded_error_reasons();
-    assert!(reasons.len() > 20, "the errors were read: {reasons:?}");
-    let cards: BTreeSet<&str> = vocabulary()
+fn each_section_of_the_docs_lists_exactly_its_kinds_reasons() {
+    let documented = documented();
+    for vocabulary in vocabulary() {
+        let listed: BTreeSet<String> = vocabulary.reasons.iter().map(|r| (*r).to_owned()).collect();
+        let section = documented.get(vocabulary.kind).cloned().unwrap_or_default();
+        let undocumented: Vec<_> = listed.difference(&section).collect();
+        let unknown: Vec<_> = section.difference(&listed).collect();
+        assert!(
+            undocumented.is_empty() && unknown.is_empty(),
+            "{}: not in its section of docs/conditions.md: {undocumented:?}; documented but in no variant of its enum: {unknown:?}",
+            vocabulary.kind
+        );
+    }
+    let errors = documented
+        .get(ReconcileErrorReason::KIND)
+        .cloned()
+        .unwrap_or_default();
+    let listed: BTreeSet<String> = ReconcileErrorReason::all()
         .into_iter()
-        .filter(|v| ["SkillCard", "SkillCollection"].contains(&v.kind))
-        .flat_map(|v| v.reasons)
-        .collect();
-    let unknown: Vec<_> = reasons
-        .iter()
-        .filter(|r| !cards.contains(r.as_str()) && !NOT_CONDITIONS.contains(&r.as_str()))
+        .map(|r| r.as_str().to_owned())
         .collect();
     assert!(
-        unknown.is_empty(),
-        "error reasons that neither SkillCardReason nor SkillCollectionReason lists: {unknown:?}"
+        listed.is_subset(&errors),
+        "reconcile errors not documented: {:?}",
+        listed.difference(&errors).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn event_reasons_are_documented() {
+    let text = conditions_md();
+    for reason in EventReason::all() {
+        assert!(
+            text.contains(&format!("`{reason}`")),
+            "docs/conditions.md does not mention the Event reason `{reason}`"
+        );
+    }
 }

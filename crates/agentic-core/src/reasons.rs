@@ -10,8 +10,8 @@
 //! names in its `ERRORS` the ones its conditions can carry (what its section of
 //! `docs/conditions.md` documents). [`ReconcileErrorReason`] labels failed passes
 //! (`agentic_reconcile_errors_total`, the `ReconcileFailed` Event) and [`EventReason`] the
-//! Events that belong to no condition. A test here fails when a section of
-//! `docs/conditions.md` and its enum differ.
+//! Events that belong to no condition. A test (`tests/tests/reasons.rs`) fails when a
+//! section of `docs/conditions.md` and its enum differ.
 
 use std::fmt;
 
@@ -659,14 +659,9 @@ pub fn vocabulary() -> Vec<Vocabulary> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeSet;
 
     use super::*;
-
-    fn conditions_md() -> String {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/conditions.md");
-        std::fs::read_to_string(path).expect("docs/conditions.md")
-    }
 
     fn is_reason(word: &str) -> bool {
         word.len() > 1
@@ -675,88 +670,11 @@ mod tests {
             && word.chars().any(|c| c.is_ascii_lowercase())
     }
 
-    /// The backquoted CamelCase words of the `reason` column of each `## Kind` section's
-    /// tables (its `###` subsections included), and of the "Reconcile errors" section's text.
-    fn documented() -> BTreeMap<String, BTreeSet<String>> {
-        let text = conditions_md();
-        let mut sections: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let mut section = String::new();
-        let mut column = None;
-        for line in text.lines() {
-            if let Some(heading) = line.strip_prefix("## ") {
-                section = heading.trim().to_string();
-            }
-            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-            let words = if section == ReconcileErrorReason::KIND {
-                line
-            } else if !line.starts_with('|') {
-                column = None;
-                continue;
-            } else if let Some(index) = cells.iter().position(|cell| *cell == "reason") {
-                column = Some(index);
-                continue;
-            } else {
-                match column.and_then(|index| cells.get(index)) {
-                    Some(cell) => cell,
-                    None => continue,
-                }
-            };
-            let reasons = words
-                .split('`')
-                .skip(1)
-                .step_by(2)
-                .filter(|word| is_reason(word));
-            sections
-                .entry(section.clone())
-                .or_default()
-                .extend(reasons.map(str::to_owned));
-        }
-        sections
-    }
-
     fn words<R: Reason>() -> BTreeSet<String> {
         R::all()
             .into_iter()
             .map(|r| r.as_str().to_owned())
             .collect()
-    }
-
-    #[test]
-    fn each_section_of_the_docs_lists_exactly_its_kinds_reasons() {
-        let documented = documented();
-        for vocabulary in vocabulary() {
-            let listed: BTreeSet<String> =
-                vocabulary.reasons.iter().map(|r| (*r).to_owned()).collect();
-            let section = documented.get(vocabulary.kind).cloned().unwrap_or_default();
-            let undocumented: Vec<_> = listed.difference(&section).collect();
-            let unknown: Vec<_> = section.difference(&listed).collect();
-            assert!(
-                undocumented.is_empty() && unknown.is_empty(),
-                "{}: not in its section of docs/conditions.md: {undocumented:?}; documented but in no variant of its enum: {unknown:?}",
-                vocabulary.kind
-            );
-        }
-        let errors = documented
-            .get(ReconcileErrorReason::KIND)
-            .cloned()
-            .unwrap_or_default();
-        let listed = words::<ReconcileErrorReason>();
-        assert!(
-            listed.is_subset(&errors),
-            "reconcile errors not documented: {:?}",
-            listed.difference(&errors).collect::<Vec<_>>()
-        );
-    }
-
-    #[test]
-    fn event_reasons_are_documented() {
-        let text = conditions_md();
-        for reason in EventReason::all() {
-            assert!(
-                text.contains(&format!("`{reason}`")),
-                "docs/conditions.md does not mention the Event reason `{reason}`"
-            );
-        }
     }
 
     /// Two variants with one word would make a reason's meaning depend on which was written,
