@@ -247,3 +247,33 @@ async fn an_image_reference_that_names_no_registry_is_refused_without_asking_one
     assert!(message.starts_with("spec.image: "), "{message}");
     assert!(find_condition(&status.conditions, "RegistryReachable").is_none());
 }
+
+/// Each git error lands as the word it names itself, but for `Io`: a failure of the
+/// operator's own fetch, transient, written as the outage `git_answer` reports it as.
+#[test]
+fn git_errors_land_as_their_words_and_io_as_an_unavailable_source() {
+    use agentic_core::reasons::SkillCardReason;
+    use agentic_git::GitError;
+    let message = || "m".to_string();
+    let errors = [
+        GitError::RefNotFound {
+            source_url: "u".into(),
+            message: message(),
+        },
+        GitError::UnsafeContent { message: message() },
+        GitError::TooLarge { message: message() },
+        GitError::SourceUnavailable {
+            source_url: "u".into(),
+            message: message(),
+        },
+    ];
+    for error in &errors {
+        assert_eq!(super::git_reason(error).as_str(), error.reason());
+    }
+    let io = GitError::Io {
+        path: "p".into(),
+        message: message(),
+    };
+    assert!(io.is_transient());
+    assert_eq!(super::git_reason(&io), SkillCardReason::SourceUnavailable);
+}
