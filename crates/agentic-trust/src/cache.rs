@@ -8,11 +8,11 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use crate::Verdict;
+use crate::ImageVerdict;
 
 /// Default of [`VerificationCache::new`]'s capacity.
 pub const DEFAULT_CACHE_ENTRIES: usize = 4096;
-/// How long a verdict other than [`Verdict::Verified`] is kept: a signature pushed after an
+/// How long a verdict other than [`ImageVerdict::Verified`] is kept: a signature pushed after an
 /// `Unsigned` verdict is found within this.
 pub const UNVERIFIED_TTL: Duration = Duration::from_secs(60);
 
@@ -28,7 +28,7 @@ pub struct CacheKey {
 }
 
 /// Verdicts by [`CacheKey`]. Concurrent lookups of one key share a single verification, so a
-/// thousand cards on one image cost one signature read. [`Verdict::Unavailable`] is never
+/// thousand cards on one image cost one signature read. [`ImageVerdict::Unavailable`] is never
 /// kept (the next lookup tries again); other non-verified verdicts for [`UNVERIFIED_TTL`];
 /// verified ones until evicted. Cheap to clone.
 #[derive(Clone)]
@@ -44,7 +44,7 @@ struct Entries {
 }
 
 struct Entry {
-    cell: Arc<OnceCell<(Verdict, Instant)>>,
+    cell: Arc<OnceCell<(ImageVerdict, Instant)>>,
     last_used: u64,
 }
 
@@ -68,17 +68,17 @@ impl VerificationCache {
 
     /// The cached verdict of `key`, or the one `verify` returns (run once for all concurrent
     /// callers of the same key).
-    pub async fn get_or_verify<F, Fut>(&self, key: &CacheKey, verify: F) -> Verdict
+    pub async fn get_or_verify<F, Fut>(&self, key: &CacheKey, verify: F) -> ImageVerdict
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Verdict>,
+        Fut: Future<Output = ImageVerdict>,
     {
         let cell = self.cell(key);
         let (verdict, _) = cell
             .get_or_init(|| async { (verify().await, Instant::now()) })
             .await
             .clone();
-        if matches!(verdict, Verdict::Unavailable { .. }) {
+        if matches!(verdict, ImageVerdict::Unavailable { .. }) {
             self.forget_cell(key, &cell);
         }
         verdict
@@ -105,12 +105,12 @@ impl VerificationCache {
         self.len() == 0
     }
 
-    fn cell(&self, key: &CacheKey) -> Arc<OnceCell<(Verdict, Instant)>> {
+    fn cell(&self, key: &CacheKey) -> Arc<OnceCell<(ImageVerdict, Instant)>> {
         let mut entries = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         let stale = entries.by_key.get(key).is_some_and(|entry| {
             entry.cell.get().is_some_and(|(verdict, at)| {
-                !matches!(verdict, Verdict::Verified(_))
+                !matches!(verdict, ImageVerdict::Verified(_))
                     && now.duration_since(*at) >= UNVERIFIED_TTL
             })
         });
@@ -138,7 +138,7 @@ impl VerificationCache {
     }
 
     /// Removes `key` if it still holds `cell` (a newer lookup may have replaced it).
-    fn forget_cell(&self, key: &CacheKey, cell: &Arc<OnceCell<(Verdict, Instant)>>) {
+    fn forget_cell(&self, key: &CacheKey, cell: &Arc<OnceCell<(ImageVerdict, Instant)>>) {
         let mut entries = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
         if entries
             .by_key
@@ -164,8 +164,8 @@ mod tests {
         }
     }
 
-    fn verified() -> Verdict {
-        Verdict::Verified(Verified {
+    fn verified() -> ImageVerdict {
+        ImageVerdict::Verified(Verified {
             signer: Signer::Key {
                 fingerprint: "sha256:00".to_string(),
             },
@@ -196,9 +196,9 @@ mod tests {
         assert!(verdicts.iter().all(|verdict| *verdict == verified()));
     }
 
-    async fn futures_join<F: Future<Output = Verdict> + Send + 'static>(
+    async fn futures_join<F: Future<Output = ImageVerdict> + Send + 'static>(
         lookups: impl Iterator<Item = F>,
-    ) -> Vec<Verdict> {
+    ) -> Vec<ImageVerdict> {
         let mut set = tokio::task::JoinSet::new();
         for lookup in lookups {
             set.spawn(lookup);
@@ -215,21 +215,21 @@ mod tests {
         let cache = VerificationCache::default();
         let unavailable = cache
             .get_or_verify(&key("sha256:aa"), || async {
-                Verdict::Unavailable {
+                ImageVerdict::Unavailable {
                     why: "registry down".to_string(),
                 }
             })
             .await;
-        assert!(matches!(unavailable, Verdict::Unavailable { .. }));
+        assert!(matches!(unavailable, ImageVerdict::Unavailable { .. }));
         assert!(cache.is_empty());
         let after = cache
             .get_or_verify(&key("sha256:aa"), || async { verified() })
             .await;
         assert_eq!(after, verified());
         let other = cache
-            .get_or_verify(&key("sha256:bb"), || async { Verdict::Unsigned })
+            .get_or_verify(&key("sha256:bb"), || async { ImageVerdict::Unsigned })
             .await;
-        assert_eq!(other, Verdict::Unsigned);
+        assert_eq!(other, ImageVerdict::Unsigned);
         assert_eq!(cache.len(), 2);
     }
 
@@ -237,7 +237,7 @@ mod tests {
     async fn an_unsigned_verdict_expires_and_a_verified_one_stays() {
         let cache = VerificationCache::default();
         cache
-            .get_or_verify(&key("sha256:aa"), || async { Verdict::Unsigned })
+            .get_or_verify(&key("sha256:aa"), || async { ImageVerdict::Unsigned })
             .await;
         cache
             .get_or_verify(&key("sha256:bb"), || async { verified() })
@@ -248,7 +248,7 @@ mod tests {
             .await;
         assert_eq!(again, verified(), "the unsigned verdict expired");
         let kept = cache
-            .get_or_verify(&key("sha256:bb"), || async { Verdict::Unsigned })
+            .get_or_verify(&key("sha256:bb"), || async { ImageVerdict::Unsigned })
             .await;
         assert_eq!(kept, verified(), "a verified verdict does not expire");
     }
@@ -263,11 +263,11 @@ mod tests {
         }
         assert_eq!(cache.len(), 2);
         let recomputed = cache
-            .get_or_verify(&key("sha256:aa"), || async { Verdict::Unsigned })
+            .get_or_verify(&key("sha256:aa"), || async { ImageVerdict::Unsigned })
             .await;
         assert_eq!(
             recomputed,
-            Verdict::Unsigned,
+            ImageVerdict::Unsigned,
             "the oldest entry was evicted"
         );
     }

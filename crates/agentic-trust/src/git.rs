@@ -33,17 +33,17 @@ impl CommitVerdict {
     /// card's status: the signer is the key's fingerprint, the layout [`Layout::Commit`].
     ///
     /// [`Layout::Commit`]: crate::Layout::Commit
-    pub fn into_verdict(self, commit: &str) -> crate::Verdict {
+    pub fn into_verdict(self, commit: &str) -> crate::ImageVerdict {
         match self {
             CommitVerdict::Verified { fingerprint, .. } => {
-                crate::Verdict::Verified(crate::Verified {
+                crate::ImageVerdict::Verified(crate::Verified {
                     signer: crate::Signer::Key { fingerprint },
                     signature_digest: commit.to_string(),
                     layout: crate::Layout::Commit,
                 })
             }
-            CommitVerdict::Unsigned => crate::Verdict::Unsigned,
-            CommitVerdict::Invalid { why } => crate::Verdict::Invalid { why },
+            CommitVerdict::Unsigned => crate::ImageVerdict::Unsigned,
+            CommitVerdict::Invalid { why } => crate::ImageVerdict::Invalid { why },
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::limits::{
     MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_CHAIN_LENGTH, MAX_PAYLOAD_BYTES, MAX_REFERRERS,
     MAX_SIGNATURE_MANIFEST_BYTES, MAX_SIGNATURES,
 };
-use crate::{Layout, Requirement, Signer, Verdict, Verified};
+use crate::{ImageVerdict, Layout, Requirement, Signer, Verified};
 
 pub(crate) const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 pub(crate) const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
@@ -47,14 +47,14 @@ const COSIGN_SIGN_PREDICATE: &str = "https://sigstore.dev/cosign/sign/v1";
 /// `image`'s repository, so a signature copied from another repository never counts).
 ///
 /// Never panics and never returns an error: a registry that cannot be read is
-/// [`Verdict::Unavailable`] (keep the previous verdict), content over a limit is
-/// [`Verdict::Invalid`] naming the limit.
+/// [`ImageVerdict::Unavailable`] (keep the previous verdict), content over a limit is
+/// [`ImageVerdict::Invalid`] naming the limit.
 pub async fn verify_image(
     client: &RegistryClient,
     auth: &RegistryAuth,
     image: &ResolvedImage,
     requirement: &Requirement,
-) -> Verdict {
+) -> ImageVerdict {
     let mut reader = Reader {
         client,
         auth,
@@ -71,15 +71,15 @@ pub async fn verify_image(
     }
     .await;
     match outcome {
-        Ok(Some(verified)) => Verdict::Verified(verified),
-        Ok(None) if reader.found == 0 && reader.refusals.is_empty() => Verdict::Unsigned,
-        Ok(None) => Verdict::Invalid {
+        Ok(Some(verified)) => ImageVerdict::Verified(verified),
+        Ok(None) if reader.found == 0 && reader.refusals.is_empty() => ImageVerdict::Unsigned,
+        Ok(None) => ImageVerdict::Invalid {
             why: reader.refusals.join("; "),
         },
-        Err(Stop::Unavailable(why)) => Verdict::Unavailable { why },
+        Err(Stop::Unavailable(why)) => ImageVerdict::Unavailable { why },
         Err(Stop::Invalid(why)) => {
             reader.refusals.push(why);
-            Verdict::Invalid {
+            ImageVerdict::Invalid {
                 why: reader.refusals.join("; "),
             }
         }
@@ -182,7 +182,7 @@ struct Reader<'a> {
     auth: &'a RegistryAuth,
     image: &'a ResolvedImage,
     requirement: &'a Requirement,
-    /// Why each signature found did not count, for [`Verdict::Invalid`].
+    /// Why each signature found did not count, for [`ImageVerdict::Invalid`].
     refusals: Vec<String>,
     /// Signatures found, counted or not.
     found: usize,

@@ -6,14 +6,14 @@
 //!
 //! [`verify_image`] takes an image pinned by digest and a [`Requirement`] (cosign public keys
 //! — several, for rotation — or keyless identities under a [`TrustRoot`]) and returns a
-//! [`Verdict`]:
+//! [`ImageVerdict`]:
 //!
-//! - [`Verdict::Verified`]: who signed ([`Signer`]: the key's fingerprint, or the
+//! - [`ImageVerdict::Verified`]: who signed ([`Signer`]: the key's fingerprint, or the
 //!   certificate's issuer and subject), the digest of the signature read, and its [`Layout`];
-//! - [`Verdict::Unsigned`]: no signature in either layout;
-//! - [`Verdict::Invalid`]: signatures exist but none counts (wrong key, over another digest,
+//! - [`ImageVerdict::Unsigned`]: no signature in either layout;
+//! - [`ImageVerdict::Invalid`]: signatures exist but none counts (wrong key, over another digest,
 //!   copied from another repository, a forged log entry, over a limit), and why;
-//! - [`Verdict::Unavailable`]: the registry could not be read; keep the previous verdict.
+//! - [`ImageVerdict::Unavailable`]: the registry could not be read; keep the previous verdict.
 //!
 //! Both layouts cosign writes are read: the legacy `sha256-<hex>.sig` tag (simple-signing
 //! payloads, whose `critical.image.docker-manifest-digest` must be the pinned digest and
@@ -99,7 +99,7 @@ pub use sign::{SignError, Signature, SigningKey, sign_image};
 
 /// The outcome of [`verify_image`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum ImageVerdict {
     Verified(Verified),
     /// No signature in either layout.
     Unsigned,

@@ -8,8 +8,8 @@ use std::ops::Deref;
 
 use agentic_oci::ResolvedImage;
 use agentic_trust::{
-    Identity, Keyless, Layout, MAX_BUNDLE_BYTES, Pattern, PublicKey, Requirement, Signer,
-    TrustRoot, Verdict,
+    Identity, ImageVerdict, Keyless, Layout, MAX_BUNDLE_BYTES, Pattern, PublicKey, Requirement,
+    Signer, TrustRoot,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -302,7 +302,7 @@ impl Env {
         name: &str,
         requirement: &Requirement,
         bundle_for: impl FnOnce(&ResolvedImage) -> BundleParts,
-    ) -> Verdict {
+    ) -> ImageVerdict {
         let image = self.push_image("skills/bundles", name).await;
         self.push_bundle(&image, &bundle_for(&image)).await;
         self.verify(&image, requirement).await
@@ -377,7 +377,7 @@ async fn keyless_signatures_under_a_throwaway_trust_root() {
     env.push_signatures(&image, &[&good]).await;
     let verdict = env.verify(&image, &exact).await;
     assert!(
-        matches!(&verdict, Verdict::Verified(v) if v.signer == signer && v.layout == Layout::Tag),
+        matches!(&verdict, ImageVerdict::Verified(v) if v.signer == signer && v.layout == Layout::Tag),
         "{verdict:?}"
     );
     let pattern = requirement(
@@ -386,7 +386,7 @@ async fn keyless_signatures_under_a_throwaway_trust_root() {
     );
     assert!(matches!(
         env.verify(&image, &pattern).await,
-        Verdict::Verified(_)
+        ImageVerdict::Verified(_)
     ));
 
     // Another identity is refused, exact or by pattern.
@@ -742,7 +742,7 @@ async fn keyless_bundles_verify_offline_and_refuse_forgeries() {
         subject: SUBJECT.to_string(),
     };
     let leaf_cert = leaf(&root.authority, OIDC_ISSUER, SUBJECT);
-    let is_verified = |verdict: &Verdict| matches!(verdict, Verdict::Verified(v) if v.signer == signer && v.layout == Layout::ReferrersTag);
+    let is_verified = |verdict: &ImageVerdict| matches!(verdict, ImageVerdict::Verified(v) if v.signer == signer && v.layout == Layout::ReferrersTag);
 
     // A v0.3 DSSE bundle of cosign's statement over the image, logged as a dsse entry.
     let verdict = env
@@ -947,7 +947,7 @@ async fn signed_certificate_timestamps_from_the_trust_roots_ct_logs() {
             BundleParts::dsse(image, &logged, &root, &rekor)
         })
         .await;
-    assert!(matches!(verdict, Verdict::Verified(_)), "{verdict:?}");
+    assert!(matches!(verdict, ImageVerdict::Verified(_)), "{verdict:?}");
 
     // No SCT: refused when the trust root names CT logs, not required when it names none.
     let unlogged = leaf(&root.authority, OIDC_ISSUER, SUBJECT);
@@ -960,7 +960,7 @@ async fn signed_certificate_timestamps_from_the_trust_roots_ct_logs() {
     );
     assert!(matches!(
         env.verify(&image, &without_ct).await,
-        Verdict::Verified(_)
+        ImageVerdict::Verified(_)
     ));
 
     // An SCT from a log the trust root does not name.

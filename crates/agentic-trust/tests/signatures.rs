@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agentic_oci::{RegistryAuth, RegistryClient, RegistryOptions, ResolvedImage};
-use agentic_trust::{Layout, PublicKey, Requirement, Signer, Verdict, verify_image};
+use agentic_trust::{ImageVerdict, Layout, PublicKey, Requirement, Signer, verify_image};
 use base64::Engine as _;
 use support::{SignatureRegistry, expect_invalid, sha256, sig_tag};
 
@@ -225,7 +225,7 @@ async fn cosign_signatures_in_the_tag_layout() {
     let verdict = env
         .verify(&signed, &Requirement::keys(vec![public_a.clone()]))
         .await;
-    let Verdict::Verified(verified) = verdict else {
+    let ImageVerdict::Verified(verified) = verdict else {
         panic!("expected Verified, got {verdict:?}");
     };
     assert_eq!(
@@ -256,20 +256,23 @@ async fn cosign_signatures_in_the_tag_layout() {
     let rotated = Requirement::keys(vec![public_b.clone(), public_a.clone()]);
     let verdict = env.verify(&signed, &rotated).await;
     assert!(
-        matches!(&verdict, Verdict::Verified(v) if v.signer == Signer::Key { fingerprint: fingerprint_of(&pem_a) }),
+        matches!(&verdict, ImageVerdict::Verified(v) if v.signer == Signer::Key { fingerprint: fingerprint_of(&pem_a) }),
         "{verdict:?}"
     );
     let newer = env.push_skill("skills/demo", "v2", "newer").await;
     env.sign(&key_b, &newer, false);
     let verdict = env.verify(&newer, &rotated).await;
     assert!(
-        matches!(&verdict, Verdict::Verified(v) if v.signer == Signer::Key { fingerprint: fingerprint_of(&pem_b) }),
+        matches!(&verdict, ImageVerdict::Verified(v) if v.signer == Signer::Key { fingerprint: fingerprint_of(&pem_b) }),
         "{verdict:?}"
     );
 
     // Unsigned.
     let unsigned = env.push_skill("skills/demo", "v3", "unsigned").await;
-    assert_eq!(env.verify(&unsigned, &rotated).await, Verdict::Unsigned);
+    assert_eq!(
+        env.verify(&unsigned, &rotated).await,
+        ImageVerdict::Unsigned
+    );
 
     // A valid signature of `signed` placed as the signature of `unsigned`: over another digest.
     env.copy_manifest(
@@ -315,7 +318,7 @@ async fn a_moved_tag_is_verified_at_its_new_digest() {
     env.sign(&key, &first, false);
     assert!(matches!(
         env.verify(&first, &requirement).await,
-        Verdict::Verified(_)
+        ImageVerdict::Verified(_)
     ));
 
     // The tag moves to an unsigned image: what it names now is unsigned, the old digest
@@ -330,10 +333,13 @@ async fn a_moved_tag_is_verified_at_its_new_digest() {
         .await
         .expect("the tag resolves");
     assert_ne!(moved.digest, first.digest);
-    assert_eq!(env.verify(&moved, &requirement).await, Verdict::Unsigned);
+    assert_eq!(
+        env.verify(&moved, &requirement).await,
+        ImageVerdict::Unsigned
+    );
     assert!(matches!(
         env.verify(&first, &requirement).await,
-        Verdict::Verified(_)
+        ImageVerdict::Verified(_)
     ));
 }
 
@@ -346,7 +352,7 @@ async fn cosign_bundles_as_referrers() {
     env.sign(&key_a, &image, true);
 
     let verdict = env.verify(&image, &Requirement::keys(vec![public_a])).await;
-    let Verdict::Verified(verified) = verdict else {
+    let ImageVerdict::Verified(verified) = verdict else {
         panic!("expected Verified, got {verdict:?}");
     };
     assert_eq!(
@@ -399,7 +405,7 @@ async fn an_unreachable_registry_is_unavailable() {
     )
     .await;
     assert!(
-        matches!(verdict, Verdict::Unavailable { .. }),
+        matches!(verdict, ImageVerdict::Unavailable { .. }),
         "{verdict:?}"
     );
 }
@@ -427,7 +433,7 @@ async fn cosign_signatures_with_rsa_keys() {
             .verify(&image, &Requirement::keys(vec![public.clone()]))
             .await;
         assert!(
-            matches!(&verdict, Verdict::Verified(v) if v.signer == signer && v.layout == layout),
+            matches!(&verdict, ImageVerdict::Verified(v) if v.signer == signer && v.layout == layout),
             "{repository}: {verdict:?}"
         );
         expect_invalid(

@@ -532,7 +532,7 @@ fn verify(
     };
     let image = &resolved.repository_with_digest;
     let why = match verdict {
-        agentic_trust::Verdict::Verified(verified) => {
+        agentic_trust::ImageVerdict::Verified(verified) => {
             let signer = match &verified.signer {
                 agentic_trust::Signer::Key { fingerprint } => format!("key {fingerprint}"),
                 agentic_trust::Signer::Identity { issuer, subject } => {
@@ -546,9 +546,9 @@ fn verify(
             );
             return ExitCode::SUCCESS;
         }
-        agentic_trust::Verdict::Unsigned => "unsigned".to_string(),
-        agentic_trust::Verdict::Invalid { why } => format!("not validly signed: {why}"),
-        agentic_trust::Verdict::Unavailable { why } => {
+        agentic_trust::ImageVerdict::Unsigned => "unsigned".to_string(),
+        agentic_trust::ImageVerdict::Invalid { why } => format!("not validly signed: {why}"),
+        agentic_trust::ImageVerdict::Unavailable { why } => {
             format!("the signatures could not be read: {why}")
         }
     };

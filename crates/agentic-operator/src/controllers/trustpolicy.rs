@@ -190,9 +190,9 @@ async fn commit_outcome(
                         .into_verdict(commit)
                 }
                 Err(e) if e.is_content_verdict() => {
-                    agentic_trust::Verdict::Invalid { why: e.to_string() }
+                    agentic_trust::ImageVerdict::Invalid { why: e.to_string() }
                 }
-                Err(e) => agentic_trust::Verdict::Unavailable { why: e.to_string() },
+                Err(e) => agentic_trust::ImageVerdict::Unavailable { why: e.to_string() },
             }
         })
         .await;
@@ -225,9 +225,9 @@ async fn commit_object(
 }
 
 /// A verdict of `agentic-trust` as the outcome of one policy.
-fn outcome_of(verdict: agentic_trust::Verdict) -> Outcome {
+fn outcome_of(verdict: agentic_trust::ImageVerdict) -> Outcome {
     match verdict {
-        agentic_trust::Verdict::Verified(verified) => Outcome::Verified(Signature {
+        agentic_trust::ImageVerdict::Verified(verified) => Outcome::Verified(Signature {
             signer: match verified.signer {
                 agentic_trust::Signer::Key { fingerprint } => fingerprint,
                 agentic_trust::Signer::Identity { issuer, subject } => {
@@ -242,9 +242,9 @@ fn outcome_of(verdict: agentic_trust::Verdict) -> Outcome {
             }
             .to_string(),
         }),
-        agentic_trust::Verdict::Unsigned => Outcome::Unsigned,
-        agentic_trust::Verdict::Invalid { why } => Outcome::Invalid(why),
-        agentic_trust::Verdict::Unavailable { why } => Outcome::Unavailable(why),
+        agentic_trust::ImageVerdict::Unsigned => Outcome::Unsigned,
+        agentic_trust::ImageVerdict::Invalid { why } => Outcome::Invalid(why),
+        agentic_trust::ImageVerdict::Unavailable { why } => Outcome::Unavailable(why),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use agentic_oci::{RegistryAuth, RegistryClient, RegistryOptions, ResolvedImage};
 use agentic_testenv::Registry;
-use agentic_trust::{Requirement, Verdict, verify_image};
+use agentic_trust::{ImageVerdict, Requirement, verify_image};
 use sha2::{Digest as _, Sha256};
 
 pub struct SignatureRegistry {
@@ -24,9 +24,9 @@ pub fn sig_tag(image: &ResolvedImage) -> String {
     format!("{}.sig", image.digest.replace(':', "-"))
 }
 
-pub fn expect_invalid(verdict: Verdict, expected: &str) {
+pub fn expect_invalid(verdict: ImageVerdict, expected: &str) {
     match verdict {
-        Verdict::Invalid { why } => {
+        ImageVerdict::Invalid { why } => {
             assert!(why.contains(expected), "expected {expected:?} in {why:?}")
         }
         other => panic!("expected Invalid ({expected}), got {other:?}"),
@@ -48,7 +48,7 @@ impl SignatureRegistry {
         }
     }
 
-    pub async fn verify(&self, image: &ResolvedImage, requirement: &Requirement) -> Verdict {
+    pub async fn verify(&self, image: &ResolvedImage, requirement: &Requirement) -> ImageVerdict {
         verify_image(&self.client, &RegistryAuth::Anonymous, image, requirement).await
     }
 
