@@ -53,6 +53,15 @@ fn inline(text: String) -> KeySource {
     }
 }
 
+/// The message of the card's `Verified` condition.
+fn verified_message(card: SkillCard) -> String {
+    let conditions = card.status.expect("status").conditions;
+    condition(&conditions, "Verified")
+        .expect("Verified")
+        .message
+        .clone()
+}
+
 fn conditions_are(card: &SkillCard, ready: (&str, &str), verified: (&str, &str)) -> bool {
     card.status.as_ref().is_some_and(|s| {
         has_condition(&s.conditions, "Ready", ready.0, ready.1)
@@ -168,10 +177,7 @@ async fn signed_commits_are_verified_and_unsigned_or_foreign_ones_are_not_ready(
         |c| conditions_are(c, ("False", "Unverified"), ("False", "SignatureInvalid")),
     )
     .await;
-    let message = condition(&foreign.status.expect("status").conditions, "Verified")
-        .expect("Verified")
-        .message
-        .clone();
+    let message = verified_message(foreign);
     assert!(
         message.contains(&ssh_fingerprint(&stranger)) && message.contains("not an allowed signer"),
         "names the foreign key: {message}"
@@ -204,10 +210,7 @@ async fn signed_commits_are_verified_and_unsigned_or_foreign_ones_are_not_ready(
         |c| conditions_are(c, ("True", "SkillValid"), ("False", "SignatureInvalid")),
     )
     .await;
-    let message = condition(&refused.status.expect("status").conditions, "Verified")
-        .expect("Verified")
-        .message
-        .clone();
+    let message = verified_message(refused);
     assert!(
         message.contains(&ssh_fingerprint(&dev)),
         "names dev's key: {message}"

@@ -37,6 +37,15 @@ use crate::error::Result;
 pub const NAMESPACED_KIND: &str = "SkillTrustPolicy";
 pub const CLUSTER_KIND: &str = "ClusterSkillTrustPolicy";
 
+/// The Events of a trust policy's status change, of either kind: its `Ready` condition's.
+fn policy_events(old: &SkillTrustPolicyStatus, new: &SkillTrustPolicyStatus) -> Vec<StatusEvent> {
+    condition_events(
+        &old.conditions,
+        &new.conditions,
+        &[agentic_api::CONDITION_READY],
+    )
+}
+
 impl Reconciled for SkillTrustPolicy {
     const KIND: &'static str = NAMESPACED_KIND;
 
@@ -45,11 +54,7 @@ impl Reconciled for SkillTrustPolicy {
     }
 
     fn events(old: &SkillTrustPolicyStatus, new: &SkillTrustPolicyStatus) -> Vec<StatusEvent> {
-        condition_events(
-            &old.conditions,
-            &new.conditions,
-            &[agentic_api::CONDITION_READY],
-        )
+        policy_events(old, new)
     }
 }
 
@@ -61,11 +66,7 @@ impl Reconciled for ClusterSkillTrustPolicy {
     }
 
     fn events(old: &SkillTrustPolicyStatus, new: &SkillTrustPolicyStatus) -> Vec<StatusEvent> {
-        condition_events(
-            &old.conditions,
-            &new.conditions,
-            &[agentic_api::CONDITION_READY],
-        )
+        policy_events(old, new)
     }
 }
 
