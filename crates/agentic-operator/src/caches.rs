@@ -3,6 +3,7 @@
 //! controller and no kind the operator reconciles, so a pass and the context can read it
 //! without importing each other.
 
+mod index;
 mod sandbox_pod;
 
 use std::any::Any;
@@ -15,6 +16,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::Store;
 
+pub use index::{Index, Maintained};
 pub use sandbox_pod::SandboxPod;
 
 /// A cached object of a kind the operator reconciles: one that does not deserialize is kept

@@ -5,9 +5,8 @@
 //! goose (checked against 1.50.0 and 1.52.0; `tests/goose.rs` holds the rules to the
 //! binaries) finds the frontmatter by splitting the whole file at every `---`, whether or
 //! not it is a line of its own, trims white space from both ends of the second piece, and
-//! reads that with serde_yaml 0.9 into a typed `name` (optional string), `description`
-//! (string) and `metadata` (a mapping, or no value at all), skipping the skill when that
-//! fails.
+//! reads that with serde_yaml 0.9 into a typed `name` (optional string) and `description`
+//! (string), skipping the skill when that fails.
 
 use crate::document::YAML_FIRST_LINE;
 use crate::finding::{Finding, FindingCode, quote};

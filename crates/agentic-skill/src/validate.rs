@@ -581,25 +581,16 @@ fn check_metadata(node: Option<&Node>, findings: &mut Vec<Finding>) -> BTreeMap<
                 }
             }
         }
-        // `metadata:` with nothing after it is no value, which goose reads too; anything else
-        // that is not a mapping (`''`, an empty `|`, `null`, `~`) makes goose skip the skill.
-        Value::Scalar(s) if s.is_empty() && node.plain => {}
-        other => {
-            let found = match other {
-                Value::Scalar(s) if s.is_empty() => "an empty string".to_string(),
-                Value::Scalar(s) => format!("the string {}", quote(s)),
-                other => other.kind().to_string(),
-            };
-            findings.push(Finding::new(
-                FindingCode::MetadataNotMapping,
-                format!(
-                    "metadata must be a mapping of string keys to string values; found {found} \
-                     at line {}, and goose would not list this skill: it skips a skill whose \
-                     metadata is not a mapping; write the entries below it, or leave it out",
-                    node.line
-                ),
-            ));
-        }
+        // `metadata:` with nothing after it is YAML's way of writing no value.
+        Value::Scalar(s) if s.is_empty() => {}
+        other => findings.push(Finding::new(
+            FindingCode::MetadataNotMapping,
+            format!(
+                "metadata must be a mapping of string keys to string values; found {} at line {}",
+                other.kind(),
+                node.line
+            ),
+        )),
     }
     metadata
 }

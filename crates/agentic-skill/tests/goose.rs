@@ -207,7 +207,6 @@ fn check_valid(
 /// A skill we refuse only because goose would not list it must indeed be missing there.
 fn check_refused(report: &Report, listed: Option<&(String, String)>) -> Option<String> {
     let skipped = [
-        FindingCode::MetadataNotMapping,
         FindingCode::GooseIndentedFrontmatter,
         FindingCode::GooseNameNull,
         FindingCode::GooseIntegerOutOfRange,
@@ -694,12 +693,6 @@ const TEXTS: &[&str] = &[
     " ",
 ];
 
-/// `metadata` written as something other than a mapping: empty strings and blocks, scalars,
-/// YAML's nulls, a sequence, and nothing at all (the one goose reads as no metadata).
-const METADATA_NOT_MAPPINGS: &[&str] = &[
-    "''", "\"\"", "|", "|-", ">", "v1", "1", "true", "null", "~", "", "\n  - a",
-];
-
 /// Metadata values: integers at and past the 64-bit edges, floats, booleans and nulls.
 const METADATA_VALUES: &[&str] = &[
     "1.0",
@@ -769,10 +762,7 @@ fn variant(random: &mut Seeded, name: &str) -> Vec<u8> {
     if random.chance(10) {
         fields.push(format!("allowed-tools: {}", random.pick(TEXTS)));
     }
-    if random.chance(8) {
-        // Shapes that are not a mapping: goose skips the skill for all but an empty value.
-        fields.push(format!("metadata: {}", random.pick(METADATA_NOT_MAPPINGS)));
-    } else if random.chance(35) {
+    if random.chance(35) {
         let nested = if random.chance(50) { "  " } else { "    " };
         let mut metadata = "metadata:".to_owned();
         for key in 0..=random.below(3) {

@@ -700,39 +700,3 @@ fn a_nested_skill_file_or_a_link_is_refused() {
         error_codes(&report)
     );
 }
-
-#[test]
-fn metadata_that_is_not_a_mapping_is_refused_as_goose_would_skip_it() {
-    for (metadata, found) in [
-        ("''", "an empty string at line 4"),
-        ("\"\"", "an empty string at line 4"),
-        ("|", "an empty string at line 4"),
-        (">-", "an empty string at line 4"),
-        ("v1", "the string 'v1' at line 4"),
-        ("'null'", "the string 'null' at line 4"),
-        ("null", "the string 'null' at line 4"),
-        ("~", "the string '~' at line 4"),
-        ("\n  - a", "a sequence at line 5"),
-    ] {
-        let report = validate(&format!("name: x\ndescription: d\nmetadata: {metadata}\n"));
-        assert_eq!(
-            error_codes(&report),
-            [FindingCode::MetadataNotMapping],
-            "{metadata:?}"
-        );
-        let summary = report.summary();
-        assert!(
-            summary.contains(found) && summary.contains("goose would not list this skill"),
-            "{metadata:?}: {summary}"
-        );
-    }
-    // Nothing after the key: no metadata, for goose too.
-    for metadata in ["", "# none"] {
-        let report = validate(&format!("name: x\ndescription: d\nmetadata: {metadata}\n"));
-        let summary = report.summary();
-        let frontmatter = report
-            .frontmatter
-            .unwrap_or_else(|| panic!("{metadata:?}: {summary}"));
-        assert!(frontmatter.metadata.is_empty(), "{metadata:?}");
-    }
-}

@@ -21,7 +21,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::pipeline::{Pass, Policy, Reconciled, ready_phase, run_controller};
-use super::support::{Read, guard_ref, lookup, namespace_of, read_cached, read_reference, relate};
+use super::support::{
+    MEMBERS, Read, guard_ref, lookup, member_if, namespace_of, read_cached, read_reference, relate,
+};
 use super::watches::{Stop, Watches};
 use crate::caches::{Guarded, valid};
 use crate::context::Context;
@@ -38,41 +40,81 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.of::<Agent>().store();
+    let agents = watches.of::<Agent>();
+    let store = agents.store();
     let agents_of_changed_collection = {
         let store = store.clone();
+        let listing = agents.index(|agent| names(&agent.spec.skill_collections));
+        let defaulted = agents.index(|agent| member_if(agent.spec.default_skills != Some(false)));
+        let reporting = agents.index(|agent| member_if(reports_default_skills(agent)));
         let cluster_defaults = ctx.settings.default_skills_namespace.clone();
         move |collection: Arc<Guarded<SkillCollection>>| {
             let Ok(collection) = &collection.0 else {
                 return Vec::new();
             };
-            let state = store.state();
-            agents_of_collection(valid(&state), collection, cluster_defaults.as_deref())
+            let namespace = collection.namespace().unwrap_or_default();
+            let mut candidates: Vec<(String, String)> = listing
+                .get(&namespace, &collection.name_any())
                 .into_iter()
-                .map(guard_ref)
-                .collect::<Vec<_>>()
+                .map(|name| (namespace.clone(), name))
+                .collect();
+            // Only an Agent that takes default skills, or reports on them, may follow one.
+            let followers = if is_default_collection(collection) {
+                &defaulted
+            } else {
+                &reporting
+            };
+            if cluster_defaults.as_deref() == Some(namespace.as_str()) {
+                candidates.extend(followers.everywhere(MEMBERS));
+            } else {
+                let here = followers.get(&namespace, MEMBERS);
+                candidates.extend(here.into_iter().map(|name| (namespace.clone(), name)));
+            }
+            let found: Vec<_> = candidates
+                .into_iter()
+                .filter_map(|(ns, name)| store.get(&ObjectRef::new(&name).within(&ns)))
+                .collect();
+            let mut picked: Vec<_> =
+                agents_of_collection(valid(&found), collection, cluster_defaults.as_deref())
+                    .into_iter()
+                    .map(guard_ref)
+                    .collect();
+            picked.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            picked.dedup();
+            picked
         }
     };
-    let mut controller =
-        Controller::for_shared_stream(watches.of::<Agent>().applied(), store.clone())
-            .watches_shared_stream(
-                watches.of::<SkillCollection>().touched(),
-                agents_of_changed_collection.clone(),
-            );
+    let mut controller = Controller::for_shared_stream(agents.applied(), store.clone())
+        .watches_shared_stream(
+            watches.of::<SkillCollection>().touched(),
+            agents_of_changed_collection.clone(),
+        );
     if let Some(defaults) = &mut watches.default_collections {
         controller =
             controller.watches_shared_stream(defaults.touched(), agents_of_changed_collection);
     }
+    let by_card = agents.index(|agent| {
+        let mut cards = names(&agent.spec.skill_cards);
+        cards.extend(
+            agent
+                .status
+                .iter()
+                .flat_map(|s| &s.skills)
+                .map(|s| s.skill_card.clone()),
+        );
+        cards
+    });
+    let by_gateway = agents.index(|agent| names(&agent.spec.gateways));
     let controller = controller
         .watches_shared_stream(
             watches.of::<SkillCard>().touched(),
-            relate(store.clone(), |agents, ns, card| {
+            relate(store.clone(), by_card, |agents, ns, card| {
                 agents_referencing(agents, ns, Reference::SkillCard, card)
             }),
         )
         .watches_shared_stream(
             watches.of::<Gateway>().touched(),
-            relate(store.clone(), |agents, ns, gateway| {
+            relate(store.clone(), by_gateway, |agents, ns, gateway| {
                 agents_referencing(agents, ns, Reference::Gateway, gateway)
             }),
         );
@@ -330,27 +372,41 @@ pub fn agents_of_collection<'a>(
 ) -> Vec<ObjectRef<Agent>> {
     let namespace = collection.namespace().unwrap_or_default();
     let name = collection.name_any();
-    let is_default = collection
-        .labels()
-        .get(DEFAULT_SKILLS_LABEL)
-        .is_some_and(|v| v == "true");
+    let is_default = is_default_collection(collection);
     let in_defaults = cluster_defaults == Some(namespace.as_str());
     agents
         .into_iter()
         .filter(|a| {
             let here = a.namespace().as_deref() == Some(namespace.as_str());
             let listed = here && a.spec.skill_collections.iter().any(|r| r.name == name);
-            let reports = a
-                .status
-                .iter()
-                .any(|s| find_condition(&s.conditions, CONDITION_DEFAULT_SKILLS).is_some());
             let defaulted = a.spec.default_skills != Some(false)
                 && (here || in_defaults)
-                && (is_default || reports);
+                && (is_default || reports_default_skills(a));
             listed || defaulted
         })
         .map(ObjectRef::from_obj)
         .collect()
+}
+
+/// Whether `collection` is one of the default skill collections (labelled as such).
+fn is_default_collection(collection: &SkillCollection) -> bool {
+    collection
+        .labels()
+        .get(DEFAULT_SKILLS_LABEL)
+        .is_some_and(|v| v == "true")
+}
+
+/// Whether `agent` reports on default skills (has their condition).
+fn reports_default_skills(agent: &Agent) -> bool {
+    agent
+        .status
+        .iter()
+        .any(|s| find_condition(&s.conditions, CONDITION_DEFAULT_SKILLS).is_some())
+}
+
+/// The names of `references`.
+fn names(references: &[agentic_api::ObjectRef]) -> Vec<String> {
+    references.iter().map(|r| r.name.clone()).collect()
 }
 
 #[cfg(test)]

@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentRunStatus, CONDITION_READY, ClusterSkillTrustPolicy,
-    Gateway, PinnedSkill, SkillCard, SkillTrustPolicy, TrustPolicy,
+    Gateway, PinnedSkill, SkillCard, SkillTrustPolicy,
 };
 use agentic_core::conditions::{find_condition, is_ready};
 use agentic_core::events::StatusEvent;
 use agentic_core::names::sandbox_name;
-use agentic_core::owners::{controlling_run, controlling_sandbox, is_controlled_by};
+use agentic_core::owners::{controlling_run, is_controlled_by};
 use agentic_core::params::resolve_run;
 use agentic_core::reasons::{AgentRunReason, ErrorReason};
 use agentic_core::sandbox::{
@@ -29,7 +29,7 @@ use agentic_core::sandbox::{
 use agentic_core::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
-use agentic_core::trust::{cancelling_revocation, may_cancel};
+use agentic_core::trust::cancelling_revocation;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -40,19 +40,24 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
-use super::support::{guard_ref, lookup, namespace_of, read_cached, relate, related};
+use super::support::{lookup, namespace_of, read_cached};
 use super::watches::{Stop, Watches};
 use crate::apply::{Expiring, NAME_TAKEN_RETRY, NameTaken, create_owned, expire_finished};
-use crate::caches::{Guarded, SandboxPod, listed, valid};
+use crate::caches::listed;
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
 
+mod cache;
 mod sweep;
+mod wakes;
 
 /// The agent-sandbox `Sandbox` kind.
 pub use crate::caches::sandbox_resource;
 pub use sweep::MAX_CANDIDATES_PER_PASS;
 pub(super) use sweep::sweep;
+use wakes::{RunIndexes, Wakes};
+#[cfg(test)]
+pub(super) use wakes::{live, runs_a_policy_may_cancel};
 
 pub const KIND: &str = "AgentRun";
 /// Condition that is True once the run has finished, with the outcome as its reason.
@@ -73,113 +78,50 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.of::<AgentRun>().store();
-    let by_pod = store.clone();
+    let runs = watches.of::<AgentRun>();
+    let store = runs.store();
     let namespace_cap = ctx
         .settings
         .run_defaults
         .max_concurrent_runs_per_namespace
         .is_some();
-    let queued_behind = {
-        let store = store.clone();
-        move |run: &AgentRun| {
-            let agent = (!namespace_cap).then_some(run.spec.agent_ref.as_str());
-            related(&store, run, |runs, ns, _| runs_queued(runs, ns, agent))
-        }
-    };
-    let freed_by_deletion = queued_behind.clone();
-    let (cluster_runs, namespace_runs) = (store.clone(), store.clone());
-    let mut controller =
-        Controller::for_shared_stream(watches.of::<AgentRun>().applied(), store.clone())
-            .watches_shared_stream(
-                watches.of::<Agent>().touched(),
-                relate(store.clone(), |runs, ns, agent| {
-                    runs_waiting_on_agent(runs, ns, agent)
-                }),
-            )
-            .watches_shared_stream(
-                watches.secrets.touched(),
-                relate(store.clone(), |runs, ns, secret| {
-                    runs_waiting_on_secret(runs, ns, secret)
-                }),
-            )
-            // A run that finishes or goes frees a slot for the runs queued on its Agent, or on
-            // its namespace under the namespace cap. No other change of a run does, and each
-            // wake-up looks through the namespace's runs: not once per run event.
-            .watches_shared_stream(
-                watches.of::<AgentRun>().applied(),
-                move |changed: Arc<Guarded<AgentRun>>| match &changed.0 {
-                    Ok(run) if is_finished(run) => queued_behind(run),
-                    _ => Vec::new(),
-                },
-            )
-            .watches_shared_stream(
-                watches.of::<AgentRun>().deleted(),
-                move |gone: Arc<Guarded<AgentRun>>| match &gone.0 {
-                    Ok(run) => freed_by_deletion(run),
-                    Err(_) => Vec::new(),
-                },
-            )
-            // A trust policy change wakes the live runs it may cancel: of every namespace for a
-            // cluster policy, of its own for a namespaced one.
-            .watches_shared_stream(
-                watches.of::<ClusterSkillTrustPolicy>().touched(),
-                move |policy: Arc<Guarded<ClusterSkillTrustPolicy>>| match &policy.0 {
-                    Ok(policy) => {
-                        runs_a_policy_may_cancel(&cluster_runs, &policy.spec.policy, None)
-                    }
-                    Err(_) => Vec::new(),
-                },
-            )
-            .watches_shared_stream(
-                watches.of::<SkillTrustPolicy>().touched(),
-                move |policy: Arc<Guarded<SkillTrustPolicy>>| match &policy.0 {
-                    Ok(policy) => runs_a_policy_may_cancel(
-                        &namespace_runs,
-                        &policy.spec.policy,
-                        Some(policy.metadata.namespace.as_deref().unwrap_or_default()),
-                    ),
-                    Err(_) => Vec::new(),
-                },
-            )
-            .watches_shared_stream(watches.pods.touched(), move |pod: Arc<SandboxPod>| {
-                // A pod of the `pod` backend names its run as its controller: no need to look
-                // through the runs (a pod event per run made that quadratic).
-                if let (Some(run), Some(namespace)) =
-                    (controlling_run(pod.meta()), &pod.metadata.namespace)
-                {
-                    return vec![guard_ref(ObjectRef::new(run).within(namespace))];
-                }
-                related(&by_pod, pod.as_ref(), |runs, ns, _| {
-                    runs_of_pod(runs, ns, pod.meta())
-                })
-            });
+    let wakes = Arc::new(Wakes::new(
+        store.clone(),
+        RunIndexes::kept_by(&runs),
+        namespace_cap,
+    ));
+    let mut controller = Controller::for_shared_stream(runs.applied(), store.clone())
+        .watches_shared_stream(
+            watches.of::<Agent>().touched(),
+            Wakes::on(&wakes, Wakes::agent_changed),
+        )
+        .watches_shared_stream(
+            watches.secrets.touched(),
+            Wakes::on(&wakes, Wakes::secret_changed),
+        )
+        .watches_shared_stream(runs.changed(), Wakes::on(&wakes, Wakes::run_changed))
+        .watches_shared_stream(runs.deleted(), Wakes::on(&wakes, Wakes::run_deleted))
+        .watches_shared_stream(
+            watches.of::<ClusterSkillTrustPolicy>().touched(),
+            Wakes::on(&wakes, Wakes::cluster_policy_changed),
+        )
+        .watches_shared_stream(
+            watches.of::<SkillTrustPolicy>().touched(),
+            Wakes::on(&wakes, Wakes::policy_changed),
+        )
+        .watches_shared_stream(
+            watches.pods.touched(),
+            Wakes::on(&wakes, Wakes::pod_changed),
+        );
     if let Some(sandboxes) = &mut watches.sandboxes {
         controller = controller.watches_shared_stream_with(
             sandboxes.touched(),
-            |sandbox: Arc<DynamicObject>| owning_runs(sandbox.meta()),
+            wakes::sandbox_changed,
             sandbox_resource(),
         );
     }
     let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
-}
-
-/// The AgentRuns that own `sandbox` (its controller reference names one), as keys of the
-/// guarded runs the AgentRun controller reconciles.
-fn owning_runs(sandbox: &ObjectMeta) -> Vec<ObjectRef<Guarded<AgentRun>>> {
-    let Some(namespace) = &sandbox.namespace else {
-        return Vec::new();
-    };
-    let api_version = AgentRun::api_version(&());
-    let kind = AgentRun::kind(&());
-    sandbox
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|owner| owner.api_version == api_version && owner.kind == kind)
-        .map(|owner| ObjectRef::new(&owner.name).within(namespace))
-        .collect()
 }
 
 impl Reconciled for AgentRun {
@@ -199,6 +141,10 @@ impl Reconciled for AgentRun {
 
     fn written(&self, ctx: &Context, old: &AgentRunStatus, new: &AgentRunStatus) {
         ctx.metrics.run_transitioned(self, old, new);
+    }
+
+    fn trim_cached(&mut self) {
+        cache::trim_finished(self);
     }
 }
 
@@ -1099,121 +1045,6 @@ fn judge(run: &AgentRun, ctx: &Context, status: &AgentRunStatus, world: &Sandbox
     let policies = super::trustpolicy::policies_of(ctx, &run.namespace().unwrap_or_default());
     let revocation = cancelling_revocation(&policies, status);
     end_revoked(enforced, revocation, pod)
-}
-
-/// The runs waiting to start on the Agent `name` in `namespace`: every run of it without a
-/// sandbox yet, whatever it waits for (the Agent to exist or turn Ready, a slot).
-pub fn runs_waiting_on_agent<'a>(
-    runs: impl IntoIterator<Item = &'a AgentRun>,
-    namespace: &str,
-    name: &str,
-) -> Vec<ObjectRef<AgentRun>> {
-    unstarted_in(runs, namespace, |r| r.spec.agent_ref == name)
-}
-
-/// The runs in `namespace` without a sandbox yet that `waits_on` picks.
-fn unstarted_in<'a>(
-    runs: impl IntoIterator<Item = &'a AgentRun>,
-    namespace: &str,
-    waits_on: impl Fn(&AgentRun) -> bool,
-) -> Vec<ObjectRef<AgentRun>> {
-    runs.into_iter()
-        .filter(|r| r.namespace().as_deref() == Some(namespace))
-        .filter(|r| r.status.as_ref().is_none_or(|s| s.sandbox_name.is_none()))
-        .filter(|r| waits_on(r))
-        .map(ObjectRef::from_obj)
-        .collect()
-}
-
-/// The runs in `namespace` not started yet whose file mounts read the Secret `name`: a
-/// run waiting for that Secret starts once it appears.
-pub fn runs_waiting_on_secret<'a>(
-    runs: impl IntoIterator<Item = &'a AgentRun>,
-    namespace: &str,
-    name: &str,
-) -> Vec<ObjectRef<AgentRun>> {
-    unstarted_in(runs, namespace, |r| {
-        r.spec.file_mounts.iter().any(|mount| {
-            file_mount_source(mount)
-                .is_some_and(|(kind, source)| kind == FileSourceKind::Secret && source == name)
-        })
-    })
-}
-
-/// The runs a change to the trust policy `policy` may cancel: none unless it may cancel at
-/// all ([`may_cancel`]: a change that leaves a policy without `Cancel` or without
-/// revocations cannot make a run cancelled), else the runs with a sandbox that have not
-/// finished, in `namespace` (`None`: every namespace, for a cluster policy). Runs without a
-/// sandbox mount nothing yet; the revoked card keeps them from starting.
-pub(super) fn runs_a_policy_may_cancel(
-    runs: &kube::runtime::reflector::Store<Guarded<AgentRun>>,
-    policy: &TrustPolicy,
-    namespace: Option<&str>,
-) -> Vec<ObjectRef<Guarded<AgentRun>>> {
-    if !may_cancel(policy) {
-        return Vec::new();
-    }
-    let state = runs.state();
-    valid(&state)
-        .into_iter()
-        .filter(|r| namespace.is_none_or(|ns| r.namespace().as_deref() == Some(ns)))
-        .filter(|r| r.status.as_ref().is_some_and(|s| s.sandbox_name.is_some()))
-        .filter(|r| !is_finished(r))
-        .map(|r| guard_ref(ObjectRef::from_obj(r)))
-        .collect()
-}
-
-/// Whether the run has finished (its phase is `Succeeded` or `Failed`), and so no longer
-/// holds a slot under a cap.
-pub fn is_finished(run: &AgentRun) -> bool {
-    run.status
-        .as_ref()
-        .and_then(|status| status.phase)
-        .is_some_and(AgentRunPhase::is_finished)
-}
-
-/// The runs in `namespace` queued for a slot (reason `Queued`), of the Agent `agent` or
-/// (`None`) of any: what a run that finishes or goes may let start. No other run needs
-/// waking then, and waking every run without a sandbox on each run event made a burst of N
-/// runs cost N² passes.
-pub fn runs_queued<'a>(
-    runs: impl IntoIterator<Item = &'a AgentRun>,
-    namespace: &str,
-    agent: Option<&str>,
-) -> Vec<ObjectRef<AgentRun>> {
-    runs.into_iter()
-        .filter(|r| r.namespace().as_deref() == Some(namespace))
-        .filter(|r| agent.is_none_or(|name| r.spec.agent_ref == name))
-        .filter(|r| {
-            r.status.as_ref().is_some_and(|s| {
-                s.sandbox_name.is_none()
-                    && find_condition(&s.conditions, CONDITION_READY)
-                        .is_some_and(|c| c.reason == AgentRunReason::Queued.as_str())
-            })
-        })
-        .map(ObjectRef::from_obj)
-        .collect()
-}
-
-/// The run a sandbox pod in `namespace` belongs to, by ownerReference: the run controlling
-/// it (the `pod` backend), or the run of the Sandbox controlling it (agent-sandbox). Never
-/// by its run label, whose value is shortened for run names over 63 characters.
-pub fn runs_of_pod<'a>(
-    runs: impl IntoIterator<Item = &'a AgentRun>,
-    namespace: &str,
-    pod: &ObjectMeta,
-) -> Vec<ObjectRef<AgentRun>> {
-    if let Some(run) = controlling_run(pod) {
-        return vec![ObjectRef::new(run).within(namespace)];
-    }
-    let Some(sandbox) = controlling_sandbox(pod) else {
-        return Vec::new();
-    };
-    runs.into_iter()
-        .filter(|r| r.namespace().as_deref() == Some(namespace))
-        .filter(|r| sandbox_name(&r.name_any()) == sandbox)
-        .map(ObjectRef::from_obj)
-        .collect()
 }
 
 #[cfg(test)]

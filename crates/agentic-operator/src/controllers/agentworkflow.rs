@@ -24,15 +24,23 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.of::<AgentWorkflow>().store();
-    let controller =
-        Controller::for_shared_stream(watches.of::<AgentWorkflow>().applied(), store.clone())
-            .watches_shared_stream(
-                watches.of::<Agent>().touched(),
-                relate(store.clone(), |workflows, ns, agent| {
-                    workflows_of_agent(workflows, ns, agent)
-                }),
-            );
+    let workflows = watches.of::<AgentWorkflow>();
+    let store = workflows.store();
+    let by_agent = workflows.index(|workflow| {
+        workflow
+            .spec
+            .stages
+            .iter()
+            .map(|stage| stage.agent_ref.clone())
+            .collect()
+    });
+    let controller = Controller::for_shared_stream(workflows.applied(), store.clone())
+        .watches_shared_stream(
+            watches.of::<Agent>().touched(),
+            relate(store.clone(), by_agent, |workflows, ns, agent| {
+                workflows_of_agent(workflows, ns, agent)
+            }),
+        );
     let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }

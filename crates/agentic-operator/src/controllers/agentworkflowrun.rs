@@ -48,16 +48,25 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.of::<AgentWorkflowRun>().store();
-    let controller =
-        Controller::for_shared_stream(watches.of::<AgentWorkflowRun>().applied(), store.clone())
-            .owns_shared_stream(watches.of::<AgentRun>().touched())
-            .watches_shared_stream(
-                watches.of::<AgentWorkflow>().touched(),
-                relate(store.clone(), |runs, ns, workflow| {
-                    runs_waiting_on_workflow(runs, ns, workflow)
-                }),
-            );
+    let runs = watches.of::<AgentWorkflowRun>();
+    let store = runs.store();
+    // Only a run not started yet waits on its workflow: a finished run is in no index.
+    let waiting = runs.index(|run| {
+        let unstarted = run.status.as_ref().is_none_or(|s| !started(s));
+        if unstarted {
+            vec![run.spec.workflow_ref.clone()]
+        } else {
+            Vec::new()
+        }
+    });
+    let controller = Controller::for_shared_stream(runs.applied(), store.clone())
+        .owns_shared_stream(watches.of::<AgentRun>().touched())
+        .watches_shared_stream(
+            watches.of::<AgentWorkflow>().touched(),
+            relate(store.clone(), waiting, |runs, ns, workflow| {
+                runs_waiting_on_workflow(runs, ns, workflow)
+            }),
+        );
     let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }

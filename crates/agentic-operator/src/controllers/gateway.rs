@@ -82,15 +82,23 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.of::<Gateway>().store();
-    let controller =
-        Controller::for_shared_stream(watches.of::<Gateway>().applied(), store.clone())
-            .watches_shared_stream(
-                watches.secrets.touched(),
-                relate(store.clone(), |gateways, ns, secret| {
-                    gateways_using_secret(gateways, ns, secret)
-                }),
-            );
+    let gateways = watches.of::<Gateway>();
+    let store = gateways.store();
+    let by_secret = gateways.index(|gateway| {
+        gateway
+            .spec
+            .credential_ref
+            .iter()
+            .map(|c| c.secret_name.clone())
+            .collect()
+    });
+    let controller = Controller::for_shared_stream(gateways.applied(), store.clone())
+        .watches_shared_stream(
+            watches.secrets.touched(),
+            relate(store.clone(), by_secret, |gateways, ns, secret| {
+                gateways_using_secret(gateways, ns, secret)
+            }),
+        );
     let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }

@@ -215,6 +215,69 @@ mod tests {
     use crate::controllers::fake_api::FakeApi;
     use crate::controllers::scenario::context;
 
+    /// Where a controller may read a whole cache (`Store::state`, `Caches::state_of`), and
+    /// why: never in a watch mapper, whose work per event must not grow with the objects
+    /// cached (indexes serve them, `caches::Index`). A scan in a periodic task or in a pass
+    /// over few objects is allowed, listed here with its reason.
+    const WHOLE_CACHE_READS: &[(&str, &str)] = &[
+        ("census.rs", "counts every object, once per census interval"),
+        (
+            "agentrun/sweep.rs",
+            "the orphan sweep, once per sweep interval",
+        ),
+        (
+            "trustpolicy.rs",
+            "the trust policies of a namespace (few); the cards a policy change reaches",
+        ),
+        (
+            "trustpolicy/status.rs",
+            "a policy's blast radius, at most once per recount interval; policies per run (few)",
+        ),
+        (
+            "watches.rs",
+            "hands each listed object on and rebuilds the indexes, once per list",
+        ),
+    ];
+
+    #[test]
+    fn no_watch_mapper_scans_a_cache() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controllers");
+        let mut files = vec![root.clone()];
+        let mut scanning = BTreeSet::new();
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(
+                    std::fs::read_dir(&path)
+                        .expect("a source folder")
+                        .map(|entry| entry.expect("an entry").path()),
+                );
+                continue;
+            }
+            let relative = path
+                .strip_prefix(&root)
+                .expect("below the root")
+                .to_string_lossy()
+                .into_owned();
+            let is_test = ["scenarios.rs", "scenario.rs", "fake_api.rs"]
+                .iter()
+                .any(|name| relative.ends_with(name));
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            // Only the code before a file's own tests.
+            let code = text
+                .split("#[cfg(test)]\nmod tests")
+                .next()
+                .unwrap_or_default();
+            if !is_test && (code.contains(".state()") || code.contains("state_of")) {
+                scanning.insert(relative);
+            }
+        }
+        let allowed: BTreeSet<String> = WHOLE_CACHE_READS
+            .iter()
+            .map(|(file, _)| (*file).to_string())
+            .collect();
+        assert_eq!(scanning, allowed);
+    }
+
     /// Every kind the operator installs a CRD for.
     fn installed_kinds() -> BTreeSet<String> {
         agentic_api::crds()

@@ -99,6 +99,11 @@ pub trait Reconciled:
 
     /// What the kind records once `new` is written (runs: the metrics of their transitions).
     fn written(&self, _ctx: &Context, _old: &Self::Status, _new: &Self::Status) {}
+
+    /// The object as its watch caches it: without what no reader of the cache needs (a
+    /// finished run's spec). Every pass and mapper of every kind reads the cached object, so
+    /// what this drops must be what none of them reads.
+    fn trim_cached(&mut self) {}
 }
 
 /// `Ready` or `NotReady`, from an object's `Ready` condition (none yet: `NotReady`).

@@ -27,11 +27,10 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::pipeline::{Pass, Policy, Reconciled, backoff_within_tag_refresh, run_controller};
-use super::support::{namespace_of, related};
+use super::support::{namespace_of, relate};
 use super::trustpolicy;
 use super::watches::{Stop, Watches};
 use crate::apply::{apply_owned_after_read, apply_status};
-use crate::caches::SecretMeta;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use reads::{Reader, action, registry_answer, registry_of, verdict_reason};
@@ -50,35 +49,43 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.of::<SkillCard>().store();
-    let cards = store.clone();
+    let cards = watches.of::<SkillCard>();
+    let store = cards.store();
+    let by_pull_secret = cards.index(|card| {
+        card.spec
+            .pull_secrets
+            .iter()
+            .flatten()
+            .map(|s| s.name.clone())
+            .collect()
+    });
     let (cluster_cards, namespace_cards) = (store.clone(), store.clone());
-    let controller =
-        Controller::for_shared_stream(watches.of::<SkillCard>().applied(), store.clone())
-            .watches_shared_stream(watches.secrets.touched(), move |secret: Arc<SecretMeta>| {
-                related(&cards, secret.as_ref(), |cards, ns, name| {
-                    cards
-                        .into_iter()
-                        .filter(|c| c.namespace().as_deref() == Some(ns))
-                        .filter(|c| c.spec.pull_secrets.iter().flatten().any(|s| s.name == name))
-                        .map(ObjectRef::from_obj)
-                        .collect()
-                })
-            })
-            // A policy change reaches the cards in its scope at once: a revocation takes effect
-            // in the time of one pass, not of a tag refresh.
-            .watches_shared_stream(
-                watches
-                    .of::<agentic_api::ClusterSkillTrustPolicy>()
-                    .touched(),
-                move |_| trustpolicy::cards_in_scope(&cluster_cards, None),
-            )
-            .watches_shared_stream(
-                watches.of::<agentic_api::SkillTrustPolicy>().touched(),
-                move |policy| {
-                    trustpolicy::cards_in_scope(&namespace_cards, policy.namespace().as_deref())
-                },
-            );
+    let controller = Controller::for_shared_stream(cards.applied(), store.clone())
+        .watches_shared_stream(
+            watches.secrets.touched(),
+            relate(store.clone(), by_pull_secret, |cards, ns, name| {
+                cards
+                    .into_iter()
+                    .filter(|c| c.namespace().as_deref() == Some(ns))
+                    .filter(|c| c.spec.pull_secrets.iter().flatten().any(|s| s.name == name))
+                    .map(ObjectRef::from_obj)
+                    .collect()
+            }),
+        )
+        // A policy change reaches the cards in its scope at once: a revocation takes effect
+        // in the time of one pass, not of a tag refresh.
+        .watches_shared_stream(
+            watches
+                .of::<agentic_api::ClusterSkillTrustPolicy>()
+                .touched(),
+            move |_| trustpolicy::cards_in_scope(&cluster_cards, None),
+        )
+        .watches_shared_stream(
+            watches.of::<agentic_api::SkillTrustPolicy>().touched(),
+            move |policy| {
+                trustpolicy::cards_in_scope(&namespace_cards, policy.namespace().as_deref())
+            },
+        );
     let policy = Policy {
         reconcile,
         error_policy: backoff_within_tag_refresh,

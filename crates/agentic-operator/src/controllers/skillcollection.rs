@@ -77,21 +77,36 @@ pub(super) fn controller(
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    let store = watches.of::<SkillCollection>().store();
-    let collections = store.clone();
-    let controller =
-        Controller::for_shared_stream(watches.of::<SkillCollection>().applied(), store.clone())
-            .watches_shared_stream(
-                watches.of::<SkillCard>().touched(),
-                move |card: Arc<Guarded<SkillCard>>| {
-                    let Ok(card) = &card.0 else {
-                        return Vec::new();
-                    };
-                    related(&collections, card, |collections, ns, _| {
-                        collections_of_card(collections, ns, card)
-                    })
-                },
-            );
+    let collections = watches.of::<SkillCollection>();
+    let store = collections.store();
+    let by_card = collections.index(|collection| {
+        collection
+            .spec
+            .skills
+            .iter()
+            .flatten()
+            .filter_map(|s| s.skill_card_ref.clone())
+            .collect()
+    });
+    let cached = store.clone();
+    let controller = Controller::for_shared_stream(collections.applied(), store.clone())
+        .watches_shared_stream(
+            watches.of::<SkillCard>().touched(),
+            move |card: Arc<Guarded<SkillCard>>| {
+                let Ok(card) = &card.0 else {
+                    return Vec::new();
+                };
+                // The collections listing the card, and the one that made it.
+                let candidates = |namespace: &str, name: &str| {
+                    let mut names = by_card.get(namespace, name);
+                    names.extend(controlling_collection(card.meta()).map(str::to_string));
+                    names
+                };
+                related(&cached, card, candidates, |collections, ns, _| {
+                    collections_of_card(collections, ns, card)
+                })
+            },
+        );
     let policy = Policy {
         reconcile,
         error_policy: backoff_within_tag_refresh,

@@ -8,7 +8,7 @@ use agentic_core::skills::Lookup;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::caches::{Guarded, valid};
+use crate::caches::{Guarded, Index, valid};
 use crate::context::Context;
 use crate::error::Error;
 
@@ -110,12 +110,43 @@ pub(super) fn namespace_of<K: Resource>(object: &K, kind: &'static str) -> Resul
     })
 }
 
-/// What a watch maps a changed object to: the valid objects in `store` that `select` picks
-/// for the changed object's namespace and name, as keys of the guarded objects the
-/// controller reconciles. Objects that did not deserialize are never picked.
+/// The one key of an index that holds the objects a predicate holds for ([`member_if`]). No
+/// object is named by the empty string, so it is never an object's name too.
+pub(super) const MEMBERS: &str = "";
+
+/// The keys of an object in an index of the objects a predicate holds for: [`MEMBERS`] when
+/// `holds`, else none.
+pub(super) fn member_if(holds: bool) -> Vec<String> {
+    if holds {
+        vec![MEMBERS.to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The objects of `store` named `names` in `namespace` that are cached.
+pub(super) fn cached<K>(
+    store: &Store<Guarded<K>>,
+    namespace: &str,
+    names: impl IntoIterator<Item = String>,
+) -> Vec<Arc<Guarded<K>>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    names
+        .into_iter()
+        .filter_map(|name| store.get(&ObjectRef::new(&name).within(namespace)))
+        .collect()
+}
+
+/// What a watch maps a changed object to: of the objects `candidates` names in the changed
+/// object's namespace (an index's answer, never the whole cache), the valid ones `select`
+/// picks for the changed object's namespace and name, as keys of the guarded objects the
+/// controller reconciles.
 pub(super) fn related<K, C>(
     store: &Store<Guarded<K>>,
     changed: &C,
+    candidates: impl FnOnce(&str, &str) -> Vec<String>,
     select: impl FnOnce(Vec<&K>, &str, &str) -> Vec<ObjectRef<K>>,
 ) -> Vec<ObjectRef<Guarded<K>>>
 where
@@ -123,22 +154,31 @@ where
     C: Resource,
 {
     let namespace = changed.namespace().unwrap_or_default();
-    let state = store.state();
-    select(valid(&state), &namespace, &changed.name_any())
+    let name = changed.name_any();
+    let found = cached(store, &namespace, candidates(&namespace, &name));
+    select(valid(&found), &namespace, &name)
         .into_iter()
         .map(guard_ref)
         .collect()
 }
 
-/// A watch's mapper that takes each changed `C` to the objects of `store` that `select`
-/// picks ([`related`]).
+/// A watch's mapper that takes each changed `C` to the objects of `store` that `index` lists
+/// under its name and `select` picks ([`related`]).
 pub(super) fn relate<K, C>(
     store: Store<Guarded<K>>,
+    index: Index<K>,
     select: impl Fn(Vec<&K>, &str, &str) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
 ) -> impl Fn(Arc<C>) -> Vec<ObjectRef<Guarded<K>>> + Send + Sync + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     C: Resource,
 {
-    move |changed| related(&store, changed.as_ref(), &select)
+    move |changed| {
+        related(
+            &store,
+            changed.as_ref(),
+            |namespace, name| index.get(namespace, name),
+            &select,
+        )
+    }
 }

@@ -40,7 +40,8 @@ pub(super) use super::support::Stop;
 use super::support::api_for;
 use super::watch_health::WatchHealth;
 use crate::caches::{
-    Caches, Guarded, KindCache, KindStore, SandboxPod, SecretMeta, sandbox_resource,
+    Caches, Guarded, Index, KindCache, KindStore, Maintained, SandboxPod, SecretMeta,
+    sandbox_resource,
 };
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
@@ -168,7 +169,13 @@ impl Watches {
             return *subscriptions;
         }
         let api = <K::Scope as KindScope<K>>::watch_api(&self.client, self.namespace.as_deref());
-        let watch = SharedWatch::new(K::KIND, api, watcher::Config::default());
+        let watch = SharedWatch::new(K::KIND, api, watcher::Config::default()).trimmed(
+            |object: &mut Guarded<K>| {
+                if let Ok(object) = &mut object.0 {
+                    object.trim_cached();
+                }
+            },
+        );
         let subscriptions = watch.subscriptions();
         // What was under the key was not the kind's watch, which cannot be: replaced whole,
         // never watched twice.
@@ -281,6 +288,11 @@ struct Subscribed<K> {
     touched: Vec<UnboundedSender<Arc<K>>>,
     /// Subscribers to deleted objects only.
     deleted: Vec<UnboundedSender<Arc<K>>>,
+    /// Subscribers to objects created or changed after the first list, not to those listed:
+    /// what a change frees (a finished run, a slot) every listed object's own pass sees.
+    changed: Vec<UnboundedSender<Arc<K>>>,
+    /// The indexes of the cache, kept up to date before any subscriber hears of a change.
+    indexes: Vec<Arc<dyn Maintained<K>>>,
 }
 
 impl<K> Default for Subscribed<K> {
@@ -289,6 +301,8 @@ impl<K> Default for Subscribed<K> {
             applied: Vec::new(),
             touched: Vec::new(),
             deleted: Vec::new(),
+            changed: Vec::new(),
+            indexes: Vec::new(),
         }
     }
 }
@@ -331,6 +345,21 @@ where
         self.subscribe(|subscribed| &mut subscribed.deleted)
     }
 
+    /// The objects created or changed by watch events, never those of a list (the first, or
+    /// a relist): for what a change frees rather than what an object is.
+    pub fn changed(&self) -> UnboundedReceiver<Arc<K>> {
+        self.subscribe(|subscribed| &mut subscribed.changed)
+    }
+
+    /// Keeps `index` up to date with the cache from the watch's first list on.
+    pub fn maintain(&self, index: Arc<dyn Maintained<K>>) {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .indexes
+            .push(index);
+    }
+
     fn subscribe(
         &self,
         list: impl FnOnce(&mut Subscribed<K>) -> &mut Vec<UnboundedSender<Arc<K>>>,
@@ -342,6 +371,18 @@ where
             .unwrap_or_else(PoisonError::into_inner);
         list(&mut subscribed).push(sender);
         receiver
+    }
+}
+
+impl<K> Subscriptions<Guarded<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    /// An index of the `K`s under the names `keys` gives each, kept by this watch.
+    pub fn index(&self, keys: fn(&K) -> Vec<String>) -> Index<K> {
+        let index = Index::new(keys);
+        self.maintain(Arc::new(index.clone()));
+        index
     }
 }
 
@@ -468,17 +509,28 @@ fn fan_out<K>(
     match event {
         watcher::Event::Init | watcher::Event::InitApply(_) => {}
         watcher::Event::InitDone => {
-            for object in cache.state() {
-                subscribers.applied_or_touched(&object);
+            let listed = cache.state();
+            for index in &subscribers.indexes {
+                index.relisted(&listed);
+            }
+            for object in &listed {
+                subscribers.applied_or_touched(object);
             }
         }
         watcher::Event::Apply(object) => {
             let key = reflector::ObjectRef::from_obj_with(&object, dyntype.clone());
             let object = cache.get(&key).unwrap_or_else(|| Arc::new(object));
+            for index in &subscribers.indexes {
+                index.applied(&object);
+            }
             subscribers.applied_or_touched(&object);
+            subscribers.changed.retain(sender(&object));
         }
         watcher::Event::Delete(object) => {
             let object = Arc::new(object);
+            for index in &subscribers.indexes {
+                index.deleted(&object);
+            }
             let send = sender(&object);
             subscribers.touched.retain(&send);
             subscribers.deleted.retain(send);
@@ -578,6 +630,7 @@ mod tests {
             applied: vec![applied_tx],
             touched: vec![touched_tx],
             deleted: vec![deleted_tx],
+            ..Subscribed::default()
         };
         let mut writer = Writer::default();
         for event in [

@@ -4,7 +4,8 @@ use agentic_api::{AgentRun, AgentRunPhase, Gateway};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use serde_json::json;
 
-use super::{reconcile, runs_waiting_on_agent};
+use super::reconcile;
+use super::wakes::{runs_waiting_on_agent, runs_waiting_on_secret};
 use crate::controllers::agentworkflow::scenarios::ready_agent;
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::scenario::{NS, context, object, pass, ready, status_after_pass};
@@ -179,7 +180,7 @@ async fn a_run_whose_file_mount_secret_lacks_the_key_fails_at_once() {
 fn a_secret_appearing_brings_back_the_unstarted_runs_that_mount_it() {
     let waiting = run_mounting_secret();
     let unrelated = run("other", "coder");
-    let picked = super::runs_waiting_on_secret([&waiting, &unrelated], NS, "creds");
+    let picked = runs_waiting_on_secret([&waiting, &unrelated], NS, "creds");
     assert_eq!(
         picked,
         [kube::runtime::reflector::ObjectRef::new("fix-bug").within(NS)]

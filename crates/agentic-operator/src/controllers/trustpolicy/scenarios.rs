@@ -689,6 +689,8 @@ fn a_policy_change_wakes_the_live_runs_it_may_cancel() {
         ),
         run_in(NS, "unstarted", json!({"phase": "Pending"})),
     ]);
+    let live = crate::caches::Index::new(agentrun::live);
+    live.relisted(&runs.state());
     let names = |refs: Vec<ObjectRef<Guarded<AgentRun>>>| {
         let mut names: Vec<String> = refs
             .iter()
@@ -704,13 +706,19 @@ fn a_policy_change_wakes_the_live_runs_it_may_cancel() {
     };
     let cancelling = policy("Cancel", json!({"digests": ["sha256:ab"]}));
     assert_eq!(
-        names(agentrun::runs_a_policy_may_cancel(&runs, &cancelling, None)),
+        names(agentrun::runs_a_policy_may_cancel(
+            &runs,
+            &live,
+            &cancelling,
+            None
+        )),
         ["other/live", "team/live"],
         "a cluster policy wakes every live run"
     );
     assert_eq!(
         names(agentrun::runs_a_policy_may_cancel(
             &runs,
+            &live,
             &cancelling,
             Some(NS)
         )),
@@ -722,7 +730,7 @@ fn a_policy_change_wakes_the_live_runs_it_may_cancel() {
         policy("Cancel", json!({})),
     ] {
         assert!(
-            agentrun::runs_a_policy_may_cancel(&runs, &spares, None).is_empty(),
+            agentrun::runs_a_policy_may_cancel(&runs, &live, &spares, None).is_empty(),
             "{spares:?} cancels nothing"
         );
     }

@@ -236,6 +236,39 @@ pub async fn reconcile_cluster(
     .await
 }
 
+/// How long a policy's count stands before a change of a run counts it again. Counting reads
+/// every cached run of the policy's scope, so a burst of run changes (a restart hands every
+/// run over at once; thousands finishing) costs one count per interval and policy, not one
+/// per change; a change of the policy itself counts at once.
+const RECOUNT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// When each policy was last counted, and at which generation.
+#[derive(Default)]
+struct Counted(Mutex<HashMap<String, (Option<i64>, std::time::Instant)>>);
+
+impl Counted {
+    /// How long the policy `id` at `generation` waits before it is counted again; `None`
+    /// when it is counted now, which is then recorded.
+    fn wait(
+        &self,
+        id: &str,
+        generation: Option<i64>,
+        now: std::time::Instant,
+    ) -> Option<std::time::Duration> {
+        let mut counted = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((counted_generation, at)) = counted.get(id)
+            && *counted_generation == generation
+        {
+            let due = *at + RECOUNT_INTERVAL;
+            if now < due {
+                return Some(due - now);
+            }
+        }
+        counted.insert(id.to_string(), (generation, now));
+        None
+    }
+}
+
 /// The status of the policy `id` from the runs and policies in `caches` (none: no run is
 /// watched, so none is counted) and the keys it names.
 async fn status_of(
@@ -246,6 +279,13 @@ async fn status_of(
     ctx: &Context,
     old: &SkillTrustPolicyStatus,
 ) -> Result<Pass<SkillTrustPolicyStatus>> {
+    let generation = object.meta().generation;
+    if let Some(wait) =
+        ctx.kind_state::<Counted>()
+            .wait(&id.to_string(), generation, std::time::Instant::now())
+    {
+        return Ok(Pass::then(old.clone(), Action::requeue(wait)));
+    }
     let blast = match &caches {
         Some(caches) => {
             let cluster: Vec<ClusterSkillTrustPolicy> =
@@ -280,3 +320,29 @@ async fn keys_readable(id: &PolicyId, policy: &TrustPolicy, ctx: &Context) -> Re
 
 #[cfg(test)]
 mod scenarios;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_policy_is_counted_at_most_once_an_interval_unless_it_changed() {
+        let counted = Counted::default();
+        let start = Instant::now();
+        assert_eq!(counted.wait("p", Some(1), start), None, "the first count");
+        let soon = start + Duration::from_millis(500);
+        assert_eq!(
+            counted.wait("p", Some(1), soon),
+            Some(RECOUNT_INTERVAL - Duration::from_millis(500))
+        );
+        assert_eq!(counted.wait("q", Some(1), soon), None, "another policy");
+        assert_eq!(counted.wait("p", Some(2), soon), None, "a changed policy");
+        let later = soon + RECOUNT_INTERVAL;
+        assert_eq!(
+            counted.wait("p", Some(2), later),
+            None,
+            "once the interval is over"
+        );
+    }
+}
