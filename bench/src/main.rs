@@ -56,6 +56,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
 mod node;
+mod restart;
 
 #[derive(Parser, Debug)]
 #[command(about = "Throughput and footprint of agentic-operator on the test control plane")]
@@ -90,6 +91,10 @@ struct Args {
     /// ClusterSkillTrustPolicy (mode Enforce) before the Agent is set up.
     #[arg(long, conflicts_with = "node")]
     trust: bool,
+    /// Restart the operator over this many existing AgentRuns before the timed runs (95 %
+    /// finished, 5 % waiting for an Agent that does not exist); see `restart.rs`.
+    #[arg(long, default_value_t = 0, conflicts_with_all = ["node", "ceiling"])]
+    existing: usize,
 }
 
 /// The Agent every run names.
@@ -146,7 +151,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         log.path().display()
     );
     fixture(&client, &ns, &registry, args.trust).await?;
-    let metrics = operator_metrics_addr(log.path()).await?;
+    let metrics = operator_addr(log.path(), "metrics").await?;
 
     if args.ceiling {
         child.kill().await?;
@@ -155,6 +160,31 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
 
+    let (mut child, pid, log, restart) = if args.existing > 0 {
+        child.kill().await?;
+        let skills = restart::pinned_skills(&client, &ns).await?;
+        let (waiting, finished) = restart::split(args.existing);
+        eprintln!("operator stopped; creating {finished} finished and {waiting} waiting runs");
+        let loaded =
+            restart::existing_runs(&client, &ns, args.existing, args.concurrency, &skills).await?;
+        eprintln!(
+            "created in {:.1} s; restarting the operator",
+            loaded.as_secs_f64()
+        );
+        let log = tempfile::NamedTempFile::new()?;
+        let spawned = Instant::now();
+        let child = start_operator(&operator, &args.operator_args, &env, &ns, &registry, &log)?;
+        let pid = child.id().context("the operator's pid")?;
+        let health = operator_addr(log.path(), "health").await?;
+        let ready = restart::ready(&health, spawned).await?;
+        eprintln!(
+            "operator pid {pid} ready {:.2} s after its start",
+            ready.as_secs_f64()
+        );
+        (child, pid, log, Some((spawned, ready, cpu_seconds(pid)?)))
+    } else {
+        (child, pid, log, None)
+    };
     let processes = Processes::of(&env, Some(pid))?;
     let seen = Seen::watch(&client, &ns).await?;
     let cpu_before = processes.cpu()?;
@@ -211,12 +241,32 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let cpu_total = cpu_seconds(pid)?;
     let rss = peak_rss_mb(pid)?;
     child.kill().await?;
+    drop(log);
 
     let n = args.runs as f64;
     println!(
         "agentic-operator bench: {} runs, concurrency {}",
         args.runs, args.concurrency
     );
+    if let Some((spawned, ready, cpu_at_ready)) = restart {
+        let (waiting, finished) = restart::split(args.existing);
+        let first = lock(&seen.pods).values().min().copied();
+        println!(
+            "  restart over {} existing runs ({finished} finished, {waiting} waiting)",
+            args.existing
+        );
+        println!("    ready after             {:.2} s", ready.as_secs_f64());
+        println!(
+            "    first new sandbox after {:.2} s from the start, {:.2} s from the first create",
+            first.map_or(f64::NAN, |at| at.duration_since(spawned).as_secs_f64()),
+            first.map_or(f64::NAN, |at| at.duration_since(started).as_secs_f64()),
+        );
+        println!(
+            "    last new sandbox after  {:.2} s from the first create",
+            last.duration_since(started).as_secs_f64()
+        );
+        println!("    CPU by ready            {cpu_at_ready:.2} s");
+    }
     println!("  loader's creates took     {:.2} s", loaded.as_secs_f64());
     println!(
         "  runs/s                    {:.1}  ({} runs in {:.2} s, create of the first to status of the last)",
@@ -392,23 +442,25 @@ async fn require_signatures(
     Ok((key, registry_client))
 }
 
-/// The operator's metrics address, from the line it logs once it serves them.
-async fn operator_metrics_addr(log: &std::path::Path) -> anyhow::Result<String> {
+/// An address the operator logs once it serves probes and metrics: `field` is `metrics` or
+/// `health`.
+async fn operator_addr(log: &std::path::Path, field: &str) -> anyhow::Result<String> {
     let deadline = Instant::now() + Duration::from_secs(30);
+    let prefix = format!("{field}=");
     loop {
         let text = std::fs::read_to_string(log)?;
         let addr = text
             .lines()
             .filter(|line| line.contains("serving probes and metrics"))
             .find_map(|line| {
-                let (_, rest) = line.split_once("metrics=")?;
+                let (_, rest) = line.split_once(&prefix)?;
                 rest.split_whitespace().next().map(str::to_owned)
             });
         if let Some(addr) = addr {
             return Ok(addr);
         }
         if Instant::now() > deadline {
-            bail!("the operator never logged its metrics address; its log:\n{text}");
+            bail!("the operator never logged its {field} address; its log:\n{text}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -482,11 +534,13 @@ impl Seen {
             let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
             while let Some(event) = stream.next().await {
                 match event {
+                    // The timed runs only, not those a restart round put there before.
                     Ok(watcher::Event::Apply(run) | watcher::Event::InitApply(run))
-                        if run
-                            .status
-                            .as_ref()
-                            .is_some_and(|s| s.sandbox_name.is_some()) =>
+                        if !run.name_any().starts_with(restart::EXISTING_PREFIX)
+                            && run
+                                .status
+                                .as_ref()
+                                .is_some_and(|s| s.sandbox_name.is_some()) =>
                     {
                         lock(&seen)
                             .entry(run.name_any())

@@ -1,0 +1,140 @@
+//! A restart over many existing runs (`--existing N`): what a busy platform meets on every
+//! upgrade, crash or leader change. With the operator stopped, N AgentRuns are put on the
+//! control plane: 95 % finished as the operator leaves them (phase, sandbox, pinned skills,
+//! conditions), 5 % waiting for an Agent that does not exist yet. The operator then starts
+//! over them, and the timed runs are created as soon as it reports ready.
+
+use std::time::{Duration, Instant};
+
+use agentic_api::AgentRun;
+use anyhow::{Context as _, bail};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+/// The share of existing runs left waiting, in percent; the rest are finished.
+const WAITING_PERCENT: usize = 5;
+/// The Agent the waiting runs name, which never exists.
+const ABSENT_AGENT: &str = "bench-absent";
+/// What existing runs are named after: never `run-`, the timed runs' prefix.
+pub const EXISTING_PREFIX: &str = "old-";
+
+/// How many of `n` existing runs are waiting, and how many finished.
+pub fn split(n: usize) -> (usize, usize) {
+    let waiting = n * WAITING_PERCENT / 100;
+    (waiting, n - waiting)
+}
+
+/// Creates `n` existing runs in `ns` ([`split`]), `concurrency` requests at a time; how long
+/// that took.
+pub async fn existing_runs(
+    client: &Client,
+    ns: &str,
+    n: usize,
+    concurrency: usize,
+    skills: &[(String, String)],
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let (waiting, _) = split(n);
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), ns);
+    let finished_status = finished_status(skills);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let runs = runs.clone();
+            let status = (i >= waiting).then(|| finished_status.clone());
+            async move {
+                let name = format!("{EXISTING_PREFIX}{i:06}");
+                let agent = if status.is_some() {
+                    super::AGENT
+                } else {
+                    ABSENT_AGENT
+                };
+                let run: AgentRun = serde_json::from_value(json!({
+                    "apiVersion": "konveyor.io/v1alpha1",
+                    "kind": "AgentRun",
+                    "metadata": {"name": name},
+                    "spec": {"agentRef": agent, "instructions": "Upgrade the service to Java 21."},
+                }))?;
+                runs.create(&PostParams::default(), &run).await?;
+                if let Some(mut status) = status {
+                    status["sandboxName"] = json!(agentic_core::names::sandbox_name(&name));
+                    runs.patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"status": status})),
+                    )
+                    .await?;
+                }
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<()>()
+        .await?;
+    Ok(started.elapsed())
+}
+
+/// The status a run the operator saw succeed carries: its phase and times, its pinned
+/// skills, its conditions.
+fn finished_status(skills: &[(String, String)]) -> serde_json::Value {
+    let at = jiff::Timestamp::now().to_string();
+    let condition = |type_: &str, status: &str, reason: &str, message: &str| {
+        json!({
+            "type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": at, "observedGeneration": 1,
+        })
+    };
+    json!({
+        "phase": "Succeeded",
+        "startTime": at,
+        "completionTime": at,
+        "duration": 42,
+        "observedGeneration": 1,
+        "skills": skills
+            .iter()
+            .map(|(name, image)| json!({"name": name, "image": image, "type": "skill"}))
+            .collect::<Vec<_>>(),
+        "conditions": [
+            condition("Ready", "False", "Succeeded", "the agent exited 0"),
+            condition("Completed", "True", "Succeeded", "the agent exited 0"),
+        ],
+    })
+}
+
+/// Waits until the operator serving probes at `health` reports ready; how long from `since`.
+pub async fn ready(health: &str, since: Instant) -> anyhow::Result<Duration> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let answer = async {
+            let mut stream = tokio::net::TcpStream::connect(health).await?;
+            stream
+                .write_all(b"GET /readyz HTTP/1.1\r\nHost: operator\r\nConnection: close\r\n\r\n")
+                .await?;
+            let mut text = String::new();
+            stream.read_to_string(&mut text).await?;
+            anyhow::Ok(text)
+        }
+        .await;
+        if answer.is_ok_and(|text| text.starts_with("HTTP/1.1 200")) {
+            return Ok(since.elapsed());
+        }
+        if Instant::now() > deadline {
+            bail!("the operator did not report ready within 600 s of its start");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The Agent's pinned skills, as a finished run records them: name and pinned image.
+pub async fn pinned_skills(client: &Client, ns: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let agents: Api<agentic_api::Agent> = Api::namespaced(client.clone(), ns);
+    let agent = agents.get(super::AGENT).await?;
+    let status = agent.status.context("the Agent's status")?;
+    Ok(status
+        .skills
+        .iter()
+        .map(|skill| (skill.name.clone(), skill.image.clone().unwrap_or_default()))
+        .collect())
+}
