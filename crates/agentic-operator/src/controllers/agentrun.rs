@@ -146,6 +146,10 @@ impl Reconciled for AgentRun {
     fn trim_cached(&mut self) {
         cache::trim_finished(self);
     }
+
+    fn settled(&self) -> bool {
+        wakes::is_finished(self)
+    }
 }
 
 pub async fn reconcile(

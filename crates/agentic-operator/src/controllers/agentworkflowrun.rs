@@ -85,6 +85,13 @@ impl Reconciled for AgentWorkflowRun {
     fn events(old: &AgentWorkflowRunStatus, new: &AgentWorkflowRunStatus) -> Vec<StatusEvent> {
         workflow_run_events(old, new)
     }
+
+    fn settled(&self) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .is_some_and(AgentRunPhase::is_finished)
+    }
 }
 
 pub async fn reconcile(

@@ -104,6 +104,12 @@ pub trait Reconciled:
     /// finished run's spec). Every pass and mapper of every kind reads the cached object, so
     /// what this drops must be what none of them reads.
     fn trim_cached(&mut self) {}
+
+    /// Whether the object's passes only keep time (a finished run's expiry): after a list,
+    /// its pass comes after those of the objects that may still change.
+    fn settled(&self) -> bool {
+        false
+    }
 }
 
 /// `Ready` or `NotReady`, from an object's `Ready` condition (none yet: `NotReady`).

@@ -169,13 +169,13 @@ impl Watches {
             return *subscriptions;
         }
         let api = <K::Scope as KindScope<K>>::watch_api(&self.client, self.namespace.as_deref());
-        let watch = SharedWatch::new(K::KIND, api, watcher::Config::default()).trimmed(
-            |object: &mut Guarded<K>| {
+        let watch = SharedWatch::new(K::KIND, api, watcher::Config::default())
+            .trimmed(|object: &mut Guarded<K>| {
                 if let Ok(object) = &mut object.0 {
                     object.trim_cached();
                 }
-            },
-        );
+            })
+            .settling(|object| object.0.as_ref().is_ok_and(K::settled));
         let subscriptions = watch.subscriptions();
         // What was under the key was not the kind's watch, which cannot be: replaced whole,
         // never watched twice.
@@ -278,6 +278,10 @@ where
     dyntype: K::DynamicType,
     /// Who follows it, shared with its [`Subscriptions`] until it starts.
     subscribed: Arc<Mutex<Subscribed<K>>>,
+    /// The objects whose passes only keep time (a finished run's expiry): after a list they
+    /// are handed on after the others, so that a restart over many finished runs reaches
+    /// the live ones first.
+    settled: fn(&K) -> bool,
 }
 
 /// The subscribers of a watch, by what they follow.
@@ -421,7 +425,14 @@ where
             writer: Writer::new(dyntype.clone()),
             dyntype,
             subscribed: Arc::default(),
+            settled: |_| false,
         }
+    }
+
+    /// The watch, handing on the objects `settled` picks after the others when it lists.
+    pub fn settling(mut self, settled: fn(&K) -> bool) -> Self {
+        self.settled = settled;
+        self
     }
 
     /// The watch with `trim` applied to each object before it is cached and handed on:
@@ -463,6 +474,7 @@ where
             writer,
             dyntype,
             subscribed,
+            settled,
         } = self;
         let mut subscribed =
             std::mem::take(&mut *subscribed.lock().unwrap_or_else(PoisonError::into_inner));
@@ -472,7 +484,7 @@ where
             let watching = async {
                 while let Some(event) = events.next().await {
                     match event {
-                        Ok(event) => fan_out(event, &cache, &dyntype, &mut subscribed),
+                        Ok(event) => fan_out(event, &cache, &dyntype, settled, &mut subscribed),
                         Err(error) if expired(&error) => {
                             tracing::debug!(kind, "watch expired; relisting");
                         }
@@ -496,11 +508,12 @@ where
 /// Hands the objects of one event, already applied to `cache`, to the subscribers that want
 /// them; a subscriber whose controller has stopped is dropped. A created or changed object
 /// is handed on as the cache holds it; a listed one when the list is complete, which is
-/// when the cache takes the list.
+/// when the cache takes the list, the `settled` ones last.
 fn fan_out<K>(
     event: watcher::Event<K>,
     cache: &Store<K>,
     dyntype: &K::DynamicType,
+    settled: fn(&K) -> bool,
     subscribers: &mut Subscribed<K>,
 ) where
     K: Resource + Clone + 'static,
@@ -513,7 +526,8 @@ fn fan_out<K>(
             for index in &subscribers.indexes {
                 index.relisted(&listed);
             }
-            for object in &listed {
+            let (last, first): (Vec<_>, Vec<_>) = listed.iter().partition(|object| settled(object));
+            for object in first.into_iter().chain(last) {
                 subscribers.applied_or_touched(object);
             }
         }
@@ -597,6 +611,40 @@ mod tests {
         assert!(!expired(&watcher::Error::NoResourceVersion));
     }
 
+    /// A ConfigMap named `settled-…` is settled.
+    fn settled(map: &ConfigMap) -> bool {
+        map.metadata
+            .name
+            .as_deref()
+            .is_some_and(|name| name.starts_with("settled"))
+    }
+
+    #[test]
+    fn after_a_list_the_settled_objects_are_handed_on_last() {
+        let (applied_tx, mut applied_rx) = unbounded();
+        let mut writer = Writer::default();
+        let mut subscribers = Subscribed {
+            applied: vec![applied_tx],
+            ..Subscribed::default()
+        };
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(config_map("settled-a")),
+            watcher::Event::InitApply(config_map("live-b")),
+            watcher::Event::InitApply(config_map("settled-c")),
+            watcher::Event::InitApply(config_map("live-d")),
+            watcher::Event::InitDone,
+        ] {
+            deliver(event, &mut writer, &mut subscribers);
+        }
+        let handed = names(&mut applied_rx);
+        assert_eq!(handed.len(), 4);
+        assert!(
+            handed[..2].iter().all(|name| name.starts_with("live")),
+            "{handed:?}"
+        );
+    }
+
     /// Applies `event` to the cache as the reflector does, then hands it on.
     fn deliver(
         event: watcher::Event<ConfigMap>,
@@ -604,7 +652,7 @@ mod tests {
         subscribers: &mut Subscribed<ConfigMap>,
     ) {
         writer.apply_watcher_event(&event);
-        fan_out(event, &writer.as_reader(), &(), subscribers);
+        fan_out(event, &writer.as_reader(), &(), settled, subscribers);
     }
 
     /// [`deliver`] to subscribers of applied objects only.
