@@ -113,6 +113,8 @@ pub enum Next {
     NameTaken,
     /// With the error's backoff: the registry or git server did not answer.
     Unavailable,
+    /// Soon: the trust policies are not known yet, and the card fails closed until they are.
+    TrustPoliciesUnavailable,
 }
 
 /// What a SkillCard's pass read.
@@ -475,6 +477,8 @@ pub fn pinned_skill(card: &SkillCard, old: &SkillCardStatus) -> Option<ValidSkil
         body_bytes: old.body_bytes,
     })
 }
+
+pub mod verified;
 
 #[cfg(test)]
 mod tests;

@@ -23,6 +23,8 @@
 //! - [`sandbox`]: a run's sandbox (pod spec, Pod or agent-sandbox `Sandbox`, ConfigMaps,
 //!   Secret), the run's outcome read back from its pod, and its lifecycle (admission under an
 //!   Agent's cap, deadlines, cancellation, time to live).
+//! - [`start`]: whether a run without a sandbox waits, adopts the sandbox an earlier pass
+//!   created, or has one created, from what its pass read.
 //! - [`trust`]: which trust policies apply to a skill, the `Verified` verdict on its pin,
 //!   the pin a card keeps when its tag moves, and the runs a revocation reaches.
 //! - [`events`]: the Events a status change raises.
@@ -45,6 +47,7 @@ pub mod params;
 pub mod reasons;
 pub mod sandbox;
 pub mod skills;
+pub mod start;
 pub mod substitution;
 pub mod sweep;
 pub mod trust;

@@ -289,6 +289,11 @@ reasons! {
         /// `Verified` True: the card keeps its verified pin and refused the digest or commit
         /// its tag or branch moved to.
         NewPinRefused,
+        /// `Verified` Unknown (and `Ready` False for content not admitted before): the trust
+        /// policies cannot be known (their watches have not listed, their CRDs are missing,
+        /// the operator may not list them, or one does not match the schema), so nothing new
+        /// is pinned or admitted.
+        TrustPoliciesUnavailable,
     }
     errors [MissingMetadata, MissingInlineSkill]
 }
@@ -344,7 +349,8 @@ impl SkillCollectionReason {
             | Card::Validating
             | Card::DigestResolved
             | Card::SourceUnavailable
-            | Card::VerificationUnavailable => Self::RegistryUnavailable,
+            | Card::VerificationUnavailable
+            | Card::TrustPoliciesUnavailable => Self::RegistryUnavailable,
             Card::ObjectNameTaken => Self::ObjectNameTaken,
             Card::DigestMismatch => Self::DigestMismatch,
             Card::ImageNotFound | Card::RepositoryNotFound | Card::RefNotFound => {
@@ -498,6 +504,11 @@ reasons! {
         /// A trust policy with `action: Cancel` revokes a skill the run mounted (its digest,
         /// commit or signer key); the run ends as a cancelled one does, its sandbox stopped.
         SkillRevoked,
+        /// A trust policy of the run's namespace or of the cluster revokes a skill the run
+        /// would mount (its digest, commit or signer key), wherever its card lives (a
+        /// cluster-wide default skill included): the run waits, with no sandbox, until the
+        /// revocation is lifted or its Agent no longer names the skill.
+        SkillBlocked,
         /// An object the run does not control holds the name of one of the run's objects.
         ObjectNameTaken,
         /// `Succeeded` True: the agent exited 0 (Konveyor's name for `AgentSucceeded`).

@@ -28,7 +28,6 @@ use crate::Error;
 use crate::git::{GitAuthor, git_author};
 use crate::names::sandbox_name;
 use crate::params::RunParams;
-use crate::skills::SkillDeliveryMode;
 
 mod events;
 mod files;
@@ -212,6 +211,25 @@ impl SkillSource {
     }
 }
 
+/// How a harness hands skills to its agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkillDeliveryMode {
+    /// The agent runtime discovers the skills under `/opt/skills` itself.
+    Native,
+    /// The harness puts every skill into the prompt.
+    Inject,
+}
+
+impl SkillDeliveryMode {
+    /// The value of `HARNESS_SKILL_MODE` and of the Agent's `status.deliveryMode`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkillDeliveryMode::Native => "native",
+            SkillDeliveryMode::Inject => "inject",
+        }
+    }
+}
+
 /// What the init containers of git skills run: the operator's own image, whose binary has
 /// the hidden `skill fetch` subcommand, and the git hosts it may reach over plain http://.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -238,6 +256,17 @@ impl MountedSkill {
             verification: self.verification.clone(),
         }
     }
+}
+
+/// The skills a sandbox mounts, from its [`PINNED_SKILLS_ANNOTATION`]; none when it has no
+/// readable annotation.
+pub fn pinned_skills(metadata: &ObjectMeta) -> Vec<PinnedSkill> {
+    metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PINNED_SKILLS_ANNOTATION))
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
 }
 
 /// The checked inputs of every sandbox builder. Build it with [`SandboxInputs::new`].
@@ -339,6 +368,11 @@ impl<'a> SandboxInputs<'a> {
     /// The run.
     pub fn run(&self) -> &'a AgentRun {
         self.run
+    }
+
+    /// The run's Agent.
+    pub fn agent(&self) -> &'a Agent {
+        self.agent
     }
 
     /// The run's namespace, where every sandbox object lives.

@@ -13,6 +13,7 @@ use crate::Error;
 use crate::conditions::find_condition;
 use crate::names::inline_skill_config_map_name;
 use crate::reasons::AgentReason;
+pub use crate::sandbox::SkillDeliveryMode;
 use crate::sandbox::{MountedSkill, SkillSource};
 
 /// An object a reference names, as a controller read it.
@@ -725,25 +726,6 @@ pub fn check_agent<'a>(name: &str, agent: Lookup<'a, Agent>) -> Result<&'a Agent
             detail,
         }),
         None => Ok(agent),
-    }
-}
-
-/// How a harness hands skills to its agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SkillDeliveryMode {
-    /// The agent runtime discovers the skills under `/opt/skills` itself.
-    Native,
-    /// The harness puts every skill into the prompt.
-    Inject,
-}
-
-impl SkillDeliveryMode {
-    /// The value of `HARNESS_SKILL_MODE` and of the Agent's `status.deliveryMode`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SkillDeliveryMode::Native => "native",
-            SkillDeliveryMode::Inject => "inject",
-        }
     }
 }
 

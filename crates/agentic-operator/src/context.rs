@@ -56,7 +56,14 @@ pub struct Settings {
     /// What fetches git skills into sandboxes: the operator's own image; `None` without
     /// `--operator-image`, and runs with git skills wait.
     pub skill_fetcher: Option<agentic_core::sandbox::SkillFetcher>,
+    /// How long a pass that judges trust waits for the trust-policy watches' first list
+    /// before it fails closed ([`TRUST_POLICY_LIST_WAIT`]).
+    pub trust_policy_list_wait: Duration,
 }
+
+/// At start the cards' watch may list before the trust policies'; a card judged before they
+/// are known would be judged as if there were none. A pass waits this long for them.
+pub const TRUST_POLICY_LIST_WAIT: Duration = Duration::from_secs(5);
 
 /// The operator's defaults for the lifecycle of runs, from the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

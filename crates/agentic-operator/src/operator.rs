@@ -10,13 +10,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use tokio::time::Instant;
 
-use agentic_api::{
-    Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard, SkillCollection,
-};
 use agentic_oci::{RegistryClient, RegistryOptions, RegistryRequest};
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
 
@@ -127,37 +124,50 @@ pub async fn resolve_backend(
 /// How often a missing CRD is looked for again.
 const CRD_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 
-/// The `konveyor.io` resources the controllers watch, as `plural.group`.
-fn required_crds() -> Vec<String> {
-    [
-        SkillCard::plural(&()),
-        SkillCollection::plural(&()),
-        Gateway::plural(&()),
-        Agent::plural(&()),
-        AgentRun::plural(&()),
-        AgentWorkflow::plural(&()),
-        AgentWorkflowRun::plural(&()),
-    ]
-    .into_iter()
-    .map(|plural| format!("{plural}.{}", SkillCard::group(&())))
-    .collect()
+/// Every CRD the operator installs, which the controllers watch: `plural.group`, with the
+/// `group/version` discovery serves it under. Derived from the CRD lists, so a kind added
+/// there is checked here.
+fn required_crds() -> Vec<(String, String)> {
+    agentic_api::crds()
+        .into_iter()
+        .chain(agentic_api::trust_crds())
+        .map(|crd| {
+            let spec = crd.spec;
+            let version = spec
+                .versions
+                .iter()
+                .find(|v| v.served)
+                .map(|v| v.name.clone())
+                .unwrap_or_default();
+            let group_version = format!("{}/{version}", spec.group);
+            (
+                group_version,
+                format!("{}.{}", spec.names.plural, spec.group),
+            )
+        })
+        .collect()
 }
 
 /// The required CRDs the API server does not serve, from its discovery documents (which
 /// every client may read: no RBAC on CRDs needed).
 async fn missing_crds(client: &Client) -> kube::Result<Vec<String>> {
-    let group_version = SkillCard::api_version(&());
-    let served: BTreeSet<String> = match client.list_api_group_resources(&group_version).await {
-        Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
-        Err(kube::Error::Api(status)) if status.code == 404 => BTreeSet::new(),
-        Err(e) => return Err(e),
-    };
-    Ok(required_crds()
-        .into_iter()
-        .filter(|crd| {
-            let plural = crd.split('.').next().unwrap_or_default();
-            !served.contains(plural)
+    let required = required_crds();
+    let group_versions: BTreeSet<&str> = required.iter().map(|(gv, _)| gv.as_str()).collect();
+    let mut served = BTreeSet::new();
+    for group_version in group_versions {
+        match client.list_api_group_resources(group_version).await {
+            Ok(list) => served.extend(list.resources.into_iter().map(|r| (group_version, r.name))),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(required
+        .iter()
+        .filter(|(group_version, crd)| {
+            let plural = crd.split('.').next().unwrap_or_default().to_string();
+            !served.contains(&(group_version.as_str(), plural))
         })
+        .map(|(_, crd)| crd.clone())
         .collect())
 }
 
@@ -169,7 +179,7 @@ async fn check_crds(client: Client, readiness: Arc<Readiness>, mut stop: watch::
         match missing_crds(&client).await {
             Ok(missing) if missing.is_empty() => {
                 if reported.is_some_and(|before| !before.is_empty()) {
-                    tracing::info!("the konveyor.io CRDs are installed now");
+                    tracing::info!("the CRDs this operator needs are installed now");
                 }
                 readiness.set_missing_crds(missing);
                 return;
@@ -340,6 +350,7 @@ async fn lead(
         },
         sandbox_backend: backend,
         tag_refresh_interval: options.tag_refresh_interval,
+        trust_policy_list_wait: crate::context::TRUST_POLICY_LIST_WAIT,
         run_defaults: options.run_defaults,
         reconcile_concurrency: options.reconcile_concurrency,
         default_skills_namespace: default_skills_namespace(&options),
@@ -738,6 +749,28 @@ mod tests {
         };
         let header = serde_json::json!({ "alg": "ES256" });
         format!("{}.{}.signature", encode(&header), encode(&claims))
+    }
+
+    /// The trust policies are watched like every kind: a cluster without their CRDs is
+    /// named in `/readyz`, not left waiting on watches that never list.
+    #[test]
+    fn the_required_crds_are_every_crd_the_operator_installs_trust_policies_included() {
+        let required = required_crds();
+        for crd in agentic_api::crds()
+            .into_iter()
+            .chain(agentic_api::trust_crds())
+        {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            assert!(
+                required.iter().any(|(_, required)| *required == name),
+                "{name} in {required:?}"
+            );
+        }
+        let trust = required
+            .iter()
+            .find(|(_, crd)| crd.starts_with("clusterskilltrustpolicies."))
+            .map(|(group_version, _)| group_version.as_str());
+        assert_eq!(trust, Some("trust.agentic-operator.io/v1alpha1"));
     }
 
     #[test]

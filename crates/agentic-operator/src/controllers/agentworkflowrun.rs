@@ -21,7 +21,7 @@ use agentic_core::workflow::{
     self, StageRun, advance, current_stage, stage_run_name, start, started, workflow_run_events,
 };
 use futures::future::BoxFuture;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
@@ -30,11 +30,11 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
-use super::support::{Read, lookup, namespace_of, read_reference, relate};
+use super::support::{Read, lookup, namespace_of, owner_of, read_reference, relate};
 use super::watches::{Stop, Watches};
 use crate::apply::{Expiring, create_owned, expire_finished};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 pub const KIND: &str = "AgentWorkflowRun";
 /// How often a stage waiting for its Agent to exist checks again; no watch follows Agents
@@ -113,7 +113,7 @@ pub async fn reconcile(
         return Ok(Pass::then(status, Action::await_change()));
     }
     // Gather: the current stage's AgentRun, and its Agent when that run is to be created.
-    let owner = owner_of(&run)?;
+    let owner = owner_of(run.as_ref(), KIND)?;
     let observed = read_stage_run(&run, &old, &namespace, &ctx).await?;
     let Some(stage_run) = stage_run_of(&run, observed.as_ref(), &owner.uid) else {
         return Ok(Pass::then(old, Action::await_change()));
@@ -307,15 +307,6 @@ async fn cancel_stage_run(runs: &Api<AgentRun>, name: &str) -> Result<()> {
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-fn owner_of(run: &AgentWorkflowRun) -> Result<OwnerReference> {
-    run.controller_owner_ref(&())
-        .ok_or_else(|| Error::MissingMetadata {
-            kind: KIND,
-            name: run.name_any(),
-            field: "metadata.uid",
-        })
 }
 
 #[cfg(test)]

@@ -79,6 +79,9 @@ fn context_with(client: kube::Client, registry: agentic_oci::RegistryOptions) ->
         reconcile_concurrency: 4,
         default_skills_namespace: None,
         skill_fetcher: None,
+        // Policy stores a scenario leaves unlisted never list: not a wait worth the
+        // operator's.
+        trust_policy_list_wait: Duration::from_millis(100),
     };
     Arc::new(Context::new(client, settings, Arc::new(Metrics::default())))
 }

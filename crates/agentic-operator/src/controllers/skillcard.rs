@@ -1,17 +1,19 @@
 //! SkillCard: resolve, read and validate the skill, then report it.
 //!
-//! Pipeline: gather (pull secrets or the source Secret, then the registry read through the
-//! digest cache, the git fetch of the pinned commit through the commit cache, or the inline
-//! text; for a valid inline skill, the holder of its ConfigMap's name) → decide
-//! (`agentic_core::cards`: the status and the inline ConfigMap) → apply (the ConfigMap; the
-//! status through the wrapper).
+//! Pipeline: gather (the trust policies from the watch caches; the pull secrets or the source
+//! Secret, each read once; the registry read through the digest cache, the git fetch of the
+//! pinned commit through the commit cache, or the inline text; for a valid inline skill, the
+//! holder of its ConfigMap's name; the signatures of the pins the card may keep, through the
+//! verification cache) → decide (`agentic_core::cards`: the status with the trust verdict, and
+//! the inline ConfigMap) → apply (the ConfigMap; the status through the wrapper).
 
 use std::sync::Arc;
 
 use agentic_api::{CONDITION_READY, DeliveryMode, SkillCard, SkillCardStatus, SkillFrontmatter};
+use agentic_core::cards::verified::{TrustEvidence, decide_trusted_card, pins_to_check};
 use agentic_core::cards::{
-    CardDecision, CardInputs, Fetched, Finding, ValidSkill, config_map_name, decide_card,
-    delivery_of, no_skill_source, pinned_skill, validated_at, validating,
+    CardDecision, CardInputs, Fetched, Finding, ValidSkill, config_map_name, delivery_of,
+    no_skill_source, pinned_skill, validated_at, validating,
 };
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::reasons::SkillCardReason;
@@ -24,10 +26,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 
 use super::pipeline::{Pass, Policy, Reconciled, backoff_within_tag_refresh, run_controller};
-use super::support::{namespace_of, relate};
+use super::support::{namespace_of, owner_of, relate};
 use super::trustpolicy;
 use super::watches::{Stop, Watches};
 use crate::apply::{apply_owned_after_read, apply_status};
@@ -108,9 +110,12 @@ impl Reconciled for SkillCard {
             &[CONDITION_READY, CONDITION_VERIFIED],
         );
         // A refused new pin leaves `Verified` True (the kept pin is verified), but a tag
-        // moved to bytes that do not verify is what an operator must hear about.
+        // moved to bytes that do not verify is what an operator must hear about; so is trust
+        // enforcement that cannot run.
         for event in &mut events {
-            if event.reason == SkillCardReason::NewPinRefused.as_str() {
+            if event.reason == SkillCardReason::NewPinRefused.as_str()
+                || event.reason == SkillCardReason::TrustPoliciesUnavailable.as_str()
+            {
                 event.warning = true;
             }
         }
@@ -118,8 +123,9 @@ impl Reconciled for SkillCard {
     }
 }
 
-/// A card's pass: read its skill (and, for a valid inline skill, what holds its ConfigMap's
-/// name), decide its status and ConfigMap, apply the ConfigMap.
+/// A card's pass: gather (its credentials, the trust policies, its skill, what holds its
+/// inline ConfigMap's name, the signatures of the pins it may keep), decide its status with
+/// the trust verdict (`agentic_core::cards`), apply its ConfigMap. Nothing runs after apply.
 pub async fn reconcile(
     card: Arc<SkillCard>,
     ctx: Arc<Context>,
@@ -127,76 +133,77 @@ pub async fn reconcile(
 ) -> Result<Pass<SkillCardStatus>> {
     let namespace = namespace_of(card.as_ref(), KIND)?;
     let now = crate::now();
-    let (inputs, holder) = gather(&card, &old, &namespace, &ctx, &now).await?;
-    let decision = decide_card(&inputs, &old, &now);
-    let mut pass = apply(inputs, holder, decision, &old, &namespace, &ctx, &now).await?;
-    // Pull and source secrets are read again only when a policy may need the card's
-    // signatures.
-    let auth = if trustpolicy::policies_of(&ctx, &namespace).is_empty() {
-        trustpolicy::SourceAuth::ANONYMOUS
-    } else {
-        signature_auth(&card, &namespace, &ctx).await?
-    };
-    pass.status =
-        trustpolicy::check_card(&card, &namespace, pass.status, &old, &auth, &ctx, &now).await;
-    Ok(pass)
+    let gathered = gather(&card, &old, &namespace, &ctx, &now).await?;
+    let decision = decide_trusted_card(&gathered.inputs, &gathered.trust, &old, &now);
+    apply(gathered, decision, &old, &namespace, &ctx, &now).await
 }
 
-/// The credentials signatures are read with: the card's pull secrets or source secret, as for
-/// its skill. A secret that cannot be used leaves the card not Ready already, so anonymous
-/// stands in.
-async fn signature_auth(
-    card: &SkillCard,
-    namespace: &str,
-    ctx: &Context,
-) -> Result<trustpolicy::SourceAuth> {
-    let git = if card.spec.source_secret.is_some() {
-        source_auth(card, namespace, ctx)
-            .await?
-            .into_read::<()>()
-            .unwrap_or(agentic_git::GitAuth::Anonymous)
-    } else {
-        agentic_git::GitAuth::Anonymous
-    };
-    let registry = registry_auth(card, namespace, ctx).await?;
-    Ok(trustpolicy::SourceAuth { registry, git })
+/// What a card's pass read.
+struct Gathered<'a> {
+    inputs: CardInputs<'a>,
+    /// The object holding the inline ConfigMap's name, whole, for the apply to write over
+    /// without a second read (read whenever the decision can want the ConfigMap: a valid
+    /// inline skill).
+    holder: Option<ConfigMap>,
+    trust: TrustEvidence,
 }
 
-async fn registry_auth(card: &SkillCard, namespace: &str, ctx: &Context) -> Result<RegistryAuth> {
-    let Some(registry) = card
-        .spec
-        .image
-        .as_deref()
-        .and_then(|image| registry_of::<()>(image).ok())
-    else {
-        return Ok(RegistryAuth::Anonymous);
-    };
-    if card.spec.pull_secrets.iter().flatten().next().is_none() {
-        return Ok(RegistryAuth::Anonymous);
+/// The credentials of a card's skill, each Secret read once a pass: its pull Secrets for an
+/// image, its `spec.sourceSecret` for git; `None` when the pass needs none.
+struct Credentials {
+    registry: Option<Fetched<RegistryAuth>>,
+    git: Option<Fetched<agentic_git::GitAuth>>,
+}
+
+impl Credentials {
+    /// Reads the credentials the skill read needs (`for_skill`) or the signatures do
+    /// (`for_trust`).
+    async fn read(
+        card: &SkillCard,
+        namespace: &str,
+        ctx: &Context,
+        for_skill: bool,
+        for_trust: bool,
+    ) -> Result<Self> {
+        let needed = for_skill || for_trust;
+        let registry = match card.spec.image.as_deref().map(registry_of::<RegistryAuth>) {
+            Some(Ok(registry)) if needed => Some(pull_auth(card, &registry, namespace, ctx).await?),
+            _ => None,
+        };
+        let git = if card.spec.source.is_some() && needed {
+            Some(source_auth(card, namespace, ctx).await?)
+        } else {
+            None
+        };
+        Ok(Self { registry, git })
     }
-    Ok(pull_auth(card, &registry, namespace, ctx)
-        .await?
-        .into_read::<()>()
-        .unwrap_or(RegistryAuth::Anonymous))
+
+    /// The credentials signatures are read with: the skill's own. A secret that cannot be
+    /// used leaves the card not Ready already, so anonymous stands in.
+    fn for_signatures(&self) -> trustpolicy::SourceAuth {
+        let registry = match &self.registry {
+            Some(Fetched::Read(auth)) => auth.clone(),
+            _ => RegistryAuth::Anonymous,
+        };
+        let git = match &self.git {
+            Some(Fetched::Read(auth)) => auth.clone(),
+            _ => agentic_git::GitAuth::Anonymous,
+        };
+        trustpolicy::SourceAuth { registry, git }
+    }
 }
 
-/// Reads what the card's status is decided from: its skill, and the holder of its inline
-/// ConfigMap's name, returned whole too, for the apply to write over without a second read
-/// (read whenever the decision can want the ConfigMap: a valid inline skill).
+/// Reads what the card's status is decided from: the policies in force, the credentials, its
+/// skill, the holder of its inline ConfigMap's name, and the signatures of the pins it may
+/// keep.
 async fn gather<'a>(
     card: &'a SkillCard,
     old: &SkillCardStatus,
     namespace: &str,
     ctx: &Context,
     now: &Time,
-) -> Result<(CardInputs<'a>, Option<ConfigMap>)> {
-    let owner = card
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::MissingMetadata {
-            kind: KIND,
-            name: card.name_any(),
-            field: "metadata.uid",
-        })?;
+) -> Result<Gathered<'a>> {
+    let owner = owner_of(card, KIND)?;
     // The one write a pass makes before its end: a progress mark, with no Event, so that a
     // slow registry or git read does not leave the card without a word for this generation.
     if let Some(validating) = validating(card, old, now) {
@@ -204,10 +211,19 @@ async fn gather<'a>(
         apply_status(&api, &card.name_any(), &validating).await?;
         ctx.written.remember(KIND, card, validating);
     }
-    let skill = match delivery_of(card) {
+    let policies = trustpolicy::listed_policies(ctx, namespace).await;
+    let delivery = delivery_of(card);
+    // A git card reads its secret to resolve its ref; an image card pinned by this
+    // generation's digest reads nothing.
+    let for_skill = delivery == Some(DeliveryMode::Source) || pinned_skill(card, old).is_none();
+    let for_trust = policies.as_ref().is_ok_and(|policies| !policies.is_empty());
+    let credentials = Credentials::read(card, namespace, ctx, for_skill, for_trust).await?;
+    let skill = match delivery {
         Some(DeliveryMode::Inline) => read_inline(card),
-        Some(DeliveryMode::Source) => read_git(card, old, namespace, ctx).await?,
-        Some(DeliveryMode::Image) => read_image(card, old, namespace, ctx).await?,
+        Some(DeliveryMode::Source) => read_git(card, old, credentials.git.clone(), ctx).await,
+        Some(DeliveryMode::Image) => {
+            read_image(card, old, credentials.registry.clone(), namespace, ctx).await
+        }
         None => no_skill_source(),
     };
     let holder = match (&skill, config_map_name(card)) {
@@ -217,21 +233,30 @@ async fn gather<'a>(
         }
         _ => None,
     };
+    let read_pin = match &skill {
+        Fetched::Read(skill) => skill.pinned.as_deref(),
+        _ => None,
+    };
+    let pins = pins_to_check(read_pin, old);
+    let trust = trustpolicy::gather_trust(policies, pins, &credentials.for_signatures(), ctx).await;
     let inputs = CardInputs {
         card,
         owner,
         skill,
         config_map: holder.as_ref().map(|holder| holder.metadata.clone()),
     };
-    Ok((inputs, holder))
+    Ok(Gathered {
+        inputs,
+        holder,
+        trust,
+    })
 }
 
-/// Writes the inline ConfigMap the decision wants over `holder`, the object of its name as
-/// gather read it. An object that took its name since it was read is a holder the decision
-/// did not see: the card is decided again with it.
+/// Writes the inline ConfigMap the decision wants over the holder gather read. An object that
+/// took its name since it was read is a holder the decision did not see: the card is decided
+/// again with it.
 async fn apply(
-    mut inputs: CardInputs<'_>,
-    holder: Option<ConfigMap>,
+    mut gathered: Gathered<'_>,
     mut decision: CardDecision,
     old: &SkillCardStatus,
     namespace: &str,
@@ -240,17 +265,18 @@ async fn apply(
 ) -> Result<Pass<SkillCardStatus>> {
     if let Some(config_map) = decision.config_map.take() {
         let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-        let uid = &inputs.owner.uid;
-        let applied = apply_owned_after_read(&api, holder.as_ref(), config_map, "ConfigMap", uid);
+        let uid = &gathered.inputs.owner.uid;
+        let holder = gathered.holder.as_ref();
+        let applied = apply_owned_after_read(&api, holder, config_map, "ConfigMap", uid);
         if let Err(taken) = applied.await? {
-            inputs.config_map = Some(ObjectMeta {
+            gathered.inputs.config_map = Some(ObjectMeta {
                 name: Some(taken.name),
                 ..ObjectMeta::default()
             });
-            decision = decide_card(&inputs, old, now);
+            decision = decide_trusted_card(&gathered.inputs, &gathered.trust, old, now);
         }
     }
-    let card = inputs.card;
+    let card = gathered.inputs.card;
     let next = action(decision.next, ctx.settings.tag_refresh_interval, || {
         let what = format!("SkillCard {namespace}/{}", card.name_any());
         if card.spec.source.is_some() {
@@ -265,28 +291,28 @@ async fn apply(
     })
 }
 
-/// An image card's skill: its pull secrets read, the tag resolved to a digest (skipped for a
-/// digest this generation already validated), `SKILL.md` read through the skill cache.
+/// An image card's skill: the tag resolved to a digest (skipped for a digest this generation
+/// already validated) with its pull Secrets' `credentials`, `SKILL.md` read through the skill
+/// cache.
 async fn read_image(
     card: &SkillCard,
     old: &SkillCardStatus,
+    credentials: Option<Fetched<RegistryAuth>>,
     namespace: &str,
     ctx: &Context,
-) -> Result<Fetched<ValidSkill>> {
+) -> Fetched<ValidSkill> {
     let image = card.spec.image.as_deref().unwrap_or_default();
     if let Some(skill) = pinned_skill(card, old) {
-        return Ok(Fetched::Read(skill));
+        return Fetched::Read(skill);
     }
     let registry = match registry_of(image) {
         Ok(registry) => registry,
-        Err(refused) => return Ok(refused),
+        Err(refused) => return refused,
     };
-    let auth = match pull_auth(card, &registry, namespace, ctx)
-        .await?
-        .into_read()
-    {
-        Ok(auth) => auth,
-        Err(refused) => return Ok(refused),
+    let auth = match credentials.map(Fetched::into_read) {
+        Some(Ok(auth)) => auth,
+        Some(Err(refused)) => return refused,
+        None => RegistryAuth::Anonymous,
     };
     let client = &ctx.settings.registry;
     // A refresh of content this generation validated takes a tag resolution another card
@@ -313,19 +339,17 @@ async fn read_image(
         name: &card.name_any(),
     };
     let answer = registry_answer(content, &registry, &reader, None);
-    Ok(
-        answer.and_then(|content| match &content.report.frontmatter {
-            Some(frontmatter) => Fetched::Read(ValidSkill {
-                frontmatter: frontmatter_of(frontmatter),
-                pinned: Some(content.image.repository_with_digest.clone()),
-                body_bytes: body_bytes_of(&content.skill_md),
-            }),
-            None => Fetched::Rejected(Finding::new(
-                SkillCardReason::InvalidSkill,
-                content.report.summary(),
-            )),
+    answer.and_then(|content| match &content.report.frontmatter {
+        Some(frontmatter) => Fetched::Read(ValidSkill {
+            frontmatter: frontmatter_of(frontmatter),
+            pinned: Some(content.image.repository_with_digest.clone()),
+            body_bytes: body_bytes_of(&content.skill_md),
         }),
-    )
+        None => Fetched::Rejected(Finding::new(
+            SkillCardReason::InvalidSkill,
+            content.report.summary(),
+        )),
+    })
 }
 
 fn sync_registry_metrics(ctx: &Context) {
@@ -396,30 +420,31 @@ async fn pull_auth(
     )))
 }
 
-/// A git card's skill: `spec.sourceSecret` read, the ref resolved to a commit (skipped for a
-/// commit id this generation already validated), the skill at that commit validated,
-/// answered from the commit cache when another card did it before.
+/// A git card's skill: the ref resolved to a commit with `spec.sourceSecret`'s
+/// `credentials` (skipped for a commit id this generation already validated), the skill at
+/// that commit validated, answered from the commit cache when another card did it before.
 async fn read_git(
     card: &SkillCard,
     old: &SkillCardStatus,
-    namespace: &str,
+    credentials: Option<Fetched<agentic_git::GitAuth>>,
     ctx: &Context,
-) -> Result<Fetched<ValidSkill>> {
+) -> Fetched<ValidSkill> {
     let url = card.spec.source.as_deref().unwrap_or_default();
     let options = ctx.settings.git.clone();
     let source = match agentic_git::SourceUrl::parse(url, &options.insecure_hosts) {
         Ok(source) => source,
         Err(e) => {
             let finding = Finding::new(git_reason(&e), format!("spec.source: {e}"));
-            return Ok(Fetched::Refused(finding));
+            return Fetched::Refused(finding);
         }
     };
-    let auth = match source_auth(card, namespace, ctx).await?.into_read() {
-        Ok(auth) => auth,
-        Err(refused) => return Ok(refused),
+    let auth = match credentials.map(Fetched::into_read) {
+        Some(Ok(auth)) => auth,
+        Some(Err(refused)) => return refused,
+        None => agentic_git::GitAuth::Anonymous,
     };
     if let Some(skill) = pinned_skill(card, old) {
-        return Ok(Fetched::Read(skill));
+        return Fetched::Read(skill);
     }
     let git_ref = card.spec.git_ref.clone();
     let sub_path = card.spec.sub_path.clone();
@@ -432,9 +457,10 @@ async fn read_git(
     let resolved = resolved
         .await
         .unwrap_or_else(|e| Err(join_failure(&source, e)));
+    let namespace = card.namespace().unwrap_or_default();
     let commit = match resolved {
         Ok(resolved) => resolved.commit,
-        Err(e) => return Ok(git_answer(card, namespace, &source, e)),
+        Err(e) => return git_answer(card, &namespace, &source, e),
     };
     let verdict = match ctx.git_skills.get(url, &commit, sub_path.as_deref()) {
         Some(verdict) => verdict,
@@ -457,14 +483,14 @@ async fn read_git(
             verdict
         }
     };
-    Ok(match verdict {
+    match verdict {
         Ok(skill) => Fetched::Read(ValidSkill {
             frontmatter: frontmatter_of(&skill.frontmatter),
             pinned: Some(format!("{url}@{}", skill.commit)),
             body_bytes: skill.body_bytes.and_then(|n| i64::try_from(n).ok()),
         }),
-        Err(e) => git_answer(card, namespace, &source, e),
-    })
+        Err(e) => git_answer(card, &namespace, &source, e),
+    }
 }
 
 fn join_failure(

@@ -33,7 +33,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::pipeline::{Pass, Policy, Reconciled, backoff_within_tag_refresh, run_controller};
 use super::skillcard::reads::{Reader, action, registry_answer, registry_of};
-use super::support::{Read, lookup, namespace_of, read_reference, related};
+use super::support::{Read, lookup, namespace_of, owner_of, read_reference, related};
 use super::watches::{Stop, Watches};
 use crate::apply::apply_owned;
 use crate::caches::Guarded;
@@ -137,13 +137,7 @@ pub async fn reconcile(
 ) -> Result<Pass<SkillCollectionStatus>> {
     let namespace = namespace_of(collection.as_ref(), KIND)?;
     let name = collection.name_any();
-    let owner = collection
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::MissingMetadata {
-            kind: KIND,
-            name: name.clone(),
-            field: "metadata.uid",
-        })?;
+    let owner = owner_of(collection.as_ref(), KIND)?;
     let api: Api<SkillCard> = Api::namespaced(ctx.client.clone(), &namespace);
     let now = crate::now();
 

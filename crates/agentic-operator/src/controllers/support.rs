@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use agentic_core::skills::Lookup;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 
@@ -108,6 +109,21 @@ pub(super) fn namespace_of<K: Resource>(object: &K, kind: &'static str) -> Resul
         name: object.name_any(),
         field: "metadata.namespace",
     })
+}
+
+/// The controller ownerReference naming `object`, for the objects its pass creates; every
+/// stored object has a UID, so its absence is [`Error::MissingMetadata`].
+pub(super) fn owner_of<K: Resource<DynamicType = ()>>(
+    object: &K,
+    kind: &'static str,
+) -> Result<OwnerReference, Error> {
+    object
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::MissingMetadata {
+            kind,
+            name: object.name_any(),
+            field: "metadata.uid",
+        })
 }
 
 /// The one key of an index that holds the objects a predicate holds for ([`member_if`]). No

@@ -4,25 +4,22 @@
 //! the watch caches, their keys from Secrets and ConfigMaps, and the signatures through
 //! `agentic-trust`.
 
-use agentic_api::{
-    ClusterSkillTrustPolicy, KeySource, SkillCard, SkillCardStatus, SkillTrustPolicy, TrustPolicy,
-};
-use agentic_core::trust::{
-    NamedPolicy, Outcome, PinChoice, PinnedSource, Policies, PolicyId, Signature, apply_to_card,
-    choose_pin, judge, keep_previous_pin, ready_pin,
-};
+use std::collections::BTreeMap;
+
+use agentic_api::{ClusterSkillTrustPolicy, KeySource, SkillCard, SkillTrustPolicy, TrustPolicy};
+use agentic_core::cards::verified::TrustEvidence;
+use agentic_core::trust::{NamedPolicy, Outcome, PinnedSource, Policies, PolicyId, Signature};
 use agentic_oci::{RegistryAuth, ResolvedImage};
 use agentic_trust::{
     AllowedSigners, CommitSigners, Identity, Keyless, Layout, Pattern, PublicKey, Requirement,
     TrustRoot,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use sha2::{Digest, Sha256};
 
-use crate::caches::{Guarded, valid};
+use crate::caches::{Guarded, listed, valid};
 use crate::context::Context;
 
 /// The verdicts of signature checks, by image and digest (or git URL and commit) and the
@@ -38,81 +35,121 @@ pub(super) struct SourceAuth {
     pub git: agentic_git::GitAuth,
 }
 
-impl SourceAuth {
-    pub const ANONYMOUS: SourceAuth = SourceAuth {
-        registry: RegistryAuth::Anonymous,
-        git: agentic_git::GitAuth::Anonymous,
-    };
+/// The policies that apply in `namespace`, from the watch caches, once both trust-policy
+/// watches have listed (waiting up to `trust_policy_list_wait` for them); or why they cannot be
+/// known: not listed (their CRDs missing, a list the operator may not make), or a policy in
+/// scope that does not deserialize. A namespace this process does not watch has no
+/// controllers here, and no policies.
+pub(super) async fn listed_policies(ctx: &Context, namespace: &str) -> Result<Policies, String> {
+    if let Some(caches) = ctx.caches(namespace) {
+        let cluster = caches.of::<ClusterSkillTrustPolicy>();
+        let namespaced = caches.of::<SkillTrustPolicy>();
+        let lists = async {
+            if let Some(store) = &cluster {
+                let _ = store.wait_until_ready().await;
+            }
+            if let Some(store) = &namespaced {
+                let _ = store.wait_until_ready().await;
+            }
+        };
+        let wait = ctx.settings.trust_policy_list_wait;
+        if tokio::time::timeout(wait, lists).await.is_err() {
+            report_unlisted(ctx, namespace);
+        }
+    }
+    policies_of(ctx, namespace)
 }
 
-/// The policies that apply in `namespace`, from the watch caches; empty when the namespace is
-/// not watched.
-pub(super) fn policies_of(ctx: &Context, namespace: &str) -> Policies {
+/// The namespaces whose policies were found unlisted after the wait, reported once each.
+#[derive(Default)]
+struct Unlisted(std::sync::Mutex<std::collections::BTreeSet<String>>);
+
+/// Logs, at ERROR and once per namespace, that trust enforcement cannot run there: it is
+/// never silently off.
+fn report_unlisted(ctx: &Context, namespace: &str) {
+    let unlisted = ctx.kind_state::<Unlisted>();
+    let mut reported = unlisted
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if reported.insert(namespace.to_string()) {
+        tracing::error!(
+            namespace,
+            "the trust policies have not been listed: their CRDs may be missing or the operator may not list them; no new skill is pinned or admitted until they are"
+        );
+    }
+}
+
+/// [`listed_policies`] without waiting: the policies as the watch caches hold them now.
+pub(super) fn policies_of(ctx: &Context, namespace: &str) -> Result<Policies, String> {
     let Some(caches) = ctx.caches(namespace) else {
-        return Policies::default();
+        return Ok(Policies::default());
     };
-    let cluster = caches.state_of::<ClusterSkillTrustPolicy>();
-    let namespaced = caches.state_of::<SkillTrustPolicy>();
-    Policies::new(valid(&cluster), valid(&namespaced), namespace)
+    let cluster = known(caches.of::<ClusterSkillTrustPolicy>(), |_| true)?;
+    let namespaced = known(caches.of::<SkillTrustPolicy>(), |policy| {
+        policy.namespace.as_deref() == Some(namespace)
+    })?;
+    Ok(Policies::new(
+        valid(&cluster),
+        valid(&namespaced),
+        namespace,
+    ))
 }
 
-/// The card's status once trust is applied to the status its pass decided (`decided`): the
-/// `Verified` condition, `status.verification`, `Ready=False` when a policy forbids the pin,
-/// or the previous verified pin kept when the tag moved to bytes that do not verify.
-pub(super) async fn check_card(
-    card: &SkillCard,
-    namespace: &str,
-    mut decided: SkillCardStatus,
-    old: &SkillCardStatus,
-    auth: &SourceAuth,
-    ctx: &Context,
-    now: &Time,
-) -> SkillCardStatus {
-    let generation = card.metadata.generation;
-    let policies = policies_of(ctx, namespace);
-    let Some(pin) = ready_pin(&decided).map(str::to_string) else {
-        apply_to_card(&mut decided, None, generation, now);
-        return decided;
+/// The policies of one kind in a store, once it has listed and every one of them `in_scope`
+/// deserialized; none when the kind is not watched.
+fn known<K>(
+    store: Option<kube::runtime::reflector::Store<Guarded<K>>>,
+    in_scope: impl Fn(&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool,
+) -> Result<Vec<std::sync::Arc<Guarded<K>>>, String>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let Some(store) = store else {
+        return Ok(Vec::new());
     };
-    let verdict = verdict_of(&policies, &pin, auth, ctx).await;
-    let previous_pin = old
-        .verification
-        .as_ref()
-        .and(ready_pin(old))
-        .filter(|previous| *previous != pin)
-        .map(str::to_string);
-    let previous = match &previous_pin {
-        Some(previous) if verdict.as_ref().is_some_and(|v| !v.usable()) => {
-            verdict_of(&policies, previous, auth, ctx).await
-        }
-        _ => None,
-    };
-    match choose_pin(
-        &pin,
-        verdict.as_ref(),
-        previous_pin.as_deref(),
-        previous.as_ref(),
-    ) {
-        PinChoice::KeepPrevious { message } => keep_previous_pin(old, &message, generation, now),
-        PinChoice::Adopt => {
-            apply_to_card(&mut decided, verdict.as_ref(), generation, now);
-            decided
-        }
+    let kind = K::kind(&());
+    if !listed(&store) {
+        return Err(format!(
+            "the {kind} watch has not listed (is its CRD installed, and may the operator list it?)"
+        ));
     }
+    let state = store.state();
+    if let Some(invalid) = state
+        .iter()
+        .filter_map(|guarded| guarded.0.as_ref().err())
+        .find(|invalid| in_scope(&invalid.metadata))
+    {
+        let name = invalid.metadata.name.as_deref().unwrap_or_default();
+        return Err(format!(
+            "{kind} {name} does not match the schema this operator reads: {}",
+            invalid.error
+        ));
+    }
+    Ok(state)
 }
 
-async fn verdict_of(
-    policies: &Policies,
-    pin: &str,
+/// What a card's trust is decided from: the policies in force for `namespace` and, when they
+/// are known, the outcome of each selecting policy's requirement on each pin the pass may
+/// keep ([`agentic_core::cards::verified::pins_to_check`]). Signatures are read with the card's own credentials.
+pub(super) async fn gather_trust(
+    policies: Result<Policies, String>,
+    pins: Vec<String>,
     auth: &SourceAuth,
     ctx: &Context,
-) -> Option<agentic_core::trust::Verdict> {
-    let source = PinnedSource::from_pin(pin);
-    let mut outcomes = Vec::new();
-    for policy in policies.selecting(&source) {
-        outcomes.push(outcome(policy, &source, pin, auth, ctx).await);
+) -> TrustEvidence {
+    let mut outcomes = BTreeMap::new();
+    if let Ok(policies) = &policies {
+        for pin in pins {
+            let source = PinnedSource::from_pin(&pin);
+            let mut found = Vec::new();
+            for policy in policies.selecting(&source) {
+                found.push(outcome(policy, &source, &pin, auth, ctx).await);
+            }
+            outcomes.insert(pin, found);
+        }
     }
-    judge(policies, &source, &outcomes)
+    TrustEvidence { policies, outcomes }
 }
 
 /// Checks one policy's requirement against the pinned bytes.

@@ -11,6 +11,10 @@ use agentic_skill::SkillVerdict;
 use kube::runtime::controller::Action;
 
 use crate::apply::NAME_TAKEN_RETRY;
+
+/// How often a card fails closed because the trust policies are not known looks again (its
+/// pass waited for their list already).
+const TRUST_POLICIES_RETRY: Duration = Duration::from_secs(10);
 use crate::error::{Error, Result};
 
 /// The registry of `spec.image`, or the outcome refusing a reference that names none.
@@ -116,6 +120,7 @@ pub(in crate::controllers) fn action(
         Next::Refresh => Ok(Action::requeue(refresh)),
         Next::NameTaken => Ok(Action::requeue(NAME_TAKEN_RETRY)),
         Next::Unavailable => Err(unavailable()),
+        Next::TrustPoliciesUnavailable => Ok(Action::requeue(TRUST_POLICIES_RETRY)),
     }
 }
 

@@ -344,6 +344,51 @@ async fn a_namespaced_warn_policy_cannot_relax_the_clusters_enforce_policy() {
 #[tokio::test]
 async fn a_tag_moved_to_an_unsigned_digest_keeps_the_card_on_the_verified_one() {
     let scene = Scene::new(true).await;
+    // The next tag refresh: a context whose resolutions are not fresh, as after the
+    // refresh interval (or a restart), with the same policies.
+    let (first, moved, later) = restarted_after_the_tag_moved(&scene).await;
+    watch_policies(&later, vec![scene.policy("Enforce", json!({}))], vec![]);
+    scene.api.clear_requests();
+    let status = card_pass(&scene.api, &later, "pdf").await;
+    keeps_verified_pin(&status, &first, &scene, &moved);
+    let events = events(&scene.api);
+    assert!(
+        events.contains(&("Warning".into(), "NewPinRefused".into())),
+        "{events:?}"
+    );
+}
+
+/// Watch caches whose trust-policy watches have not listed (a restarted operator whose card
+/// watch listed first, or whose trust CRDs are missing), with the writers that list them.
+fn unlisted_policies() -> (
+    Caches,
+    Writer<Guarded<ClusterSkillTrustPolicy>>,
+    Writer<Guarded<SkillTrustPolicy>>,
+) {
+    let cluster = Writer::<Guarded<ClusterSkillTrustPolicy>>::default();
+    let namespaced = Writer::<Guarded<SkillTrustPolicy>>::default();
+    let caches = caches_with(vec![
+        kind_cache(cluster.as_reader()),
+        kind_cache(namespaced.as_reader()),
+    ]);
+    (caches, cluster, namespaced)
+}
+
+/// Lists `policies` into a policy watch's writer, as its first list does.
+fn list<K: kube::Resource<DynamicType = ()> + Clone>(
+    writer: &mut Writer<Guarded<K>>,
+    policies: Vec<K>,
+) {
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for policy in policies {
+        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(policy))));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+}
+
+/// A card verified on the scene's signed digest whose tag then moved to unsigned bytes, and
+/// an operator context restarted since (nothing cached, policies not listed yet).
+async fn restarted_after_the_tag_moved(scene: &Scene) -> (SkillCardStatus, String, Arc<Context>) {
     scene.watch("Enforce", json!({}), vec![]);
     let first = scene.card().await;
     assert_eq!(
@@ -352,12 +397,17 @@ async fn a_tag_moved_to_an_unsigned_digest_keeps_the_card_on_the_verified_one() 
     );
     let moved = push_skill(&scene.registry, "b");
     assert_ne!(moved, scene.digest);
-    // The next tag refresh: a context whose resolutions are not fresh, as after the
-    // refresh interval (or a restart), with the same policies.
-    let later = context_reading(&scene.api, scene.registry.addr());
-    watch_policies(&later, vec![scene.policy("Enforce", json!({}))], vec![]);
-    scene.api.clear_requests();
-    let status = card_pass(&scene.api, &later, "pdf").await;
+    let restarted = context_reading(&scene.api, scene.registry.addr());
+    (first, moved, restarted)
+}
+
+/// The card still Ready on the verified digest, `Verified` saying the moved one was refused.
+fn keeps_verified_pin(
+    status: &SkillCardStatus,
+    first: &SkillCardStatus,
+    scene: &Scene,
+    moved: &str,
+) {
     assert_eq!(
         ready(&status.conditions),
         ("True".into(), "SkillValid".into())
@@ -370,18 +420,97 @@ async fn a_tag_moved_to_an_unsigned_digest_keeps_the_card_on_the_verified_one() 
             .is_some_and(|pin| pin.ends_with(&scene.digest)),
         "{status:?}"
     );
-    assert_eq!(verified(&status), ("True".into(), "NewPinRefused".into()));
+    assert_eq!(verified(status), ("True".into(), "NewPinRefused".into()));
     let message = &find_condition(&status.conditions, "Verified")
         .expect("Verified")
         .message;
     assert!(
-        message.contains(&moved) && message.contains(&scene.digest),
+        message.contains(moved) && message.contains(&scene.digest),
         "says which pin was kept and which refused: {message}"
     );
-    let events = events(&scene.api);
+}
+
+#[tokio::test]
+async fn a_restart_while_the_tag_moved_keeps_the_verified_pin_when_the_policies_list_after_the_card()
+ {
+    let scene = Scene::new(true).await;
+    let (first, moved, restarted) = restarted_after_the_tag_moved(&scene).await;
+    let (caches, mut cluster, mut namespaced) = unlisted_policies();
+    restarted.register_caches(Some(NS), caches);
+    let policy = scene.policy("Enforce", json!({}));
+    // The pass is polled first and waits for the policies; their list comes after.
+    let (status, ()) = tokio::join!(card_pass(&scene.api, &restarted, "pdf"), async {
+        list(&mut cluster, vec![policy]);
+        list(&mut namespaced, Vec::new());
+    });
+    keeps_verified_pin(&status, &first, &scene, &moved);
+}
+
+#[tokio::test]
+async fn policies_that_never_list_keep_the_verified_pin_and_admit_nothing_new() {
+    let scene = Scene::new(true).await;
+    let (first, moved, restarted) = restarted_after_the_tag_moved(&scene).await;
+    // The trust CRDs are gone (or the operator may not list them): the watches never list.
+    let (caches, _cluster, _namespaced) = unlisted_policies();
+    restarted.register_caches(Some(NS), caches);
+    scene.api.clear_requests();
+    let status = card_pass(&scene.api, &restarted, "pdf").await;
+    keeps_verified_pin(&status, &first, &scene, &moved);
+    let message = &find_condition(&status.conditions, "Verified")
+        .expect("Verified")
+        .message;
+    assert!(message.contains("cannot be known"), "{message}");
+    let posted = events(&scene.api);
     assert!(
-        events.contains(&("Warning".into(), "NewPinRefused".into())),
-        "{events:?}"
+        posted.contains(&("Warning".into(), "NewPinRefused".into())),
+        "{posted:?}"
+    );
+
+    // A card never admitted is not admitted now, and says why.
+    scene.api.put(&image_card("fresh", &scene.registry));
+    let fresh = card_pass(&scene.api, &restarted, "fresh").await;
+    assert_eq!(
+        ready(&fresh.conditions),
+        ("False".into(), "TrustPoliciesUnavailable".into())
+    );
+    assert!(
+        events(&scene.api).contains(&("Warning".into(), "TrustPoliciesUnavailable".into())),
+        "{:?}",
+        events(&scene.api)
+    );
+}
+
+#[tokio::test]
+async fn a_policy_that_does_not_deserialize_fails_the_cards_closed() {
+    let scene = Scene::new(true).await;
+    let mut namespaced = Writer::<Guarded<SkillTrustPolicy>>::default();
+    namespaced.apply_watcher_event(&watcher::Event::Init);
+    let broken: DeserializeGuard<SkillTrustPolicy> = serde_json::from_value(json!({
+        "apiVersion": "trust.agentic-operator.io/v1alpha1",
+        "kind": "SkillTrustPolicy",
+        "metadata": {"name": "broken", "namespace": NS},
+        "spec": {"mode": 7},
+    }))
+    .expect("a guarded object");
+    assert!(broken.0.is_err(), "the policy must not deserialize");
+    namespaced.apply_watcher_event(&watcher::Event::InitApply(broken));
+    namespaced.apply_watcher_event(&watcher::Event::InitDone);
+    scene.ctx.register_caches(
+        Some(NS),
+        caches_with(vec![
+            kind_cache(store_of(Vec::<ClusterSkillTrustPolicy>::new())),
+            kind_cache(namespaced.as_reader()),
+        ]),
+    );
+    let status = scene.card().await;
+    assert_eq!(
+        ready(&status.conditions),
+        ("False".into(), "TrustPoliciesUnavailable".into())
+    );
+    assert!(
+        ready_message(&status.conditions).contains("SkillTrustPolicy broken"),
+        "{}",
+        ready_message(&status.conditions)
     );
 }
 

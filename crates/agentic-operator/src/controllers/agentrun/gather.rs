@@ -1,0 +1,222 @@
+//! Gather, for a run without a sandbox: what holds its sandbox's name, its Agent, the trust
+//! policies of its namespace, and (once the Agent is usable) the Gateway and SkillCards the
+//! Agent names and the keys of its file mounts' sources. Reads only, from the watch caches where they can serve, and returns
+//! what it found: present, missing or malformed, never what that means for the run.
+
+use std::collections::BTreeMap;
+
+use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
+use agentic_core::sandbox::{
+    FileSourceKind, MountedSkill, SANDBOX_KIND, SourceLookup, file_mount_source,
+};
+use agentic_core::skills::{Lookup, check_agent};
+use agentic_core::start::{SourceKey, StartInputs, gateway_to_read, gateway_usable};
+use agentic_core::trust::Policies;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+
+use super::sandbox_resource;
+use crate::caches::listed;
+use crate::context::{Context, SandboxBackend};
+use crate::controllers::support::{Read, lookup, read_cached};
+use crate::controllers::trustpolicy::listed_policies;
+use crate::error::Result;
+
+/// What a run without a sandbox names, as read.
+pub(super) struct Gathered {
+    /// The object holding the sandbox's name.
+    sandbox: Option<ObjectMeta>,
+    agent: Read<Agent>,
+    /// The Gateway the run uses; not read (`None`) until the Agent is usable.
+    gateway: Read<Gateway>,
+    /// The card of each of the Agent's `status.skills`, in order; none until the Agent is
+    /// usable.
+    cards: Vec<Read<SkillCard>>,
+    file_sources: BTreeMap<SourceKey, SourceLookup>,
+    /// The trust policies of the run's namespace, or why they cannot be known.
+    policies: Result<Policies, String>,
+}
+
+impl Gathered {
+    /// What [`agentic_core::start::plan_start`] decides from.
+    pub(super) fn inputs<'a>(
+        &'a self,
+        run: &'a AgentRun,
+        run_uid: &'a str,
+        ctx: &'a Context,
+    ) -> StartInputs<'a> {
+        StartInputs {
+            run,
+            run_uid,
+            sandbox_kind: sandbox_kind(ctx),
+            sandbox: self.sandbox.as_ref(),
+            agent: lookup(&self.agent),
+            gateway: lookup(&self.gateway),
+            cards: self.cards.iter().map(lookup).collect(),
+            file_sources: &self.file_sources,
+            fetcher: ctx.settings.skill_fetcher.as_ref(),
+            policies: self.policies.as_ref().map_err(String::as_str),
+        }
+    }
+}
+
+/// Reads what `run` names. Until its Agent is usable the run waits for it, so nothing the
+/// Agent names is read.
+pub(super) async fn gather(run: &AgentRun, namespace: &str, ctx: &Context) -> Result<Gathered> {
+    let sandbox = holder_of_sandbox_name(
+        ctx,
+        namespace,
+        &agentic_core::names::sandbox_name(&run.name_any()),
+    )
+    .await?;
+    let agent_ref = &run.spec.agent_ref;
+    let agent = read_cached(ctx, namespace, agent_ref, |agent| {
+        check_agent(agent_ref, Lookup::Found(agent)).is_ok()
+    })
+    .await?;
+    let mut gathered = Gathered {
+        sandbox,
+        agent: None,
+        gateway: None,
+        cards: Vec::new(),
+        file_sources: BTreeMap::new(),
+        policies: listed_policies(ctx, namespace).await,
+    };
+    if let Some(usable) = agent
+        .as_ref()
+        .and_then(|read| read.as_ref().ok())
+        .filter(|agent| check_agent(agent_ref, Lookup::Found(agent)).is_ok())
+    {
+        if let Some(name) = gateway_to_read(run, usable) {
+            gathered.gateway = read_cached(ctx, namespace, &name, |gateway: &Gateway| {
+                gateway_usable(usable, gateway)
+            })
+            .await?;
+        }
+        gathered.cards = read_cards(usable, namespace, ctx).await?;
+        gathered.file_sources =
+            file_mount_source_keys(ctx, namespace, &run.spec.file_mounts).await?;
+    }
+    gathered.agent = agent;
+    Ok(gathered)
+}
+
+/// The card of each skill the Agent pinned, from the namespace it lives in (a cluster-wide
+/// default skill's in the default-skills namespace).
+async fn read_cards(agent: &Agent, namespace: &str, ctx: &Context) -> Result<Vec<Read<SkillCard>>> {
+    let pinned = agent.status.as_ref().map_or(&[][..], |s| &s.skills[..]);
+    let mut cards = Vec::with_capacity(pinned.len());
+    for skill in pinned {
+        let card_namespace = skill.namespace.as_deref().unwrap_or(namespace);
+        let card = read_cached(
+            ctx,
+            card_namespace,
+            &skill.skill_card,
+            |card: &SkillCard| MountedSkill::from_agent_skill(skill, Lookup::Found(card)).is_ok(),
+        )
+        .await?;
+        cards.push(card);
+    }
+    Ok(cards)
+}
+
+/// The kind of the object the sandbox backend creates.
+fn sandbox_kind(ctx: &Context) -> &'static str {
+    match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => "Pod",
+        SandboxBackend::AgentSandbox => SANDBOX_KIND,
+    }
+}
+
+/// The metadata of the object named `name` of the sandbox backend's kind, if there is one.
+/// From the cache once it has listed: absent there is absent, but for a sandbox this process
+/// created a moment ago that its watch has not brought yet. Creating that one again meets
+/// 409, and the create hands back the existing sandbox with its pinned skills.
+async fn holder_of_sandbox_name(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ObjectMeta>> {
+    if let Some(caches) = ctx.caches(namespace) {
+        let cached = match (ctx.settings.sandbox_backend, &caches.sandboxes) {
+            (SandboxBackend::Pod, _) => listed(&caches.pods).then(|| {
+                caches
+                    .pods
+                    .get(&ObjectRef::new(name).within(namespace))
+                    .map(|p| p.metadata.clone())
+            }),
+            (SandboxBackend::AgentSandbox, Some(sandboxes)) => listed(sandboxes).then(|| {
+                sandboxes
+                    .get(&ObjectRef::new_with(name, sandbox_resource()).within(namespace))
+                    .map(|s| s.metadata.clone())
+            }),
+            (SandboxBackend::AgentSandbox, None) => None,
+        };
+        if let Some(metadata) = cached {
+            return Ok(metadata);
+        }
+    }
+    Ok(match ctx.settings.sandbox_backend {
+        SandboxBackend::Pod => {
+            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+            pods.get_opt(name).await?.map(|p| p.metadata)
+        }
+        SandboxBackend::AgentSandbox => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), namespace, &sandbox_resource());
+            api.get_opt(name).await?.map(|s| s.metadata)
+        }
+    })
+}
+
+/// The keys of every Secret and ConfigMap the run's file mounts read, from the API server
+/// (the Secret watch carries no data, ConfigMaps are not watched). Keys only: the values
+/// are dropped here. A source the operator may not read is `Unavailable`, as Konveyor has it.
+async fn file_mount_source_keys(
+    ctx: &Context,
+    namespace: &str,
+    mounts: &[agentic_api::FileMount],
+) -> Result<BTreeMap<SourceKey, SourceLookup>> {
+    let mut found = BTreeMap::new();
+    for (kind, name) in mounts.iter().filter_map(file_mount_source) {
+        let key = (kind.as_str(), name.to_string());
+        if found.contains_key(&key) {
+            continue;
+        }
+        let read = match kind {
+            FileSourceKind::Secret => Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+                .get_opt(name)
+                .await
+                .map(|secret| secret.map(|s| s.data.unwrap_or_default().into_keys().collect())),
+            FileSourceKind::ConfigMap => {
+                Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace)
+                    .get_opt(name)
+                    .await
+                    .map(|config_map| {
+                        config_map.map(|c| {
+                            let data = c.data.unwrap_or_default().into_keys();
+                            data.chain(c.binary_data.unwrap_or_default().into_keys())
+                                .collect()
+                        })
+                    })
+            }
+        };
+        let lookup = match read {
+            Ok(Some(keys)) => SourceLookup::Found(keys),
+            Ok(None) => SourceLookup::NotFound,
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                SourceLookup::Unavailable(format!(
+                    "the operator may not read {} {name}: {}",
+                    kind.as_str(),
+                    status.message
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        found.insert(key, lookup);
+    }
+    Ok(found)
+}
