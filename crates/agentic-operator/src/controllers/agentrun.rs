@@ -20,8 +20,8 @@ use agentic_core::reasons::{AgentRunReason, ErrorReason};
 use agentic_core::sandbox::{Enforced, RunOutcome, run_events};
 use agentic_core::start::{StartPlan, plan_start};
 use futures::future::BoxFuture;
-use kube::runtime::controller::{Action, Controller};
 use kube::ResourceExt;
+use kube::runtime::controller::{Action, Controller};
 
 use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{namespace_of, owner_of};
