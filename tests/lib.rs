@@ -185,6 +185,7 @@ impl Operator {
             reconcile_concurrency: agentic_operator::context::DEFAULT_RECONCILE_CONCURRENCY,
             default_skills_namespace,
             skill_fetcher,
+            trust_policy_list_wait: agentic_operator::context::TRUST_POLICY_LIST_WAIT,
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);
