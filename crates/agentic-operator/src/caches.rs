@@ -48,6 +48,9 @@ pub struct Caches {
     pub pods: Store<SandboxPod>,
     /// With the agent-sandbox backend only.
     pub sandboxes: Option<Store<DynamicObject>>,
+    /// The metadata of the Secrets users name, when they are watched: whether a Secret
+    /// changed, by its resourceVersion, without reading it.
+    pub secrets: Option<Store<SecretMeta>>,
 }
 
 impl Caches {
@@ -57,7 +60,14 @@ impl Caches {
             kinds: Vec::new(),
             pods,
             sandboxes,
+            secrets: None,
         }
+    }
+
+    /// These caches with the Secrets' metadata.
+    pub fn with_secrets(mut self, secrets: Store<SecretMeta>) -> Self {
+        self.secrets = Some(secrets);
+        self
     }
 
     /// These caches with `cache` among the kinds'.

@@ -4,7 +4,8 @@
 //! the watch caches, their keys from Secrets and ConfigMaps, and the signatures through
 //! `agentic-trust`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use agentic_api::{ClusterSkillTrustPolicy, KeySource, SkillCard, SkillTrustPolicy, TrustPolicy};
 use agentic_core::cards::verified::TrustEvidence;
@@ -180,9 +181,10 @@ async fn image_outcome(
         Ok(image) => image,
         Err(e) => return Outcome::Invalid(e.to_string()),
     };
-    let (requirement, material) = match requirement(policy.id, policy.policy, ctx).await {
-        Ok(requirement) => requirement,
-        Err(why) => return Outcome::Unavailable(why),
+    let built = built_keys(policy, ctx, || requirement(policy.id, policy.policy, ctx)).await;
+    let (requirement, material) = match built.as_deref() {
+        Ok((requirement, material)) => (requirement, material.clone()),
+        Err(why) => return Outcome::Unavailable(why.clone()),
     };
     let key = agentic_trust::CacheKey {
         repository: format!("{}/{}", image.registry, image.repository),
@@ -193,7 +195,7 @@ async fn image_outcome(
     let registry = &ctx.settings.registry;
     let verdict = cache
         .get_or_verify(&key, || {
-            agentic_trust::verify_image(registry, auth, &image, &requirement)
+            agentic_trust::verify_image(registry, auth, &image, requirement)
         })
         .await;
     outcome_of(verdict)
@@ -209,9 +211,10 @@ async fn commit_outcome(
     auth: &agentic_git::GitAuth,
     ctx: &Context,
 ) -> Outcome {
-    let (signers, material) = match git_signers(policy.id, policy.policy, ctx).await {
-        Ok(signers) => signers,
-        Err(why) => return Outcome::Unavailable(why),
+    let built = built_keys(policy, ctx, || git_signers(policy.id, policy.policy, ctx)).await;
+    let (signers, material) = match built.as_deref() {
+        Ok((signers, material)) => (signers, material.clone()),
+        Err(why) => return Outcome::Unavailable(why.clone()),
     };
     let key = agentic_trust::CacheKey {
         repository: url.to_string(),
@@ -223,7 +226,7 @@ async fn commit_outcome(
         .get_or_verify(&key, || async {
             match commit_object(url, commit, auth, ctx).await {
                 Ok(raw) => {
-                    agentic_trust::verify_commit(&raw, &signers, std::time::SystemTime::now())
+                    agentic_trust::verify_commit(&raw, signers, std::time::SystemTime::now())
                         .into_verdict(commit)
                 }
                 Err(e) if e.is_content_verdict() => {
@@ -283,6 +286,86 @@ fn outcome_of(verdict: agentic_trust::ImageVerdict) -> Outcome {
         agentic_trust::ImageVerdict::Invalid { why } => Outcome::Invalid(why),
         agentic_trust::ImageVerdict::Unavailable { why } => Outcome::Unavailable(why),
     }
+}
+
+/// What was built from each policy's keys (its requirement, or who may sign its commits),
+/// by policy, with the version it was built at: read again only when the policy's spec or a
+/// Secret holding one of its keys changed.
+struct BuiltKeys<T>(std::sync::Mutex<HashMap<String, (String, Arc<T>)>>);
+
+impl<T> Default for BuiltKeys<T> {
+    fn default() -> Self {
+        Self(std::sync::Mutex::default())
+    }
+}
+
+/// What `build` makes of `policy`'s keys, from [`BuiltKeys`] when its spec and the
+/// resourceVersions of the Secrets holding its keys are those it was built at. A key whose
+/// version the watch caches cannot tell (a ConfigMap, a Secret of a namespace not watched) is
+/// read each time, as is a policy whose keys cannot be read.
+async fn built_keys<T, F, Fut>(
+    policy: NamedPolicy<'_>,
+    ctx: &Context,
+    build: F,
+) -> Result<Arc<T>, String>
+where
+    T: Send + Sync + 'static,
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let id = policy.id.to_string();
+    let version = key_version(policy, ctx);
+    let cache = &ctx.kind_state::<BuiltKeys<T>>().0;
+    let lock = || {
+        cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some(version) = &version
+        && let Some((built_at, built)) = lock().get(&id)
+        && built_at == version
+    {
+        return Ok(Arc::clone(built));
+    }
+    let built = Arc::new(build().await?);
+    if let Some(version) = version {
+        lock().insert(id, (version, Arc::clone(&built)));
+    }
+    Ok(built)
+}
+
+/// The version of everything `policy`'s keys are built from: its spec, and the
+/// resourceVersion of each Secret holding a key, from the watch caches; `None` when one of
+/// them cannot be told without a read.
+fn key_version(policy: NamedPolicy<'_>, ctx: &Context) -> Option<String> {
+    let spec = policy.policy;
+    let root = spec.trust_root.iter().flat_map(|root| {
+        root.fulcio_certificates
+            .iter()
+            .chain(&root.rekor_keys)
+            .chain(&root.ct_log_keys)
+    });
+    let git = spec
+        .git_signers
+        .iter()
+        .flat_map(|git| git.allowed_signers.iter().chain(&git.gpg_keys));
+    let mut version = Sha256::new();
+    version.update(format!("{spec:?}"));
+    for source in spec.keys.iter().chain(root).chain(git) {
+        if source.pem.is_some() {
+            continue;
+        }
+        let reference = source.secret_key_ref.as_ref()?;
+        let namespace = policy.id.key_namespace(reference).ok()?;
+        let secrets = ctx.caches(namespace)?.secrets?;
+        let secret = secrets.get(&ObjectRef::new(&reference.name).within(namespace))?;
+        version.update(format!(
+            "\n{namespace}/{}@{}",
+            reference.name,
+            secret.metadata.resource_version.as_deref()?
+        ));
+    }
+    Some(hex::encode(version.finalize()))
 }
 
 /// Who may sign the commits `policy` selects, with its keys read, and a digest of them: the

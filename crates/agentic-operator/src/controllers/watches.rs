@@ -189,7 +189,8 @@ impl Watches {
         let caches = Caches::new(
             self.pods.store(),
             self.sandboxes.as_ref().map(SharedWatch::store),
-        );
+        )
+        .with_secrets(self.secrets.store());
         self.kinds
             .iter()
             .fold(caches, |caches, (_, watch)| caches.with_kind(watch.cache()))

@@ -514,6 +514,73 @@ async fn a_policy_that_does_not_deserialize_fails_the_cards_closed() {
     );
 }
 
+/// The metadata of the Secret `name` of the scenario's namespace at `version`, as the
+/// Secret watch caches it.
+fn secret_meta(name: &str, version: &str) -> crate::caches::SecretMeta {
+    use kube::core::PartialObjectMetaExt as _;
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(NS.into()),
+        resource_version: Some(version.into()),
+        ..Default::default()
+    }
+    .into_response_partial::<k8s_openapi::api::core::v1::Secret>()
+}
+
+#[tokio::test]
+async fn a_policys_key_secret_is_read_once_until_its_resource_version_changes() {
+    let scene = Scene::new(true).await;
+    let secret: k8s_openapi::api::core::v1::Secret = object(json!({
+        "metadata": {"name": "signing-key"},
+        "stringData": {},
+        "data": {"cosign.pub": base64_of(&scene.key.public_key_pem())},
+    }));
+    scene.api.put(&secret);
+    let policy = namespaced_policy(
+        "signed",
+        policy_spec(
+            "Enforce",
+            json!({"keys": [{"secretKeyRef": {"name": "signing-key", "key": "cosign.pub"}}]}),
+        ),
+    );
+    let mut secrets = Writer::<crate::caches::SecretMeta>::default();
+    secrets.apply_watcher_event(&watcher::Event::Init);
+    secrets.apply_watcher_event(&watcher::Event::InitApply(secret_meta("signing-key", "1")));
+    secrets.apply_watcher_event(&watcher::Event::InitDone);
+    let caches = policy_caches(Vec::new(), vec![policy]).with_secrets(secrets.as_reader());
+    scene.ctx.register_caches(Some(NS), caches);
+    let key_reads = || {
+        scene
+            .api
+            .reads()
+            .iter()
+            .filter(|path| path.ends_with("/secrets/signing-key"))
+            .count()
+    };
+    for card in ["one", "two", "three"] {
+        scene.api.put(&image_card(card, &scene.registry));
+        let status = card_pass(&scene.api, &scene.ctx, card).await;
+        assert_eq!(
+            verified(&status),
+            ("True".into(), "SignatureVerified".into()),
+            "{card}"
+        );
+    }
+    assert_eq!(key_reads(), 1, "{:?}", scene.api.reads());
+
+    // The Secret changes: read again, once.
+    secrets.apply_watcher_event(&watcher::Event::Apply(secret_meta("signing-key", "2")));
+    for card in ["one", "two"] {
+        card_pass(&scene.api, &scene.ctx, card).await;
+    }
+    assert_eq!(key_reads(), 2, "{:?}", scene.api.reads());
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
 #[test]
 fn a_policy_change_requeues_the_cards_of_its_scope() {
     let card_in = |namespace: &str, name: &str| {
