@@ -22,7 +22,7 @@ use crate::sandbox::{
 use crate::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
-use crate::trust::{PinnedSource, Policies};
+use crate::trust::{Outcome, PinnedSource, Policies, judge};
 
 /// A file mount's source as gathered: its kind (`Secret`, `ConfigMap`) and name.
 pub type SourceKey = (&'static str, String);
@@ -49,6 +49,10 @@ pub struct StartInputs<'a> {
     /// The trust policies of the run's namespace and of the cluster, whose revocations hold
     /// the run whatever namespace a skill's card lives in; or why they cannot be known.
     pub policies: Result<&'a Policies, &'a str>,
+    /// The outcome of each of those policies' requirements on each cluster-wide default
+    /// skill, by pin ([`Policies::selecting`]'s order): such a card is judged under the
+    /// default-skills namespace's policies, and the run's own must admit it too.
+    pub default_signatures: &'a BTreeMap<String, Vec<Outcome>>,
 }
 
 /// What a run without a sandbox does in this pass.
@@ -123,6 +127,10 @@ fn decide<'a>(inputs: &StartInputs<'a>) -> Result<StartPlan<'a>, RunOutcome> {
     if let Some(why) = revoked_skill(policies, &skills) {
         return Err(RunOutcome::pending(AgentRunReason::SkillBlocked, why));
     }
+    if let Some(why) = default_not_admitted(agent, policies, inputs.default_signatures, inputs.run)
+    {
+        return Err(RunOutcome::pending(AgentRunReason::SkillBlocked, why));
+    }
     let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
     let sandbox = SandboxInputs::new(
         run,
@@ -171,6 +179,33 @@ fn revoked_skill(policies: &Policies, skills: &[MountedSkill]) -> Option<String>
             skill.name, by.id
         ))
     })
+}
+
+/// Why the run's namespace does not admit one of the Agent's cluster-wide default skills:
+/// its policies' verdict on the pin (a signature they require and do not find, a revocation)
+/// forbids it. The card's own verdict was given under the default-skills namespace's
+/// policies; a skill of the run's namespace was judged under these already.
+fn default_not_admitted(
+    agent: &Agent,
+    policies: &Policies,
+    signatures: &BTreeMap<String, Vec<Outcome>>,
+    run: &AgentRun,
+) -> Option<String> {
+    let pinned = agent.status.as_ref().map_or(&[][..], |s| &s.skills[..]);
+    pinned
+        .iter()
+        .filter(|skill| skill.namespace.is_some())
+        .find_map(|skill| {
+            let pin = skill.image.as_deref()?;
+            let outcomes = signatures.get(pin).map_or(&[][..], Vec::as_slice);
+            let verdict = judge(policies, &PinnedSource::from_pin(pin), outcomes)?;
+            let (_, why) = verdict.blocked?;
+            Some(format!(
+                "skill {:?} ({pin}), a cluster-wide default, is not admitted by the trust policies of namespace {}: {why}",
+                skill.name,
+                run.metadata.namespace.as_deref().unwrap_or_default()
+            ))
+        })
 }
 
 /// The run waits: `error`, after the field it is about.

@@ -144,6 +144,7 @@ struct Read {
     cards: Vec<Option<SkillCard>>,
     file_sources: BTreeMap<SourceKey, SourceLookup>,
     policies: Policies,
+    signatures: BTreeMap<String, Vec<Outcome>>,
 }
 
 impl Read {
@@ -157,6 +158,7 @@ impl Read {
             cards: vec![Some(java_card())],
             file_sources: BTreeMap::new(),
             policies: Policies::default(),
+            signatures: BTreeMap::new(),
         }
     }
 
@@ -175,6 +177,7 @@ impl Read {
             file_sources: &self.file_sources,
             fetcher: None,
             policies: Ok(&self.policies),
+            default_signatures: &self.signatures,
         })
     }
 
@@ -262,6 +265,7 @@ fn a_malformed_agent_makes_the_run_wait_as_not_ready() {
         file_sources: &read.file_sources,
         fetcher: None,
         policies: Ok(&read.policies),
+        default_signatures: &read.signatures,
     }) {
         StartPlan::Blocked(outcome) => outcome,
         other => panic!("expected the run to be held, got {other:?}"),
@@ -494,6 +498,7 @@ fn a_run_with_skills_waits_while_the_trust_policies_cannot_be_known() {
         file_sources: &read.file_sources,
         fetcher: None,
         policies: Err("not listed"),
+        default_signatures: &read.signatures,
     };
     let StartPlan::Blocked(outcome) = plan_start(&inputs) else {
         panic!("expected the run to wait");
@@ -509,4 +514,57 @@ fn a_run_with_skills_waits_while_the_trust_policies_cannot_be_known() {
     inputs.agent = Lookup::Found(&agent);
     inputs.cards = Vec::new();
     assert!(matches!(plan_start(&inputs), StartPlan::Create(_)));
+}
+
+/// A SkillTrustPolicy of `namespace` requiring a signature of the Java image, in `mode`.
+fn requiring(namespace: &str, mode: &str) -> SkillTrustPolicy {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "trust.agentic-operator.io/v1alpha1",
+        "kind": "SkillTrustPolicy",
+        "metadata": {"name": "signed", "namespace": namespace},
+        "spec": {"images": ["ghcr.io/acme/*"], "mode": mode, "keys": [{"pem": "unused"}]},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_default_skill_the_runs_namespace_requires_signed_holds_the_run_until_it_verifies() {
+    let mut read = default_skill_read();
+    let policy = requiring(NS, "Enforce");
+    read.policies = Policies::new([], [&policy], NS);
+    // Unsigned under this namespace's policy (the card was judged under another's).
+    read.signatures
+        .insert(IMAGE.to_string(), vec![Outcome::Unsigned]);
+    let outcome = read.blocked();
+    assert_eq!(outcome.reason, AgentRunReason::SkillBlocked);
+    assert!(
+        outcome.message.contains("cluster-wide default") && outcome.message.contains(NS),
+        "{}",
+        outcome.message
+    );
+    // Signed as it requires: admitted.
+    read.signatures.insert(
+        IMAGE.to_string(),
+        vec![Outcome::Verified(crate::trust::Signature {
+            signer: "SHA256:key".into(),
+            digest: None,
+            layout: "tag".into(),
+        })],
+    );
+    assert!(matches!(read.plan(), StartPlan::Create(_)));
+    // A Warn policy lets it through unsigned.
+    let warn = requiring(NS, "Warn");
+    read.policies = Policies::new([], [&warn], NS);
+    read.signatures
+        .insert(IMAGE.to_string(), vec![Outcome::Unsigned]);
+    assert!(matches!(read.plan(), StartPlan::Create(_)));
+}
+
+#[test]
+fn a_skill_of_the_runs_own_namespace_is_left_to_its_cards_verdict() {
+    let mut read = Read::startable();
+    let policy = requiring(NS, "Enforce");
+    read.policies = Policies::new([], [&policy], NS);
+    // No signatures read for it: its Ready card passed these policies already.
+    assert!(matches!(read.plan(), StartPlan::Create(_)));
 }

@@ -36,6 +36,14 @@ pub(super) struct SourceAuth {
     pub git: agentic_git::GitAuth,
 }
 
+impl SourceAuth {
+    /// No credentials: what a cluster-wide default skill is mounted with in another namespace.
+    pub const ANONYMOUS: SourceAuth = SourceAuth {
+        registry: RegistryAuth::Anonymous,
+        git: agentic_git::GitAuth::Anonymous,
+    };
+}
+
 /// The policies that apply in `namespace`, from the watch caches, once both trust-policy
 /// watches have listed (waiting up to `trust_policy_list_wait` for them); or why they cannot be
 /// known: not listed (their CRDs missing, a list the operator may not make), or a policy in
@@ -139,18 +147,31 @@ pub(super) async fn gather_trust(
     auth: &SourceAuth,
     ctx: &Context,
 ) -> TrustEvidence {
-    let mut outcomes = BTreeMap::new();
-    if let Ok(policies) = &policies {
-        for pin in pins {
-            let source = PinnedSource::from_pin(&pin);
-            let mut found = Vec::new();
-            for policy in policies.selecting(&source) {
-                found.push(outcome(policy, &source, &pin, auth, ctx).await);
-            }
-            outcomes.insert(pin, found);
-        }
-    }
+    let outcomes = match &policies {
+        Ok(policies) => outcomes_of(policies, pins, auth, ctx).await,
+        Err(_) => BTreeMap::new(),
+    };
     TrustEvidence { policies, outcomes }
+}
+
+/// For each of `pins`, the outcome of each policy's requirement that selects it, in the order
+/// of [`Policies::selecting`], the signatures read with `auth`.
+pub(super) async fn outcomes_of(
+    policies: &Policies,
+    pins: impl IntoIterator<Item = String>,
+    auth: &SourceAuth,
+    ctx: &Context,
+) -> BTreeMap<String, Vec<Outcome>> {
+    let mut outcomes = BTreeMap::new();
+    for pin in pins {
+        let source = PinnedSource::from_pin(&pin);
+        let mut found = Vec::new();
+        for policy in policies.selecting(&source) {
+            found.push(outcome(policy, &source, &pin, auth, ctx).await);
+        }
+        outcomes.insert(pin, found);
+    }
+    outcomes
 }
 
 /// Checks one policy's requirement against the pinned bytes.

@@ -1,6 +1,7 @@
 //! Gather, for a run without a sandbox: what holds its sandbox's name, its Agent, the trust
 //! policies of its namespace, and (once the Agent is usable) the Gateway and SkillCards the
-//! Agent names and the keys of its file mounts' sources. Reads only, from the watch caches where they can serve, and returns
+//! Agent names, the keys of its file mounts' sources and the signatures of its cluster-wide
+//! default skills under its namespace's policies. Reads only, from the watch caches where they can serve, and returns
 //! what it found: present, missing or malformed, never what that means for the run.
 
 use std::collections::BTreeMap;
@@ -11,7 +12,7 @@ use agentic_core::sandbox::{
 };
 use agentic_core::skills::{Lookup, check_agent};
 use agentic_core::start::{SourceKey, StartInputs, gateway_to_read, gateway_usable};
-use agentic_core::trust::Policies;
+use agentic_core::trust::{Outcome, Policies};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -22,7 +23,7 @@ use super::sandbox_resource;
 use crate::caches::listed;
 use crate::context::{Context, SandboxBackend};
 use crate::controllers::support::{Read, lookup, read_cached};
-use crate::controllers::trustpolicy::listed_policies;
+use crate::controllers::trustpolicy::{SourceAuth, listed_policies, outcomes_of};
 use crate::error::Result;
 
 /// What a run without a sandbox names, as read.
@@ -38,6 +39,9 @@ pub(super) struct Gathered {
     file_sources: BTreeMap<SourceKey, SourceLookup>,
     /// The trust policies of the run's namespace, or why they cannot be known.
     policies: Result<Policies, String>,
+    /// The outcome of each of those policies' requirements on each cluster-wide default
+    /// skill the Agent pinned, by pin: the card was judged under another namespace's.
+    default_signatures: BTreeMap<String, Vec<Outcome>>,
 }
 
 impl Gathered {
@@ -59,6 +63,7 @@ impl Gathered {
             file_sources: &self.file_sources,
             fetcher: ctx.settings.skill_fetcher.as_ref(),
             policies: self.policies.as_ref().map_err(String::as_str),
+            default_signatures: &self.default_signatures,
         }
     }
 }
@@ -84,6 +89,7 @@ pub(super) async fn gather(run: &AgentRun, namespace: &str, ctx: &Context) -> Re
         cards: Vec::new(),
         file_sources: BTreeMap::new(),
         policies: listed_policies(ctx, namespace).await,
+        default_signatures: BTreeMap::new(),
     };
     if let Some(usable) = agent
         .as_ref()
@@ -97,11 +103,27 @@ pub(super) async fn gather(run: &AgentRun, namespace: &str, ctx: &Context) -> Re
             .await?;
         }
         gathered.cards = read_cards(usable, namespace, ctx).await?;
+        if let Ok(policies) = &gathered.policies {
+            let pins = default_pins(usable);
+            // Mounted without the card namespace's credentials, so read without them.
+            let auth = &SourceAuth::ANONYMOUS;
+            gathered.default_signatures = outcomes_of(policies, pins, auth, ctx).await;
+        }
         gathered.file_sources =
             file_mount_source_keys(ctx, namespace, &run.spec.file_mounts).await?;
     }
     gathered.agent = agent;
     Ok(gathered)
+}
+
+/// The pins of the Agent's cluster-wide default skills.
+fn default_pins(agent: &Agent) -> Vec<String> {
+    let pinned = agent.status.as_ref().map_or(&[][..], |s| &s.skills[..]);
+    pinned
+        .iter()
+        .filter(|skill| skill.namespace.is_some())
+        .filter_map(|skill| skill.image.clone())
+        .collect()
 }
 
 /// The card of each skill the Agent pinned, from the namespace it lives in (a cluster-wide
