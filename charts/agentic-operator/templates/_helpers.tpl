@@ -91,7 +91,8 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
   resources: ["agentruns/status", "agents/status", "agentworkflowruns/status", "agentworkflows/status", "gateways/status", "skillcards/status", "skillcollections/status"]
   verbs: ["get", "patch"]
 # Read pull secrets and gateway credentials; apply each run's ACP key Secret, and delete
-# the ones of runs that no longer exist (the orphan sweep).
+# the ones of runs that no longer exist (the orphan sweep), as well as the token Secrets
+# Konveyor's Hub creates for runs that no longer exist.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create", "delete", "get", "list", "patch", "watch"]

@@ -16,10 +16,17 @@
 //!   reference) is not ours to delete;
 //! - no run of that name exists in the object's namespace, or the one that exists has
 //!   another UID than the reference names (the run was deleted and recreated).
+//!
+//! Konveyor's Hub adds one more kind of object: for each AgentRun and AgentWorkflowRun it
+//! starts, a token Secret (`agentic-run-*`) without our label, owned (not controlled) by the
+//! run, in some versions through a group-less `apiVersion: v1alpha1` that the garbage
+//! collector cannot resolve, so that nothing ever deletes it. [`owned_verdict`] judges those:
+//! an orphan once every owner it names is a run of ours that no longer exists.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use agentic_api::GROUP;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::owners::{controller_of, controlling_run};
 use crate::sandbox::RUN_LABEL;
@@ -65,6 +72,10 @@ pub enum Kept {
     NoController,
     /// The run controlling it exists, with the UID its reference names.
     RunExists,
+    /// It carries [`RUN_LABEL`]: [`verdict`] judges it, not [`owned_verdict`].
+    Labelled,
+    /// Not every one of its owners is a run of this API (or it has none).
+    NoRunOwner,
 }
 
 /// What the sweep does with one object.
@@ -110,6 +121,55 @@ pub fn verdict(object: &ObjectMeta, runs: &Runs) -> Verdict {
             run: run.to_string(),
             replaced_by: other.map(str::to_string),
         },
+    }
+}
+
+/// The kinds of the runs a Secret may belong to without our label: Konveyor's Hub creates a
+/// token Secret (`agentic-run-*`) for each AgentRun and AgentWorkflowRun it starts, and
+/// points its ownerReference at the run.
+const RUN_KINDS: [&str; 2] = ["AgentRun", "AgentWorkflowRun"];
+
+/// Whether `reference` names a run of this API: an AgentRun or AgentWorkflowRun of
+/// `konveyor.io`, or of no group at all (`apiVersion: v1alpha1`), as versions of Konveyor's
+/// Hub write it. The garbage collector cannot resolve a group-less reference and so never
+/// deletes what it owns; the sweep does.
+pub fn names_a_run(reference: &OwnerReference) -> bool {
+    let group = reference
+        .api_version
+        .rsplit_once('/')
+        .map_or("", |(group, _)| group);
+    RUN_KINDS.contains(&reference.kind.as_str()) && (group.is_empty() || group == GROUP)
+}
+
+/// What the sweep does with an object that is not labelled for a run but names runs as its
+/// owners (Konveyor's Hub's token Secrets), given the UIDs of the runs and workflow runs
+/// that exist. It is an orphan only when every one of its owners is such a run and none of
+/// them exists: an object with any other owner is left to that owner (and the garbage
+/// collector), a labelled one to [`verdict`].
+pub fn owned_verdict(object: &ObjectMeta, live: &BTreeSet<String>) -> Verdict {
+    let labelled = object
+        .labels
+        .as_ref()
+        .is_some_and(|labels| labels.contains_key(RUN_LABEL));
+    if labelled {
+        return Verdict::Keep(Kept::Labelled);
+    }
+    if object.deletion_timestamp.is_some() {
+        return Verdict::Keep(Kept::BeingDeleted);
+    }
+    let owners = object.owner_references.as_deref().unwrap_or_default();
+    let Some(first) = owners.first() else {
+        return Verdict::Keep(Kept::NoRunOwner);
+    };
+    if !owners.iter().all(names_a_run) {
+        return Verdict::Keep(Kept::NoRunOwner);
+    }
+    if owners.iter().any(|owner| live.contains(&owner.uid)) {
+        return Verdict::Keep(Kept::RunExists);
+    }
+    Verdict::Orphan {
+        run: first.name.clone(),
+        replaced_by: None,
     }
 }
 
@@ -306,6 +366,102 @@ mod tests {
         )]);
         let runs = Runs::from_metadata(&[run("team", &long, "u-long")]);
         assert_eq!(verdict(&object, &runs), Verdict::Keep(Kept::RunExists));
+    }
+
+    /// A token Secret as Konveyor's Hub makes it: no label, owned (not controlled) by the run.
+    fn token_secret(api_version: &str, kind: &str, run: &str, uid: &str) -> ObjectMeta {
+        object(
+            "agentic-run-x7k2p",
+            None,
+            vec![OwnerReference {
+                controller: None,
+                block_owner_deletion: None,
+                ..reference(api_version, kind, run, uid)
+            }],
+        )
+    }
+
+    #[test]
+    fn a_hub_token_secret_goes_with_its_run_group_less_or_not() {
+        let live: BTreeSet<String> = ["u-live".to_string()].into();
+        for api_version in ["v1alpha1", "konveyor.io/v1alpha1"] {
+            for kind in ["AgentRun", "AgentWorkflowRun"] {
+                assert_eq!(
+                    owned_verdict(&token_secret(api_version, kind, "gone", "u-gone"), &live),
+                    Verdict::Orphan {
+                        run: "gone".into(),
+                        replaced_by: None
+                    },
+                    "{api_version} {kind}"
+                );
+                assert_eq!(
+                    owned_verdict(&token_secret(api_version, kind, "live", "u-live"), &live),
+                    Verdict::Keep(Kept::RunExists),
+                    "{api_version} {kind}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_secret_owned_by_anything_else_is_left_alone() {
+        let none = BTreeSet::new();
+        // Another group's AgentRun, another kind, no owner at all.
+        for (api_version, kind) in [
+            ("example.com/v1alpha1", "AgentRun"),
+            ("v1alpha1", "Agent"),
+            ("apps/v1", "Deployment"),
+        ] {
+            assert_eq!(
+                owned_verdict(&token_secret(api_version, kind, "gone", "u-gone"), &none),
+                Verdict::Keep(Kept::NoRunOwner),
+                "{api_version} {kind}"
+            );
+        }
+        assert_eq!(
+            owned_verdict(&object("s", None, Vec::new()), &none),
+            Verdict::Keep(Kept::NoRunOwner)
+        );
+        // A run and something else: the other owner keeps it.
+        let mut shared = token_secret("v1alpha1", "AgentRun", "gone", "u-gone");
+        shared.owner_references.as_mut().unwrap().push(reference(
+            "apps/v1",
+            "Deployment",
+            "web",
+            "u-web",
+        ));
+        assert_eq!(
+            owned_verdict(&shared, &none),
+            Verdict::Keep(Kept::NoRunOwner)
+        );
+        // Two runs, one alive.
+        let mut two = token_secret("v1alpha1", "AgentRun", "gone", "u-gone");
+        two.owner_references.as_mut().unwrap().push(reference(
+            "konveyor.io/v1alpha1",
+            "AgentWorkflowRun",
+            "flow",
+            "u-flow",
+        ));
+        assert!(owned_verdict(&two, &none).is_orphan());
+        assert_eq!(
+            owned_verdict(&two, &["u-flow".to_string()].into()),
+            Verdict::Keep(Kept::RunExists)
+        );
+    }
+
+    #[test]
+    fn labelled_and_departing_secrets_are_not_judged_by_their_owners() {
+        let none = BTreeSet::new();
+        assert_eq!(
+            owned_verdict(&owned_by_run("fix-acp-key", "fix", "u-fix"), &none),
+            Verdict::Keep(Kept::Labelled)
+        );
+        let mut going = token_secret("v1alpha1", "AgentRun", "gone", "u-gone");
+        going.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(
+            owned_verdict(&going, &none),
+            Verdict::Keep(Kept::BeingDeleted)
+        );
     }
 
     #[test]

@@ -42,7 +42,7 @@ mod wakes;
 /// The agent-sandbox `Sandbox` kind.
 pub use crate::caches::sandbox_resource;
 pub use sweep::MAX_CANDIDATES_PER_PASS;
-pub(super) use sweep::sweep;
+pub(super) use sweep::{SweepScope, sweep};
 use wakes::{RunIndexes, Wakes};
 #[cfg(test)]
 pub(super) use wakes::{live, runs_a_policy_may_cancel};

@@ -180,8 +180,15 @@ pub async fn run_until_shutdown(
         );
         runs.extend(started.runs);
         listed.extend(started.listed);
-        if let Some(runs) = started.caches.of::<agentic_api::AgentRun>() {
-            sweep_scopes.push((ns.clone(), runs));
+        if let (Some(runs), Some(workflow_runs)) = (
+            started.caches.of::<agentic_api::AgentRun>(),
+            started.caches.of::<agentic_api::AgentWorkflowRun>(),
+        ) {
+            sweep_scopes.push(agentrun::SweepScope {
+                namespace: ns.clone(),
+                runs,
+                workflow_runs,
+            });
         }
         caches.push(started.caches);
     }

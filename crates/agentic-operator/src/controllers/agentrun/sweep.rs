@@ -1,22 +1,30 @@
 //! The orphan sweep: deletes the sandboxes, Pods, Services, ConfigMaps and Secrets labelled for an
-//! AgentRun that no longer exists (the decision is [`agentic_core::sweep::verdict`]).
+//! AgentRun that no longer exists (the decision is [`agentic_core::sweep::verdict`]), and the
+//! unlabelled Secrets whose owners are all runs that no longer exist: the token Secrets
+//! (`agentic-run-*`) Konveyor's Hub creates for the runs and workflow runs it starts, whose
+//! group-less ownerReference the garbage collector never follows
+//! ([`agentic_core::sweep::owned_verdict`]).
 //!
 //! It runs on the leader only (the controllers run only there), once as soon as the AgentRun
 //! watches have listed and then every `--orphan-sweep-seconds`. Each pass lists the labelled
 //! objects by label selector, metadata only and a page at a time, and looks their runs up in
 //! the AgentRun watch cache. The cache may lag behind the API server (a run created a moment
 //! ago may not be in it yet), so an object the cache calls an orphan is checked once more
-//! against a fresh GET of its run before it is deleted; the cache only picks candidates,
+//! against a fresh GET of its run (of each run it names) before it is deleted; the cache only picks candidates,
 //! the API server decides. A pass examines at most [`MAX_CANDIDATES_PER_PASS`] candidates
 //! over every scope; the rest wait for the next pass.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentic_api::AgentRun;
+use agentic_api::{AgentRun, AgentWorkflowRun};
 use agentic_core::owners::controlling_run;
-use agentic_core::sweep::{Runs, verdict};
+use agentic_core::sandbox::RUN_LABEL;
+use agentic_core::sweep::{Runs, Verdict, owned_verdict, verdict};
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
@@ -33,41 +41,100 @@ const PAGE_SIZE: u32 = 250;
 /// most; a cluster with more catches up over the next passes.
 pub const MAX_CANDIDATES_PER_PASS: usize = 100;
 
-/// One kind the sweep deletes.
+/// One kind the sweep deletes, and how it finds the candidates.
 struct Swept {
     kind: &'static str,
     resource: ApiResource,
+    selection: Selection,
+}
+
+/// Which objects of a kind the sweep looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Selection {
+    /// Those labelled for a run, which the run controls ([`verdict`]).
+    Labelled,
+    /// Those without the label whose owners are runs ([`owned_verdict`]): Konveyor's Hub's
+    /// token Secrets.
+    RunOwned,
+}
+
+impl Swept {
+    fn labelled(kind: &'static str, resource: ApiResource) -> Self {
+        Self {
+            kind,
+            resource,
+            selection: Selection::Labelled,
+        }
+    }
+}
+
+/// One scope the sweep covers: its namespace (`None`: every one) and the watch caches of its
+/// runs and workflow runs.
+pub(crate) struct SweepScope {
+    pub namespace: Option<String>,
+    pub runs: Store<Guarded<AgentRun>>,
+    pub workflow_runs: Store<Guarded<AgentWorkflowRun>>,
+}
+
+/// The runs a pass starts from, as the caches show them.
+struct Known {
+    /// The AgentRuns, by namespace and name.
+    runs: Runs,
+    /// The UIDs of every AgentRun and AgentWorkflowRun.
+    live: BTreeSet<String>,
+}
+
+impl Known {
+    fn of(scope: &SweepScope) -> Self {
+        let runs = scope.runs.state();
+        let workflow_runs = scope.workflow_runs.state();
+        let uids = runs
+            .iter()
+            .filter_map(|r| r.meta().uid.clone())
+            .chain(workflow_runs.iter().filter_map(|r| r.meta().uid.clone()));
+        Self {
+            runs: Runs::from_metadata(runs.iter().map(|run| run.meta())),
+            live: uids.collect(),
+        }
+    }
+
+    fn is_orphan(&self, selection: Selection, object: &ObjectMeta) -> bool {
+        match selection {
+            Selection::Labelled => verdict(object, &self.runs).is_orphan(),
+            Selection::RunOwned => owned_verdict(object, &self.live).is_orphan(),
+        }
+    }
 }
 
 /// The kinds swept, the sandbox first so that an orphaned agent stops before its inputs go:
 /// the sandbox of the backend in use (a `Sandbox`, or the `Pod`), then the pods (agent-sandbox
 /// pods have the Sandbox as their controller and are left to it), ConfigMaps (runs no longer
-/// get one: these are of runs an earlier version started) and Secrets.
+/// get one: these are of runs an earlier version started) and Secrets, then the Secrets of
+/// runs that Konveyor's Hub made.
 fn swept_kinds(backend: SandboxBackend) -> Vec<Swept> {
     let mut kinds = Vec::new();
     if backend == SandboxBackend::AgentSandbox {
-        kinds.push(Swept {
-            kind: agentic_core::sandbox::SANDBOX_KIND,
-            resource: sandbox_resource(),
-        });
+        kinds.push(Swept::labelled(
+            agentic_core::sandbox::SANDBOX_KIND,
+            sandbox_resource(),
+        ));
     }
-    kinds.push(Swept {
-        kind: "Pod",
-        resource: ApiResource::erase::<Pod>(&()),
-    });
+    kinds.push(Swept::labelled("Pod", ApiResource::erase::<Pod>(&())));
     if backend == SandboxBackend::Pod {
-        kinds.push(Swept {
-            kind: "Service",
-            resource: ApiResource::erase::<Service>(&()),
-        });
+        kinds.push(Swept::labelled(
+            "Service",
+            ApiResource::erase::<Service>(&()),
+        ));
     }
-    kinds.push(Swept {
-        kind: "ConfigMap",
-        resource: ApiResource::erase::<ConfigMap>(&()),
-    });
+    kinds.push(Swept::labelled(
+        "ConfigMap",
+        ApiResource::erase::<ConfigMap>(&()),
+    ));
+    kinds.push(Swept::labelled("Secret", ApiResource::erase::<Secret>(&())));
     kinds.push(Swept {
         kind: "Secret",
         resource: ApiResource::erase::<Secret>(&()),
+        selection: Selection::RunOwned,
     });
     kinds
 }
@@ -76,14 +143,19 @@ fn swept_kinds(backend: SandboxBackend) -> Vec<Swept> {
 /// that scope, every `interval`, until `shutdown` turns true; `None` never sweeps.
 pub(crate) async fn sweep(
     ctx: Arc<Context>,
-    scopes: Vec<(Option<String>, Store<Guarded<AgentRun>>)>,
+    scopes: Vec<SweepScope>,
     interval: Option<Duration>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let Some(interval) = interval.filter(|i| !i.is_zero()) else {
         return;
     };
-    let listed = futures::future::join_all(scopes.iter().map(|(_, s)| s.wait_until_ready()));
+    let listed = futures::future::join_all(scopes.iter().flat_map(|s| {
+        [
+            s.runs.wait_until_ready().boxed(),
+            s.workflow_runs.wait_until_ready().boxed(),
+        ]
+    }));
     tokio::select! {
         listed = listed => if listed.iter().any(Result::is_err) { return },
         _ = shutdown.wait_for(|stop| *stop) => return,
@@ -101,8 +173,8 @@ pub(crate) async fn sweep(
         }
         let every_scope = async {
             let mut budget = MAX_CANDIDATES_PER_PASS;
-            for (namespace, runs) in &scopes {
-                pass(&ctx, namespace.as_deref(), runs, &mut budget).await;
+            for scope in &scopes {
+                pass(&ctx, scope, &mut budget).await;
                 if budget == 0 {
                     tracing::info!(
                         "orphan sweep: {MAX_CANDIDATES_PER_PASS} candidates this pass; the rest wait for the next"
@@ -121,13 +193,9 @@ pub(crate) async fn sweep(
 
 /// One pass over one scope, examining at most `budget` candidates (what is left of the
 /// pass's).
-async fn pass(
-    ctx: &Context,
-    namespace: Option<&str>,
-    cache: &Store<Guarded<AgentRun>>,
-    budget: &mut usize,
-) {
-    let cached = Runs::from_metadata(cache.state().iter().map(|run| run.meta()));
+async fn pass(ctx: &Context, scope: &SweepScope, budget: &mut usize) {
+    let namespace = scope.namespace.as_deref();
+    let cached = Known::of(scope);
     let mut deleted = 0;
     for swept in swept_kinds(ctx.settings.sandbox_backend) {
         if *budget == 0 {
@@ -156,16 +224,18 @@ async fn sweep_kind(
     ctx: &Context,
     namespace: Option<&str>,
     swept: &Swept,
-    cached: &Runs,
+    cached: &Known,
     budget: &mut usize,
 ) -> kube::Result<usize> {
     let api: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &swept.resource),
         None => Api::all_with(ctx.client.clone(), &swept.resource),
     };
-    let mut params = ListParams::default()
-        .labels(agentic_core::sandbox::RUN_LABEL)
-        .limit(PAGE_SIZE);
+    let selector = match swept.selection {
+        Selection::Labelled => RUN_LABEL.to_string(),
+        Selection::RunOwned => format!("!{RUN_LABEL}"),
+    };
+    let mut params = ListParams::default().labels(&selector).limit(PAGE_SIZE);
     let mut deleted = 0;
     loop {
         let page = api.list_metadata(&params).await?;
@@ -173,7 +243,7 @@ async fn sweep_kind(
             if *budget == 0 {
                 return Ok(deleted);
             }
-            if !verdict(&object.metadata, cached).is_orphan() {
+            if !cached.is_orphan(swept.selection, &object.metadata) {
                 continue;
             }
             *budget -= 1;
@@ -199,25 +269,18 @@ async fn delete_orphan(
     let (Some(namespace), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
         return false;
     };
-    let Some(run) = controlling_run(meta) else {
-        return false;
-    };
-    let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), namespace);
-    let fresh = match runs.get_metadata_opt(run).await {
-        Ok(fresh) => fresh,
+    let verdict = match fresh_verdict(ctx, swept.selection, namespace, meta).await {
+        Ok(verdict) => verdict,
         Err(e) => {
-            tracing::warn!(namespace, kind = swept.kind, name, run, error = %Chain(&e), "orphan sweep: cannot read the run; keeping the object for now");
+            tracing::warn!(namespace, kind = swept.kind, name, error = %Chain(&e), "orphan sweep: cannot read the run; keeping the object for now");
             return false;
         }
     };
-    let verdict = verdict(
-        meta,
-        &Runs::from_metadata(fresh.iter().map(|r| &r.metadata)),
-    );
-    let agentic_core::sweep::Verdict::Orphan { replaced_by, .. } = verdict else {
+    let Verdict::Orphan { run, replaced_by } = verdict else {
         // The cache was behind: the run exists.
         return false;
     };
+    let run = run.as_str();
     // The object checked is the object deleted: a new one of the same name, or this one
     // changed since it was listed, is left for the next pass to judge.
     let params = DeleteParams {
@@ -250,6 +313,47 @@ async fn delete_orphan(
         Err(e) => {
             tracing::warn!(namespace, kind = swept.kind, name = %object.name_any(), error = %Chain(&e), "orphan sweep: deleting failed; retrying next pass");
             false
+        }
+    }
+}
+
+/// The verdict on `meta` from a fresh read of the runs it names, in `namespace`.
+async fn fresh_verdict(
+    ctx: &Context,
+    selection: Selection,
+    namespace: &str,
+    meta: &ObjectMeta,
+) -> kube::Result<Verdict> {
+    match selection {
+        Selection::Labelled => {
+            let Some(run) = controlling_run(meta) else {
+                return Ok(Verdict::Keep(agentic_core::sweep::Kept::ForeignController));
+            };
+            let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), namespace);
+            let fresh = runs.get_metadata_opt(run).await?;
+            Ok(verdict(
+                meta,
+                &Runs::from_metadata(fresh.iter().map(|r| &r.metadata)),
+            ))
+        }
+        Selection::RunOwned => {
+            let mut live = BTreeSet::new();
+            for owner in meta.owner_references.iter().flatten() {
+                let fresh = match owner.kind.as_str() {
+                    "AgentWorkflowRun" => {
+                        Api::<AgentWorkflowRun>::namespaced(ctx.client.clone(), namespace)
+                            .get_metadata_opt(&owner.name)
+                            .await?
+                            .map(|r| r.metadata)
+                    }
+                    _ => Api::<AgentRun>::namespaced(ctx.client.clone(), namespace)
+                        .get_metadata_opt(&owner.name)
+                        .await?
+                        .map(|r| r.metadata),
+                };
+                live.extend(fresh.and_then(|m| m.uid));
+            }
+            Ok(owned_verdict(meta, &live))
         }
     }
 }
