@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -190,8 +192,16 @@ pub struct AgentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `Ready`, `SkillDeliveryResolved` (False when `spec.skillDelivery` is not a known value)
-    /// and `GatewayConfigured` (False when `spec.gateways` is empty).
+    /// The agentic-operator extension fields the spec set when the operator last read it
+    /// (field path to its value as JSON): how it notices an update that removed them, as
+    /// Konveyor's Hub and console do. (An agentic-operator extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extension_fields: BTreeMap<String, String>,
+
+    /// `Ready`, `SkillDeliveryResolved` (False when `spec.skillDelivery` is not a known value),
+    /// `GatewayConfigured` (False when `spec.gateways` is empty), and `ExtensionsKept` (only
+    /// when an update removed extension fields: False, naming them, until the spec changes
+    /// again).
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

@@ -192,6 +192,12 @@ pub struct SkillCardStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::SkillVerification>,
 
+    /// The agentic-operator extension fields the spec set when the operator last read it
+    /// (field path to its value as JSON): how it notices an update that removed them, as
+    /// Konveyor's Hub and console do. (An agentic-operator extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extension_fields: BTreeMap<String, String>,
+
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -200,7 +206,8 @@ pub struct SkillCardStatus {
     /// `SourceReachable` (git) tell whether the last check reached the registry or git
     /// server; `MovingRef` (git) whether the card follows the default branch; `Verified`
     /// (our extension, only when a trust policy selects the card) whether what it pins is
-    /// signed as the policies require.
+    /// signed as the policies require; `ExtensionsKept` (only when an update removed
+    /// `pullSecrets` or `sourceSecret`: False, naming them, until the spec changes again).
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

@@ -39,6 +39,7 @@ pub mod collections;
 pub mod conditions;
 mod error;
 pub mod events;
+pub mod extensions;
 pub mod gateway;
 pub mod git;
 pub mod names;

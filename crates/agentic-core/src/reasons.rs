@@ -201,6 +201,9 @@ reasons! {
     pub enum SkillCardReason for "SkillCard" {
         /// `Ready` True: the card's content is valid.
         SkillValid,
+        /// `ExtensionsKept` False: an update removed extension fields (`pullSecrets`,
+        /// `sourceSecret`), as a client that does not know them does.
+        ExtensionFieldsDropped,
         /// `Ready` Unknown: its registry or git server is being asked.
         Validating,
         /// `RegistryReachable` True: the registry answered with the tag's digest.
@@ -369,7 +372,9 @@ impl SkillCollectionReason {
             | Card::DefaultBranch
             | Card::RefSet => Self::InvalidReference,
             Card::GooseIncompatible => Self::GooseIncompatible,
-            Card::InvalidSkill | Card::SkillValid => Self::InvalidSkill,
+            Card::InvalidSkill | Card::SkillValid | Card::ExtensionFieldsDropped => {
+                Self::InvalidSkill
+            }
             Card::LinkInSkill => Self::LinkInSkill,
             Card::NestedSkillFile => Self::NestedSkillFile,
             Card::Unauthorized
@@ -452,6 +457,9 @@ reasons! {
         /// `RulesFitContext` False: the rules take more than their share of the context
         /// window.
         RulesExceedContext,
+        /// `ExtensionsKept` False: an update removed extension fields (`skillDelivery`,
+        /// `maxConcurrentRuns`, `defaultSkills`), as a client that does not know them does.
+        ExtensionFieldsDropped,
     }
     errors [
         SkillCardNotFound,

@@ -9,11 +9,13 @@ use agentic_api::{
 use agentic_core::agent::{AgentInputs, decide_agent};
 use agentic_core::conditions::find_condition;
 use agentic_core::events::{StatusEvent, condition_events};
+use agentic_core::reasons::AgentReason;
 use agentic_core::skills::{
     CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT, CardRef,
     DefaultCollection, DefaultScope, Lookup, ResolvedSkills, collection_cards, resolve_skills,
 };
 use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
@@ -141,6 +143,25 @@ impl Reconciled for Agent {
                 CONDITION_RULES_FIT_CONTEXT,
             ],
         )
+    }
+
+    fn extensions(
+        &self,
+        old: &AgentStatus,
+        new: &mut AgentStatus,
+        now: &Time,
+    ) -> Option<StatusEvent> {
+        let (record, event) = agentic_core::extensions::judge(
+            &old.extension_fields,
+            agentic_core::extensions::of_agent(&self.spec),
+            &old.conditions,
+            &mut new.conditions,
+            self.metadata.generation,
+            now,
+            AgentReason::ExtensionFieldsDropped,
+        );
+        new.extension_fields = record;
+        event
     }
 }
 

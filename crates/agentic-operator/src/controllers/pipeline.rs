@@ -17,7 +17,7 @@ use agentic_core::conditions::find_condition;
 use agentic_core::events::StatusEvent;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::core::PartialObjectMetaExt;
 use kube::core::object::HasStatus;
 use kube::runtime::controller::{self, Action, Controller};
@@ -110,6 +110,18 @@ pub trait Reconciled:
     fn settled(&self) -> bool {
         false
     }
+
+    /// Records in `new` the extension fields the object's spec sets and reports those an
+    /// update removed since `old` recorded them ([`agentic_core::extensions`]), returning
+    /// the Warning Event of a removal. Kinds without extension fields record nothing.
+    fn extensions(
+        &self,
+        _old: &Self::Status,
+        _new: &mut Self::Status,
+        _now: &Time,
+    ) -> Option<StatusEvent> {
+        None
+    }
 }
 
 /// `Ready` or `NotReady`, from an object's `Ready` condition (none yet: `NotReady`).
@@ -179,10 +191,11 @@ async fn pass<K: Reconciled>(
         *ahead.status_mut() = Some(old.clone());
         Arc::new(ahead)
     };
-    let Pass { status, next } =
+    let Pass { mut status, next } =
         reconcile(Arc::clone(&object), Arc::clone(ctx), old.clone()).await?;
+    let dropped = object.extensions(&old, &mut status, &crate::now());
     if status != old {
-        for event in K::events(&old, &status) {
+        for event in K::events(&old, &status).into_iter().chain(dropped) {
             let type_ = if event.warning {
                 EventType::Warning
             } else {

@@ -121,6 +121,25 @@ impl Reconciled for SkillCard {
         }
         events
     }
+
+    fn extensions(
+        &self,
+        old: &SkillCardStatus,
+        new: &mut SkillCardStatus,
+        now: &Time,
+    ) -> Option<StatusEvent> {
+        let (record, event) = agentic_core::extensions::judge(
+            &old.extension_fields,
+            agentic_core::extensions::of_skill_card(&self.spec),
+            &old.conditions,
+            &mut new.conditions,
+            self.metadata.generation,
+            now,
+            SkillCardReason::ExtensionFieldsDropped,
+        );
+        new.extension_fields = record;
+        event
+    }
 }
 
 /// A card's pass: gather (its credentials, the trust policies, its skill, what holds its
