@@ -44,8 +44,8 @@ pub use skillcard::{
     DeliveryMode, SecretRef, SkillCard, SkillCardSpec, SkillCardStatus, SkillFrontmatter, SkillType,
 };
 pub use skillcollection::{
-    DEFAULT_SKILLS_LABEL, SKILL_COLLECTION_LABEL, SkillCollection, SkillCollectionSkill,
-    SkillCollectionSpec, SkillCollectionStatus,
+    DEFAULT_SKILLS_LABEL, DEFAULTS_MANAGER, MANAGED_BY_LABEL, SKILL_COLLECTION_LABEL,
+    SkillCollection, SkillCollectionSkill, SkillCollectionSpec, SkillCollectionStatus,
 };
 
 pub use trustpolicy::{

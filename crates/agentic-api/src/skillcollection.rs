@@ -13,6 +13,15 @@ pub const SKILL_COLLECTION_LABEL: &str = "konveyor.io/skillcollection";
 /// the operator's `--default-skills-namespace`.
 pub const DEFAULT_SKILLS_LABEL: &str = "konveyor.io/default-skills";
 
+/// Label naming who manages an object. Konveyor's Hub refuses console edits and deletes
+/// (409) of the objects whose value is [`DEFAULTS_MANAGER`]: the defaults an operator
+/// installs and re-applies, so that a change there would be undone.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+/// The [`MANAGED_BY_LABEL`] value of the defaults an operator installs: the SkillCards the
+/// operator generates for the cluster's default-skills SkillCollections.
+pub const DEFAULTS_MANAGER: &str = "agentic-controller-defaults";
+
 /// The desired state of the SkillCollection.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use agentic_api::{
-    CONDITION_READY, ConditionStatus, SKILL_COLLECTION_LABEL, SkillCard, SkillCardSpec,
-    SkillCollection, SkillCollectionSkill, SkillCollectionStatus, SkillType,
+    CONDITION_READY, ConditionStatus, DEFAULT_SKILLS_LABEL, DEFAULTS_MANAGER, MANAGED_BY_LABEL,
+    SKILL_COLLECTION_LABEL, SkillCard, SkillCardSpec, SkillCollection, SkillCollectionSkill,
+    SkillCollectionStatus, SkillType,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
@@ -289,6 +290,43 @@ pub fn plan_collection(
             resolved_image,
         },
         Err(e) => Planned::Refused(CollectionFinding::new(e.reason(), e.to_string())),
+    }
+}
+
+/// Whether `collection` is one of the cluster's default skills: labelled
+/// `konveyor.io/default-skills: "true"` in the operator's default-skills namespace
+/// `cluster_defaults`.
+pub fn is_cluster_default(collection: &SkillCollection, cluster_defaults: Option<&str>) -> bool {
+    cluster_defaults.is_some_and(|ns| collection.metadata.namespace.as_deref() == Some(ns))
+        && collection
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(DEFAULT_SKILLS_LABEL))
+            .is_some_and(|value| value == "true")
+}
+
+/// Labels the cards a cluster-default collection generates
+/// `app.kubernetes.io/managed-by: agentic-controller-defaults`, the label Konveyor's Hub reads
+/// as "installed by the operator": the console then refuses to edit or delete them (409,
+/// "create your own") rather than accept a change the collection's next pass would undo.
+/// Cards of other collections are left as they are.
+pub fn label_cluster_defaults(
+    planned: &mut Planned,
+    collection: &SkillCollection,
+    cluster_defaults: Option<&str>,
+) {
+    if !is_cluster_default(collection, cluster_defaults) {
+        return;
+    }
+    let Planned::Cards { plan, .. } = planned else {
+        return;
+    };
+    for card in &mut plan.generated {
+        card.metadata
+            .labels
+            .get_or_insert_default()
+            .insert(MANAGED_BY_LABEL.to_string(), DEFAULTS_MANAGER.to_string());
     }
 }
 

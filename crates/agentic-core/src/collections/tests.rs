@@ -469,3 +469,50 @@ fn a_refused_image_clears_what_it_listed_and_deletes_nothing() {
     assert_eq!(refused.status.resolved_image, None);
     assert!(refused.apply.is_empty() && refused.prune.is_empty());
 }
+
+#[test]
+fn only_a_cluster_default_collections_cards_carry_the_hubs_read_only_label() {
+    let managed_by = |planned: &Planned| match planned {
+        Planned::Cards { plan, .. } => plan
+            .generated
+            .iter()
+            .map(|card| {
+                card.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|labels| labels.get(MANAGED_BY_LABEL).cloned())
+            })
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    let mut default = image_collection("registry.test/skills/bundle:1");
+    default.metadata.labels = Some([(DEFAULT_SKILLS_LABEL.to_string(), "true".to_string())].into());
+    let cases = [
+        // In the default-skills namespace and labelled: the operator installs its cards.
+        (&default, Some("ns"), Some(DEFAULTS_MANAGER)),
+        // A namespace default, or no cluster defaults at all: the namespace's own.
+        (&default, Some("platform"), None),
+        (&default, None, None),
+    ];
+    for (c, cluster_defaults, want) in cases {
+        let mut planned = plan_collection(c, &owner(), listed(&["pdf", "xlsx"]));
+        label_cluster_defaults(&mut planned, c, cluster_defaults);
+        assert_eq!(
+            managed_by(&planned),
+            [want.map(str::to_string), want.map(str::to_string)],
+            "{cluster_defaults:?}"
+        );
+    }
+    let unlabelled = image_collection("registry.test/skills/bundle:1");
+    let mut planned = plan_collection(&unlabelled, &owner(), listed(&["pdf"]));
+    label_cluster_defaults(&mut planned, &unlabelled, Some("ns"));
+    assert_eq!(managed_by(&planned), [None]);
+    // The collection's own label stays: the console lists the cards by it.
+    let Planned::Cards { plan, .. } = &planned else {
+        unreachable!()
+    };
+    assert_eq!(
+        plan.generated[0].metadata.labels.as_ref().unwrap()[SKILL_COLLECTION_LABEL],
+        "bundle"
+    );
+}

@@ -18,7 +18,8 @@ use agentic_api::{
 };
 use agentic_core::cards::Fetched;
 use agentic_core::collections::{
-    CollectionDecision, ImageListing, ImageSkills, Planned, decide_collection, plan_collection,
+    CollectionDecision, ImageListing, ImageSkills, Planned, decide_collection,
+    label_cluster_defaults, plan_collection,
 };
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::names::label_value;
@@ -145,7 +146,12 @@ pub async fn reconcile(
         Some(image) => Some(list_image(image, &namespace, &name, &ctx).await),
         None => None,
     };
-    let planned = plan_collection(&collection, &owner, listing);
+    let mut planned = plan_collection(&collection, &owner, listing);
+    label_cluster_defaults(
+        &mut planned,
+        &collection,
+        ctx.settings.default_skills_namespace.as_deref(),
+    );
     let mut cards = gather_cards(&api, &name, &planned, &namespace, &ctx).await?;
     let decide = |cards: &Cards| {
         decide_collection(
