@@ -137,6 +137,26 @@ impl Operator {
         )
     }
 
+    /// Like [`Operator::start`] with the shared registry, the orphan sweep passing every
+    /// `interval` (the first pass as soon as the runs are listed).
+    pub async fn sweeping(
+        client: &Client,
+        namespace: &str,
+        backend: SandboxBackend,
+        interval: Duration,
+    ) -> Self {
+        Self::start_with(
+            client.clone(),
+            namespace,
+            backend,
+            vec![registry().await],
+            RunDefaults {
+                orphan_sweep_interval: Some(interval),
+                ..RunDefaults::default()
+            },
+        )
+    }
+
     /// Starts the controllers for several namespaces, with cluster-wide default skills from
     /// `default_skills_namespace`.
     pub fn start_watching(

@@ -34,7 +34,7 @@ use agentic_integration_tests::{
     Operator, env, events_about, eventually, llm_gateway, push, registry, scenario,
     wait_for_sandbox, wait_gone, write_skill,
 };
-use agentic_operator::context::{RunDefaults, SandboxBackend};
+use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
@@ -683,16 +683,8 @@ async fn a_hundred_hub_runs_deleted_leave_no_token_secret_after_one_sweep() {
     assert_eq!(token_secrets(&client, &ns).await.len(), 101);
 
     // An hour between passes: only the pass at start runs.
-    let operator = Operator::start_with(
-        client.clone(),
-        &ns,
-        SandboxBackend::Pod,
-        vec![registry().await],
-        RunDefaults {
-            orphan_sweep_interval: Some(Duration::from_secs(3600)),
-            ..RunDefaults::default()
-        },
-    );
+    let operator =
+        Operator::sweeping(&client, &ns, SandboxBackend::Pod, Duration::from_secs(3600)).await;
     secrets_swept(&operator, 100).await;
     assert_eq!(token_secrets(&client, &ns).await, [live]);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -709,16 +701,8 @@ async fn a_run_deleted_while_the_operator_runs_takes_its_token_at_the_next_pass(
     let ns = env.namespace("hub-token-ttl").await.expect("namespace");
     let client = env.client();
     let hub = Hub::new(&client, &ns);
-    let operator = Operator::start_with(
-        client.clone(),
-        &ns,
-        SandboxBackend::Pod,
-        vec![registry().await],
-        RunDefaults {
-            orphan_sweep_interval: Some(Duration::from_secs(1)),
-            ..RunDefaults::default()
-        },
-    );
+    let operator =
+        Operator::sweeping(&client, &ns, SandboxBackend::Pod, Duration::from_secs(1)).await;
     let (_, token) = hub
         .create_run(
             "AgentRun",

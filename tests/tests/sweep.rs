@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use agentic_api::AgentRun;
-use agentic_integration_tests::{Operator, apply, env, registry, run_object, wait_gone};
-use agentic_operator::context::{RunDefaults, SandboxBackend};
+use agentic_integration_tests::{Operator, apply, env, run_object, wait_gone};
+use agentic_operator::context::SandboxBackend;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -22,16 +22,7 @@ async fn operator(
     backend: SandboxBackend,
     interval: Duration,
 ) -> Operator {
-    Operator::start_with(
-        client.clone(),
-        ns,
-        backend,
-        vec![registry().await],
-        RunDefaults {
-            orphan_sweep_interval: Some(interval),
-            ..RunDefaults::default()
-        },
-    )
+    Operator::sweeping(client, ns, backend, interval).await
 }
 
 /// Creates the AgentRun `name` (its Agent does not exist: it waits, creating nothing) and
