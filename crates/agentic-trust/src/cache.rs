@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use sha2::{Digest as _, Sha256};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
@@ -25,6 +26,27 @@ pub struct CacheKey {
     /// `sha256:…`.
     pub digest: String,
     pub requirement: String,
+}
+
+/// The identity of what a requirement was built from (keys, identities, settings), for
+/// [`CacheKey::requirement`]: a SHA-256 over its parts, each framed by its length, so that
+/// parts split differently (`["ab", "c"]`, `["a", "bc"]`) never make the same key.
+#[derive(Clone, Default)]
+pub struct MaterialDigest(Sha256);
+
+impl MaterialDigest {
+    /// Adds one part.
+    pub fn add(&mut self, part: impl AsRef<[u8]>) {
+        let part = part.as_ref();
+        self.0
+            .update(u64::try_from(part.len()).unwrap_or(u64::MAX).to_be_bytes());
+        self.0.update(part);
+    }
+
+    /// The digest of every part added, in hex.
+    pub fn finish(self) -> String {
+        hex::encode(self.0.finalize())
+    }
 }
 
 /// Verdicts by [`CacheKey`]. Concurrent lookups of one key share a single verification, so a
@@ -152,6 +174,21 @@ impl VerificationCache {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn material_parts_are_framed() {
+        let digest = |parts: &[&str]| {
+            let mut material = super::MaterialDigest::default();
+            for part in parts {
+                material.add(part);
+            }
+            material.finish()
+        };
+        assert_eq!(digest(&["ab", "c"]), digest(&["ab", "c"]));
+        assert_ne!(digest(&["ab", "c"]), digest(&["a", "bc"]));
+        assert_ne!(digest(&["abc"]), digest(&["ab", "c"]));
+        assert_ne!(digest(&["", "a"]), digest(&["a", ""]));
+    }
+
     use super::*;
     use crate::{Layout, Signer, Verified};
     use std::sync::atomic::{AtomicUsize, Ordering};

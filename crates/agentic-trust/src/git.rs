@@ -6,47 +6,10 @@ use std::time::SystemTime;
 use crate::TrustError;
 use crate::gpg::GpgKeys;
 use crate::limits::{MAX_ALLOWED_SIGNERS, MAX_COMMIT_BYTES};
+use crate::verdict::CommitVerdict;
 
 /// The namespace git signs commits in (`ssh-keygen -Y sign -n git`).
 const GIT_NAMESPACE: &str = "git";
-
-/// What [`verify_commit`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommitVerdict {
-    /// Signed by an allowed signer.
-    Verified {
-        /// SSH: the principals field of the allowed-signers line that matched. GPG: the
-        /// key's first user id.
-        principal: String,
-        /// SSH: `SHA256:<base64>`, as `ssh-keygen -lf` prints it. GPG: the primary key's
-        /// fingerprint in upper-case hex, as `gpg --fingerprint` shows it without spaces.
-        fingerprint: String,
-    },
-    /// The commit carries no signature.
-    Unsigned,
-    /// A signature that does not count, and why.
-    Invalid { why: String },
-}
-
-impl CommitVerdict {
-    /// The verdict in the terms of image verdicts, for one cache and one mapping to a
-    /// card's status: the signer is the key's fingerprint, the layout [`Layout::Commit`].
-    ///
-    /// [`Layout::Commit`]: crate::Layout::Commit
-    pub fn into_verdict(self, commit: &str) -> crate::ImageVerdict {
-        match self {
-            CommitVerdict::Verified { fingerprint, .. } => {
-                crate::ImageVerdict::Verified(crate::Verified {
-                    signer: crate::Signer::Key { fingerprint },
-                    signature_digest: commit.to_string(),
-                    layout: crate::Layout::Commit,
-                })
-            }
-            CommitVerdict::Unsigned => crate::ImageVerdict::Unsigned,
-            CommitVerdict::Invalid { why } => crate::ImageVerdict::Invalid { why },
-        }
-    }
-}
 
 /// An allowed-signers list, in the format of git's `gpg.ssh.allowedSignersFile`
 /// (`ssh-keygen(1)`, ALLOWED SIGNERS): one `principals [options] keytype base64-key [comment]`

@@ -5,12 +5,13 @@
 use std::time::SystemTime;
 
 use pgp::composed::{Deserializable as _, DetachedSignature, SignedPublicKey};
-use pgp::packet::{Signature, SignatureType};
-use pgp::types::KeyDetails as _;
+use pgp::crypto::hash::HashAlgorithm;
+use pgp::packet::{KeyFlags, Signature, SignatureType};
+use pgp::types::{KeyDetails as _, SignedUser, Tag};
 
 use crate::TrustError;
-use crate::git::CommitVerdict;
 use crate::limits::{MAX_GPG_KEY_BYTES, MAX_GPG_KEYS};
+use crate::verdict::CommitVerdict;
 
 /// Armored OpenPGP public keys (`gpg --armor --export <key>`) whose signatures count. A
 /// signature by the primary key or by one of its signing subkeys counts; a revoked or expired
@@ -87,6 +88,12 @@ pub(crate) fn verify(
         return invalid(format!(
             "the OpenPGP signature is of type {:?}, not a signature over data",
             signature.typ()
+        ));
+    }
+    // GnuPG (so `git verify-commit`) refuses these digests as too weak.
+    if let Some(weak @ (HashAlgorithm::Md5 | HashAlgorithm::Ripemd160)) = signature.hash_alg() {
+        return invalid(format!(
+            "the OpenPGP signature uses the {weak} digest, which is too weak to count"
         ));
     }
     let issuer = issuer_of(&signature);
@@ -174,16 +181,17 @@ fn refusal(
     {
         return Some("is revoked".to_string());
     }
-    let self_signatures = key
-        .details
-        .users
-        .iter()
-        .flat_map(|user| user.signatures.iter())
-        .chain(&key.details.direct_signatures);
-    if expired(latest(self_signatures), primary.created_at().as_secs(), now) {
+    let self_signature = key_self_signature(key);
+    if expired(self_signature, primary.created_at().as_secs(), now) {
         return Some("has expired".to_string());
     }
-    let subkey = subkey?;
+    let Some(subkey) = subkey else {
+        // Signed by the primary key: its self-signature must allow signing (without any key
+        // flags, as old keys have, the algorithm decides, as GnuPG does).
+        let flags = self_signature.map(Signature::key_flags).unwrap_or_default();
+        return (flags != KeyFlags::default() && !flags.sign())
+            .then(|| "has a primary key that is not allowed to sign".to_string());
+    };
     let verified = |signature: &&Signature| {
         signature
             .verify_subkey_binding(primary, &subkey.key)
@@ -215,6 +223,41 @@ fn refusal(
         }
         Some(_) => None,
     }
+}
+
+/// The self-signature that states the primary key's properties (expiry, flags), as GnuPG
+/// takes it: the latest certification that verifies of the primary user id (the one whose
+/// such certification says primary, else the first) that is not revoked; without one, the
+/// latest direct-key signature that verifies. A revocation never counts as the latest, so a
+/// later revocation of another user id cannot lift an expiry.
+fn key_self_signature(key: &SignedPublicKey) -> Option<&Signature> {
+    let primary = &key.primary_key;
+    let certified: Vec<&Signature> = key
+        .details
+        .users
+        .iter()
+        .filter_map(|user: &SignedUser| {
+            let newest = latest(user.signatures.iter().filter(|signature| {
+                signature
+                    .verify_certification(primary, Tag::UserId, &user.id)
+                    .is_ok()
+            }))?;
+            (newest.typ() != Some(SignatureType::CertRevocation)).then_some(newest)
+        })
+        .collect();
+    certified
+        .iter()
+        .find(|signature| signature.is_primary())
+        .or(certified.first())
+        .copied()
+        .or_else(|| {
+            latest(
+                key.details
+                    .direct_signatures
+                    .iter()
+                    .filter(|signature| signature.verify_key(primary).is_ok()),
+            )
+        })
 }
 
 fn latest<'s>(signatures: impl Iterator<Item = &'s Signature>) -> Option<&'s Signature> {

@@ -278,9 +278,26 @@ impl Reader<'_> {
         Ok(Some((tag, manifest)))
     }
 
+    /// What is over a limit or malformed in one layout (or one signature of it) has nothing
+    /// usable: it is a refusal, and verification goes on, so that anyone who can push a tag
+    /// cannot turn a valid signature of the other layout into a refusal. Only an unreadable
+    /// registry stops it.
+    fn unusable<T>(&mut self, result: Result<T, Stop>, what: &str) -> Result<Option<T>, Stop> {
+        match result {
+            Ok(value) => Ok(Some(value)),
+            Err(Stop::Invalid(why)) => {
+                self.found += 1;
+                self.refusals.push(format!("{what}: {why}"));
+                Ok(None)
+            }
+            Err(unavailable) => Err(unavailable),
+        }
+    }
+
     /// The legacy layout: one manifest at `sha256-<hex>.sig`, a layer per signature.
     async fn legacy_tag(&mut self) -> Result<Option<Verified>, Stop> {
-        let Some((tag, manifest)) = self.legacy_manifest().await? else {
+        let listed = self.legacy_manifest().await;
+        let Some(Some((tag, manifest))) = self.unusable(listed, "the signature tag")? else {
             return Ok(None);
         };
         for layer in &manifest.layers {
@@ -288,7 +305,19 @@ impl Reader<'_> {
                 continue;
             }
             self.found += 1;
-            match self.legacy_signature(layer).await? {
+            if !is_sha256_digest(&layer.digest) {
+                self.refusals.push(format!(
+                    "a signature of {tag} names the malformed digest {:?}",
+                    layer.digest
+                ));
+                continue;
+            }
+            let checked = self.legacy_signature(layer).await;
+            let what = format!("signature {} ({tag})", layer.digest);
+            let Some(checked) = self.unusable(checked, &what)? else {
+                continue;
+            };
+            match checked {
                 Ok(signer) => {
                     return Ok(Some(Verified {
                         signer,
@@ -450,6 +479,17 @@ impl Reader<'_> {
                     .is_some_and(|kind| BUNDLE_MEDIA_TYPES.contains(&kind))
             })
             .collect();
+        // A digest is put into a request path: one that is not `sha256:<hex>` is refused
+        // before any use.
+        if let Some(malformed) = bundles
+            .iter()
+            .find(|entry| !is_sha256_digest(&entry.digest))
+        {
+            return Err(Stop::Invalid(format!(
+                "the referrers index of {} lists the malformed digest {:?}",
+                self.image.repository_with_digest, malformed.digest
+            )));
+        }
         // The same referrer listed again is read once: a looping or padded index costs
         // nothing more.
         bundles.sort_by(|a, b| a.digest.cmp(&b.digest));
@@ -466,12 +506,18 @@ impl Reader<'_> {
 
     /// Sigstore bundles attached as referrers.
     async fn referrers(&mut self) -> Result<Option<Verified>, Stop> {
-        let Some((layout, bundles)) = self.bundle_referrers().await? else {
+        let listed = self.bundle_referrers().await;
+        let Some(Some((layout, bundles))) = self.unusable(listed, "the referrers")? else {
             return Ok(None);
         };
         for entry in &bundles {
             self.found += 1;
-            match self.bundle_referrer(entry).await? {
+            let checked = self.bundle_referrer(entry).await;
+            let what = format!("signature bundle {}", entry.digest);
+            let Some(checked) = self.unusable(checked, &what)? else {
+                continue;
+            };
+            match checked {
                 Ok(signer) => {
                     return Ok(Some(Verified {
                         signer,
@@ -529,6 +575,12 @@ impl Reader<'_> {
             return Ok(Err(format!(
                 "its layer is a {:?}, not a bundle",
                 layer.media_type
+            )));
+        }
+        if !is_sha256_digest(&layer.digest) {
+            return Ok(Err(format!(
+                "its layer names the malformed digest {:?}",
+                layer.digest
             )));
         }
         if layer.size > MAX_BUNDLE_BYTES {
@@ -620,7 +672,7 @@ impl Reader<'_> {
             };
             match self.bundle_signer(&signed, material) {
                 Ok(signer) => {
-                    check_statement(&payload, &self.image.digest)?;
+                    check_statement(&payload, self.image, self.requirement.repository_bound)?;
                     return Ok(signer);
                 }
                 Err(why) => last_refusal = why,
@@ -636,6 +688,13 @@ impl Reader<'_> {
         manifest: &[u8],
         material: &VerificationMaterial,
     ) -> Result<Signer, String> {
+        if self.requirement.repository_bound {
+            return Err(
+                "the bundle's message signature is over the image manifest, which names no \
+                 repository, and the policy requires signatures bound to their repository"
+                    .to_string(),
+            );
+        }
         let digest = &message.message_digest;
         let signed_digest = STANDARD
             .decode(&digest.digest)
@@ -678,6 +737,14 @@ impl Reader<'_> {
         }
         verify_bundle_keyless(keyless, signed, &certificates, &material.tlog_entries)
     }
+}
+
+/// Whether `digest` is `sha256:` and 64 lower-case hex digits, the only digests signatures
+/// are read by.
+fn is_sha256_digest(digest: &str) -> bool {
+    digest.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
 }
 
 /// DSSE's signed bytes: `DSSEv1 <len(type)> <type> <len(payload)> <payload>`.
@@ -796,11 +863,21 @@ struct Statement {
 
 #[derive(Deserialize)]
 struct StatementSubject {
+    /// The image the signature is for (cosign writes its repository); may be empty.
+    #[serde(default)]
+    name: String,
     digest: BTreeMap<String, String>,
 }
 
-/// The statement must be cosign's signing predicate over exactly `digest`.
-fn check_statement(payload: &[u8], digest: &str) -> Result<(), String> {
+/// The statement must be cosign's signing predicate over exactly `image`'s digest; when it
+/// names a repository, `image`'s (a statement copied with its image into another repository
+/// does not count there); when `repository_bound`, it must name one.
+fn check_statement(
+    payload: &[u8],
+    image: &ResolvedImage,
+    repository_bound: bool,
+) -> Result<(), String> {
+    let digest = image.digest.as_str();
     let statement: Statement = serde_json::from_slice(payload)
         .map_err(|error| format!("the signed statement is not an in-toto statement: {error}"))?;
     if statement.statement_type != IN_TOTO_STATEMENT
@@ -819,11 +896,44 @@ fn check_statement(payload: &[u8], digest: &str) -> Result<(), String> {
         ));
     };
     match subject.digest.get(algorithm) {
-        Some(signed) if signed == hex => Ok(()),
-        Some(signed) => Err(format!(
-            "the signature is over {algorithm}:{signed}, not the pinned {digest}"
-        )),
-        None => Err(format!("the signed statement names no {algorithm} digest")),
+        Some(signed) if signed == hex => {}
+        Some(signed) => {
+            return Err(format!(
+                "the signature is over {algorithm}:{signed}, not the pinned {digest}"
+            ));
+        }
+        None => return Err(format!("the signed statement names no {algorithm} digest")),
+    }
+    if subject.name.is_empty() {
+        return if repository_bound {
+            Err(
+                "the signed statement names no repository, and the policy requires \
+                 signatures bound to their repository"
+                    .to_string(),
+            )
+        } else {
+            Ok(())
+        };
+    }
+    if same_repository(repository_of(&subject.name), image) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the signed statement is for {:?}, not {}/{} (copied from another repository)",
+            subject.name, image.registry, image.repository
+        ))
+    }
+}
+
+/// The repository of a reference, without its `@digest` or `:tag` (a `:` before the last
+/// `/` is a port).
+fn repository_of(reference: &str) -> &str {
+    let name = reference
+        .split_once('@')
+        .map_or(reference, |(name, _)| name);
+    match name.rfind(':') {
+        Some(colon) if !name[colon..].contains('/') => &name[..colon],
+        _ => name,
     }
 }
 
@@ -932,26 +1042,83 @@ mod tests {
         assert!(!same_repository("index.docker.io/library/y", &image));
     }
 
+    fn statement(kind: &str, name: Option<&str>, hex: &str) -> Vec<u8> {
+        let mut subject = serde_json::json!({"digest": {"sha256": hex}});
+        if let Some(name) = name {
+            subject["name"] = name.into();
+        }
+        serde_json::json!({"_type": IN_TOTO_STATEMENT, "predicateType": kind, "subject": [subject], "predicate": {}}).to_string().into_bytes()
+    }
+
     #[test]
     fn a_statement_must_be_cosigns_over_the_digest() {
-        let digest = format!("sha256:{}", "c".repeat(64));
-        let statement = |kind: &str, hex: &str| {
-            serde_json::json!({"_type": IN_TOTO_STATEMENT, "predicateType": kind, "subject": [{"digest": {"sha256": hex}}], "predicate": {}}).to_string().into_bytes()
-        };
+        let image = image();
+        let hex = "a".repeat(64);
         assert_eq!(
-            check_statement(&statement(COSIGN_SIGN_PREDICATE, &"c".repeat(64)), &digest),
+            check_statement(&statement(COSIGN_SIGN_PREDICATE, None, &hex), &image, false),
             Ok(())
         );
         assert!(
-            check_statement(&statement(COSIGN_SIGN_PREDICATE, &"d".repeat(64)), &digest).is_err()
-        );
-        assert!(
             check_statement(
-                &statement("https://slsa.dev/provenance/v1", &"c".repeat(64)),
-                &digest
+                &statement(COSIGN_SIGN_PREDICATE, None, &"d".repeat(64)),
+                &image,
+                false
             )
             .is_err()
         );
+        assert!(
+            check_statement(
+                &statement("https://slsa.dev/provenance/v1", None, &hex),
+                &image,
+                false
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_statement_naming_a_repository_binds_to_it() {
+        let image = image();
+        let hex = "a".repeat(64);
+        let check = |name: Option<&str>, bound: bool| {
+            check_statement(&statement(COSIGN_SIGN_PREDICATE, name, &hex), &image, bound)
+        };
+        for ours in [
+            "127.0.0.1:5000/skills/a",
+            "127.0.0.1:5000/skills/a:v1",
+            &format!("127.0.0.1:5000/skills/a@sha256:{hex}"),
+        ] {
+            assert_eq!(check(Some(ours), false), Ok(()), "{ours}");
+            assert_eq!(check(Some(ours), true), Ok(()), "{ours}");
+        }
+        for other in [
+            "127.0.0.1:5000/skills/b",
+            "other.example/skills/a",
+            "127.0.0.1:5001/skills/a:v1",
+        ] {
+            let why = check(Some(other), false).expect_err(other);
+            assert!(why.contains("copied from another repository"), "{why}");
+        }
+        // Naming no repository binds to the digest alone, which a bound policy refuses.
+        assert_eq!(check(None, false), Ok(()));
+        assert_eq!(check(Some(""), false), Ok(()));
+        let why = check(None, true).expect_err("digest-only");
+        assert!(why.contains("names no repository"), "{why}");
+    }
+
+    #[test]
+    fn only_sha256_digests_are_read() {
+        assert!(is_sha256_digest(&format!("sha256:{}", "0a".repeat(32))));
+        for malformed in [
+            format!("sha256:{}", "0A".repeat(32)),
+            format!("sha256:{}", "a".repeat(63)),
+            format!("sha512:{}", "a".repeat(64)),
+            format!("sha256:../../{}", "a".repeat(58)),
+            "sha256:".to_string(),
+            String::new(),
+        ] {
+            assert!(!is_sha256_digest(&malformed), "{malformed}");
+        }
     }
 
     #[test]

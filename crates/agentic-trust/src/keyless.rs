@@ -12,6 +12,7 @@ mod sct;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use rustls_pki_types::{CertificateDer, UnixTime};
 use serde::{Deserialize, Deserializer};
 use sha2::{Digest as _, Sha256};
 use x509_parser::certificate::X509Certificate;
@@ -244,11 +245,10 @@ fn verify_keyless(
     let signed_at = ASN1Time::from_timestamp(integrated_time?)
         .map_err(|error| format!("the log's integrated time is out of range: {error}"))?;
 
-    let issuer_key = verify_chain(&leaf, chain_ders, &keyless.trust_root, signed_at)?;
+    let issuer_key = verify_chain(leaf_der, &leaf, chain_ders, &keyless.trust_root, signed_at)?;
     if !keyless.trust_root.ct_log_keys.is_empty() {
         sct::check_embedded_timestamps(&leaf, issuer_key, &keyless.trust_root.ct_log_keys)?;
     }
-    check_leaf_usage(&leaf)?;
 
     let (issuer, subject) = identity_of(&leaf)?;
     if keyless
@@ -274,14 +274,25 @@ fn verify_keyless(
 /// of the entry's body, integrated time, log id and index, by the key whose SPKI digest is
 /// the log id.
 fn verify_signed_entry_timestamp(trust_root: &TrustRoot, entry: &LogEntry) -> Result<(), String> {
-    let key = trust_root
+    let named: Vec<_> = trust_root
         .rekor_keys
         .iter()
-        .find(|key| key.fingerprint().strip_prefix("sha256:") == Some(entry.log_id.as_str()))
+        .filter(|key| key.item.fingerprint().strip_prefix("sha256:") == Some(entry.log_id.as_str()))
+        .collect();
+    if named.is_empty() {
+        return Err(format!(
+            "the entry was logged by Rekor log {:?}, whose key is not in the trust root",
+            entry.log_id
+        ));
+    }
+    let key = named
+        .iter()
+        .find(|key| key.valid.contains(entry.integrated_time))
+        .map(|key| &key.item)
         .ok_or_else(|| {
             format!(
-                "the entry was logged by Rekor log {:?}, whose key is not in the trust root",
-                entry.log_id
+                "the entry was logged by Rekor log {:?} at {}, outside the window its key has in the trust root",
+                entry.log_id, entry.integrated_time
             )
         })?;
     let canonical = format!(
@@ -423,11 +434,32 @@ fn check_log_entry_matches(
     }
 }
 
-/// Walks from `leaf` up through `chain` to a certificate authority of the trust root, each
-/// link's signature checked and each certificate valid when the log says it signed; at most
-/// [`MAX_CHAIN_LENGTH`] certificates. Returns the DER SubjectPublicKeyInfo of the leaf's
-/// issuer (what its signed certificate timestamps name).
+/// Code signing (`id-kp-codeSigning`, 1.3.6.1.5.5.7.3.3): the OID's DER content.
+const CODE_SIGNING: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x03];
+
+/// The signature algorithms a certificate path may use: those a [`PublicKey`] verifies.
+///
+/// [`PublicKey`]: crate::keys::PublicKey
+const PATH_ALGORITHMS: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] = &[
+    webpki::ring::ECDSA_P256_SHA256,
+    webpki::ring::ECDSA_P256_SHA384,
+    webpki::ring::ECDSA_P384_SHA256,
+    webpki::ring::ECDSA_P384_SHA384,
+    webpki::ring::ED25519,
+    webpki::ring::RSA_PKCS1_2048_8192_SHA256,
+    webpki::ring::RSA_PKCS1_2048_8192_SHA384,
+    webpki::ring::RSA_PKCS1_2048_8192_SHA512,
+];
+
+/// Validates the path from `leaf` (DER `leaf_der`) through `chain_ders` to a certificate
+/// authority of the trust root, as of `signed_at` (the logged time): at most
+/// [`MAX_CHAIN_LENGTH`] certificates, each one's signature, validity period, basic
+/// constraints and path length, key usage, name constraints and critical extensions checked
+/// by rustls's path validator, and the leaf for code signing. Only the trust root's
+/// authorities valid at `signed_at` are anchors. Returns the DER SubjectPublicKeyInfo of the
+/// leaf's issuer (what its signed certificate timestamps name).
 fn verify_chain(
+    leaf_der: &[u8],
     leaf: &X509Certificate<'_>,
     chain_ders: &[Vec<u8>],
     trust_root: &TrustRoot,
@@ -440,87 +472,8 @@ fn verify_chain(
             leaf.validity().not_after
         ));
     }
-    fn parse(der: &[u8]) -> Option<X509Certificate<'_>> {
-        X509Certificate::from_der(der).map(|(_, cert)| cert).ok()
-    }
-    let anchors: Vec<X509Certificate<'_>> = trust_root
-        .certificate_authorities
-        .iter()
-        .filter_map(|der| parse(der))
-        .collect();
-    let intermediates: Vec<X509Certificate<'_>> =
-        chain_ders.iter().filter_map(|der| parse(der)).collect();
-    // `None` when `parent` did not issue `child` (another name or signature); why it may not
-    // have, when it did.
-    let issuer_refusal = |child: &X509Certificate<'_>, parent: &X509Certificate<'_>| {
-        if parent.subject().as_raw() != child.issuer().as_raw()
-            || child.verify_signature(Some(parent.public_key())).is_err()
-        {
-            return None;
-        }
-        if !parent.is_ca() {
-            return Some(Some(format!(
-                "{} issued {} but is not a certificate authority (basic constraints)",
-                parent.subject(),
-                child.subject()
-            )));
-        }
-        if !parent.validity().is_valid_at(signed_at) {
-            return Some(Some(format!(
-                "{} was not valid at the logged time {signed_at}",
-                parent.subject()
-            )));
-        }
-        Some(None)
-    };
-    let find_issuer = |child: &X509Certificate<'_>,
-                       candidates: &[X509Certificate<'_>],
-                       refusal: &mut Option<String>| {
-        candidates
-            .iter()
-            .position(|parent| match issuer_refusal(child, parent) {
-                Some(None) => true,
-                Some(Some(why)) => {
-                    *refusal = Some(why);
-                    false
-                }
-                None => false,
-            })
-    };
-    let mut refusal = None;
-    let mut current = leaf.clone();
-    let mut leaf_issuer_key = None;
-    // The leaf is the first of the path's certificates.
-    for _ in 1..MAX_CHAIN_LENGTH {
-        let (issuer, is_anchor) = match find_issuer(&current, &anchors, &mut refusal) {
-            Some(found) => (&anchors[found], true),
-            None => match find_issuer(&current, &intermediates, &mut refusal) {
-                Some(found) => (&intermediates[found], false),
-                None => {
-                    return Err(format!(
-                        "the signing certificate does not chain to a certificate authority of the trust root (no issuer found for {}{})",
-                        current.subject(),
-                        refusal.map(|why| format!(": {why}")).unwrap_or_default()
-                    ));
-                }
-            },
-        };
-        let issuer_key = leaf_issuer_key.get_or_insert_with(|| issuer.public_key().raw.to_vec());
-        if is_anchor {
-            return Ok(issuer_key.clone());
-        }
-        current = issuer.clone();
-    }
-    Err(format!(
-        "the signing certificate's chain is longer than {MAX_CHAIN_LENGTH} certificates (MAX_CHAIN_LENGTH)"
-    ))
-}
-
-/// A signing certificate must be for code signing and must not be a CA.
-fn check_leaf_usage(leaf: &X509Certificate<'_>) -> Result<(), String> {
-    if leaf.is_ca() {
-        return Err("the signing certificate is a certificate authority".to_string());
-    }
+    // The path validator asks code signing of every certificate that lists usages; a
+    // signing certificate must list it.
     let code_signing = leaf
         .extended_key_usage()
         .ok()
@@ -531,7 +484,105 @@ fn check_leaf_usage(leaf: &X509Certificate<'_>) -> Result<(), String> {
             "the signing certificate is not for code signing (extended key usage)".to_string(),
         );
     }
-    Ok(())
+    if chain_ders.len() + 1 > MAX_CHAIN_LENGTH {
+        return Err(format!(
+            "the signing certificate's chain is longer than {MAX_CHAIN_LENGTH} certificates (MAX_CHAIN_LENGTH)"
+        ));
+    }
+    fn parse(der: &[u8]) -> Option<X509Certificate<'_>> {
+        X509Certificate::from_der(der).map(|(_, cert)| cert).ok()
+    }
+    // The trust root's self-issued authorities are the anchors; its other authorities (an
+    // intermediate such as Fulcio's) are path certificates, so that their own constraints
+    // (path length, name constraints, usages) are checked too. Only those in their window.
+    let mut anchors_der: Vec<CertificateDer<'_>> = Vec::new();
+    let mut intermediates: Vec<CertificateDer<'_>> = chain_ders
+        .iter()
+        .map(|der| CertificateDer::from(der.as_slice()))
+        .collect();
+    for authority in &trust_root.certificate_authorities {
+        if !authority.valid.contains(signed_at.timestamp()) {
+            continue;
+        }
+        let Some(cert) = parse(&authority.item) else {
+            continue;
+        };
+        let der = CertificateDer::from(authority.item.as_slice());
+        if cert.subject().as_raw() == cert.issuer().as_raw() {
+            if cert.validity().is_valid_at(signed_at) {
+                anchors_der.push(der);
+            }
+        } else {
+            intermediates.push(der);
+        }
+    }
+    let anchors: Vec<rustls_pki_types::TrustAnchor<'_>> = anchors_der
+        .iter()
+        .filter_map(|der| webpki::anchor_from_trusted_cert(der).ok())
+        .collect();
+    let leaf_cert = CertificateDer::from(leaf_der);
+    let end_entity = webpki::EndEntityCert::try_from(&leaf_cert)
+        .map_err(|error| path_refusal(&error, signed_at))?;
+    let seconds = u64::try_from(signed_at.timestamp()).unwrap_or_default();
+    let path = end_entity
+        .verify_for_usage(
+            PATH_ALGORITHMS,
+            &anchors,
+            &intermediates,
+            UnixTime::since_unix_epoch(std::time::Duration::from_secs(seconds)),
+            webpki::KeyUsage::required_if_present(CODE_SIGNING),
+            None,
+            None,
+        )
+        .map_err(|error| path_refusal(&error, signed_at))?;
+    // The validator leaves key usage to the caller: an issuer that lists its usages must
+    // list certificate signing.
+    for issuer in path.intermediate_certificates() {
+        let der = issuer.der();
+        let Some(cert) = parse(der.as_ref()) else {
+            continue;
+        };
+        if let Ok(Some(usage)) = cert.key_usage()
+            && !usage.value.key_cert_sign()
+        {
+            return Err(format!(
+                "the signing certificate is refused: {} issued a certificate but is not allowed to sign certificates (key usage)",
+                cert.subject()
+            ));
+        }
+    }
+    Ok(path.issuer_spki().as_ref().to_vec())
+}
+
+/// Why a certificate path does not hold, in the words of the check it failed.
+fn path_refusal(error: &webpki::Error, signed_at: ASN1Time) -> String {
+    use webpki::Error;
+    let why = match error {
+        Error::UnknownIssuer => format!(
+            "it does not chain to a certificate authority of the trust root valid at the logged time {signed_at}"
+        ),
+        Error::CertExpired { .. } | Error::CertNotValidYet { .. } => {
+            format!("a certificate of its chain was not valid at the logged time {signed_at}")
+        }
+        Error::EndEntityUsedAsCa => {
+            "a certificate that issued another is not a certificate authority (basic constraints)"
+                .to_string()
+        }
+        Error::CaUsedAsEndEntity => "it is a certificate authority".to_string(),
+        Error::PathLenConstraintViolated => {
+            "the chain is longer than an authority's path length constraint allows".to_string()
+        }
+        Error::NameConstraintViolation => "it breaks an authority's name constraints".to_string(),
+        Error::UnsupportedCriticalExtension => {
+            "a certificate of its chain has a critical extension this verifier does not understand"
+                .to_string()
+        }
+        Error::RequiredEkuNotFoundContext(_) => {
+            "a certificate of its chain is not for code signing (extended key usage)".to_string()
+        }
+        other => format!("its chain does not hold: {other}"),
+    };
+    format!("the signing certificate is refused: {why}")
 }
 
 /// The issuer (Fulcio's extension) and subject (email or URI alternative name).
@@ -612,3 +663,6 @@ fn certificates(pem: &str) -> Result<Vec<Vec<u8>>, String> {
     }
     Ok(found)
 }
+
+#[cfg(test)]
+mod tests;

@@ -21,8 +21,9 @@
 //! a DSSE envelope of cosign's `https://sigstore.dev/cosign/sign/v1` in-toto statement)
 //! attached as OCI referrers, found with the referrers API or, on registries without it,
 //! its `sha256-<hex>` fallback tag. A referrer counts only if its own `subject` is the pinned
-//! digest. cosign's bundles name the digest but no repository, so a bundle binds to the
-//! digest alone.
+//! digest. A bundle's statement must name the image's repository when its subject names
+//! one; one that names none, and a message signature, bind to the digest alone, which
+//! [`Requirement::repository_bound`] refuses.
 //!
 //! [`VerificationCache`] keeps verdicts by repository, digest and requirement identity
 //! (e.g. a policy's UID and generation), one verification for all concurrent lookups.
@@ -31,9 +32,11 @@
 //!
 //! A keyless signature (legacy layout) counts when: the signature verifies with its
 //! certificate's key; the certificate chains (at most [`MAX_CHAIN_LENGTH`] certificates,
-//! each link's signature checked) to a certificate authority of the trust root and is for
-//! code signing; the Rekor signed entry timestamp verifies with a Rekor key of the trust
-//! root (the one whose SPKI digest is the entry's log id); the logged `hashedrekord` entry is
+//! the path checked by `rustls-webpki`: signatures, validity, basic constraints and path
+//! length, key usage, name constraints, critical extensions) to a certificate authority of
+//! the trust root and is for code signing; the Rekor signed entry timestamp verifies with a
+//! Rekor key of the trust root (the one whose SPKI digest is the entry's log id, within the
+//! window [`TrustRoot::from_trusted_root_json`] gives it); the logged `hashedrekord` entry is
 //! this signature (payload hash, signature and certificate compared: sigstore-rs#285's
 //! verifier skipped that, so a valid SET of another entry would pass); every certificate
 //! was valid at the logged time; and the certificate's issuer and subject match an accepted
@@ -83,9 +86,12 @@ mod keys;
 mod limits;
 mod requirement;
 mod sign;
+mod verdict;
 
-pub use cache::{CacheKey, DEFAULT_CACHE_ENTRIES, UNVERIFIED_TTL, VerificationCache};
-pub use git::{AllowedSigners, CommitSigners, CommitVerdict, verify_commit};
+pub use cache::{
+    CacheKey, DEFAULT_CACHE_ENTRIES, MaterialDigest, UNVERIFIED_TTL, VerificationCache,
+};
+pub use git::{AllowedSigners, CommitSigners, verify_commit};
 pub use gpg::GpgKeys;
 pub use image::{AttachedSignature, SignatureKind, attached_signatures, verify_image};
 pub use keys::PublicKey;
@@ -96,6 +102,7 @@ pub use limits::{
 };
 pub use requirement::{Identity, Keyless, MAX_PATTERN_BYTES, Pattern, Requirement, TrustRoot};
 pub use sign::{SignError, Signature, SigningKey, sign_image};
+pub use verdict::CommitVerdict;
 
 /// The outcome of [`verify_image`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,8 @@
 //! What a signature must satisfy: keys, or a keyless identity under a trust root.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
 use x509_parser::prelude::FromDer as _;
 
 use crate::TrustError;
@@ -18,6 +21,10 @@ const MAX_REGEX_SIZE: usize = 256 * 1024;
 pub struct Requirement {
     pub keys: Vec<PublicKey>,
     pub keyless: Option<Keyless>,
+    /// Whether a signature must name the image's repository: then a bundle whose statement
+    /// names no repository, and a bundle's message signature (over the manifest, which
+    /// names none), do not count, only the legacy layout and statements naming it.
+    pub repository_bound: bool,
 }
 
 impl Requirement {
@@ -25,7 +32,7 @@ impl Requirement {
     pub fn keys(keys: Vec<PublicKey>) -> Requirement {
         Requirement {
             keys,
-            keyless: None,
+            ..Requirement::default()
         }
     }
 
@@ -33,8 +40,8 @@ impl Requirement {
     /// `keyless.identities`.
     pub fn keyless(keyless: Keyless) -> Requirement {
         Requirement {
-            keys: Vec::new(),
             keyless: Some(keyless),
+            ..Requirement::default()
         }
     }
 
@@ -111,24 +118,59 @@ impl std::fmt::Display for Pattern {
     }
 }
 
+/// When a trust root's entry may be used, in seconds since the epoch: Sigstore's
+/// `trusted_root.json` gives each certificate authority and log key a `validFor` window (a
+/// retired key stays for old signatures, a new one counts only from its start). Unbounded
+/// ends are `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub(crate) start: Option<i64>,
+    pub(crate) end: Option<i64>,
+}
+
+impl Window {
+    pub(crate) fn contains(&self, time: i64) -> bool {
+        self.start.is_none_or(|start| start <= time) && self.end.is_none_or(|end| time <= end)
+    }
+}
+
+/// A trust root entry and its window.
+#[derive(Debug, Clone)]
+pub(crate) struct Windowed<T> {
+    pub(crate) item: T,
+    pub(crate) valid: Window,
+}
+
+impl<T> Windowed<T> {
+    fn always(item: T) -> Self {
+        Windowed {
+            item,
+            valid: Window::default(),
+        }
+    }
+}
+
 /// What keyless signatures are checked against, all supplied by the administrator (e.g. from
 /// Sigstore's `trusted_root.json`, or a private Fulcio and Rekor): nothing is fetched.
 #[derive(Debug, Clone, Default)]
 pub struct TrustRoot {
     /// DER certificates of the certificate authorities (roots and intermediates) a signing
-    /// certificate must chain to.
-    pub(crate) certificate_authorities: Vec<Vec<u8>>,
-    /// Keys of the transparency logs whose signed entry timestamps count.
-    pub(crate) rekor_keys: Vec<PublicKey>,
+    /// certificate must chain to, each counting within its window (and its own validity).
+    pub(crate) certificate_authorities: Vec<Windowed<Vec<u8>>>,
+    /// Keys of the transparency logs whose signed entry timestamps count, each for entries
+    /// logged within its window.
+    pub(crate) rekor_keys: Vec<Windowed<PublicKey>>,
     /// Keys of the certificate-transparency logs: when any are given, a signing certificate
-    /// needs an embedded SCT of one of them; when none are, SCTs are not required.
-    pub(crate) ct_log_keys: Vec<PublicKey>,
+    /// needs an embedded SCT of one of them, stamped within its window; when none are, SCTs
+    /// are not required.
+    pub(crate) ct_log_keys: Vec<Windowed<PublicKey>>,
 }
 
 impl TrustRoot {
     /// A trust root from PEM: `certificate_authorities` holds one or more `CERTIFICATE`
     /// blocks, `rekor_keys` and `ct_log_keys` one or more `PUBLIC KEY` blocks (`ct_log_keys`
-    /// may be empty).
+    /// may be empty). PEM carries no windows: the keys always count, the certificates within
+    /// their own validity.
     pub fn from_pem(
         certificate_authorities: &str,
         rekor_keys: &str,
@@ -149,23 +191,10 @@ impl TrustRoot {
                     message: format!("the PEM block is a {:?}, not a CERTIFICATE", block.label),
                 });
             }
-            x509_parser::certificate::X509Certificate::from_der(&block.contents).map_err(
-                |error| TrustError::InvalidKey {
-                    name: name.clone(),
-                    message: format!("not an X.509 certificate: {error}"),
-                },
-            )?;
-            authorities.push(block.contents);
+            check_certificate(&block.contents, &name)?;
+            authorities.push(Windowed::always(block.contents));
         }
-        if authorities.len() > MAX_TRUST_ROOT_CERTIFICATES {
-            return Err(TrustError::InvalidKey {
-                name: "certificate authorities".to_string(),
-                message: format!(
-                    "{} certificates, over the limit of {MAX_TRUST_ROOT_CERTIFICATES} (MAX_TRUST_ROOT_CERTIFICATES)",
-                    authorities.len()
-                ),
-            });
-        }
+        check_authority_count(authorities.len())?;
         let rekor_keys = keys_from_pem_list(rekor_keys, "Rekor keys")?;
         let ct_log_keys = if ct_log_keys.trim().is_empty() {
             Vec::new()
@@ -174,13 +203,176 @@ impl TrustRoot {
         };
         Ok(TrustRoot {
             certificate_authorities: authorities,
+            rekor_keys: rekor_keys.into_iter().map(Windowed::always).collect(),
+            ct_log_keys: ct_log_keys.into_iter().map(Windowed::always).collect(),
+        })
+    }
+
+    /// A trust root from Sigstore's `trusted_root.json` (media type
+    /// `application/vnd.dev.sigstore.trustedroot+json`, as the public-good instance publishes
+    /// it through TUF): its certificate authorities (`certificateAuthorities[].certChain`),
+    /// Rekor keys (`tlogs`) and CT log keys (`ctlogs`), each with its `validFor` window.
+    /// Timestamp authorities are not read. `name` says where it came from, for errors.
+    pub fn from_trusted_root_json(json: &str, name: &str) -> Result<TrustRoot, TrustError> {
+        let invalid = |message: String| TrustError::InvalidKey {
+            name: name.to_string(),
+            message,
+        };
+        let root: TrustedRootJson = serde_json::from_str(json)
+            .map_err(|error| invalid(format!("not a Sigstore trusted root: {error}")))?;
+        if !root.media_type.starts_with(TRUSTED_ROOT_MEDIA_TYPE) {
+            return Err(invalid(format!(
+                "the media type {:?} is not a Sigstore trusted root ({TRUSTED_ROOT_MEDIA_TYPE})",
+                root.media_type
+            )));
+        }
+        let mut authorities = Vec::new();
+        for (index, authority) in root.certificate_authorities.iter().enumerate() {
+            let valid = authority.valid_for.window().map_err(|message| {
+                invalid(format!("certificateAuthorities[{index}]: {message}"))
+            })?;
+            for (position, certificate) in authority.cert_chain.certificates.iter().enumerate() {
+                let at =
+                    format!("certificateAuthorities[{index}].certChain.certificates[{position}]");
+                let der = STANDARD
+                    .decode(&certificate.raw_bytes)
+                    .map_err(|error| invalid(format!("{at}: not base64: {error}")))?;
+                check_certificate(&der, &format!("{name}: {at}"))?;
+                authorities.push(Windowed { item: der, valid });
+            }
+        }
+        check_authority_count(authorities.len())?;
+        let keys =
+            |logs: &[LogJson], field: &str| -> Result<Vec<Windowed<PublicKey>>, TrustError> {
+                logs.iter()
+                    .enumerate()
+                    .map(|(index, log)| {
+                        let at = format!("{field}[{index}].publicKey");
+                        let der = STANDARD
+                            .decode(&log.public_key.raw_bytes)
+                            .map_err(|error| invalid(format!("{at}: not base64: {error}")))?;
+                        let item = PublicKey::from_spki_der(&der)
+                            .map_err(|message| invalid(format!("{at}: {message}")))?;
+                        let valid = log
+                            .public_key
+                            .valid_for
+                            .window()
+                            .map_err(|message| invalid(format!("{at}: {message}")))?;
+                        Ok(Windowed { item, valid })
+                    })
+                    .collect()
+            };
+        let rekor_keys = keys(&root.tlogs, "tlogs")?;
+        if rekor_keys.is_empty() {
+            return Err(invalid("it lists no transparency log (tlogs)".to_string()));
+        }
+        Ok(TrustRoot {
+            certificate_authorities: authorities,
             rekor_keys,
-            ct_log_keys,
+            ct_log_keys: keys(&root.ctlogs, "ctlogs")?,
         })
     }
 
     /// How many CT log keys it holds.
     pub fn ct_log_key_count(&self) -> usize {
         self.ct_log_keys.len()
+    }
+}
+
+/// The media type of Sigstore's trusted root (any version).
+const TRUSTED_ROOT_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.trustedroot";
+
+fn check_certificate(der: &[u8], name: &str) -> Result<(), TrustError> {
+    x509_parser::certificate::X509Certificate::from_der(der)
+        .map(|_| ())
+        .map_err(|error| TrustError::InvalidKey {
+            name: name.to_string(),
+            message: format!("not an X.509 certificate: {error}"),
+        })
+}
+
+fn check_authority_count(count: usize) -> Result<(), TrustError> {
+    if count > MAX_TRUST_ROOT_CERTIFICATES {
+        return Err(TrustError::InvalidKey {
+            name: "certificate authorities".to_string(),
+            message: format!(
+                "{count} certificates, over the limit of {MAX_TRUST_ROOT_CERTIFICATES} (MAX_TRUST_ROOT_CERTIFICATES)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Sigstore's `trusted_root.json` (protobuf JSON: camelCase, bytes in base64), the parts
+/// read.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TrustedRootJson {
+    #[serde(default)]
+    media_type: String,
+    #[serde(default)]
+    tlogs: Vec<LogJson>,
+    #[serde(default)]
+    certificate_authorities: Vec<AuthorityJson>,
+    #[serde(default)]
+    ctlogs: Vec<LogJson>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LogJson {
+    public_key: LogKeyJson,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LogKeyJson {
+    raw_bytes: String,
+    #[serde(default)]
+    valid_for: ValidForJson,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AuthorityJson {
+    cert_chain: CertChainJson,
+    #[serde(default)]
+    valid_for: ValidForJson,
+}
+
+#[derive(Deserialize)]
+struct CertChainJson {
+    #[serde(default)]
+    certificates: Vec<RawBytesJson>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawBytesJson {
+    raw_bytes: String,
+}
+
+#[derive(Deserialize, Default)]
+struct ValidForJson {
+    start: Option<String>,
+    end: Option<String>,
+}
+
+impl ValidForJson {
+    /// The window, its RFC 3339 ends read as seconds since the epoch.
+    fn window(&self) -> Result<Window, String> {
+        let seconds = |text: &Option<String>, end: &str| {
+            text.as_deref()
+                .map(|text| {
+                    text.parse::<jiff::Timestamp>()
+                        .map(|time| time.as_second())
+                        .map_err(|error| format!("validFor.{end} {text:?} is not a time: {error}"))
+                })
+                .transpose()
+        };
+        Ok(Window {
+            start: seconds(&self.start, "start")?,
+            end: seconds(&self.end, "end")?,
+        })
     }
 }

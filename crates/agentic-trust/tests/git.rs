@@ -383,3 +383,86 @@ fn a_bad_gpg_key_is_named() {
     );
     assert!(keys.is_empty());
 }
+
+/// gpg stamps self-signatures to the second; a self-signature meant to be the newer one
+/// must be made in a later second.
+fn next_second() {
+    std::thread::sleep(Duration::from_millis(1100));
+}
+
+#[test]
+fn a_revoked_user_id_does_not_lift_an_expiry() {
+    let repo = Repo::new();
+    let gpg = Gpg::new(&repo);
+    let key = gpg.key("Temp <temp@example.com>", "1d");
+    gpg.run(&["--quick-add-uid", &key, "Other <other@example.com>"]);
+    let raw = repo.gpg_commit("signed while valid", &key);
+    next_second();
+    // The revocation is the key's newest self-signature, and carries no expiry.
+    gpg.run(&["--quick-revoke-uid", &key, "Other <other@example.com>"]);
+    let signers = gpg.keys(&[&key]);
+    assert!(matches!(
+        verify_commit(&raw, &signers, SystemTime::now()),
+        CommitVerdict::Verified { .. }
+    ));
+    let two_days_later = SystemTime::now() + Duration::from_secs(2 * 86_400);
+    expect_invalid(verify_commit(&raw, &signers, two_days_later), "has expired");
+}
+
+#[test]
+fn a_primary_key_no_longer_allowed_to_sign_does_not_count() {
+    let repo = Repo::new();
+    let gpg = Gpg::new(&repo);
+    let key = gpg.key("Dev <dev@example.com>", "never");
+    let raw = repo.gpg_commit("signed by the primary key", &key);
+    assert!(matches!(
+        verify_commit(&raw, &gpg.keys(&[&key]), SystemTime::now()),
+        CommitVerdict::Verified { .. }
+    ));
+    next_second();
+    // A newer self-signature takes the signing capability away (certify only).
+    let commands = repo.keys.dir().join("change-usage");
+    std::fs::write(&commands, "change-usage\nS\nQ\nsave\n").expect("the commands written");
+    gpg.run(&[
+        "--expert",
+        "--command-file",
+        &commands.display().to_string(),
+        "--edit-key",
+        &key,
+    ]);
+    expect_invalid(
+        verify_commit(&raw, &gpg.keys(&[&key]), SystemTime::now()),
+        "has a primary key that is not allowed to sign",
+    );
+}
+
+#[test]
+fn weak_digests_are_refused_as_gnupg_refuses_them() {
+    let repo = Repo::new();
+    let gpg = Gpg::new(&repo);
+    gpg.run(&[
+        "--quick-gen-key",
+        "Old <old@example.com>",
+        "rsa2048",
+        "sign",
+        "never",
+    ]);
+    let key = gpg.fingerprints("old@example.com")[0].clone();
+    let conf = repo.keys.gnupg_home().join("gpg.conf");
+    for (digest, name) in [
+        ("SHA256", None),
+        ("RIPEMD160", Some("RIPEMD160")),
+        ("MD5", Some("MD5")),
+    ] {
+        std::fs::write(&conf, format!("digest-algo {digest}\n")).expect("gpg.conf written");
+        let raw = repo.gpg_commit(&format!("signed with {digest}"), &key);
+        let verdict = verify_commit(&raw, &gpg.keys(&[&key]), SystemTime::now());
+        match name {
+            None => assert!(
+                matches!(verdict, CommitVerdict::Verified { .. }),
+                "{verdict:?}"
+            ),
+            Some(name) => expect_invalid(verdict, &format!("uses the {name} digest")),
+        }
+    }
+}

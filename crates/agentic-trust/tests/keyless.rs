@@ -585,12 +585,13 @@ fn der_of(pem: &str) -> Vec<u8> {
         .contents
 }
 
-/// cosign's signing statement over `digest`.
+/// cosign's signing statement over `digest`; like cosign v3's, its subject names no
+/// repository.
 fn statement(digest: &str) -> Vec<u8> {
     let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
     serde_json::json!({
         "_type": "https://in-toto.io/Statement/v1",
-        "subject": [{"name": "skill", "digest": {"sha256": hex}}],
+        "subject": [{"digest": {"sha256": hex}}],
         "predicateType": "https://sigstore.dev/cosign/sign/v1",
         "predicate": {},
     })

@@ -351,7 +351,9 @@ async fn cosign_bundles_as_referrers() {
     let image = env.push_skill("skills/bundled", "v1", "bundled").await;
     env.sign(&key_a, &image, true);
 
-    let verdict = env.verify(&image, &Requirement::keys(vec![public_a])).await;
+    let verdict = env
+        .verify(&image, &Requirement::keys(vec![public_a.clone()]))
+        .await;
     let ImageVerdict::Verified(verified) = verdict else {
         panic!("expected Verified, got {verdict:?}");
     };
@@ -379,6 +381,33 @@ async fn cosign_bundles_as_referrers() {
         env.verify(&image, &Requirement::keys(vec![public_b])).await,
         "not signed by any of the 1 accepted keys",
     );
+
+    // Anyone who can push may stuff the legacy `.sig` tag past its limits: that layout has
+    // nothing usable, and the valid bundle still verifies.
+    let config = env.put_blob("skills/bundled", b"{}").await;
+    let stuffed = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 2},
+        "layers": vec![serde_json::json!({"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json", "digest": config, "size": 2}); 100],
+    });
+    env.put_manifest("skills/bundled", &sig_tag(&image), &stuffed)
+        .await;
+    let verdict = env
+        .verify(&image, &Requirement::keys(vec![public_a.clone()]))
+        .await;
+    assert!(
+        matches!(&verdict, ImageVerdict::Verified(v) if v.layout == Layout::ReferrersTag),
+        "{verdict:?}"
+    );
+
+    // cosign's statement binds the digest only: a policy that requires the repository
+    // refuses it.
+    let bound = Requirement {
+        repository_bound: true,
+        ..Requirement::keys(vec![public_a])
+    };
+    expect_invalid(env.verify(&image, &bound).await, "names no repository");
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::ParsedExtension;
 
 use crate::keys::PublicKey;
+use crate::requirement::Windowed;
 
 /// The SCT list extension.
 const SCT_LIST: &str = "1.3.6.1.4.1.11129.2.4.2";
@@ -35,7 +36,7 @@ const EXTENSIONS: u8 = 0xa3;
 pub(super) fn check_embedded_timestamps(
     leaf: &X509Certificate<'_>,
     issuer_key: Vec<u8>,
-    ct_log_keys: &[PublicKey],
+    ct_log_keys: &[Windowed<PublicKey>],
 ) -> Result<(), String> {
     let certificate = format!(
         "the signing certificate (serial {})",
@@ -61,11 +62,24 @@ pub(super) fn check_embedded_timestamps(
     let mut refusals = Vec::new();
     for timestamp in timestamps {
         let log_id = hex::encode(timestamp.id.key_id);
-        let Some(key) = ct_log_keys
+        let named: Vec<&Windowed<PublicKey>> = ct_log_keys
             .iter()
-            .find(|key| key.fingerprint().strip_prefix("sha256:") == Some(log_id.as_str()))
-        else {
+            .filter(|key| key.item.fingerprint().strip_prefix("sha256:") == Some(log_id.as_str()))
+            .collect();
+        if named.is_empty() {
             refusals.push(format!("CT log {log_id} is not in the trust root"));
+            continue;
+        }
+        // SCT timestamps are milliseconds since the epoch.
+        let stamped = i64::try_from(timestamp.timestamp / 1000).unwrap_or(i64::MAX);
+        let Some(key) = named
+            .iter()
+            .find(|key| key.valid.contains(stamped))
+            .map(|key| &key.item)
+        else {
+            refusals.push(format!(
+                "the SCT of CT log {log_id} is stamped {stamped}, outside the window its key has in the trust root"
+            ));
             continue;
         };
         let signature = &timestamp.signature;
