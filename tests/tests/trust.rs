@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use agentic_api::{
     ClusterSkillTrustPolicy, ClusterSkillTrustPolicySpec, KeySource, Revocations, SkillCard,
-    SkillTrustPolicy, SkillTrustPolicySpec, TrustMode, TrustPolicy, VerificationState,
+    SkillTrustPolicy, SkillTrustPolicySpec, TrustMode, TrustPolicy, UnselectedSkills,
+    VerificationState,
 };
 use agentic_integration_tests::{
     CONVERGE, apply, card_ready_is, condition, has_condition, image_card, meta, push, scenario,
@@ -238,4 +239,65 @@ async fn a_namespaced_warn_policy_cannot_relax_a_cluster_enforce_policy() {
         "False",
         "Unsigned"
     ));
+}
+
+#[tokio::test]
+async fn a_namespaces_default_deny_holds_back_what_no_policy_selects() {
+    let (ns, client, _operator) = scenario("trust-deny", SandboxBackend::Pod).await;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    let namespaced: Api<SkillTrustPolicy> = Api::namespaced(client.clone(), &ns);
+    let (tag, _) = push_skill(&ns, "unselected").await;
+    apply(&cards, &image_card("unselected", &tag)).await;
+    wait_for(&cards, "unselected", "Ready", |c| {
+        card_ready_is(c, "True", "SkillValid")
+    })
+    .await;
+
+    // A policy of the namespace that selects nothing and denies what no policy selects.
+    let deny = |name: &str, revoked: Option<Revocations>| SkillTrustPolicy {
+        metadata: meta(name),
+        spec: SkillTrustPolicySpec {
+            policy: TrustPolicy {
+                unselected: UnselectedSkills::Deny,
+                revoked,
+                ..TrustPolicy::default()
+            },
+        },
+        status: None,
+    };
+    apply(&namespaced, &deny("deny", None)).await;
+    let denied = wait_for(&cards, "unselected", "Ready=False NotSelected", |c| {
+        card_ready_is(c, "False", "NotSelected")
+    })
+    .await;
+    let message = condition(&denied.status.expect("status").conditions, "Ready")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains(&format!("SkillTrustPolicy/{ns}/deny")),
+        "{message}"
+    );
+
+    // The CRD takes revoked keys in their canonical form only.
+    let upper_case = Revocations {
+        keys: vec![format!("sha256:{}", "AB".repeat(32))],
+        ..Revocations::default()
+    };
+    let refused = namespaced
+        .create(
+            &kube::api::PostParams::default(),
+            &deny("mistyped", Some(upper_case)),
+        )
+        .await
+        .expect_err("a key in another form is refused");
+    assert!(refused.to_string().contains("keys"), "{refused}");
+
+    namespaced
+        .delete("deny", &DeleteParams::default())
+        .await
+        .expect("the policy is deleted");
+    wait_for(&cards, "unselected", "Ready again", |c| {
+        card_ready_is(c, "True", "SkillValid")
+    })
+    .await;
 }

@@ -51,9 +51,9 @@ pub use skillcollection::{
 pub use trustpolicy::{
     AffectedRun, ClusterSkillTrustPolicy, ClusterSkillTrustPolicySpec, GitSigners, KeyRef,
     KeySource, KeylessIdentity, MAX_BLAST_RADIUS_ENTRIES, REVOKED_COMMIT_PATTERN,
-    REVOKED_DIGEST_PATTERN, RevocationAction, Revocations, SkillTrustPolicy, SkillTrustPolicySpec,
-    SkillTrustPolicyStatus, SkillVerification, TRUST_GROUP, TrustMode, TrustPolicy, TrustRoot,
-    VerificationState,
+    REVOKED_DIGEST_PATTERN, REVOKED_KEY_PATTERN, RevocationAction, Revocations, SignatureBinding,
+    SkillTrustPolicy, SkillTrustPolicySpec, SkillTrustPolicyStatus, SkillVerification, TRUST_GROUP,
+    TrustMode, TrustPolicy, TrustRoot, UnselectedSkills, VerificationState,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -22,6 +22,10 @@ pub const REVOKED_DIGEST_PATTERN: &str = "^sha256:[0-9a-f]{64}$";
 /// The pattern of a revoked git commit: the full 40 (SHA-1) or 64 (SHA-256) hex digits.
 pub const REVOKED_COMMIT_PATTERN: &str = "^([0-9a-f]{40}|[0-9a-f]{64})$";
 
+/// The pattern of a revoked key, in its canonical form: a cosign key fingerprint, an SSH
+/// fingerprint, a GPG fingerprint, or a certificate identity `<issuer URL> <subject>`.
+pub const REVOKED_KEY_PATTERN: &str = "^(sha256:[0-9a-f]{64}|SHA256:[A-Za-z0-9+/]{43}|[0-9A-F]{40}|[0-9A-F]{64}|https?://[^ ]+ [^ ]+)$";
+
 /// The desired state of a SkillTrustPolicy.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
@@ -99,15 +103,20 @@ pub struct TrustPolicy {
     /// the repository a SkillCard pins (`status.resolvedImage` without `@sha256:...`), for
     /// example `registry.example/skills/java`. `*` matches any characters but `/`, `**` any
     /// characters including `/`: `registry.example/skills/**` selects every repository under
-    /// `skills/`.
+    /// `skills/`. Both sides are compared in canonical form: the registry host in lower case
+    /// without port 443; `index.docker.io`, `registry-1.docker.io` and a name without a
+    /// registry are `docker.io`, and a Docker Hub name of one component gets `library/`
+    /// (`alpine` is `docker.io/library/alpine`). Paths are compared as written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub images: Vec<String>,
 
     /// Git repository URLs whose skills this policy requires signed commits for, matched
-    /// against a SkillCard's `spec.source` as written, with the wildcards of `images`, for
-    /// example `https://git.example/acme/**`.
+    /// against a SkillCard's `spec.source` with the wildcards of `images`, for example
+    /// `https://git.example/acme/**`. Both sides are compared in canonical form: scheme and
+    /// host in lower case, the scheme's default port (443, 80, 9418) dropped, no trailing `/`
+    /// or `.git`. Paths keep their case.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     #[x_kube(merge_strategy = ListMerge::Set)]
@@ -119,6 +128,14 @@ pub struct TrustPolicy {
     #[serde(default)]
     pub mode: TrustMode,
 
+    /// What happens to a skill no trust policy selects, in this policy's scope (every
+    /// namespace for a ClusterSkillTrustPolicy, its own for a SkillTrustPolicy). `Allow`
+    /// (default): it is used as without trust policies. `Deny`: a SkillCard that no policy's
+    /// `images` or `sources` select, inline skills included (nothing signs them), is
+    /// `Ready=False` with reason `NotSelected`, so no skill reaches a run unchecked.
+    #[serde(default)]
+    pub unselected: UnselectedSkills,
+
     /// What a revocation does to runs that mounted the revoked skill. `Block` (default): its
     /// SkillCards turn `Ready=False` (reason `Revoked`), so Agents using them are not Ready
     /// and no new run starts; running runs go on. `Cancel`: the same, and every unfinished
@@ -128,8 +145,20 @@ pub struct TrustPolicy {
     #[serde(default)]
     pub action: RevocationAction,
 
+    /// Which image signatures bind to the repository they were made for. Every signature
+    /// must be over the pinned digest. The legacy layout (cosign's `sha256-<hex>.sig` tag)
+    /// always names a repository, and it must be this one. A Sigstore bundle's DSSE statement
+    /// must name this repository when its subject names one; one whose subject names none, and
+    /// a bundle's message signature (over the manifest, which names no repository), bind to
+    /// the digest alone. `Digest` (default): those count too, so a signed image copied with its
+    /// bundle into another repository this policy selects verifies there. `Repository`: only
+    /// signatures that name this repository count.
+    #[serde(default)]
+    pub signature_binding: SignatureBinding,
+
     /// Cosign public keys; an image is verified when a cosign signature of its exact digest,
-    /// in this repository, verifies with any one of them. List several to rotate keys.
+    /// bound as `signatureBinding` says, verifies with any one of them. List several to
+    /// rotate keys.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     #[x_kube(merge_strategy = ListMerge::Atomic)]
@@ -168,6 +197,26 @@ pub enum TrustMode {
     Enforce,
     /// Ready, with `Verified=False` and a Warning Event.
     Warn,
+}
+
+/// What an image signature must be bound to.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SignatureBinding {
+    /// The pinned digest; the repository too whenever the signature names one.
+    #[default]
+    Digest,
+    /// The pinned digest and this repository: digest-only signatures do not count.
+    Repository,
+}
+
+/// What happens to skills no trust policy selects.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum UnselectedSkills {
+    /// Used as without trust policies.
+    #[default]
+    Allow,
+    /// Not Ready (reason `NotSelected`).
+    Deny,
 }
 
 /// What a revocation does to running runs.
@@ -254,16 +303,31 @@ pub struct KeylessIdentity {
 }
 
 /// The Sigstore trust root keyless signatures are checked against, supplied by the
-/// administrator: nothing is fetched from a Sigstore service.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+/// administrator: nothing is fetched from a Sigstore service. Either Sigstore's
+/// `trusted_root.json` (`trustedRoot`), or the PEM lists (`fulcioCertificates` and
+/// `rekorKeys`, optionally `ctLogKeys`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(
+    validation = Rule::new("has(self.trustedRoot) ? !has(self.fulcioCertificates) && !has(self.rekorKeys) && !has(self.ctLogKeys) : has(self.fulcioCertificates) && has(self.rekorKeys)").message("set either trustedRoot, or fulcioCertificates and rekorKeys (and optionally ctLogKeys)")
+)]
 #[serde(rename_all = "camelCase")]
 pub struct TrustRoot {
-    /// Fulcio CA certificates (root and intermediates) signing certificates chain to.
-    #[schemars(length(min = 1, max = 16))]
+    /// Sigstore's `trusted_root.json` (for the public-good instance, the one its TUF
+    /// repository publishes): Fulcio certificate authorities, Rekor keys and CT log keys,
+    /// each counting only within its `validFor` window, so a retired key or authority
+    /// still verifies what was signed in its time and nothing after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted_root: Option<KeySource>,
+
+    /// Fulcio CA certificates (root and intermediates) signing certificates chain to, each
+    /// within its own validity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub fulcio_certificates: Vec<KeySource>,
 
     /// Rekor public keys; a signature's Rekor signed entry timestamp must verify with one.
-    #[schemars(length(min = 1, max = 16))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub rekor_keys: Vec<KeySource>,
 
     /// Certificate Transparency log public keys; a certificate's embedded SCT must verify
@@ -313,11 +377,16 @@ pub struct Revocations {
     #[schemars(inner(regex(pattern = REVOKED_COMMIT_PATTERN)))]
     pub commits: Vec<String>,
 
-    /// Signing keys, as a SkillCard's `status.verification.signer` names them (a
-    /// `sha256:` key fingerprint, an SSH `SHA256:` fingerprint, or a certificate identity
-    /// `<issuer> <subject>`): a signature by one of them no longer counts.
+    /// Signing keys, as a SkillCard's `status.verification.signers` names them, in one
+    /// canonical form each: a cosign key's `sha256:` and 64 lower-case hex digits, an SSH
+    /// key's `SHA256:` and 43 base64 characters (as `ssh-keygen -lf` prints it, without
+    /// padding), a GPG primary key's fingerprint as 40 (or 64) upper-case hex digits without
+    /// spaces, or a certificate identity `<issuer> <subject>` (issuer an `https://` or
+    /// `http://` URL). Anything else is refused when the policy is written, so a mistyped
+    /// key cannot silently revoke nothing. A signature by one of them no longer counts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 1024))]
+    #[schemars(inner(length(max = 2048), regex(pattern = REVOKED_KEY_PATTERN)))]
     pub keys: Vec<String>,
 }
 
@@ -378,10 +447,17 @@ pub struct SkillVerification {
     /// `Verified`, `Unverified` (a `Warn` policy let it through) or `Revoked`.
     pub state: VerificationState,
 
-    /// Who signed what is pinned: a `sha256:` key fingerprint, an SSH `SHA256:`
-    /// fingerprint, a GPG key id, or a certificate identity `<issuer> <subject>`.
+    /// Who signed what is pinned, for the first selecting policy: a `sha256:` key
+    /// fingerprint, an SSH `SHA256:` fingerprint, a GPG key fingerprint, or a certificate
+    /// identity `<issuer> <subject>`. Kept for compatibility; `signers` lists them all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signer: Option<String>,
+
+    /// Every signer whose signature verified, one per selecting policy that each found (in
+    /// the forms of `signer`, without repeats). A revocation of any of them reaches the card
+    /// and the runs that mounted it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signers: Vec<String>,
 
     /// Digest of the signature that verified (the signature manifest or bundle).
     #[serde(default, skip_serializing_if = "Option::is_none")]

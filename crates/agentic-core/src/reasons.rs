@@ -297,6 +297,9 @@ reasons! {
         /// the operator may not list them, or one does not match the schema), so nothing new
         /// is pinned or admitted.
         TrustPoliciesUnavailable,
+        /// `Verified` False and `Ready` False: no trust policy selects the skill, and a policy
+        /// in scope says `unselected: Deny`.
+        NotSelected,
     }
     errors [MissingMetadata, MissingInlineSkill]
 }
@@ -387,7 +390,8 @@ impl SkillCollectionReason {
             | Card::SignatureInvalid
             | Card::Revoked
             | Card::Unverified
-            | Card::NewPinRefused => Self::Unauthorized,
+            | Card::NewPinRefused
+            | Card::NotSelected => Self::Unauthorized,
             Card::UnsafeImageContent | Card::UnsafeSourceContent => Self::UnsafeImageContent,
             Card::TooManySkills => Self::Error(ErrorReason::TooManySkills),
             Card::Error(error) => Self::Error(error),

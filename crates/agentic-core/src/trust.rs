@@ -13,7 +13,10 @@
 //!   commit names one content, wherever it comes from): the cluster's everywhere, a
 //!   namespace's in that namespace. A signature by a revoked key no longer counts.
 //! - No policy selecting a skill and no revocation hitting it: the card reads as before, with
-//!   no `Verified` condition.
+//!   no `Verified` condition, unless a policy in scope says `unselected: Deny`; then it is not
+//!   Ready (reason `NotSelected`).
+//! - Repositories and git URLs are selected by their canonical names ([`canonical`]), so
+//!   spellings of one source are selected alike.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -21,14 +24,18 @@ use std::fmt;
 use agentic_api::{
     AffectedRun, AgentRun, AgentRunStatus, CONDITION_READY, ClusterSkillTrustPolicy,
     ConditionStatus, KeyRef, MAX_BLAST_RADIUS_ENTRIES, RevocationAction, SkillCardStatus,
-    SkillTrustPolicy, SkillVerification, TrustMode, TrustPolicy, VerificationState,
+    SkillTrustPolicy, SkillVerification, TrustMode, TrustPolicy, UnselectedSkills,
+    VerificationState,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::conditions::{Conditions, is_ready, remove_condition};
 use crate::reasons::SkillCardReason;
 
+mod canonical;
 pub mod status;
+
+pub use canonical::{canonical_git_url, canonical_repository, canonical_signer};
 
 /// The condition a SkillCard selected by a trust policy carries (our extension).
 pub const CONDITION_VERIFIED: &str = "Verified";
@@ -219,6 +226,12 @@ impl Policies {
         })
     }
 
+    /// The first policy that denies skills no policy selects (`unselected: Deny`).
+    fn denying_unselected(&self) -> Option<NamedPolicy<'_>> {
+        self.iter()
+            .find(|p| p.policy.unselected == UnselectedSkills::Deny)
+    }
+
     /// The first policy revoking the key `signer`.
     pub fn revoking_signer(&self, signer: &str) -> Option<NamedPolicy<'_>> {
         self.revoking_signer_all(signer).next()
@@ -229,13 +242,37 @@ impl Policies {
         &'s self,
         signer: &'k str,
     ) -> impl Iterator<Item = NamedPolicy<'s>> + use<'s, 'k> {
+        let signer = canonical_signer(signer);
         self.iter().filter(move |p| {
             p.policy
                 .revoked
                 .as_ref()
-                .is_some_and(|revoked| revoked.keys.iter().any(|k| k == signer))
+                .is_some_and(|revoked| revoked.keys.iter().any(|k| canonical_signer(k) == signer))
         })
     }
+
+    /// The first policy revoking any signer `verification` records, and that signer.
+    fn revoking_recorded_signer<'v>(
+        &self,
+        verification: &'v SkillVerification,
+        by: impl Fn(&NamedPolicy<'_>) -> bool,
+    ) -> Option<(NamedPolicy<'_>, &'v str)> {
+        recorded_signers(verification).find_map(|signer| {
+            self.revoking_signer_all(signer)
+                .find(&by)
+                .map(|policy| (policy, signer))
+        })
+    }
+}
+
+/// Every signer `verification` records: `signers`, and `signer` (all a status written before
+/// `signers` existed has).
+fn recorded_signers(verification: &SkillVerification) -> impl Iterator<Item = &str> {
+    verification
+        .signer
+        .iter()
+        .chain(&verification.signers)
+        .map(String::as_str)
 }
 
 /// Whether a change to `policy` can make a live run cancelled: it has `action: Cancel` and
@@ -249,13 +286,23 @@ pub fn may_cancel(policy: &TrustPolicy) -> bool {
         })
 }
 
-/// Whether `policy`'s `images` or `sources` select `source`.
+/// Whether `policy`'s `images` or `sources` select `source`, both in canonical form.
 pub fn selects(policy: &TrustPolicy, source: &PinnedSource<'_>) -> bool {
     match source {
         PinnedSource::Image { repository, .. } => {
-            policy.images.iter().any(|p| pattern_matches(p, repository))
+            let repository = canonical_repository(repository);
+            policy
+                .images
+                .iter()
+                .any(|p| pattern_matches(&canonical_repository(p), &repository))
         }
-        PinnedSource::Git { url, .. } => policy.sources.iter().any(|p| pattern_matches(p, url)),
+        PinnedSource::Git { url, .. } => {
+            let url = canonical_git_url(url);
+            policy
+                .sources
+                .iter()
+                .any(|p| pattern_matches(&canonical_git_url(p), &url))
+        }
         PinnedSource::Inline => false,
     }
 }
@@ -355,7 +402,28 @@ pub fn judge(
     let selecting = policies.selecting(source);
     let revoked = policies.revoking_content(source);
     if selecting.is_empty() && revoked.is_none() {
-        return None;
+        return policies.denying_unselected().map(|denying| {
+            let what = source.content().map_or_else(
+                || "an inline skill".to_string(),
+                |content| content.to_string(),
+            );
+            let message = format!(
+                "no trust policy selects {what}, and {} denies skills no policy selects",
+                denying.id
+            );
+            Verdict {
+                verified: (
+                    ConditionStatus::False,
+                    SkillCardReason::NotSelected,
+                    message.clone(),
+                ),
+                blocked: Some((SkillCardReason::NotSelected, message)),
+                verification: SkillVerification {
+                    state: VerificationState::Unverified,
+                    ..SkillVerification::default()
+                },
+            }
+        });
     }
     let names: Vec<String> = selecting.iter().map(|p| p.id.to_string()).collect();
     let mut verification = SkillVerification {
@@ -395,6 +463,9 @@ pub fn judge(
                         revoking.id
                     );
                     verification.state = VerificationState::Revoked;
+                    if !verification.signers.contains(&signature.signer) {
+                        verification.signers.push(signature.signer.clone());
+                    }
                     verification.signer = Some(signature.signer);
                     verification.signature_digest = signature.digest;
                     verification.layout = Some(signature.layout);
@@ -404,6 +475,9 @@ pub fn judge(
                     verification.signer = Some(signature.signer.clone());
                     verification.signature_digest = signature.digest;
                     verification.layout = Some(signature.layout);
+                }
+                if !verification.signers.contains(&signature.signer) {
+                    verification.signers.push(signature.signer.clone());
                 }
                 signers.push(format!("{} ({})", signature.signer, policy.id));
             }
@@ -616,6 +690,15 @@ pub fn ready_pin(status: &SkillCardStatus) -> Option<&str> {
         .or(status.resolved_source.as_deref())
 }
 
+/// The verdict on a card its pass decided Ready without a pin (an inline skill): nothing
+/// signs it, so only a policy with `unselected: Deny` can hold it back.
+pub fn judge_unpinned(policies: &Policies, decided: &SkillCardStatus) -> Option<Verdict> {
+    if !is_ready(&decided.conditions) {
+        return None;
+    }
+    judge(policies, &PinnedSource::Inline, &[])
+}
+
 /// A run's mounted skill that a policy revokes or did not verify, and why.
 fn affected_skill(
     policies: &Policies,
@@ -628,10 +711,9 @@ fn affected_skill(
         return Some(SkillCardReason::Revoked);
     }
     let verification = pinned.verification.as_ref()?;
-    if verification
-        .signer
-        .as_deref()
-        .is_some_and(|signer| by_this(policies.revoking_signer(signer)))
+    if policies
+        .revoking_recorded_signer(verification, |p| p.id == policy)
+        .is_some()
     {
         return Some(SkillCardReason::Revoked);
     }
@@ -729,8 +811,10 @@ pub fn cancelling_revocation(policies: &Policies, status: &AgentRunStatus) -> Op
             .revoking_content_all(&source)
             .find(cancelling)
             .or_else(|| {
-                let signer = pinned.verification.as_ref()?.signer.as_deref()?;
-                policies.revoking_signer_all(signer).find(cancelling)
+                let verification = pinned.verification.as_ref()?;
+                policies
+                    .revoking_recorded_signer(verification, cancelling)
+                    .map(|(policy, _)| policy)
             })?
             .id;
         Some(format!(

@@ -364,6 +364,7 @@ fn mounted_skill_records_the_cards_verification() {
     let verification = SkillVerification {
         state: VerificationState::Verified,
         signer: Some("sha256:feed".into()),
+        signers: vec!["sha256:feed".into()],
         signature_digest: Some(format!("sha256:{}", "5".repeat(64))),
         layout: Some("tag".into()),
         policies: vec!["ClusterSkillTrustPolicy/skills".into()],

@@ -880,3 +880,243 @@ fn keeping_the_previous_pin_keeps_its_content_and_says_why() {
         )
     );
 }
+
+#[test]
+fn policies_select_every_spelling_of_a_repository_or_url() {
+    let selects_image = |pattern: &str, repository: &str| {
+        selects(
+            &policy(&[pattern], TrustMode::Enforce),
+            &PinnedSource::Image {
+                repository,
+                digest: DIGEST,
+            },
+        )
+    };
+    for (pattern, repository) in [
+        ("registry.example/skills/**", "REGISTRY.example/skills/x"),
+        (
+            "registry.example/skills/**",
+            "registry.example:443/skills/x",
+        ),
+        ("REGISTRY.EXAMPLE:443/skills/x", "registry.example/skills/x"),
+        ("index.docker.io/acme/**", "docker.io/acme/x"),
+        ("docker.io/alpine", "docker.io/library/alpine"),
+        (
+            "registry-1.docker.io/library/alpine",
+            "docker.io/library/alpine",
+        ),
+        ("alpine", "index.docker.io/library/alpine"),
+    ] {
+        assert!(
+            selects_image(pattern, repository),
+            "{pattern} should select {repository}"
+        );
+    }
+    for (pattern, repository) in [
+        (
+            "registry.example/skills/**",
+            "registry.example:5000/skills/x",
+        ),
+        ("docker.io/acme/**", "docker.io/library/alpine"),
+        ("registry.example/Skills/**", "registry.example/skills/x"),
+    ] {
+        assert!(
+            !selects_image(pattern, repository),
+            "{pattern} must not select {repository}"
+        );
+    }
+    let selects_url = |pattern: &str, url: &str| {
+        selects(
+            &TrustPolicy {
+                sources: vec![pattern.to_string()],
+                ..TrustPolicy::default()
+            },
+            &PinnedSource::Git {
+                url,
+                commit: COMMIT,
+            },
+        )
+    };
+    for url in [
+        "https://git.example/acme/skills",
+        "HTTPS://GIT.EXAMPLE/acme/skills",
+        "https://git.example:443/acme/skills.git",
+        "https://git.example/acme/skills/",
+        "https://git.example/acme/skills.git/",
+    ] {
+        assert!(selects_url(URL, url), "{URL} should select {url}");
+        assert!(selects_url("https://Git.example/acme/*.git", url), "{url}");
+    }
+    assert!(!selects_url(URL, "https://git.example:8443/acme/skills"));
+    assert!(!selects_url(URL, "http://git.example/acme/skills"));
+}
+
+#[test]
+fn unselected_deny_holds_back_what_no_policy_selects_inline_included() {
+    let deny = TrustPolicy {
+        unselected: UnselectedSkills::Deny,
+        ..policy(&["registry.example/signed/**"], TrustMode::Enforce)
+    };
+    let policies = Policies::new([&cluster("deny", deny.clone())], [], "team");
+    let git = PinnedSource::Git {
+        url: URL,
+        commit: COMMIT,
+    };
+    for source in [image(), git, PinnedSource::Inline] {
+        let verdict = judge(&policies, &source, &[]).expect("a verdict");
+        assert!(!verdict.usable(), "{source:?}");
+        let (status, reason, message) = &verdict.verified;
+        assert_eq!(
+            (*status, *reason),
+            (ConditionStatus::False, SkillCardReason::NotSelected)
+        );
+        assert!(
+            message.contains("ClusterSkillTrustPolicy/deny"),
+            "{message}"
+        );
+        assert_eq!(verdict.verification.state, VerificationState::Unverified);
+    }
+    // What the policy selects is judged by its signatures as before.
+    let selected = PinnedSource::Image {
+        repository: "registry.example/signed/x",
+        digest: DIGEST,
+    };
+    let verdict = judge(&policies, &selected, &[verified("sha256:key")]).expect("a verdict");
+    assert!(verdict.usable());
+    // A namespace's Deny reaches its own namespace only; Allow (the default) changes nothing.
+    let namespaced_deny = [namespaced("team", "deny", deny)];
+    let other = Policies::new([], &namespaced_deny, "elsewhere");
+    assert_eq!(judge(&other, &PinnedSource::Inline, &[]), None);
+    let allow = Policies::new(
+        [&cluster(
+            "allow",
+            policy(&["x.example/**"], TrustMode::Enforce),
+        )],
+        [],
+        "team",
+    );
+    assert_eq!(judge(&allow, &PinnedSource::Inline, &[]), None);
+}
+
+#[test]
+fn every_verified_signer_is_recorded_and_each_reaches_its_revocations() {
+    let first_key = format!("sha256:{}", "a".repeat(64));
+    let second_key = format!("sha256:{}", "b".repeat(64));
+    let policies = Policies::new(
+        [
+            &cluster(
+                "first",
+                policy(&["registry.example/**"], TrustMode::Enforce),
+            ),
+            &cluster(
+                "second",
+                policy(&["registry.example/**"], TrustMode::Enforce),
+            ),
+        ],
+        [],
+        "team",
+    );
+    let verdict = judge(
+        &policies,
+        &image(),
+        &[verified(&first_key), verified(&second_key)],
+    )
+    .expect("a verdict");
+    assert!(verdict.usable());
+    // `signer` stays the first, for compatibility; `signers` names both.
+    assert_eq!(
+        verdict.verification.signer.as_deref(),
+        Some(first_key.as_str())
+    );
+    assert_eq!(
+        verdict.verification.signers,
+        [first_key.clone(), second_key.clone()]
+    );
+
+    // A Cancel of the second policy's key, written in another case, reaches a live run that
+    // mounted the skill: the run recorded both signers.
+    let cancel_second = cluster(
+        "cancel",
+        revoking(
+            Revocations {
+                keys: vec![
+                    second_key
+                        .to_ascii_uppercase()
+                        .replacen("SHA256", "sha256", 1),
+                ],
+                ..Revocations::default()
+            },
+            RevocationAction::Cancel,
+        ),
+    );
+    let live = run(
+        "team",
+        "r",
+        AgentRunPhase::Running,
+        vec![mounted(
+            "java",
+            &format!("{REPO}@{DIGEST}"),
+            Some(verdict.verification.clone()),
+        )],
+    );
+    let why = cancellation(&Policies::new([&cancel_second], [], "team"), &live)
+        .expect("cancelled by the second signer's revocation");
+    assert!(why.contains("ClusterSkillTrustPolicy/cancel"), "{why}");
+    // And the policy's blast radius lists the run.
+    let (count, entries) = blast_radius(
+        std::slice::from_ref(&cancel_second),
+        &[],
+        &PolicyId::of_cluster(&cancel_second),
+        [&live],
+    );
+    assert_eq!((count, entries.len()), (1, 1));
+
+    // The card itself turns Revoked when the second key is revoked.
+    let with_revocation = Policies::new(
+        [
+            &cluster(
+                "first",
+                policy(&["registry.example/**"], TrustMode::Enforce),
+            ),
+            &cluster(
+                "second",
+                policy(&["registry.example/**"], TrustMode::Enforce),
+            ),
+            &cancel_second,
+        ],
+        [],
+        "team",
+    );
+    let revoked = judge(
+        &with_revocation,
+        &image(),
+        &[verified(&first_key), verified(&second_key)],
+    )
+    .expect("a verdict");
+    assert_eq!(revoked.verification.state, VerificationState::Revoked);
+}
+
+#[test]
+fn revoked_keys_are_compared_in_canonical_form() {
+    let gpg = "0123456789ABCDEF0123456789ABCDEF01234567";
+    for written in [
+        "0123456789abcdef0123456789abcdef01234567",
+        "0123 4567 89AB CDEF 0123  4567 89AB CDEF 0123 4567",
+    ] {
+        let policies = Policies::new(
+            [&cluster(
+                "revoke",
+                revoking(
+                    Revocations {
+                        keys: vec![written.to_string()],
+                        ..Revocations::default()
+                    },
+                    RevocationAction::Block,
+                ),
+            )],
+            [],
+            "team",
+        );
+        assert!(policies.revoking_signer(gpg).is_some(), "{written}");
+    }
+}
