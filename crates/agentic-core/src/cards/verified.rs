@@ -14,7 +14,7 @@ use crate::conditions::{Conditions, is_ready};
 use crate::reasons::SkillCardReason;
 use crate::trust::{
     CONDITION_VERIFIED, Outcome, PinChoice, PinnedSource, Policies, Verdict, apply_to_card,
-    choose_pin, judge, keep_previous_pin, ready_pin,
+    choose_pin, judge, judge_unpinned, keep_previous_pin, ready_pin,
 };
 
 /// What a card's trust is decided from, as its pass read it.
@@ -74,7 +74,9 @@ pub fn decide_trust(
         Err(why) => return policies_unknown(decided, old, why, generation, now),
     };
     let Some(pin) = ready_pin(&decided).map(str::to_string) else {
-        apply_to_card(&mut decided, None, generation, now);
+        // No pin (an inline skill): only `unselected: Deny` can hold it back.
+        let verdict = judge_unpinned(policies, &decided);
+        apply_to_card(&mut decided, verdict.as_ref(), generation, now);
         return decided;
     };
     let verdict = verdict_on(policies, &pin, evidence);

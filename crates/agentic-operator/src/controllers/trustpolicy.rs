@@ -7,13 +7,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use agentic_api::{ClusterSkillTrustPolicy, KeySource, SkillCard, SkillTrustPolicy, TrustPolicy};
+use agentic_api::{
+    ClusterSkillTrustPolicy, KeySource, SignatureBinding, SkillCard, SkillTrustPolicy, TrustPolicy,
+};
 use agentic_core::cards::verified::TrustEvidence;
 use agentic_core::trust::{NamedPolicy, Outcome, PinnedSource, Policies, PolicyId, Signature};
 use agentic_oci::{RegistryAuth, ResolvedImage};
 use agentic_trust::{
-    AllowedSigners, CommitSigners, Identity, Keyless, Layout, Pattern, PublicKey, Requirement,
-    TrustRoot,
+    AllowedSigners, CommitSigners, Identity, Keyless, Layout, MaterialDigest, Pattern, PublicKey,
+    Requirement, TrustRoot,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::reflector::ObjectRef;
@@ -361,8 +363,9 @@ where
 fn key_version(policy: NamedPolicy<'_>, ctx: &Context) -> Option<String> {
     let spec = policy.policy;
     let root = spec.trust_root.iter().flat_map(|root| {
-        root.fulcio_certificates
+        root.trusted_root
             .iter()
+            .chain(&root.fulcio_certificates)
             .chain(&root.rekor_keys)
             .chain(&root.ct_log_keys)
     });
@@ -402,20 +405,20 @@ async fn git_signers(
         )
     };
     let git = policy.git_signers.as_ref().ok_or_else(none)?;
-    let mut material = Sha256::new();
-    material.update(id.to_string());
+    let mut material = MaterialDigest::default();
+    material.add(id.to_string());
     let mut signers = CommitSigners::default();
     if let Some(source) = &git.allowed_signers {
         let text = read_key(id, source, ctx).await?;
-        material.update("allowedSigners\n");
-        material.update(&text);
+        material.add("allowedSigners\n");
+        material.add(&text);
         let name = format!("{id}: spec.gitSigners.allowedSigners");
         signers.allowed_signers = AllowedSigners::parse(&text, &name).map_err(|e| e.to_string())?;
     }
     for (index, source) in git.gpg_keys.iter().enumerate() {
         let text = read_key(id, source, ctx).await?;
-        material.update("gpgKey\n");
-        material.update(&text);
+        material.add("gpgKey\n");
+        material.add(&text);
         let name = format!("{id}: spec.gitSigners.gpgKeys[{index}]");
         signers
             .gpg_keys
@@ -425,7 +428,7 @@ async fn git_signers(
     if signers.is_empty() {
         return Err(none());
     }
-    Ok((signers, hex::encode(material.finalize())))
+    Ok((signers, material.finish()))
 }
 
 /// The requirement of `policy` with its keys read, and a digest of everything it was built
@@ -435,12 +438,12 @@ async fn requirement(
     policy: &TrustPolicy,
     ctx: &Context,
 ) -> Result<(Requirement, String), String> {
-    let mut material = Sha256::new();
-    material.update(id.to_string());
+    let mut material = MaterialDigest::default();
+    material.add(id.to_string());
     let mut keys = Vec::new();
     for (index, source) in policy.keys.iter().enumerate() {
         let pem = read_key(id, source, ctx).await?;
-        material.update(&pem);
+        material.add(&pem);
         let name = format!("{id}: spec.keys[{index}]");
         keys.push(PublicKey::from_pem(&pem, &name).map_err(|e| e.to_string())?);
     }
@@ -455,16 +458,26 @@ async fn requirement(
             let mut text = String::new();
             for source in sources {
                 let pem = read_key(id, source, ctx).await?;
-                material.update(&pem);
+                material.add(&pem);
                 text.push_str(&pem);
                 text.push('\n');
             }
             Ok(text)
         };
-        let fulcio = read_all(&root.fulcio_certificates).await?;
-        let rekor = read_all(&root.rekor_keys).await?;
-        let ct = read_all(&root.ct_log_keys).await?;
-        let trust_root = TrustRoot::from_pem(&fulcio, &rekor, &ct).map_err(|e| e.to_string())?;
+        let trust_root = match &root.trusted_root {
+            Some(source) => {
+                let json = read_all(std::slice::from_ref(source)).await?;
+                let name = format!("{id}: spec.trustRoot.trustedRoot");
+                TrustRoot::from_trusted_root_json(&json, &name)
+            }
+            None => {
+                let fulcio = read_all(&root.fulcio_certificates).await?;
+                let rekor = read_all(&root.rekor_keys).await?;
+                let ct = read_all(&root.ct_log_keys).await?;
+                TrustRoot::from_pem(&fulcio, &rekor, &ct)
+            }
+        }
+        .map_err(|e| e.to_string())?;
         let mut identities = Vec::new();
         for (index, identity) in policy.keyless.iter().enumerate() {
             let field = |name: &str| format!("{id}: spec.keyless[{index}].{name}");
@@ -476,7 +489,7 @@ async fn requirement(
                     }
                     (None, None) => Err(format!("{} is not set", field(name))),
                 };
-            material.update(format!("{identity:?}"));
+            material.add(format!("{identity:?}"));
             identities.push(Identity {
                 issuer: pattern(&identity.issuer, &identity.issuer_reg_exp, "issuer")?,
                 subject: pattern(&identity.subject, &identity.subject_reg_exp, "subject")?,
@@ -492,7 +505,9 @@ async fn requirement(
             "{id} selects this skill but lists no spec.keys and no spec.keyless identity"
         ));
     }
-    Ok((requirement, hex::encode(material.finalize())))
+    requirement.repository_bound = policy.signature_binding == SignatureBinding::Repository;
+    material.add(format!("signatureBinding {:?}", policy.signature_binding));
+    Ok((requirement, material.finish()))
 }
 
 /// The text of one key: inline, or from a Secret or ConfigMap of the namespace the policy
