@@ -359,13 +359,17 @@ fn an_expired_gpg_key_no_longer_counts() {
     let gpg = Gpg::new(&repo);
     let short_lived = gpg.key("Temp <temp@example.com>", "1d");
     let raw = repo.gpg_commit("signed while valid", &short_lived);
-    let signers = gpg.keys(&[&short_lived]);
+    expect_valid_then_expired(&raw, &gpg.keys(&[&short_lived]));
+}
+
+/// `raw` verifies with `signers` now, and no longer two days later (past a one-day expiry).
+fn expect_valid_then_expired(raw: &[u8], signers: &CommitSigners) {
     assert!(matches!(
-        verify_commit(&raw, &signers, SystemTime::now()),
+        verify_commit(raw, signers, SystemTime::now()),
         CommitVerdict::Verified { .. }
     ));
     let two_days_later = SystemTime::now() + Duration::from_secs(2 * 86_400);
-    expect_invalid(verify_commit(&raw, &signers, two_days_later), "has expired");
+    expect_invalid(verify_commit(raw, signers, two_days_later), "has expired");
 }
 
 #[test]
@@ -400,13 +404,7 @@ fn a_revoked_user_id_does_not_lift_an_expiry() {
     next_second();
     // The revocation is the key's newest self-signature, and carries no expiry.
     gpg.run(&["--quick-revoke-uid", &key, "Other <other@example.com>"]);
-    let signers = gpg.keys(&[&key]);
-    assert!(matches!(
-        verify_commit(&raw, &signers, SystemTime::now()),
-        CommitVerdict::Verified { .. }
-    ));
-    let two_days_later = SystemTime::now() + Duration::from_secs(2 * 86_400);
-    expect_invalid(verify_commit(&raw, &signers, two_days_later), "has expired");
+    expect_valid_then_expired(&raw, &gpg.keys(&[&key]));
 }
 
 #[test]

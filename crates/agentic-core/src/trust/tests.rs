@@ -1002,20 +1002,17 @@ fn unselected_deny_holds_back_what_no_policy_selects_inline_included() {
 fn every_verified_signer_is_recorded_and_each_reaches_its_revocations() {
     let first_key = format!("sha256:{}", "a".repeat(64));
     let second_key = format!("sha256:{}", "b".repeat(64));
-    let policies = Policies::new(
-        [
-            &cluster(
-                "first",
-                policy(&["registry.example/**"], TrustMode::Enforce),
-            ),
-            &cluster(
-                "second",
-                policy(&["registry.example/**"], TrustMode::Enforce),
-            ),
-        ],
-        [],
-        "team",
-    );
+    let selecting = [
+        cluster(
+            "first",
+            policy(&["registry.example/**"], TrustMode::Enforce),
+        ),
+        cluster(
+            "second",
+            policy(&["registry.example/**"], TrustMode::Enforce),
+        ),
+    ];
+    let policies = Policies::new(&selecting, [], "team");
     let verdict = judge(
         &policies,
         &image(),
@@ -1072,21 +1069,7 @@ fn every_verified_signer_is_recorded_and_each_reaches_its_revocations() {
     assert_eq!((count, entries.len()), (1, 1));
 
     // The card itself turns Revoked when the second key is revoked.
-    let with_revocation = Policies::new(
-        [
-            &cluster(
-                "first",
-                policy(&["registry.example/**"], TrustMode::Enforce),
-            ),
-            &cluster(
-                "second",
-                policy(&["registry.example/**"], TrustMode::Enforce),
-            ),
-            &cancel_second,
-        ],
-        [],
-        "team",
-    );
+    let with_revocation = Policies::new(selecting.iter().chain([&cancel_second]), [], "team");
     let revoked = judge(
         &with_revocation,
         &image(),

@@ -308,6 +308,15 @@ mod paths {
         check_path(root, vec![middle], leaf)
     }
 
+    /// `leaf` under a sound root and intermediate.
+    fn check_leaf(leaf: CertificateParams) -> Result<Vec<u8>, String> {
+        check(
+            ca_params("root", BasicConstraints::Unconstrained),
+            ca_params("intermediate", BasicConstraints::Unconstrained),
+            leaf,
+        )
+    }
+
     fn refused(result: Result<Vec<u8>, String>, expected: &str) {
         match result {
             Err(why) => assert!(why.contains(expected), "expected {expected:?} in {why:?}"),
@@ -317,11 +326,7 @@ mod paths {
 
     #[test]
     fn a_sound_path_holds() {
-        let result = check(
-            ca_params("root", BasicConstraints::Unconstrained),
-            ca_params("intermediate", BasicConstraints::Unconstrained),
-            leaf_params(),
-        );
+        let result = check_leaf(leaf_params());
         assert!(result.is_ok(), "{result:?}");
     }
 
@@ -382,27 +387,13 @@ mod paths {
             CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 99999, 1], vec![0x05, 0x00]);
         extension.set_criticality(true);
         leaf.custom_extensions = vec![extension];
-        refused(
-            check(
-                ca_params("root", BasicConstraints::Unconstrained),
-                ca_params("intermediate", BasicConstraints::Unconstrained),
-                leaf,
-            ),
-            "critical extension",
-        );
+        refused(check_leaf(leaf), "critical extension");
     }
 
     #[test]
     fn a_leaf_must_be_for_code_signing() {
         let mut leaf = leaf_params();
         leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        refused(
-            check(
-                ca_params("root", BasicConstraints::Unconstrained),
-                ca_params("intermediate", BasicConstraints::Unconstrained),
-                leaf,
-            ),
-            "code signing",
-        );
+        refused(check_leaf(leaf), "code signing");
     }
 }
