@@ -17,7 +17,10 @@
 //!   that Secret and `HUB_BASE_URL`, then the Secret's ownerReference set to the run, in some
 //!   Hub versions without the group (`apiVersion: v1alpha1`);
 //! - the ACP relay: reads `status.sandboxName` and `status.secretKeyRef` (the key under
-//!   `secret-key`) and dials `ws://<sandbox>.<namespace>.svc:4000/acp`.
+//!   `secret-key`) and dials `ws://<sandbox>.<namespace>.svc:4000/acp`. This control plane
+//!   has no node and no cluster DNS: here the relay's inputs and the Service it dials are
+//!   checked for both backends; the connection through that Service to a listening agent is
+//!   `tests/tests/parity_node.rs`'s (`acp_reaches_*_through_its_service`), on the real node.
 //!
 //! "Konveyor's type" is the spec cut down to Konveyor's fields, from
 //! `tests/konveyor-fields.yaml` (the facts the parity test uses).
