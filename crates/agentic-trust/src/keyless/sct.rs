@@ -8,6 +8,8 @@
 //! that signed the leaf; precertificates from a separate precertificate-signing CA are not
 //! supported (their SCTs fail to verify, which refuses the certificate).
 
+use der::asn1::{AnyRef, ObjectIdentifier};
+use der::{Decode as _, Encode as _, Reader as _, SliceReader, Tag, TagNumber, Tagged as _};
 use sha2::{Digest as _, Sha256};
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::ParsedExtension;
@@ -17,19 +19,19 @@ use crate::requirement::Windowed;
 
 /// The SCT list extension.
 const SCT_LIST: &str = "1.3.6.1.4.1.11129.2.4.2";
-/// Its OID as DER (tag, length, arcs), to find it in the raw TBS.
-const SCT_LIST_OID_DER: &[u8] = &[
-    0x06, 0x0a, 0x2b, 0x06, 0x01, 0x04, 0x01, 0xd6, 0x79, 0x02, 0x04, 0x02,
-];
+/// The same, to find it in the TBS.
+const SCT_LIST_OID: ObjectIdentifier = ObjectIdentifier::new_unwrap(SCT_LIST);
 /// RFC 6962's SCT version v1, signature type `certificate_timestamp`, entry type
 /// `precert_entry`.
 const SCT_V1: u8 = 0;
 const CERTIFICATE_TIMESTAMP: u8 = 0;
 const PRECERT_ENTRY: [u8; 2] = [0, 1];
 
-/// DER tags of a SEQUENCE and of the TBS's `[3] EXPLICIT Extensions`.
-const SEQUENCE: u8 = 0x30;
-const EXTENSIONS: u8 = 0xa3;
+/// The tag of the TBS's `[3] EXPLICIT Extensions`.
+const EXTENSIONS: Tag = Tag::ContextSpecific {
+    constructed: true,
+    number: TagNumber::N3,
+};
 
 /// One SCT of `leaf` must come from a log of `ct_log_keys` and verify over the
 /// precertificate; `issuer_key` is the DER SubjectPublicKeyInfo of the leaf's issuer.
@@ -141,148 +143,95 @@ fn precertificate_timestamp(
 }
 
 /// The DER TBSCertificate `tbs` with the SCT list extension removed, every length
-/// re-encoded.
+/// re-encoded (by the `der` crate).
 fn tbs_without_sct_list(tbs: &[u8]) -> Result<Vec<u8>, String> {
-    let unreadable = |what: &str| format!("its TBS certificate is unreadable ({what})");
-    let tbs = element(tbs).ok_or_else(|| unreadable("the TBS"))?;
-    if tbs.tag != SEQUENCE || !tbs.rest.is_empty() {
-        return Err(unreadable("the TBS is not one SEQUENCE"));
+    fn unreadable(what: &str) -> impl Fn(der::Error) -> String + '_ {
+        move |error| format!("its TBS certificate is unreadable ({what}: {error})")
     }
-    let mut rebuilt = Vec::with_capacity(tbs.content.len());
+    let tbs = AnyRef::from_der(tbs).map_err(unreadable("the TBS"))?;
+    if tbs.tag() != Tag::Sequence {
+        return Err("its TBS certificate is not a SEQUENCE".to_string());
+    }
+    let mut rebuilt = Vec::with_capacity(tbs.value().len());
     let mut removed = false;
-    let mut cursor = tbs.content;
-    while !cursor.is_empty() {
-        let field = element(cursor).ok_or_else(|| unreadable("a field"))?;
-        if field.tag == EXTENSIONS {
-            let list = element(field.content).ok_or_else(|| unreadable("the extensions"))?;
-            if list.tag != SEQUENCE || !list.rest.is_empty() {
-                return Err(unreadable("the extensions are not one SEQUENCE"));
-            }
-            let mut kept = Vec::with_capacity(list.content.len());
-            let mut extensions = list.content;
-            while !extensions.is_empty() {
-                let extension = element(extensions).ok_or_else(|| unreadable("an extension"))?;
-                let oid = element(extension.content).ok_or_else(|| unreadable("an OID"))?;
-                if oid.whole == SCT_LIST_OID_DER {
-                    removed = true;
-                } else {
-                    kept.extend_from_slice(extension.whole);
-                }
-                extensions = extension.rest;
-            }
-            rebuilt.extend(encode(EXTENSIONS, &encode(SEQUENCE, &kept)));
-        } else {
-            rebuilt.extend_from_slice(field.whole);
+    let mut fields = SliceReader::new(tbs.value()).map_err(unreadable("the fields"))?;
+    while !fields.is_finished() {
+        let field: AnyRef<'_> = fields.decode().map_err(unreadable("a field"))?;
+        if field.tag() != EXTENSIONS {
+            field
+                .encode_to_vec(&mut rebuilt)
+                .map_err(unreadable("a field"))?;
+            continue;
         }
-        cursor = field.rest;
+        let list = AnyRef::from_der(field.value()).map_err(unreadable("the extensions"))?;
+        let mut kept = Vec::with_capacity(list.value().len());
+        let mut extensions =
+            SliceReader::new(list.value()).map_err(unreadable("the extensions"))?;
+        while !extensions.is_finished() {
+            let extension: AnyRef<'_> = extensions.decode().map_err(unreadable("an extension"))?;
+            let oid: ObjectIdentifier = SliceReader::new(extension.value())
+                .and_then(|mut reader| reader.decode())
+                .map_err(unreadable("an extension's OID"))?;
+            if oid == SCT_LIST_OID {
+                removed = true;
+            } else {
+                extension
+                    .encode_to_vec(&mut kept)
+                    .map_err(unreadable("an extension"))?;
+            }
+        }
+        let list = AnyRef::new(Tag::Sequence, &kept).map_err(unreadable("the extensions"))?;
+        let list = list.to_der().map_err(unreadable("the extensions"))?;
+        AnyRef::new(EXTENSIONS, &list)
+            .and_then(|field| field.encode_to_vec(&mut rebuilt))
+            .map_err(unreadable("the extensions"))?;
     }
     if !removed {
-        return Err(unreadable("no SCT list extension in the TBS"));
+        return Err("its TBS certificate holds no SCT list extension".to_string());
     }
-    Ok(encode(SEQUENCE, &rebuilt))
-}
-
-/// One DER element read from the start of some bytes.
-struct Element<'a> {
-    tag: u8,
-    content: &'a [u8],
-    /// The element's whole encoding: tag, length and content.
-    whole: &'a [u8],
-    /// What follows it.
-    rest: &'a [u8],
-}
-
-/// The DER element at the start of `bytes`. `None` if it is truncated or uses a multi-byte
-/// tag (no TBS field does).
-fn element(bytes: &[u8]) -> Option<Element<'_>> {
-    let (&tag, rest) = bytes.split_first()?;
-    if tag & 0x1f == 0x1f {
-        return None;
-    }
-    let (&first, rest) = rest.split_first()?;
-    let (length, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 || rest.len() < count {
-            return None;
-        }
-        let (digits, rest) = rest.split_at(count);
-        let length = digits
-            .iter()
-            .fold(0usize, |length, digit| (length << 8) | usize::from(*digit));
-        (length, rest)
-    };
-    if rest.len() < length {
-        return None;
-    }
-    let header = bytes.len() - rest.len();
-    let (content, after) = rest.split_at(length);
-    Some(Element {
-        tag,
-        content,
-        whole: &bytes[..header + length],
-        rest: after,
-    })
-}
-
-/// `tag` and `content` as one DER element.
-fn encode(tag: u8, content: &[u8]) -> Vec<u8> {
-    let length = content.len().to_be_bytes();
-    let significant = length
-        .iter()
-        .position(|byte| *byte != 0)
-        .unwrap_or(length.len());
-    let mut encoded = vec![tag];
-    if content.len() < 0x80 {
-        encoded.push(length[length.len() - 1]);
-    } else {
-        let digits = &length[significant..];
-        // At most 8 length bytes: 0x80 | 8 fits.
-        encoded.push(0x80 | digits.len() as u8);
-        encoded.extend_from_slice(digits);
-    }
-    encoded.extend_from_slice(content);
-    encoded
+    AnyRef::new(Tag::Sequence, &rebuilt)
+        .and_then(|tbs| tbs.to_der())
+        .map_err(unreadable("the TBS"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn der_lengths_round_trip() {
-        for size in [0, 1, 127, 128, 255, 256, 70_000] {
-            let content = vec![7u8; size];
-            let encoded = encode(SEQUENCE, &content);
-            let read = element(&encoded).expect("an element");
-            assert_eq!(
-                (read.tag, read.content, read.whole, read.rest.len()),
-                (SEQUENCE, &content[..], &encoded[..], 0)
-            );
-        }
-        assert!(
-            element(&[SEQUENCE, 0x82, 0x01]).is_none(),
-            "a truncated length"
-        );
-        assert!(
-            element(&[SEQUENCE, 0x05, 0x00]).is_none(),
-            "a truncated content"
-        );
+    /// `content` as one DER element of `tag`.
+    fn encode(tag: Tag, content: &[u8]) -> Vec<u8> {
+        AnyRef::new(tag, content)
+            .and_then(|element| element.to_der())
+            .expect("an element")
     }
 
     #[test]
     fn the_sct_list_is_removed_and_the_rest_kept() {
-        let extension = |oid: &[u8]| encode(SEQUENCE, &[oid, &encode(0x04, b"v")[..]].concat());
-        let other_oid = encode(0x06, &[0x55, 0x1d, 0x0f]);
-        let fields = |extensions: &[Vec<u8>]| {
-            let serial = encode(0x02, &[1]);
-            let list = encode(SEQUENCE, &extensions.concat());
-            encode(SEQUENCE, &[serial, encode(EXTENSIONS, &list)].concat())
+        let oid = |oid: &str| ObjectIdentifier::new_unwrap(oid).to_der().expect("an OID");
+        let extension = |oid: Vec<u8>| {
+            encode(
+                Tag::Sequence,
+                &[oid, encode(Tag::OctetString, b"v")].concat(),
+            )
         };
-        let with = fields(&[extension(&other_oid), extension(SCT_LIST_OID_DER)]);
-        let without = fields(&[extension(&other_oid)]);
+        let fields = |extensions: &[Vec<u8>]| {
+            let serial = encode(Tag::Integer, &[1]);
+            let list = encode(Tag::Sequence, &extensions.concat());
+            encode(Tag::Sequence, &[serial, encode(EXTENSIONS, &list)].concat())
+        };
+        let key_usage = extension(oid("2.5.29.15"));
+        // Long enough that lengths take more than one byte before and after the removal.
+        let big = encode(
+            Tag::Sequence,
+            &[oid("2.5.29.14"), encode(Tag::OctetString, &[7; 300])].concat(),
+        );
+        let with = fields(&[key_usage.clone(), extension(oid(SCT_LIST)), big.clone()]);
+        let without = fields(&[key_usage, big]);
         assert_eq!(tbs_without_sct_list(&with), Ok(without.clone()));
         assert!(tbs_without_sct_list(&without).is_err(), "nothing to remove");
+        assert!(
+            tbs_without_sct_list(&with[..with.len() - 1]).is_err(),
+            "truncated"
+        );
     }
 }
