@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Owne
 use crate::conditions::{Conditions, find_condition};
 use crate::names::inline_skill_config_map_name;
 use crate::owners::is_controlled_by;
+use crate::pin::{Pin, is_commit_id};
 use crate::reasons::SkillCardReason;
 use crate::sandbox::build_inline_skill_config_map;
 
@@ -456,12 +457,8 @@ pub fn validated_at(status: &SkillCardStatus, generation: Option<i64>) -> bool {
 /// commit id): reading it again would find the same, so the pass skips the server.
 pub fn pinned_skill(card: &SkillCard, old: &SkillCardStatus) -> Option<ValidSkill> {
     let pinned_by_spec = match (&card.spec.image, &card.spec.source) {
-        (Some(image), _) => image.contains("@sha256:"),
-        (None, Some(_)) => card
-            .spec
-            .git_ref
-            .as_deref()
-            .is_some_and(|r| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit())),
+        (Some(image), _) => Pin::image(image).is_some(),
+        (None, Some(_)) => card.spec.git_ref.as_deref().is_some_and(is_commit_id),
         (None, None) => false,
     };
     if !pinned_by_spec || !validated_at(old, card.metadata.generation) {

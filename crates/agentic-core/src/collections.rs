@@ -16,6 +16,7 @@ use crate::cards::{Fetched, Finding, Next};
 use crate::conditions::{Conditions, find_condition};
 use crate::names::{collection_skill_card_name, label_value};
 use crate::owners::is_controlled_by;
+use crate::pin::Pin;
 use crate::reasons::SkillCollectionReason;
 use crate::skills::{Lookup, card_not_usable};
 
@@ -465,7 +466,7 @@ pub fn decide_collection(
 /// When a collection lists its image again: a tag may move, like a SkillCard's.
 fn next_listing(collection: &SkillCollection) -> Next {
     match &collection.spec.image {
-        Some(image) if !image.contains("@sha256:") => Next::Refresh,
+        Some(image) if Pin::image(image).is_none() => Next::Refresh,
         _ => Next::AwaitChange,
     }
 }

@@ -13,6 +13,7 @@
 //! - [`params`]: a run's string params typed against the Agent's declarations, and its
 //!   whole params.json.
 //! - [`git`]: the author of a run's commits.
+//! - [`pin`]: what a skill is pinned to (an image digest, a git commit), parsed once.
 //! - [`substitution`]: `$(agent.<name>)` and `$(workflow.<name>)` in prompts and instructions.
 //! - [`skills`]: an Agent's skills, gateways and skill delivery; a run's gateway.
 //! - [`gateway`]: the check of a Gateway's endpoint and what its answer means.
@@ -45,6 +46,7 @@ pub mod git;
 pub mod names;
 pub mod owners;
 pub mod params;
+pub mod pin;
 pub mod reasons;
 pub mod sandbox;
 pub mod skills;

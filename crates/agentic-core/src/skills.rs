@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use crate::Error;
 use crate::conditions::find_condition;
 use crate::names::inline_skill_config_map_name;
+use crate::pin::Pin;
 use crate::reasons::AgentReason;
 pub use crate::sandbox::SkillDeliveryMode;
 use crate::sandbox::{MountedSkill, SkillSource};
@@ -567,7 +568,7 @@ fn usable_skill(card: &SkillCard) -> Result<(&SkillFrontmatter, SkillSource), St
         .ok_or("its status has no validated skill")?;
     let source = if card.spec.image.is_some() {
         match status.and_then(|s| s.resolved_image.as_ref()) {
-            Some(reference) if reference.contains('@') => SkillSource::Image {
+            Some(reference) if Pin::image(reference).is_some() => SkillSource::Image {
                 reference: reference.clone(),
             },
             Some(reference) => {
@@ -590,17 +591,14 @@ fn usable_skill(card: &SkillCard) -> Result<(&SkillFrontmatter, SkillSource), St
         let resolved = status
             .and_then(|s| s.resolved_source.as_deref())
             .ok_or("its status has no resolved source")?;
-        let pinned = resolved
-            .rsplit_once('@')
-            .filter(|(url, commit)| !url.is_empty() && is_commit_id(commit));
-        let Some((url, commit)) = pinned else {
+        let Some(Pin::Git { url, commit }) = Pin::git(resolved) else {
             return Err(format!(
                 "status.resolvedSource {resolved:?} is not pinned to a commit (<url>@<40 hex digits>)"
             ));
         };
         SkillSource::Git {
-            url: url.to_string(),
-            commit: commit.to_string(),
+            url,
+            commit,
             sub_path: card.spec.sub_path.clone(),
             secret: card.spec.source_secret.as_ref().map(|s| s.name.clone()),
         }
@@ -608,11 +606,6 @@ fn usable_skill(card: &SkillCard) -> Result<(&SkillFrontmatter, SkillSource), St
         return Err("it has no image, inline skill or source".to_string());
     };
     Ok((skill, source))
-}
-
-/// A full commit id: 40 lowercase hex digits.
-fn is_commit_id(text: &str) -> bool {
-    text.len() == 40 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// What an Agent's `status.skills[].image` records: the image by digest, `<url>@<commit>`
