@@ -161,7 +161,7 @@ fn decide<'a>(inputs: &StartInputs<'a>) -> Result<StartPlan<'a>, RunOutcome> {
     }
 }
 
-/// Why a run may not mount one of `skills`: a policy revokes its digest or commit, or the key
+/// Why a run may not mount one of `skills`: a policy revokes its digest or commit, or a key
 /// its card verified it with. A card of the run's namespace that a policy revokes is not Ready
 /// already; a cluster-wide default's card lives under another namespace's policies, so the
 /// run's own are checked here for every skill.
@@ -171,8 +171,9 @@ fn revoked_skill(policies: &Policies, skills: &[MountedSkill]) -> Option<String>
         let by = policies
             .revoking_content(&PinnedSource::from_pin(&pin))
             .or_else(|| {
-                let signer = skill.verification.as_ref()?.signer.as_deref()?;
-                policies.revoking_signer(signer)
+                let verification = skill.verification.as_ref()?;
+                let mut signers = verification.signer.iter().chain(&verification.signers);
+                signers.find_map(|signer| policies.revoking_signer(signer))
             })?;
         Some(format!(
             "skill {:?} ({pin}) is revoked by {}; the run waits until the revocation is lifted or its Agent no longer names the skill",

@@ -464,12 +464,13 @@ fn a_revocation_of_the_runs_namespace_holds_a_run_mounting_a_default_skill() {
 }
 
 #[test]
-fn a_revoked_signer_key_holds_a_run_mounting_a_skill_it_signed() {
+fn a_revoked_signer_key_holds_a_run_mounting_a_skill_it_signed_whichever_signer_it_is() {
     let mut read = default_skill_read();
     let mut card = java_card();
     if let Some(status) = &mut card.status {
         status.verification = Some(SkillVerification {
-            signer: Some("SHA256:abc".into()),
+            signer: Some("SHA256:first".into()),
+            signers: vec!["SHA256:first".into(), "SHA256:abc".into()],
             ..Default::default()
         });
     }
