@@ -1,8 +1,10 @@
-//! The crate's modules depend on each other without a cycle: each kind's module
-//! (`controllers::<kind>`) and each module at the crate's root is a node, and a path to
-//! another module (`crate::…`, `super::…`, `self::…`) in its code (not its comments or its
-//! tests) is an edge. Read from the source text: the compiler allows such cycles, so only a
-//! test keeps the layering that `docs/architecture.md` draws.
+//! The modules of each crate of the workspace depend on each other without a cycle: in each
+//! crate, each module at the crate's root is a node (in the operator, each kind's module
+//! `controllers::<kind>` too), and a path to another module (`crate::…`, `super::…`,
+//! `self::…`) in its code (not its comments or its tests) is an edge. Read from the source
+//! text: the compiler allows such cycles, so only a test keeps the layering that
+//! `docs/architecture.md` draws. It runs in plain `cargo test`: it needs nothing but the
+//! sources.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -143,18 +145,53 @@ fn target_of(path: &[String], module: &[String], modules: &BTreeSet<Vec<String>>
     base
 }
 
-/// The edges between nodes, from the code of every module that is not a test's.
-fn edges() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/agentic-operator/src");
-    let files: Vec<PathBuf> = agentic_integration_tests::files_below(&src)
-        .into_iter()
-        .filter(|file| file.extension().is_some_and(|e| e == "rs"))
-        .map(|file| src.join(file))
-        .collect();
-    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
+/// Every `.rs` file below `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        let entries = std::fs::read_dir(&current)
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", current.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The workspace's root directory.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The source directory (`<member>/src`) of every member of the workspace that has one,
+/// by member path, from the root Cargo.toml's `members` list.
+fn crate_sources() -> BTreeMap<String, PathBuf> {
+    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).expect("Cargo.toml");
+    let start = manifest.find("members = [").expect("a members list");
+    let list = &manifest[start..start + manifest[start..].find(']').expect("its end")];
+    list.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(|member| (member.to_string(), workspace().join(member).join("src")))
+        .filter(|(_, src)| src.is_dir())
+        .collect()
+}
+
+/// The edges between the nodes of the crate whose sources are in `src`, from the code of
+/// every module that is not a test's.
+fn edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let files = rust_files(src);
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(src, f)).collect();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in &files {
-        let module = module_of(&src, file);
+        let module = module_of(src, file);
         if is_test_only(&module) {
             continue;
         }
@@ -180,48 +217,93 @@ fn edges() -> BTreeMap<String, BTreeSet<String>> {
     edges
 }
 
-/// A cycle through the edges, if there is one: its nodes in order, the first repeated last.
-fn a_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        edges: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|n| n == node) {
-            let mut cycle = path[at..].to_vec();
-            cycle.push(node.to_string());
-            return Some(cycle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_string());
-        for next in edges.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, edges, path, done) {
-                return Some(cycle);
+/// The nodes that lie on some cycle, each cycle's nodes together: the graph's strongly
+/// connected components of more than one node.
+fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<BTreeSet<String>> {
+    let reachable = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut pending = vec![from.to_string()];
+        while let Some(node) = pending.pop() {
+            for next in edges.get(&node).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    pending.push(next.clone());
+                }
             }
         }
-        path.pop();
-        done.insert(node.to_string());
-        None
+        seen
+    };
+    let reach: BTreeMap<&String, BTreeSet<String>> =
+        edges.keys().map(|node| (node, reachable(node))).collect();
+    reach
+        .iter()
+        .filter(|(node, from)| from.contains(node.as_str()))
+        .map(|(node, from)| {
+            from.iter()
+                .filter(|other| {
+                    reach
+                        .get(other)
+                        .is_some_and(|back| back.contains(node.as_str()))
+                })
+                .cloned()
+                .collect()
+        })
+        .collect()
+}
+
+/// The cycles that were there when this test first read every crate, being taken apart
+/// (issue #38). Each entry fails the test once its cycle is gone, so that it goes too; nothing
+/// is ever added here.
+const KNOWN_CYCLES: &[(&str, &[&str])] = &[
+    ("crates/agentic-core", &["sandbox", "skills"]),
+    ("crates/agentic-trust", &["git", "gpg"]),
+];
+
+#[test]
+fn the_modules_of_every_crate_depend_on_each_other_without_a_cycle() {
+    let sources = crate_sources();
+    // Every crate under crates/ is read: a member missing here would go unchecked.
+    for name in std::fs::read_dir(workspace().join("crates")).expect("crates/") {
+        let member = format!(
+            "crates/{}",
+            name.expect("an entry").file_name().to_string_lossy()
+        );
+        assert!(
+            sources.contains_key(&member),
+            "{member} is not read: {sources:?}"
+        );
     }
-    let mut done = BTreeSet::new();
-    edges
-        .keys()
-        .find_map(|node| visit(node, edges, &mut Vec::new(), &mut done))
+    let found: BTreeSet<(String, BTreeSet<String>)> = sources
+        .iter()
+        .flat_map(|(member, src)| {
+            cycles(&edges(src))
+                .into_iter()
+                .map(|cycle| (member.clone(), cycle))
+        })
+        .collect();
+    let known: BTreeSet<(String, BTreeSet<String>)> = KNOWN_CYCLES
+        .iter()
+        .map(|(member, nodes)| {
+            let nodes = nodes.iter().map(ToString::to_string).collect();
+            (member.to_string(), nodes)
+        })
+        .collect();
+    let new: Vec<_> = found.difference(&known).collect();
+    assert!(new.is_empty(), "module cycles: {new:#?}");
+    let gone: Vec<_> = known.difference(&found).collect();
+    assert!(
+        gone.is_empty(),
+        "these cycles are gone: take them out of KNOWN_CYCLES: {gone:#?}"
+    );
 }
 
 #[test]
-fn the_modules_of_the_operator_depend_on_each_other_without_a_cycle() {
-    let edges = edges();
-    // The reading itself is checked: it sees the layers the architecture draws.
+fn the_reading_sees_the_layers_the_architecture_draws() {
+    let edges = edges(&workspace().join("crates/agentic-operator/src"));
     let wiring = &edges["controllers"];
     assert!(wiring.contains("controllers::agentrun"), "{edges:#?}");
     assert!(edges["controllers::agentrun"].contains("controllers::pipeline"));
     assert!(edges["controllers::watches"].contains("controllers::pipeline"));
     assert!(edges["context"].contains("caches"));
-    assert_eq!(a_cycle(&edges), None, "{edges:#?}");
 }
 
 #[test]
@@ -230,9 +312,18 @@ fn a_cycle_is_found_when_there_is_one() {
         ("a".to_string(), BTreeSet::from(["b".to_string()])),
         ("b".to_string(), BTreeSet::from(["c".to_string()])),
         ("c".to_string(), BTreeSet::from(["a".to_string()])),
+        // Only leads into the cycle, so is not on it.
+        ("d".to_string(), BTreeSet::from(["a".to_string()])),
     ]);
     assert_eq!(
-        a_cycle(&edges),
-        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+        cycles(&edges),
+        BTreeSet::from([BTreeSet::from(["a".into(), "b".into(), "c".into()])])
+    );
+    assert_eq!(
+        cycles(&BTreeMap::from([(
+            "a".to_string(),
+            BTreeSet::from(["b".to_string()])
+        )])),
+        BTreeSet::new()
     );
 }
