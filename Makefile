@@ -75,7 +75,7 @@ lint: ## rustfmt and clippy, as CI expects them
 
 .PHONY: chart-readme
 chart-readme: ## Regenerate the values table of charts/agentic-operator/README.md from values.yaml
-	AGENTIC_BLESS=1 cargo test --quiet --locked -p agentic-integration-tests --test chart_readme
+	AGENTIC_BLESS=1 cargo test --quiet --locked -p agentic-integration-tests --test integration -- chart_readme::
 
 .PHONY: crds
 crds: ## Regenerate the committed CRD manifests from the Rust types

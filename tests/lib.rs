@@ -1,5 +1,8 @@
 //! Shared helpers for the integration tests: run the operator in-process against the
 //! shared test control plane, wait for conditions, and publish skills to its registry.
+//! The tests themselves are modules of three test binaries (tests/Cargo.toml says why three).
+
+pub mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,7 +18,7 @@ use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
 use agentic_operator::operator::{BackendChoice, RunOptions, Started};
-use agentic_testenv::TestEnv;
+use agentic_testenv::{TestEnv, TestEnvOptions};
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams};
@@ -69,6 +72,40 @@ pub async fn stub_agent() -> String {
         .expect("the node's images")
         .stub_agent
         .clone()
+}
+
+/// A cluster for workloads ([`TestEnvOptions::with_workloads`]) of the calling test's own,
+/// stopped when dropped, and its turn on the machine. The tests that install the chart or the
+/// kustomize configuration each install the cluster-wide CRDs and the operator's namespace,
+/// so each gets a fresh cluster; and a machine runs one test node at a time, so they take
+/// turns.
+pub struct WorkloadsCluster {
+    /// Declared before the turn, so the cluster and its node stop before the next test's start.
+    env: TestEnv,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for WorkloadsCluster {
+    type Target = TestEnv;
+
+    fn deref(&self) -> &TestEnv {
+        &self.env
+    }
+}
+
+/// Waits for this binary's turn, then starts a [`WorkloadsCluster`].
+pub async fn workloads_cluster() -> WorkloadsCluster {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let turn = TURN.lock().await;
+    let env = TestEnv::start(TestEnvOptions {
+        with_agent_sandbox: true,
+        with_registry: true,
+        with_workloads: true,
+        ..TestEnvOptions::default()
+    })
+    .await
+    .expect("the test cluster for workloads starts (run `make test`, which builds it)");
+    WorkloadsCluster { env, _turn: turn }
 }
 
 /// The operator's controllers running in this process, watching one namespace.
@@ -687,7 +724,7 @@ pub fn operator_binary() -> &'static Path {
 pub use agentic_testenv::http_get;
 
 /// The operator's pods as a cluster runs them (a chart or the kustomize configuration on the
-/// control plane with workloads, [`TestEnv::shared_with_workloads`]), watched from the side:
+/// control plane with workloads, [`workloads_cluster`]), watched from the side:
 /// every log line of their `operator` container, and every moment at which two of them could
 /// act at once.
 ///

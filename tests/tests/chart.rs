@@ -1,12 +1,11 @@
 //! The Helm chart in charts/agentic-operator, rendered by the real helm: lint, the objects
 //! each configuration creates, the restricted pod security settings and the exact RBAC.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
+use agentic_integration_tests::support;
 use serde_json::{Value, json};
 use support::{
     CHART, GENERATED_CRD_FILES, KUBE_VERSION, all_of_kind, cluster_policy_permissions,

@@ -3,8 +3,7 @@
 //! README's table differs from what `values.yaml` says, or when a value has no description;
 //! `make chart-readme` (this test with `AGENTIC_BLESS=1`) rewrites the table.
 
-mod support;
-
+use agentic_integration_tests::support;
 use serde_json::Value;
 use support::{parse_yaml_stream, repo_root};
 

@@ -4,11 +4,10 @@
 //! test registry (plain HTTP), and the `sh docker` block (building and pushing the images) is
 //! replaced by the images the test environment builds without Docker.
 
-mod support;
-
 use std::process::Command;
 
-use agentic_integration_tests::operator_binary;
+use agentic_integration_tests::support;
+use agentic_integration_tests::{operator_binary, workloads_cluster};
 use agentic_testenv::{TestEnv, push_operator_image};
 use support::{cluster_state, repo_root, testenv_tool};
 
@@ -69,9 +68,8 @@ fn blocks_are_read_in_order_with_their_info_strings() {
 // Two workers: the shell blocks one; kube clients of the environment may use the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_existing_cluster_steps_run_as_written() {
-    let env = TestEnv::shared_with_workloads()
-        .await
-        .expect("the test cluster for workloads starts (run `make test`, which builds it)");
+    let cluster = workloads_cluster().await;
+    let env: &TestEnv = &cluster;
     let registry = env.registry_addr().expect("a registry");
     let pod_registry = env
         .pod_registry_addr()

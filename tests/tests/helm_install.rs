@@ -2,12 +2,11 @@
 //! control plane: the API server accepts every object the chart renders, with the RBAC it
 //! asks for; an upgrade upgrades the CRDs and an uninstall keeps them.
 
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 
-use agentic_testenv::TestEnv;
+use agentic_integration_tests::support;
+use agentic_testenv::{TestEnv, TestEnvOptions};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -84,7 +83,9 @@ fn rules_of<T: serde::Serialize>(object: &T) -> serde_json::Value {
 
 #[tokio::test]
 async fn chart_installs_and_uninstalls_on_a_real_api_server() {
-    let env = TestEnv::shared()
+    // A control plane of this test's own: it rewrites a CRD's schema, which would restart the
+    // watches of every other test's operator on the shared one.
+    let env = TestEnv::start(TestEnvOptions::default())
         .await
         .expect("the test control plane starts (run `make test`, which builds it)");
     let namespace = env

@@ -5,16 +5,15 @@
 //! watched namespaces and upgrade the CRDs without two operators acting at once, and an
 //! uninstall that leaves nothing behind.
 //!
-//! Both tests install the cluster-wide CRDs, so they take turns on the shared cluster.
-
-mod support;
+//! Both tests install the cluster-wide CRDs, so each has a cluster of its own, in turn.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use agentic_api::{AgentRun, AgentRunPhase};
-use agentic_integration_tests::{OperatorWatch, operator_binary, warnings};
+use agentic_integration_tests::support;
+use agentic_integration_tests::{OperatorWatch, operator_binary, warnings, workloads_cluster};
 use agentic_testenv::{TestEnv, push_operator_image};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -49,9 +48,6 @@ const CLEANUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// The namespace and instance label config/default installs the operator with.
 const KUSTOMIZE_NAMESPACE: &str = "agentic-operator-system";
 const KUSTOMIZE_INSTANCE: &str = "agentic-operator";
-
-/// One installation on the shared cluster at a time: each installs the konveyor.io CRDs.
-static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn helm(env: &TestEnv, home: &Path) -> Command {
     let mut command = Command::new(testenv_tool("helm"));
@@ -248,10 +244,8 @@ fn second_run(name: &str) -> AgentRun {
 // Two workers: helm and kubectl block one while the watch of the operators runs on the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chart_installs_runs_upgrades_and_uninstalls_on_the_test_node() {
-    let _turn = CLUSTER.lock().await;
-    let env = TestEnv::shared_with_workloads()
-        .await
-        .expect("the test cluster for workloads starts (run `make test`, which builds it)");
+    let cluster = workloads_cluster().await;
+    let env: &TestEnv = &cluster;
     let client = env.client();
     let registry = env.registry_addr().expect("a registry");
     let pod_registry = env
@@ -507,10 +501,8 @@ async fn wait_crds_gone(crds: &Api<CustomResourceDefinition>) {
 // Two workers: kubectl blocks one while the watch of the operator runs on the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_configuration_installs_runs_and_deletes_on_the_test_node() {
-    let _turn = CLUSTER.lock().await;
-    let env = TestEnv::shared_with_workloads()
-        .await
-        .expect("the test cluster for workloads starts (run `make test`, which builds it)");
+    let cluster = workloads_cluster().await;
+    let env: &TestEnv = &cluster;
     let client = env.client();
     let registry = env.registry_addr().expect("a registry");
     let pod_registry = env

@@ -11,14 +11,13 @@
 //! CRDs accept after all fails too, so the table cannot go stale. A Konveyor default must be
 //! ours as well.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use agentic_api::{
     Agent, AgentRun, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard, SkillCollection,
 };
 use agentic_integration_tests::env;
+use agentic_integration_tests::support;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use serde::Deserialize;

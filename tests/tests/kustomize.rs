@@ -1,11 +1,10 @@
 //! The kustomize configuration in config/, rendered by the real `kubectl kustomize`, against
 //! the Helm chart: both must install the same objects with the same RBAC and the same pod.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::process::Command;
 
+use agentic_integration_tests::support;
 use serde_json::{Value, json};
 use support::{
     all_of_kind, cluster_policy_permissions, crd_check_permissions, find, first_difference,

@@ -4,13 +4,12 @@
 //! not grant. With `metrics.secure`, the same RBAC lets it review the tokens of `/metrics`
 //! callers, and the chart's metrics-reader role is what admits them.
 
-mod support;
-
 use std::time::Duration;
 
 use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowRun, Gateway, SkillCard,
 };
+use agentic_integration_tests::support;
 use agentic_integration_tests::{
     CONVERGE, apply, env, http_get, kubelet, push, registry, run_object, run_options, stop_cleanly,
     wait_agent_ready, wait_for, wait_for_sandbox, wait_gone, wait_phase, write_skill,

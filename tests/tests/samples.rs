@@ -2,13 +2,12 @@
 //! with no misspelt field, their references resolve, and they name the images that
 //! hack/push-samples.sh pushes.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
 use agentic_integration_tests::files_below;
+use agentic_integration_tests::support;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

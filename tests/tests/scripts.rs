@@ -1,12 +1,11 @@
 //! The shell scripts under hack/: clean under shellcheck and executable.
 
-mod support;
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 use std::process::Command;
 
 use agentic_integration_tests::files_below;
+use agentic_integration_tests::support;
 use support::{repo_root, run_ok};
 
 /// Every `*.sh` under hack/, recursively (the stub agent's script included).

@@ -6,12 +6,11 @@
 //! The policies are cluster-scoped, so their bindings select only the namespaces this test
 //! labels; other tests sharing the control plane are not affected.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
 use agentic_integration_tests::env;
+use agentic_integration_tests::support;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };

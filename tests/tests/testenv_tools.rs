@@ -3,10 +3,9 @@
 //! linker ignores `-X` for a variable that does not exist, so a renamed variable upstream
 //! would otherwise go unnoticed.
 
-mod support;
-
 use std::process::Command;
 
+use agentic_integration_tests::support;
 use serde_json::Value;
 use support::{repo_root, run_ok, testenv_tool};
 

@@ -120,8 +120,6 @@ pub struct TestEnv {
 
 static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
 static SHARED_WITH_NODE: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
-static SHARED_WITH_WORKLOADS: OnceCell<std::result::Result<TestEnv, String>> =
-    OnceCell::const_new();
 
 impl TestEnv {
     /// Starts a control plane and waits until it serves, with every CRD established.
@@ -196,13 +194,7 @@ impl TestEnv {
     /// pods run. Test binaries that write pod status by hand use [`TestEnv::shared`], where
     /// no kubelet competes with them.
     pub async fn shared_with_node() -> Result<&'static TestEnv> {
-        Self::shared_in(&SHARED_WITH_NODE, true, false).await
-    }
-
-    /// Like [`TestEnv::shared_with_node`], for workloads ([`TestEnvOptions::with_workloads`]):
-    /// Deployments run, and their pods reach the API server with their ServiceAccount's token.
-    pub async fn shared_with_workloads() -> Result<&'static TestEnv> {
-        Self::shared_in(&SHARED_WITH_WORKLOADS, true, true).await
+        Self::shared_in(&SHARED_WITH_NODE, true).await
     }
 
     /// One environment per test binary, with the agent-sandbox controller and a registry,
@@ -212,13 +204,12 @@ impl TestEnv {
     /// Statics are never dropped; the watchdog stops the processes and removes the work
     /// directory when the test binary exits. If starting fails, every caller gets the error.
     pub async fn shared() -> Result<&'static TestEnv> {
-        Self::shared_in(&SHARED, false, false).await
+        Self::shared_in(&SHARED, false).await
     }
 
     async fn shared_in(
         cell: &'static OnceCell<std::result::Result<TestEnv, String>>,
         with_node: bool,
-        with_workloads: bool,
     ) -> Result<&'static TestEnv> {
         let outcome = cell
             .get_or_init(|| async {
@@ -226,7 +217,7 @@ impl TestEnv {
                     with_agent_sandbox: true,
                     with_registry: true,
                     with_node,
-                    with_workloads,
+                    with_workloads: false,
                     bin_dir: None,
                 })
                 .await

@@ -1,8 +1,5 @@
 //! Helpers shared by the tests of the shipping surface: the Helm chart, the kustomize
 //! configuration, the samples and the scripts.
-//!
-//! Every test target compiles this module and each uses a different part of it.
-#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,13 @@
+//! The integration tests that run pods, as one test binary of modules (tests/Cargo.toml says
+//! why there are three). They share one control plane with a real node
+//! ([`agentic_integration_tests::node_env`]), which every test asks for first; the node needs
+//! root, and a machine runs one at a time (`flock /tmp/agentic-node.lock` when several people
+//! share it).
+
+mod collections;
+mod goose_node;
+mod lifecycle;
+mod node;
+mod parity_node;
+mod trust_revocation;
+mod workflows;

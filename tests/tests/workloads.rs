@@ -1,0 +1,7 @@
+//! The chart and the kustomize configuration installed as users install them, each on a
+//! cluster for workloads of its own, one at a time
+//! ([`agentic_integration_tests::workloads_cluster`]); a binary of its own because a machine
+//! runs one test node at a time, and the binary `with_node` keeps its node up until it exits.
+
+mod getting_started;
+mod helm_lifecycle;
