@@ -69,9 +69,10 @@ bench: registry ## Throughput and footprint on the test control plane: N runs (B
 	"$(RELEASE_DIR)/agentic-bench" --operator "$(RELEASE_DIR)/agentic-operator" $(BENCH_ARGS)
 
 .PHONY: lint
-lint: ## rustfmt and clippy, as CI expects them
+lint: ## rustfmt, clippy and cargo-deny (licenses, bans, sources: deny.toml), as CI expects them
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+	"$$(hack/install-cargo-deny.sh | tail -n1)" --locked check licenses bans sources
 
 .PHONY: chart-readme
 chart-readme: ## Regenerate the values table of charts/agentic-operator/README.md from values.yaml
