@@ -28,14 +28,17 @@ pub struct AgentRunArgs {
 
 #[derive(Debug, Subcommand)]
 enum AgentRunCommand {
-    /// List the runs with their Agent, phase, reason and age.
+    /// List the runs with their Agent, phase, reason and age
+    #[command(after_long_help = LIST_AFTER)]
     List {
         /// List the runs of every namespace.
         #[arg(long, short = 'A')]
         all_namespaces: bool,
     },
-    /// Start a run of an Agent and print its name. With --follow, print the agent's log
-    /// until the run ends and exit 0 when it Succeeded, 1 when it Failed.
+    /// Start a run of an Agent and print its name
+    ///
+    /// With --follow, then print the agent's log until the run ends.
+    #[command(after_long_help = START_AFTER)]
     Start {
         /// The Agent to run (`spec.agentRef`).
         #[arg(value_name = "AGENT")]
@@ -56,21 +59,70 @@ enum AgentRunCommand {
         #[arg(long, short = 'f')]
         follow: bool,
     },
-    /// Print the agent container's log. With --follow, wait for the pod, print the log as
-    /// it is written, and exit 0 when the run Succeeded, 1 when it Failed.
+    /// Print the log of a run's agent
+    ///
+    /// With --follow, wait for the pod, print the log as it is written, then wait for the run
+    /// to end.
+    #[command(after_long_help = LOGS_AFTER)]
     Logs {
         #[arg(value_name = "RUN")]
         run: String,
+        /// Follow the log until the run ends.
         #[arg(long, short = 'f')]
         follow: bool,
     },
-    /// Cancel a run (`spec.cancel: true`): its sandbox is deleted and it ends Failed with
-    /// reason Cancelled.
+    /// Cancel a run
+    ///
+    /// Sets `spec.cancel: true`: the operator deletes the run's sandbox and the run ends
+    /// Failed with reason Cancelled.
+    #[command(after_long_help = CANCEL_AFTER)]
     Cancel {
         #[arg(value_name = "RUN")]
         run: String,
     },
 }
+
+const LIST_AFTER: &str = "\
+Exit status:
+  0  listed
+  1  the runs cannot be listed
+  2  a usage error
+
+Examples:
+  agentic-operator agentrun list
+  agentic-operator agentrun list -A";
+
+const START_AFTER: &str = "\
+Exit status:
+  0  started; with --follow, the run Succeeded
+  1  the run could not be started; with --follow, it Failed
+  2  a usage error
+
+Examples:
+  # Start and print the run's name
+  agentic-operator agentrun start java-migrator --param target=21
+
+  # Start with a name, follow the agent's log, exit with the run's outcome
+  agentic-operator agentrun start java-migrator --name upgrade-to-21 --param target=21 -f";
+
+const LOGS_AFTER: &str = "\
+Exit status:
+  0  printed; with --follow, the run Succeeded
+  1  the log cannot be read; with --follow, the run Failed
+  2  a usage error
+
+Examples:
+  agentic-operator agentrun logs upgrade-to-21
+  agentic-operator agentrun logs -n team-a upgrade-to-21 -f";
+
+const CANCEL_AFTER: &str = "\
+Exit status:
+  0  cancelled
+  1  the run cannot be cancelled
+  2  a usage error
+
+Examples:
+  agentic-operator agentrun cancel upgrade-to-21";
 
 /// `NAME=VALUE`, split at the first `=`.
 fn param(text: &str) -> Result<RunParam, String> {

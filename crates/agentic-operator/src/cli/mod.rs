@@ -30,14 +30,20 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the controllers against the cluster of the current kubeconfig (or in-cluster).
+    /// Run the controllers against the current kubeconfig's cluster
+    ///
+    /// The cluster of the current kubeconfig context, or, in a pod, the cluster the pod runs
+    /// in. Runs until SIGTERM or SIGINT, then finishes the passes in flight.
     Run(RunArgs),
     /// Print every CustomResourceDefinition as multi-document YAML.
     Crd(CrdArgs),
-    /// Validate, publish, inspect and pull skills.
+    /// Validate, push, inspect, pull and verify skill images.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
-    /// List, start, follow and cancel AgentRuns in the cluster of the current kubeconfig.
+    /// List, start, follow and cancel AgentRuns
+    ///
+    /// Against the cluster of the current kubeconfig context, in its namespace unless -n
+    /// names another.
     Agentrun(agentrun::AgentRunArgs),
 }
 
@@ -472,5 +478,31 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    /// A command's list of subcommands reads like kubectl's and cargo's: one short line each.
+    /// The detail, exit codes and examples belong to the subcommand's own `--help`.
+    #[test]
+    fn every_subcommand_summary_is_one_short_line() {
+        use clap::CommandFactory;
+        /// What fits beside the subcommand's name in an 80-column terminal.
+        const WIDTH: usize = 64;
+        fn check(command: &clap::Command, path: &str, seen: &mut usize) {
+            for sub in command.get_subcommands() {
+                let name = format!("{path} {}", sub.get_name());
+                let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+                assert!(!about.is_empty(), "`{name}` has no summary");
+                assert!(
+                    !about.contains('\n') && about.chars().count() <= WIDTH,
+                    "`{name}`'s summary is not one line of at most {WIDTH} characters: {about:?}"
+                );
+                *seen += 1;
+                check(sub, &name, seen);
+            }
+        }
+        let mut seen = 0;
+        check(&Cli::command(), "agentic-operator", &mut seen);
+        // run, crd, skill and its six, agentrun and its four (help subcommands are clap's).
+        assert!(seen >= 14, "the walk saw {seen} subcommands");
     }
 }

@@ -8,8 +8,11 @@ use clap::{Subcommand, ValueEnum};
 
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
-    /// Validate skills against the Agent Skills specification. Exit 0 when all are valid, 1 when
-    /// any is invalid, 2 on a usage or I/O error.
+    /// Validate skills against the Agent Skills specification
+    ///
+    /// Each path is a skill directory or its SKILL.md, checked by the rules the operator
+    /// applies to every skill it reads.
+    #[command(after_long_help = VALIDATE_AFTER)]
     Validate {
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
@@ -18,13 +21,15 @@ pub enum SkillCommand {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
-    /// Pack skill directories into an OCI image and push it. One directory goes at the image
-    /// root; several each go into a top-level directory named after the skill. With --sign,
-    /// the pushed digest is then signed with --key in cosign's `.sig` tag layout, next to the
-    /// signatures already there, so `cosign verify --key` and `skill verify --key` accept it.
-    /// Prints the signature, if any, then the pushed reference with its digest last. Exit 0
-    /// when pushed (and signed), 1 when packing, pushing or signing fails, 2 on a usage error
-    /// or a key that cannot sign.
+    /// Pack skill directories into an OCI image and push it
+    ///
+    /// One directory goes at the image root; several each go into a top-level directory named
+    /// after the skill. With --sign, the pushed digest is then signed with --key in cosign's
+    /// `.sig` tag layout, next to the signatures already there, so `cosign verify --key` and
+    /// `skill verify --key` accept it. Credentials come from the docker config, as docker
+    /// finds them. Prints the signature, if any, then the pushed reference with its digest
+    /// last.
+    #[command(after_long_help = PUSH_AFTER)]
     Push {
         /// Reach the registry over plain HTTP.
         #[arg(long)]
@@ -43,12 +48,14 @@ pub enum SkillCommand {
         #[arg(value_name = "REFERENCE", value_parser = image_reference)]
         reference: String,
     },
-    /// List the skills of an image through the registry API, as the operator reads them: the
-    /// digest the reference resolves to, each skill's subPath, frontmatter and findings, and
-    /// the signatures attached to the image (in cosign's .sig tag or as referrers), listed
-    /// without being verified: `skill verify` checks them. Nothing is pulled to disk. Credentials come from the docker config, as for push. Exit
-    /// 0 when every skill is valid, 1 when one is invalid or the image cannot be read, 2 on a
-    /// usage error.
+    /// Show the skills and signatures of an image without pulling it
+    ///
+    /// Reads the image through the registry API, as the operator does: the digest the
+    /// reference resolves to, each skill's subPath, frontmatter and findings, and the
+    /// signatures attached to the image (in cosign's .sig tag or as referrers), listed without
+    /// being verified: `skill verify` checks them. Nothing is written to disk. Credentials come
+    /// from the docker config, as for push.
+    #[command(after_long_help = INSPECT_AFTER)]
     Inspect {
         /// Reach the registry over plain HTTP.
         #[arg(long)]
@@ -60,12 +67,13 @@ pub enum SkillCommand {
         #[arg(value_name = "REFERENCE", value_parser = image_reference)]
         reference: String,
     },
-    /// Download the skills of an image into DIR, one directory per skill named after it
-    /// (`DIR/<name>/SKILL.md`, …), after validating every SKILL.md as the operator does; an
-    /// invalid skill writes nothing. Existing files are never replaced without --force.
-    /// Credentials come from the docker config, as for push. Prints the image pinned by
-    /// digest, then each skill written. Exit 0 when written, 1 when a skill is invalid or the
-    /// image cannot be read or written, 2 on a usage error.
+    /// Download the skills of an image into a directory
+    ///
+    /// One directory per skill, named after it (`DIR/<name>/SKILL.md`, …), written after every
+    /// SKILL.md is validated as the operator does: an invalid skill writes nothing. Existing
+    /// files are never replaced without --force. Credentials come from the docker config, as
+    /// for push. Prints the image pinned by digest, then each skill written.
+    #[command(after_long_help = PULL_AFTER)]
     Pull {
         /// Reach the registry over plain HTTP.
         #[arg(long)]
@@ -80,12 +88,14 @@ pub enum SkillCommand {
         #[arg(value_name = "DIR", default_value = ".")]
         dir: PathBuf,
     },
-    /// Verify the cosign signatures of an image offline, as the operator does: the digest the
-    /// reference resolves to must be signed with one of the --key public keys, or keylessly by
-    /// a certificate of the --ca-certs authorities naming the given identity, logged by a
-    /// --rekor-key log. Both layouts cosign writes are read (the `.sig` tag, bundle
-    /// referrers). Nothing is fetched from any Sigstore service. Prints who signed what. Exit
-    /// 0 when verified, 1 when unsigned, not validly signed or unreadable, 2 on a usage error.
+    /// Verify the cosign signatures of an image offline
+    ///
+    /// Checks as the operator does: the digest the reference resolves to must be signed with
+    /// one of the --key public keys, or keylessly by a certificate of the --ca-certs
+    /// authorities naming the given identity, logged by a --rekor-key log. Both layouts cosign
+    /// writes are read (the `.sig` tag, bundle referrers). Nothing is fetched from any Sigstore
+    /// service. Prints who signed what.
+    #[command(after_long_help = VERIFY_AFTER)]
     Verify {
         /// Reach the registry over plain HTTP.
         #[arg(long)]
@@ -116,12 +126,12 @@ pub enum SkillCommand {
         #[arg(value_name = "REFERENCE", value_parser = image_reference)]
         reference: String,
     },
-    /// Fetch a git skill at exactly one commit into DEST (an existing, empty directory): what
-    /// the init container of a run with a git skill runs. Credentials come from
+    /// Fetch a git skill at exactly one commit into an empty directory
+    ///
+    /// What the init container of a run with a git skill runs. Credentials come from
     /// --credentials-dir (the files `username` and `password`, a mounted Secret) or from
-    /// AGENTIC_GIT_USERNAME and AGENTIC_GIT_PASSWORD, never from the command line. Exit 0 when
-    /// written, 1 when fetching or checking fails, 2 on a usage error.
-    #[command(hide = true)]
+    /// AGENTIC_GIT_USERNAME and AGENTIC_GIT_PASSWORD, never from the command line.
+    #[command(hide = true, after_long_help = FETCH_AFTER)]
     Fetch {
         /// The repository URL (`spec.source`).
         #[arg(long)]
@@ -143,6 +153,78 @@ pub enum SkillCommand {
         dest: PathBuf,
     },
 }
+
+const VALIDATE_AFTER: &str = "\
+Exit status:
+  0  every skill is valid
+  1  a skill is invalid
+  2  a usage or I/O error
+
+Examples:
+  # Two skill directories, findings as text
+  agentic-operator skill validate skills/java-upgrade skills/maven-deps
+
+  # Findings as JSON, for a script
+  agentic-operator skill validate --output json skills/java-upgrade/SKILL.md";
+
+const PUSH_AFTER: &str = "\
+Exit status:
+  0  pushed (and signed)
+  1  packing, pushing or signing failed
+  2  a usage error, or a key that cannot sign
+
+Examples:
+  # One skill at the image root
+  agentic-operator skill push skills/java-upgrade registry.example.com/skills/java-upgrade:1.0
+
+  # Two skills in one image, signed with a cosign key
+  COSIGN_PASSWORD=... agentic-operator skill push --sign --key cosign.key \\
+      skills/java-upgrade skills/maven-deps registry.example.com/skills/java:1.0";
+
+const INSPECT_AFTER: &str = "\
+Exit status:
+  0  every skill is valid
+  1  a skill is invalid, or the image cannot be read
+  2  a usage error
+
+Examples:
+  agentic-operator skill inspect registry.example.com/skills/java:1.0
+  agentic-operator skill inspect --output json registry.example.com/skills/java@sha256:...";
+
+const PULL_AFTER: &str = "\
+Exit status:
+  0  written
+  1  a skill is invalid, or the image cannot be read or written
+  2  a usage error
+
+Examples:
+  # Into ./java-upgrade/, ./maven-deps/, ...
+  agentic-operator skill pull registry.example.com/skills/java:1.0
+
+  # Into skills/, replacing what is there
+  agentic-operator skill pull --force registry.example.com/skills/java:1.0 skills";
+
+const VERIFY_AFTER: &str = "\
+Exit status:
+  0  verified
+  1  unsigned, not validly signed, or unreadable
+  2  a usage error
+
+Examples:
+  # Signed with a cosign key (or its rotated successor)
+  agentic-operator skill verify --key cosign.pub --key cosign-next.pub \\
+      registry.example.com/skills/java:1.0
+
+  # Keyless, under a trust root of your own
+  agentic-operator skill verify --ca-certs fulcio.pem --rekor-key rekor.pub \\
+      --certificate-identity ci@example.com --certificate-oidc-issuer https://issuer.example.com \\
+      registry.example.com/skills/java:1.0";
+
+const FETCH_AFTER: &str = "\
+Exit status:
+  0  written
+  1  fetching or checking failed
+  2  a usage error";
 
 /// Where `skill push --sign` reads the password of cosign's encrypted keys, as cosign does.
 const COSIGN_PASSWORD_ENV: &str = "COSIGN_PASSWORD";
