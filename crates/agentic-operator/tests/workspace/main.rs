@@ -1,0 +1,6 @@
+//! Checks of the whole workspace that read its sources and docs and need nothing else, so
+//! they run in plain `cargo test`: one binary of modules, in the crate at the top of the
+//! dependency graph.
+
+mod module_graph;
+mod sources;
