@@ -25,14 +25,13 @@
 //! "Konveyor's type" is the spec cut down to Konveyor's fields, from
 //! `tests/konveyor-fields.yaml` (the facts the parity test uses).
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use agentic_api::{AgentRun, DEFAULTS_MANAGER, MANAGED_BY_LABEL, SKILL_COLLECTION_LABEL};
 use agentic_core::applied::holds;
 use agentic_core::names::collection_skill_card_name;
+use agentic_integration_tests::support;
 use agentic_integration_tests::{
     Operator, env, events_about, eventually, llm_gateway, push, registry, scenario,
     wait_for_sandbox, wait_gone, write_skill,

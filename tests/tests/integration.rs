@@ -12,6 +12,7 @@ mod faults;
 mod gateways;
 mod git_skills;
 mod helm_install;
+mod hub;
 mod konveyor_parity;
 mod kustomize;
 mod missing_crds;
