@@ -195,11 +195,6 @@ fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<BTreeSet<Strin
         .collect()
 }
 
-/// The cycles that were there when this test first read every crate, being taken apart
-/// (issue #38). Each entry fails the test once its cycle is gone, so that it goes too; nothing
-/// is ever added here.
-const KNOWN_CYCLES: &[(&str, &[&str])] = &[("crates/agentic-trust", &["git", "gpg"])];
-
 #[test]
 fn the_modules_of_every_crate_depend_on_each_other_without_a_cycle() {
     let sources = crate_sources();
@@ -214,28 +209,12 @@ fn the_modules_of_every_crate_depend_on_each_other_without_a_cycle() {
             "{member} is not read: {sources:?}"
         );
     }
-    let found: BTreeSet<(String, BTreeSet<String>)> = sources
+    let found: BTreeMap<&String, BTreeSet<BTreeSet<String>>> = sources
         .iter()
-        .flat_map(|(member, src)| {
-            cycles(&edges(src))
-                .into_iter()
-                .map(|cycle| (member.clone(), cycle))
-        })
+        .map(|(member, src)| (member, cycles(&edges(src))))
+        .filter(|(_, cycles)| !cycles.is_empty())
         .collect();
-    let known: BTreeSet<(String, BTreeSet<String>)> = KNOWN_CYCLES
-        .iter()
-        .map(|(member, nodes)| {
-            let nodes = nodes.iter().map(ToString::to_string).collect();
-            (member.to_string(), nodes)
-        })
-        .collect();
-    let new: Vec<_> = found.difference(&known).collect();
-    assert!(new.is_empty(), "module cycles: {new:#?}");
-    let gone: Vec<_> = known.difference(&found).collect();
-    assert!(
-        gone.is_empty(),
-        "these cycles are gone: take them out of KNOWN_CYCLES: {gone:#?}"
-    );
+    assert!(found.is_empty(), "module cycles: {found:#?}");
 }
 
 #[test]

@@ -9,20 +9,12 @@ pub fn workspace() -> PathBuf {
 
 /// Every `.rs` file below `dir`, sorted.
 pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(current) = pending.pop() {
-        let entries = std::fs::read_dir(&current)
-            .unwrap_or_else(|e| panic!("cannot list {}: {e}", current.display()));
-        for entry in entries {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                found.push(path);
-            }
-        }
-    }
+    let mut found: Vec<PathBuf> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|entry| entry.unwrap_or_else(|e| panic!("cannot walk {}: {e}", dir.display())))
+        .map(walkdir::DirEntry::into_path)
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .collect();
     found.sort();
     found
 }
