@@ -170,11 +170,7 @@ fn revoked_skill(policies: &Policies, skills: &[MountedSkill]) -> Option<String>
         let pin = skill.source.pin();
         let by = policies
             .revoking_content(&PinnedSource::from_pin(&pin))
-            .or_else(|| {
-                let verification = skill.verification.as_ref()?;
-                let mut signers = verification.signer.iter().chain(&verification.signers);
-                signers.find_map(|signer| policies.revoking_signer(signer))
-            })?;
+            .or_else(|| policies.revoking_any_signer(skill.verification.as_ref()?))?;
         Some(format!(
             "skill {:?} ({pin}) is revoked by {}; the run waits until the revocation is lifted or its Agent no longer names the skill",
             skill.name, by.id

@@ -251,6 +251,13 @@ impl Policies {
         })
     }
 
+    /// The first policy revoking any signer `verification` records (`signers`, and
+    /// `signer`).
+    pub fn revoking_any_signer(&self, verification: &SkillVerification) -> Option<NamedPolicy<'_>> {
+        self.revoking_recorded_signer(verification, |_| true)
+            .map(|(policy, _)| policy)
+    }
+
     /// The first policy revoking any signer `verification` records, and that signer.
     fn revoking_recorded_signer<'v>(
         &self,

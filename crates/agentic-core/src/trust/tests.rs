@@ -1056,8 +1056,14 @@ fn every_verified_signer_is_recorded_and_each_reaches_its_revocations() {
             Some(verdict.verification.clone()),
         )],
     );
-    let why = cancellation(&Policies::new([&cancel_second], [], "team"), &live)
-        .expect("cancelled by the second signer's revocation");
+    let revoking = Policies::new([&cancel_second], [], "team");
+    assert!(
+        revoking
+            .revoking_any_signer(&verdict.verification)
+            .is_some_and(|p| p.id == &PolicyId::of_cluster(&cancel_second)),
+        "a new run's start is held by the second signer's revocation"
+    );
+    let why = cancellation(&revoking, &live).expect("cancelled by the second signer's revocation");
     assert!(why.contains("ClusterSkillTrustPolicy/cancel"), "{why}");
     // And the policy's blast radius lists the run.
     let (count, entries) = blast_radius(
