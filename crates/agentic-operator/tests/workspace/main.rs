@@ -2,5 +2,6 @@
 //! they run in plain `cargo test`: one binary of modules, in the crate at the top of the
 //! dependency graph.
 
+mod architecture;
 mod module_graph;
 mod sources;
