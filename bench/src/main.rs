@@ -151,7 +151,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         log.path().display()
     );
     fixture(&client, &ns, &registry, args.trust).await?;
-    let metrics = operator_addr(log.path(), "metrics").await?;
+    let mut metrics = operator_addr(log.path(), "metrics").await?;
 
     if args.ceiling {
         child.kill().await?;
@@ -176,6 +176,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         let child = start_operator(&operator, &args.operator_args, &env, &ns, &registry, &log)?;
         let pid = child.id().context("the operator's pid")?;
         let health = operator_addr(log.path(), "health").await?;
+        metrics = operator_addr(log.path(), "metrics").await?;
         let ready = restart::ready(&health, spawned).await?;
         eprintln!(
             "operator pid {pid} ready {:.2} s after its start",
@@ -240,6 +241,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let idle = subtract(&idle_after, &idle_before);
     let cpu_total = cpu_seconds(pid)?;
     let rss = peak_rss_mb(pid)?;
+    let rss_now = status_mb(pid, "VmRSS")?;
     child.kill().await?;
     drop(log);
 
@@ -281,7 +283,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     );
     cpu_runs.print(n, elapsed);
     println!("  operator CPU in all       {cpu_total:.2} s");
-    println!("  operator peak RSS         {rss:.1} MB");
+    println!("  operator peak RSS         {rss:.1} MB ({rss_now:.1} MB at the end)");
     println!("  quiet after               {:.1} s", quiet.as_secs_f64());
     let (reads, writes) = print_table("API requests per run (operator's)", &diff, n);
     println!("  per run: {reads:.2} reads, {writes:.2} writes");
@@ -729,12 +731,17 @@ fn clock_ticks() -> f64 {
 
 /// `VmHWM` of `pid` in MB.
 fn peak_rss_mb(pid: u32) -> anyhow::Result<f64> {
+    status_mb(pid, "VmHWM")
+}
+
+/// A memory figure of `/proc/<pid>/status` (`VmHWM`, `VmRSS`), in MB.
+fn status_mb(pid: u32, field: &str) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("VmHWM in /proc/<pid>/status")?;
+        .with_context(|| format!("{field} in /proc/<pid>/status"))?;
     Ok(kb / 1024.0)
 }
 
