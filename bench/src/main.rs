@@ -488,9 +488,16 @@ async fn registry_requests(addr: &str) -> anyhow::Result<f64> {
         .context("agentic_registry_requests_total is not a number")
 }
 
+/// The label of the timed runs, which the bench's own watch of runs selects: a restart round
+/// must not list the existing runs before it creates the timed ones.
+const TIMED_LABEL: &str = "agentic-bench/timed";
+
 fn bench_run(name: &str) -> AgentRun {
     AgentRun {
-        metadata: meta(name),
+        metadata: ObjectMeta {
+            labels: Some([(TIMED_LABEL.to_string(), "true".to_string())].into()),
+            ..meta(name)
+        },
         spec: AgentRunSpec {
             agent_ref: AGENT.into(),
             ..AgentRunSpec::default()
@@ -533,16 +540,15 @@ impl Seen {
         let api: Api<AgentRun> = Api::namespaced(client.clone(), ns);
         let seen = runs.clone();
         tokio::spawn(async move {
-            let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+            let mut stream =
+                std::pin::pin!(watcher(api, watcher::Config::default().labels(TIMED_LABEL)));
             while let Some(event) = stream.next().await {
                 match event {
-                    // The timed runs only, not those a restart round put there before.
                     Ok(watcher::Event::Apply(run) | watcher::Event::InitApply(run))
-                        if !run.name_any().starts_with(restart::EXISTING_PREFIX)
-                            && run
-                                .status
-                                .as_ref()
-                                .is_some_and(|s| s.sandbox_name.is_some()) =>
+                        if run
+                            .status
+                            .as_ref()
+                            .is_some_and(|s| s.sandbox_name.is_some()) =>
                     {
                         lock(&seen)
                             .entry(run.name_any())

@@ -18,7 +18,7 @@ const WAITING_PERCENT: usize = 5;
 /// The Agent the waiting runs name, which never exists.
 const ABSENT_AGENT: &str = "bench-absent";
 /// What existing runs are named after: never `run-`, the timed runs' prefix.
-pub const EXISTING_PREFIX: &str = "old-";
+const EXISTING_PREFIX: &str = "old-";
 
 /// How many of `n` existing runs are waiting, and how many finished.
 pub fn split(n: usize) -> (usize, usize) {
