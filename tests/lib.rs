@@ -2,6 +2,9 @@
 //! shared test control plane, wait for conditions, and publish skills to its registry.
 //! The tests themselves are modules of three test binaries (tests/Cargo.toml says why three).
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 pub mod support;
 
 use std::path::{Path, PathBuf};
@@ -401,7 +404,7 @@ pub async fn events_about(
 ) -> Vec<k8s_openapi::api::events::v1::Event> {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
     events
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default())
         .await
         .expect("list events")
         .items

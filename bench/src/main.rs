@@ -26,6 +26,13 @@
 //! same moment (the last run seen with its sandbox recorded), so the harness puts the same
 //! load on the machine in both and only the operator differs.
 
+// Statistics over counts and durations: the casts between them lose nothing a report shows.
+#![allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -974,7 +981,7 @@ async fn one_runs_writes(
     let owner = run.controller_owner_ref(&()).context("the run's uid")?;
     let params = agentic_core::params::resolve_run(&agent.spec, &run.spec)?;
     let mode = resolve_skill_delivery(&agent.spec.skill_delivery).mode;
-    let inputs = SandboxInputs::new(&run, agent, gateway, skills.to_vec(), mode, params, None)?;
+    let inputs = SandboxInputs::new(&run, agent, gateway, skills.clone(), mode, params, None)?;
     let post = PostParams::default();
     Api::<Secret>::namespaced(client.clone(), ns)
         .create(

@@ -1040,7 +1040,7 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
     match values.len() {
         0 => f64::NAN,
         n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        n => f64::midpoint(values[n / 2 - 1], values[n / 2]),
     }
 }
 

@@ -117,7 +117,7 @@ async fn gateway_turns_ready_when_its_secret_appears() {
     // Fixing the Secret alone, without touching the Gateway, makes it Ready once the endpoint
     // answers with the key.
     secrets
-        .delete("llm-key", &Default::default())
+        .delete("llm-key", &kube::api::DeleteParams::default())
         .await
         .expect("delete");
     apply(&secrets, &secret("llm-key", "apiKey")).await;

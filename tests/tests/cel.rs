@@ -249,7 +249,10 @@ fn every_cel_rule_is_exercised_here() {
             &mut declared,
         );
     }
-    let exercised: BTreeSet<String> = EXERCISED_RULES.iter().map(|m| m.to_string()).collect();
+    let exercised: BTreeSet<String> = EXERCISED_RULES
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     assert_eq!(
         declared, exercised,
         "a CEL rule was added or changed: give it accepted and rejected cases in this file"

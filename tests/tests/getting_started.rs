@@ -35,7 +35,7 @@ fn section_blocks(markdown: &str) -> Vec<Block> {
                 open = Some(Block {
                     info: info.trim().to_owned(),
                     text: String::new(),
-                })
+                });
             }
             (Some(block), Some(_)) => blocks.push(block),
             (Some(mut block), None) => {

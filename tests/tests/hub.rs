@@ -182,6 +182,7 @@ impl Hub {
     }
 
     /// The Hub's refusal of what the operator installs: 409.
+    #[allow(clippy::unused_self)] // One of the Hub's checks, called as they are.
     fn operator_managed(&self, kind: &str, object: &Value) -> Result<(), u16> {
         let installed = object["metadata"]["labels"][MANAGED_BY_LABEL] == json!(DEFAULTS_MANAGER);
         if installed && kind != "Gateway" {
@@ -306,7 +307,7 @@ async fn every_editable_kind_goes_through_the_hubs_routes() {
             "Gateway",
             json!({"metadata": {"name": "second"}, "spec": {
                 "provider": "openai", "endpoint": agentic_integration_tests::llm_server(),
-                "model": {"name": "gpt-5", "contextWindow": 128000},
+                "model": {"name": "gpt-5", "contextWindow": 128_000},
                 "credentialRef": {"secretName": "llm-key", "key": "api-key"},
             }}),
             json!({

@@ -3,6 +3,9 @@
 //! ([`agentic_integration_tests::env`]), each test in namespaces of its own; the few that
 //! cannot share it (they stop the API server, delete or rewrite a CRD) start their own.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod agents;
 mod cel;
 mod chart;

@@ -147,6 +147,7 @@ fn probes(field: &Field) -> Vec<Probe> {
 
 /// `spec` with `value` at `path` (below `spec.`); the first `[]` becomes a one-element list
 /// whose element starts as `within`.
+#[allow(clippy::ref_option)] // `within` is a field of the probe, passed as it is held.
 fn set(spec: &mut Value, path: &str, value: Value, within: &Option<Map<String, Value>>) {
     let (head, rest) = match path.split_once('.') {
         Some((head, rest)) => (head, Some(rest)),

@@ -14,7 +14,9 @@ use agentic_operator::controllers::agentrun::sandbox_resource;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectReference, Pod, SecretKeySelector};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{
+    DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
+};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
@@ -298,7 +300,7 @@ async fn an_agent_with_a_cap_of_two_never_runs_more_than_two_across_a_restart() 
     let mut restarted = false;
     loop {
         let listed = runs
-            .list(&Default::default())
+            .list(&ListParams::default())
             .await
             .expect("list runs")
             .items;
@@ -415,7 +417,7 @@ async fn the_namespace_cap_holds_across_agents_and_starts_runs_in_creation_order
     let mut saw_queue_place = false;
     loop {
         let listed = runs
-            .list(&Default::default())
+            .list(&ListParams::default())
             .await
             .expect("list runs")
             .items;
@@ -517,7 +519,7 @@ async fn a_cap_of_two_holds_for_twenty_runs_across_kill_9s_of_the_operator_proce
         // Pods whose agent has not ended: what the cap bounds, whatever the statuses say. The
         // kubelet reports the container terminated before it moves the pod's phase.
         let listed_pods = pods
-            .list(&Default::default())
+            .list(&ListParams::default())
             .await
             .expect("list pods")
             .items;
@@ -539,7 +541,7 @@ async fn a_cap_of_two_holds_for_twenty_runs_across_kill_9s_of_the_operator_proce
                     });
                 !ended && !exited
             })
-            .map(|p| p.name_any())
+            .map(ResourceExt::name_any)
             .collect();
         let live = live_pods.len();
         most_pods = most_pods.max(live);
@@ -548,7 +550,7 @@ async fn a_cap_of_two_holds_for_twenty_runs_across_kill_9s_of_the_operator_proce
             "{live} pods of the capped Agent at once: {live_pods:?}"
         );
         let finished = runs
-            .list(&Default::default())
+            .list(&ListParams::default())
             .await
             .expect("list runs")
             .items
@@ -581,7 +583,7 @@ async fn a_cap_of_two_holds_for_twenty_runs_across_kill_9s_of_the_operator_proce
     );
     assert_eq!(most_pods, 2, "the cap is used");
     let succeeded = runs
-        .list(&Default::default())
+        .list(&ListParams::default())
         .await
         .expect("list runs")
         .items
@@ -638,11 +640,11 @@ async fn allow(client: &Client, name: &str) {
         ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
     };
     Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-        .delete(name, &Default::default())
+        .delete(name, &DeleteParams::default())
         .await
         .expect("delete the binding");
     Api::<ValidatingAdmissionPolicy>::all(client.clone())
-        .delete(name, &Default::default())
+        .delete(name, &DeleteParams::default())
         .await
         .expect("delete the policy");
 }

@@ -397,7 +397,7 @@ async fn outcomes_follow_the_agent_exit(backend: SandboxBackend, prefix: &str) {
     let (ready_reason, message) = reason(&failed, "Ready");
     assert_eq!(ready_reason, "AgentFailed", "{failed:#?}");
     assert_eq!(reason(&failed, "Succeeded").0, "Failed", "{failed:#?}");
-    assert!(message.contains("7"), "names the exit code: {message}");
+    assert!(message.contains('7'), "names the exit code: {message}");
     assert!(
         message.contains("3 tests failed in module core"),
         "carries the termination message: {message}"

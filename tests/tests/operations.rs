@@ -809,8 +809,8 @@ impl Process {
         assert!(sent.success(), "kill -TERM {pid}");
         match tokio::time::timeout(limit, self.child.wait()).await {
             Ok(status) => status.expect("wait").code(),
-            Err(_) => panic!(
-                "agentic-operator did not exit within {limit:?} of SIGTERM; output:\n{}",
+            Err(elapsed) => panic!(
+                "agentic-operator did not exit within {limit:?} of SIGTERM ({elapsed}); output:\n{}",
                 self.output.lock().expect("output lock").join("\n")
             ),
         }

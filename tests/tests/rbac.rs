@@ -194,7 +194,7 @@ async fn skills_and_agent(admin: &Client, ns: &str) {
             "spec": {
                 "provider": "openai",
                 "credentialRef": {"secretName": "llm-key", "key": "apiKey"},
-                "model": {"name": "gpt-test", "contextWindow": 128000},
+                "model": {"name": "gpt-test", "contextWindow": 128_000},
             },
         })),
     )

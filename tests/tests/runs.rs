@@ -442,7 +442,7 @@ async fn agent_sandbox_backend_runs_and_a_lost_sandbox_fails_the_run() {
     kubelet(&pods, &sandbox_name, None).await;
     wait_phase(&runs, "lost", AgentRunPhase::Running).await;
     sandboxes
-        .delete(&sandbox_name, &Default::default())
+        .delete(&sandbox_name, &kube::api::DeleteParams::default())
         .await
         .expect("delete");
     let lost = wait_phase(&runs, "lost", AgentRunPhase::Failed).await;
@@ -682,7 +682,7 @@ async fn a_run_never_adopts_a_sandbox_it_does_not_own() {
         "spec": {"containers": [{"name": "old", "image": "old.invalid/agent:0"}]},
     }))
     .expect("pod");
-    pods.create(&Default::default(), &foreign)
+    pods.create(&kube::api::PostParams::default(), &foreign)
         .await
         .expect("create foreign pod");
 
@@ -701,7 +701,7 @@ async fn a_run_never_adopts_a_sandbox_it_does_not_own() {
     );
 
     // Once the foreign pod is gone the run creates its own.
-    pods.delete(&name, &Default::default())
+    pods.delete(&name, &kube::api::DeleteParams::default())
         .await
         .expect("delete");
     wait_for(&runs, "reused", "its own sandbox", |r: &AgentRun| {

@@ -188,7 +188,10 @@ async fn inline_skills_get_a_config_map_and_invalid_ones_say_why() {
         Some(agentic_api::DeliveryMode::Inline)
     );
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let listed = maps.list(&Default::default()).await.expect("list");
+    let listed = maps
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("list");
     let inline = listed
         .items
         .iter()
@@ -399,12 +402,17 @@ async fn private_images_need_the_pull_secret_and_never_leak_it() {
     );
 
     // Nothing the operator wrote carries the credentials.
-    let statuses = serde_json::to_string(&api.list(&Default::default()).await.expect("list").items)
-        .expect("json");
+    let statuses = serde_json::to_string(
+        &api.list(&kube::api::ListParams::default())
+            .await
+            .expect("list")
+            .items,
+    )
+    .expect("json");
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
     let events = serde_json::to_string(
         &events
-            .list(&Default::default())
+            .list(&kube::api::ListParams::default())
             .await
             .expect("events")
             .items,

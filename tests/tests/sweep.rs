@@ -307,7 +307,7 @@ async fn config_maps(client: &Client, ns: &str, prefix: &str, count: usize, run:
 /// The names of the ConfigMaps in `ns` starting with `prefix`.
 async fn config_maps_named(client: &Client, ns: &str, prefix: &str) -> Vec<String> {
     core_api(client, ns, "ConfigMap")
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default())
         .await
         .expect("list")
         .items

@@ -118,7 +118,7 @@ async fn a_run_never_takes_over_a_secret_of_its_name_and_leaves_config_maps_alon
     // moved to its pod's annotations: nothing of the run's.
     let admin_map = maps
         .create(
-            &Default::default(),
+            &kube::api::PostParams::default(),
             &ConfigMap {
                 metadata: meta("app-config"),
                 data: Some(BTreeMap::from([("admin".to_string(), "yes".to_string())])),
@@ -130,7 +130,7 @@ async fn a_run_never_takes_over_a_secret_of_its_name_and_leaves_config_maps_alon
     // And a Secret named like the ACP key Secret of run `tool`.
     let admin_secret = secrets
         .create(
-            &Default::default(),
+            &kube::api::PostParams::default(),
             &Secret {
                 metadata: meta("tool-acp-key"),
                 string_data: Some(BTreeMap::from([(
@@ -364,7 +364,7 @@ async fn an_inline_skill_card_never_takes_over_a_config_map_of_its_name() {
 
     // Once the name is free, the card makes and controls its own.
     config_maps
-        .delete("docs-skill", &Default::default())
+        .delete("docs-skill", &kube::api::DeleteParams::default())
         .await
         .expect("delete");
     wait_for(&cards, "docs", "Ready", |card: &SkillCard| {

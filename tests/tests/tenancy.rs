@@ -267,7 +267,7 @@ async fn tenancy_policies_refuse_images_and_secrets_outside_the_allowlists() {
         dry_create::<Gateway>(
             &client,
             &tenant,
-            json!({"provider": "openai", "credentialRef": {"secretName": "root-key"}, "model": {"name": "m", "contextWindow": 128000}}),
+            json!({"provider": "openai", "credentialRef": {"secretName": "root-key"}, "model": {"name": "m", "contextWindow": 128_000}}),
         )
         .await,
         &["Gateway", "\"root-key\""],

@@ -4,6 +4,9 @@
 //! root, and a machine runs one at a time (`flock /tmp/agentic-node.lock` when several people
 //! share it).
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod collections;
 mod goose_node;
 mod lifecycle;

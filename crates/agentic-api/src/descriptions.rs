@@ -127,7 +127,9 @@ fn visit_schema(schema: &mut JSONSchemaProps, f: &mut impl FnMut(&mut JSONSchema
     match &mut schema.items {
         Some(JSONSchemaPropsOrArray::Schema(sub)) => visit_schema(sub, f),
         Some(JSONSchemaPropsOrArray::Schemas(subs)) => {
-            subs.iter_mut().for_each(|sub| visit_schema(sub, f))
+            for sub in subs.iter_mut() {
+                visit_schema(sub, f);
+            }
         }
         None => {}
     }

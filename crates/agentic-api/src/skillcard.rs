@@ -63,7 +63,7 @@ pub struct SkillCardSpec {
 
     /// The full SKILL.md text (frontmatter and body), for small skills without an image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 1048576))]
+    #[schemars(length(min = 1, max = 1_048_576))]
     pub inline: Option<String>,
 
     /// Git repository URL that holds the skill: `https://`, `git://`, or `http://` for hosts

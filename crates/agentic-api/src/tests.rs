@@ -280,10 +280,10 @@ fn platform_manifests_deserialize_with_exact_field_names() {
         "apiVersion": "konveyor.io/v1alpha1", "kind": "Gateway",
         "metadata": {"name": "gw"},
         "spec": {"provider": "openai", "endpoint": "https://llm", "credentialRef": {"secretName": "k", "key": "api"},
-                  "model": {"name": "m", "contextWindow": 128000, "tier": "smart"}}
+                  "model": {"name": "m", "contextWindow": 128_000, "tier": "smart"}}
     }))
     .expect("gateway");
-    assert_eq!(gw.spec.model.context_window, 128000);
+    assert_eq!(gw.spec.model.context_window, 128_000);
 }
 
 #[test]
@@ -373,8 +373,8 @@ fn the_immutability_rule_names_every_run_spec_field_but_cancel() {
         gateway: Some("g".into()),
         params: vec![crate::RunParam::default()],
         instructions: Some("i".into()),
-        env: vec![Default::default()],
-        env_from: vec![Default::default()],
+        env: vec![k8s_openapi::api::core::v1::EnvVar::default()],
+        env_from: vec![k8s_openapi::api::core::v1::EnvFromSource::default()],
         startup_deadline_seconds: Some(1),
         active_deadline_seconds: Some(1),
         ttl_seconds_after_finished: Some(1),
@@ -404,8 +404,8 @@ fn the_immutability_rule_names_every_workflow_run_spec_field_but_cancel() {
         workflow_ref: "w".into(),
         gateway: Some("g".into()),
         params: vec![crate::RunParam::default()],
-        env: vec![Default::default()],
-        env_from: vec![Default::default()],
+        env: vec![k8s_openapi::api::core::v1::EnvVar::default()],
+        env_from: vec![k8s_openapi::api::core::v1::EnvFromSource::default()],
         file_mounts: vec![crate::FileMount::default()],
         ttl_seconds_after_finished: Some(1),
         cancel: Some(true),

@@ -204,7 +204,7 @@ fn secret_value<'a>(secret: &'a Secret, key: &str) -> Option<&'a [u8]> {
                 .string_data
                 .as_ref()
                 .and_then(|d| d.get(key))
-                .map(|v| v.as_bytes())
+                .map(std::string::String::as_bytes)
         })
 }
 
@@ -237,7 +237,7 @@ pub enum Due {
 pub fn due(previous: Option<PreviousCheck>, old: &GatewayStatus, generation: Option<i64>) -> Due {
     match previous {
         Some(last) if last.same_subject && last.elapsed < last.recheck_after => {
-            Due::Wait(last.recheck_after - last.elapsed)
+            Due::Wait(last.recheck_after.saturating_sub(last.elapsed))
         }
         Some(last) => Due::Now {
             verified_before: last.same_subject && last.verified,

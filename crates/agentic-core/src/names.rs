@@ -11,6 +11,8 @@
 //! sanitized prefix is kept and `-` plus 10 hex digits of the SHA-256 of the *original* name
 //! are appended, so two different inputs that sanitize alike still get different results.
 
+use std::fmt::Write as _;
+
 use sha2::{Digest, Sha256};
 
 /// The longest DNS-1035 / DNS-1123 label, and the longest label value.
@@ -175,7 +177,7 @@ fn short_hash(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
     let mut hex = String::with_capacity(HASH_LEN);
     for byte in digest.iter().take(HASH_LEN / 2) {
-        hex.push_str(&format!("{byte:02x}"));
+        let _ = write!(hex, "{byte:02x}");
     }
     hex
 }

@@ -361,6 +361,7 @@ fn integral(f: f64) -> Option<i64> {
     const TWO_TO_63: f64 = 9_223_372_036_854_775_808.0;
     let fits = f.fract() == 0.0 && (-TWO_TO_63..TWO_TO_63).contains(&f);
     // The range check makes the cast exact.
+    #[allow(clippy::cast_possible_truncation)]
     (fits && !(f == 0.0 && f.is_sign_negative())).then_some(f as i64)
 }
 

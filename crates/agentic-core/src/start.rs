@@ -253,7 +253,7 @@ fn mounted_skills(
         .iter()
         .enumerate()
         .map(|(index, skill)| {
-            let card = cards.get(index).cloned().unwrap_or(Lookup::Missing);
+            let card = cards.get(index).copied().unwrap_or(Lookup::Missing);
             MountedSkill::from_agent_skill(skill, card)
         })
         .collect()

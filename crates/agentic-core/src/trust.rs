@@ -412,7 +412,7 @@ pub fn judge(
         return policies.denying_unselected().map(|denying| {
             let what = source.content().map_or_else(
                 || "an inline skill".to_string(),
-                |content| content.to_string(),
+                std::string::ToString::to_string,
             );
             let message = format!(
                 "no trust policy selects {what}, and {} denies skills no policy selects",
@@ -744,7 +744,8 @@ pub fn blast_radius<'a>(
     policy: &PolicyId,
     runs: impl IntoIterator<Item = &'a AgentRun>,
 ) -> (i64, Vec<AffectedRun>) {
-    let mut by_namespace: std::collections::BTreeMap<String, Policies> = Default::default();
+    let mut by_namespace: std::collections::BTreeMap<String, Policies> =
+        std::collections::BTreeMap::default();
     let mut affected: Vec<(bool, AffectedRun)> = Vec::new();
     for run in runs {
         let namespace = run.metadata.namespace.clone().unwrap_or_default();
@@ -757,7 +758,9 @@ pub fn blast_radius<'a>(
         let Some(status) = &run.status else {
             continue;
         };
-        let live = !status.phase.is_some_and(|p| p.is_finished());
+        let live = !status
+            .phase
+            .is_some_and(agentic_api::AgentRunPhase::is_finished);
         for pinned in &status.skills {
             if let Some(reason) = affected_skill(policies, policy, pinned) {
                 affected.push((
@@ -806,7 +809,10 @@ pub fn cancellation(policies: &Policies, run: &AgentRun) -> Option<String> {
 /// may be ahead of the stored run's): why a run with `status` must be cancelled, whatever its
 /// `spec.cancel`.
 pub fn cancelling_revocation(policies: &Policies, status: &AgentRunStatus) -> Option<String> {
-    if status.phase.is_some_and(|p| p.is_finished()) {
+    if status
+        .phase
+        .is_some_and(agentic_api::AgentRunPhase::is_finished)
+    {
         return None;
     }
     // Any Cancel policy revoking the skill cancels, whichever policy revokes it first: a

@@ -223,8 +223,8 @@ pub fn start(run: &AgentWorkflowRun, workflow: Lookup<'_, AgentWorkflow>, now: &
         }
     }
 
-    status.guide = workflow.spec.guide.clone();
-    status.params = workflow.spec.params.clone();
+    status.guide.clone_from(&workflow.spec.guide);
+    status.params.clone_from(&workflow.spec.params);
     status.stages = workflow
         .spec
         .stages
@@ -252,7 +252,7 @@ pub fn start(run: &AgentWorkflowRun, workflow: Lookup<'_, AgentWorkflow>, now: &
     }
     let first = status.stages.first().map(|s| s.name.clone());
     status.phase = Some(AgentRunPhase::Running);
-    status.current_stage = first.clone();
+    status.current_stage.clone_from(&first);
     set_ready(
         &mut status,
         run,
@@ -617,11 +617,11 @@ pub fn workflow_values(
         Ok(resolved) => resolved,
         Err(Error::InvalidParams(found)) => {
             problems.extend(found);
-            Default::default()
+            TypedParams::default()
         }
         Err(other) => {
             problems.push(other);
-            Default::default()
+            TypedParams::default()
         }
     };
     let scopes = Scopes {

@@ -148,6 +148,7 @@ fn start_llm_server() -> anyhow::Result<String> {
     Ok(format!("http://127.0.0.1:{port}"))
 }
 
+#[allow(clippy::unused_async)] // An axum handler.
 async fn llm_answer(port: u16, uri: Uri, headers: HeaderMap) -> Response {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let answer = |ok: bool, got: Option<&str>| {

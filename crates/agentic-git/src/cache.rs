@@ -145,7 +145,7 @@ mod tests {
                 license: None,
                 compatibility: None,
                 allowed_tools: None,
-                metadata: Default::default(),
+                metadata: std::collections::BTreeMap::default(),
             },
         })
     }

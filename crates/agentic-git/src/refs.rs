@@ -63,6 +63,8 @@ pub(crate) fn is_commit_id(text: &str) -> bool {
 /// Classifies `git_ref`. Names are limited to `A-Z a-z 0-9 . _ / -` without `..`, `//`,
 /// a leading `-` or `/`, a trailing `/` or `.`, or `.lock`: they become refspecs, where
 /// `:`, `+`, `*` or `^` would change what is fetched.
+// `.lock` is git's rule for ref names, and git's rules are case-sensitive.
+#[allow(clippy::case_sensitive_file_extension_comparisons)]
 pub(crate) fn wanted(git_ref: Option<&str>) -> Result<Wanted, GitError> {
     let Some(name) = git_ref.filter(|r| !r.is_empty()) else {
         return Ok(Wanted::DefaultBranch);

@@ -40,7 +40,10 @@ pub fn resolve(
     let listed = (|| {
         let remote = remote(&repo, source, &wanted.refspecs())?;
         let connection = connect(&remote, source, auth, options)?;
-        let (map, _) = connection.ref_map(gix::progress::Discard, Default::default())?;
+        let (map, _) = connection.ref_map(
+            gix::progress::Discard,
+            gix::remote::ref_map::Options::default(),
+        )?;
         Ok::<_, gix::Error>(map.remote_refs)
     })();
     let stopped = watchdog.stop();
@@ -95,7 +98,10 @@ pub fn fetch_commit(
         let connection = connect(&remote, source, auth, options)?;
         let depth = NonZeroU32::MIN;
         connection
-            .prepare_fetch(gix::progress::Discard, Default::default())?
+            .prepare_fetch(
+                gix::progress::Discard,
+                gix::remote::ref_map::Options::default(),
+            )?
             .with_shallow(Shallow::DepthAtRemote(depth))
             .receive(gix::progress::Discard, &interrupt)?;
         Ok::<_, gix::Error>(())

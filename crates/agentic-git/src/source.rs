@@ -120,7 +120,10 @@ mod tests {
     use super::*;
 
     fn reason(text: &str, insecure: &[&str]) -> Result<String, String> {
-        let insecure: Vec<String> = insecure.iter().map(|s| s.to_string()).collect();
+        let insecure: Vec<String> = insecure
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         SourceUrl::parse(text, &insecure)
             .map(|u| u.as_str().to_string())
             .map_err(|e| e.to_string())

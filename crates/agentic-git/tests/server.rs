@@ -1,5 +1,8 @@
 //! agentic-git against a real git server: `git daemon` and `git http-backend` (Debian's git).
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use agentic_git::{
     GitAuth, GitError, GitOptions, RefKind, SkillEntryKind, SourceUrl, fetch_commit, resolve,
 };

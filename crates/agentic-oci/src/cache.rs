@@ -127,6 +127,7 @@ impl SkillCache {
 
     /// Bounds the estimated memory of the finished entries. An answer larger than the whole
     /// bound is returned but not kept.
+    #[must_use]
     pub fn with_max_bytes(mut self, max_bytes: u64) -> Self {
         self.max_bytes = max_bytes;
         self

@@ -328,7 +328,7 @@ impl SkillLocator {
                 None => entry
                     .header()
                     .link_name_bytes()
-                    .map(|link| link.into_owned()),
+                    .map(std::borrow::Cow::into_owned),
             };
             if let Some(records) = pax.take() {
                 let header_size = entry.header().entry_size().map_err(Stop::Io)?;

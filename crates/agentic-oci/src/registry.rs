@@ -1053,7 +1053,11 @@ impl Session {
                     .as_ref()
                     .err()
                     .and_then(|error| error.get_ref())
-                    .is_some_and(|inner| inner.is::<DigestError>());
+                    .is_some_and(
+                    <dyn std::error::Error + std::marker::Send + std::marker::Sync + 'static>::is::<
+                        DigestError,
+                    >,
+                );
                 future::ready(!digest_failure)
             });
             let reader = SyncIoBridge::new(StreamReader::new(until(self.deadline, stream)));
@@ -1084,7 +1088,7 @@ impl Session {
 fn registry_readers(registry: &str) -> Arc<Semaphore> {
     let mut shares = REGISTRY_READERS
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // Only the map holds an idle registry's semaphore: no read holds or awaits a permit.
     shares.retain(|_, share| Arc::strong_count(share) > 1);
     shares

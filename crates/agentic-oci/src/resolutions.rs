@@ -79,14 +79,11 @@ impl Resolutions {
             // Keep what is in use (someone holds or waits on it) or recent enough to share.
             slots.retain(|_, slot| {
                 Arc::strong_count(slot) > 1
-                    || slot
-                        .try_lock()
-                        .map(|answer| {
-                            answer
-                                .as_ref()
-                                .is_some_and(|(at, _)| at.elapsed() <= max_age)
-                        })
-                        .unwrap_or(true)
+                    || slot.try_lock().map_or(true, |answer| {
+                        answer
+                            .as_ref()
+                            .is_some_and(|(at, _)| at.elapsed() <= max_age)
+                    })
             });
         }
         slots.entry(key).or_default().clone()

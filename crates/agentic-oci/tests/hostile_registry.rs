@@ -1,6 +1,9 @@
 //! Registries that misbehave on purpose: a small fake on 127.0.0.1 serves crafted manifests
 //! and blobs (wrong digests, oversized manifests, lies about what it has, trickled bytes).
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -122,7 +125,7 @@ async fn serve(
             let chunks = futures::stream::iter(0..length.div_ceil(CHUNK)).map(move |n| {
                 let size = CHUNK.min(length - n * CHUNK);
                 sent.fetch_add(size, Ordering::SeqCst);
-                Ok::<_, std::io::Error>(Bytes::from(vec![b'{'; size as usize]))
+                Ok::<_, std::io::Error>(Bytes::from(vec![b'{'; usize::try_from(size).unwrap()]))
             });
             let mut response = Body::from_stream(chunks).into_response();
             if claim_length {

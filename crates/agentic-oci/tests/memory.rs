@@ -7,6 +7,9 @@
 //!
 //! One test only: the counter sees every thread of the process, so nothing may run beside it.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::io::Write;

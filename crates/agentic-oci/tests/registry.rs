@@ -1,5 +1,8 @@
 //! Round trips through a real registry (CNCF distribution, started by agentic-testenv).
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::io::{Read as _, Write as _};
@@ -250,7 +253,7 @@ async fn multi_skill_images_are_read_by_sub_path() {
     assert_eq!(
         error,
         OciError::SubPathRequired {
-            directories: names.iter().map(|name| name.to_string()).collect(),
+            directories: names.iter().map(std::string::ToString::to_string).collect(),
             total: names.len(),
         }
     );
@@ -708,8 +711,7 @@ async fn credentials_come_from_pull_secrets() {
     .unwrap();
     let wrong = DockerConfig::parse(
         format!(
-            r#"{{"auths": {{"http://{addr}": {{"username": "{}", "password": "nope"}}}}}}"#,
-            USER
+            r#"{{"auths": {{"http://{addr}": {{"username": "{USER}", "password": "nope"}}}}}}"#
         )
         .as_bytes(),
         "ns/wrong",

@@ -153,7 +153,10 @@ where
     }
     // Pinned to the version just checked: if the object is replaced in between, the apply
     // fails with a conflict instead of taking the replacement over.
-    object.meta_mut().resource_version = existing.meta().resource_version.clone();
+    object
+        .meta_mut()
+        .resource_version
+        .clone_from(&existing.meta().resource_version);
     apply_object(api, &name, &object).await?;
     Ok(Ok(()))
 }

@@ -34,7 +34,10 @@ impl Backoff {
 
     /// Records one more failure of `key` and returns how long to wait before retrying.
     pub fn failed(&self, key: ObjectKey) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = failures.entry(key).or_insert(0);
         let delay = self
             .base
@@ -46,7 +49,10 @@ impl Backoff {
 
     /// Forgets the failures of `key` after a successful pass.
     pub fn reset(&self, key: &ObjectKey) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         failures.remove(key);
     }
 }

@@ -65,12 +65,14 @@ impl Caches {
     }
 
     /// These caches with the Secrets' metadata.
+    #[must_use]
     pub fn with_secrets(mut self, secrets: Store<SecretMeta>) -> Self {
         self.secrets = Some(secrets);
         self
     }
 
     /// These caches with `cache` among the kinds'.
+    #[must_use]
     pub fn with_kind(mut self, cache: Arc<dyn KindCache>) -> Self {
         self.kinds.push(cache);
         self

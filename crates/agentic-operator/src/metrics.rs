@@ -342,7 +342,7 @@ impl Metrics {
     fn first_time(&self, uid: &str, transition: Transition) -> bool {
         self.observed
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert((uid.to_string(), transition))
     }
 
@@ -371,7 +371,7 @@ impl Metrics {
             let mut hosts = self
                 .registry_hosts
                 .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if hosts.contains(registry)
                 || (hosts.len() < MAX_REGISTRY_HOSTS && hosts.insert(registry.to_string()))
             {
@@ -399,7 +399,7 @@ impl Metrics {
         let registry = self
             .registry
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
         out
@@ -536,7 +536,7 @@ mod tests {
 
     /// A run created at second 0.
     fn run(uid: &str) -> AgentRun {
-        let mut run = AgentRun::new("fix", Default::default());
+        let mut run = AgentRun::new("fix", agentic_api::AgentRunSpec::default());
         run.metadata.uid = Some(uid.to_string());
         run.metadata.creation_timestamp = Some(at(0));
         run

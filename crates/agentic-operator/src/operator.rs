@@ -195,7 +195,7 @@ async fn check_crds(client: Client, readiness: Arc<Readiness>, mut stop: watch::
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %Chain(&e), "cannot read API discovery to check the CRDs")
+                tracing::warn!(error = %Chain(&e), "cannot read API discovery to check the CRDs");
             }
         }
         tokio::select! {
@@ -527,7 +527,7 @@ impl HeldLease {
         };
         match failed {
             None => {
-                tracing::info!(lease = %self.name, namespace = %self.namespace, "Lease released")
+                tracing::info!(lease = %self.name, namespace = %self.namespace, "Lease released");
             }
             Some(error) => tracing::warn!(
                 lease = %self.name,
@@ -667,7 +667,7 @@ async fn own_lease(leases: &Api<Lease>, name: &str, owner: OwnerReference) -> ku
                 .metadata
                 .owner_references
                 .as_ref()
-                .is_none_or(|owners| owners.is_empty()) =>
+                .is_none_or(std::vec::Vec::is_empty) =>
         {
             let patch = serde_json::json!({ "metadata": { "ownerReferences": [owner] } });
             leases
@@ -804,8 +804,9 @@ mod tests {
 
     #[test]
     fn cluster_defaults_come_only_from_a_watched_namespace() {
-        let watched =
-            |list: &[&str]| Scope::Namespaces(list.iter().map(|n| n.to_string()).collect());
+        let watched = |list: &[&str]| {
+            Scope::Namespaces(list.iter().map(std::string::ToString::to_string).collect())
+        };
         assert_eq!(
             default_skills_namespace(&options(Scope::All, Some("platform"))).as_deref(),
             Some("platform")

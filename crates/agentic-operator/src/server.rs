@@ -269,7 +269,10 @@ impl DecisionCache {
 
     /// The decision on `token` made less than [`DECISION_TTL`] before `now`.
     pub fn get(&self, token: &str, now: Instant) -> Option<Decision> {
-        let decisions = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
+        let decisions = self
+            .decisions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         decisions
             .get(&Self::key(token))
             .filter(|(_, at)| now.saturating_duration_since(*at) < DECISION_TTL)
@@ -277,7 +280,10 @@ impl DecisionCache {
     }
 
     pub fn insert(&self, token: &str, decision: Decision, now: Instant) {
-        let mut decisions = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut decisions = self
+            .decisions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if decisions.len() >= MAX_DECISIONS {
             decisions.retain(|_, (_, at)| now.saturating_duration_since(*at) < DECISION_TTL);
             if decisions.len() >= MAX_DECISIONS {
@@ -290,7 +296,7 @@ impl DecisionCache {
     pub fn len(&self) -> usize {
         self.decisions
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .len()
     }
 
@@ -336,9 +342,8 @@ impl MetricsAuth {
             .create(&PostParams::default(), &review)
             .await?;
         let status = reviewed.status.unwrap_or_default();
-        let user = match (status.authenticated, status.user) {
-            (Some(true), Some(user)) => user,
-            _ => return Ok(Decision::Unauthenticated),
+        let (Some(true), Some(user)) = (status.authenticated, status.user) else {
+            return Ok(Decision::Unauthenticated);
         };
         let username = user.username.clone().unwrap_or_default();
         let access = SubjectAccessReview {

@@ -43,6 +43,7 @@ impl SkillVerdict {
     }
 
     /// The same verdict on the same path, its summary or message rewritten by `detail`.
+    #[must_use]
     pub fn with_detail(self, detail: impl FnOnce(String) -> String) -> Self {
         match self {
             SkillVerdict::SkillNotFound { path, message } => SkillVerdict::SkillNotFound {

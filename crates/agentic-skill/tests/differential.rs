@@ -7,6 +7,9 @@
 //! `make test` enables along with `AGENTSKILLS_BIN`; without that variable this test fails
 //! rather than silently checking nothing.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -14,6 +14,9 @@
 //! pin of `hack/install-goose.sh`) and GOOSE_PREVIOUS_BIN (the previous pin), and the test
 //! fails without GOOSE_BIN rather than silently checking nothing.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -271,12 +274,11 @@ fn goose_view(bin: &Path, home: &Path) -> GooseView {
     let marker = "You have these skills at your disposal";
     let prompt = requests
         .iter()
-        .filter_map(|body| {
+        .find_map(|body| {
             let request: serde_json::Value = serde_json::from_slice(body).ok()?;
             let system = request["messages"][0]["content"].as_str()?.to_owned();
             system.contains(marker).then_some(system)
         })
-        .next()
         .unwrap_or_else(|| {
             panic!(
                 "no request to the fake endpoint carried goose's skills ({} requests)",

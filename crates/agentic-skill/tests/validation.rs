@@ -1,5 +1,8 @@
 //! The public API: every finding code, messages, the parsed frontmatter, paths and output.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

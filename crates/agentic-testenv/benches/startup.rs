@@ -4,6 +4,9 @@
 //!
 //! Under `cargo test` (no `--bench` argument) it starts once, as a smoke test.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::time::{Duration, Instant};
 
 use agentic_testenv::{TestEnv, TestEnvOptions};

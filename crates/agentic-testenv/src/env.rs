@@ -66,6 +66,7 @@ const CONTROLLER_READY_TIMEOUT: Duration = Duration::from_secs(30);
 const CONTROLLER_MANAGER_READY_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// What [`TestEnv::start`] runs besides etcd and kube-apiserver.
+#[allow(clippy::struct_excessive_bools)] // Independent choices a test makes.
 #[derive(Debug, Clone, Default)]
 pub struct TestEnvOptions {
     /// Run the agent-sandbox controller against the API server. It reconciles `Sandbox`
@@ -235,6 +236,7 @@ impl TestEnv {
     /// Each call builds a fresh client on the calling tokio runtime; every `#[tokio::test]`
     /// has a runtime of its own, and a client must not outlive the runtime it was made on.
     /// Must be called from within a tokio runtime.
+    #[allow(clippy::expect_used)] // `start` proved the configuration, see below.
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(self.config.clone())
             // `start` built a client from this very configuration, so this can't fail.

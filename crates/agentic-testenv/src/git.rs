@@ -494,9 +494,8 @@ fn cgi_response(output: &[u8]) -> axum::response::Response {
 }
 
 fn git_binary() -> Result<PathBuf> {
-    let path = std::env::var_os(GIT_BIN_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_GIT_BIN));
+    let path =
+        std::env::var_os(GIT_BIN_ENV).map_or_else(|| PathBuf::from(DEFAULT_GIT_BIN), PathBuf::from);
     if path.is_file() {
         Ok(path)
     } else {

@@ -202,8 +202,8 @@ impl Node {
         let images = TestImages::push(registry, &bins.pause).await?;
 
         let id: u32 = rand::rng().random();
-        let bridge = format!("agtn{:08x}", id);
-        let cgroup_root = format!("agentic-testenv-{:08x}", id);
+        let bridge = format!("agtn{id:08x}");
+        let cgroup_root = format!("agentic-testenv-{id:08x}");
         let subnet = free_subnet()?;
         let preexisting_chains = iptables_chains();
         let host_address = Ipv4Addr::new(10, 250, subnet, 1);

@@ -149,8 +149,7 @@ impl std::fmt::Debug for Registry {
 
 fn registry_binary() -> Result<PathBuf> {
     let path = std::env::var_os(REGISTRY_BIN_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_REGISTRY_BIN));
+        .map_or_else(|| PathBuf::from(DEFAULT_REGISTRY_BIN), PathBuf::from);
     if path.is_file() {
         Ok(path)
     } else {

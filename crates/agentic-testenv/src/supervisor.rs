@@ -310,7 +310,7 @@ pub(crate) fn log_tail(path: &Path) -> String {
     let Ok(mut file) = File::open(path) else {
         return "(no log)".to_owned();
     };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let len = file.metadata().map_or(0, |m| m.len());
     let _ = file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)));
     let mut bytes = Vec::new();
     let _ = file.read_to_end(&mut bytes);

@@ -1,5 +1,8 @@
 //! A private environment: everything it starts stops when it is dropped, panics included.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::sync::{Arc, Mutex};

@@ -2,6 +2,9 @@
 //! behind — no process, mount, bridge, iptables chain, cgroup or directory — whether it is
 //! dropped or its owner is SIGKILLed.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::collections::BTreeSet;

@@ -1,5 +1,8 @@
 //! The standalone registry: it answers the OCI distribution API and leaves nothing behind.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::time::Duration;

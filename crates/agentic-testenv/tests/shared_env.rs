@@ -1,5 +1,8 @@
 //! The shared control plane: version, CRDs, registry and the agent-sandbox controller.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::time::Duration;
@@ -116,7 +119,7 @@ async fn pods_are_admitted_without_a_default_service_account() {
     let ns = env.namespace("testenv-pod").await.expect("namespace");
     let client = env.client();
     let no_accounts = Api::<ServiceAccount>::namespaced(client.clone(), &ns)
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default())
         .await
         .expect("list service accounts");
     assert!(
@@ -234,11 +237,11 @@ async fn rbac_applies_to_an_impersonated_service_account() {
     config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:reader"));
     let reader = kube::Client::try_from(config).expect("impersonating client");
     Api::<Pod>::namespaced(reader.clone(), &ns)
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default())
         .await
         .expect("the binding allows listing pods");
     let denied = Api::<ServiceAccount>::namespaced(reader, &ns)
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default())
         .await
         .expect_err("nothing allows listing service accounts");
     assert!(

@@ -1,5 +1,8 @@
 //! `agentic-testenv up` killed with SIGKILL: its watchdog still stops what it started.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::collections::BTreeMap;

@@ -1,5 +1,8 @@
 //! `agentic-testenv up` shuts down cleanly on SIGTERM.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -224,8 +224,7 @@ fn split_commit(raw: &[u8]) -> Result<SignedCommit, String> {
         std::str::from_utf8(raw).map_err(|_| "the commit object is not UTF-8".to_string())?;
     let (headers, message) = text
         .split_once("\n\n")
-        .map(|(headers, message)| (headers, Some(message)))
-        .unwrap_or((text, None));
+        .map_or((text, None), |(headers, message)| (headers, Some(message)));
     let mut signed = String::with_capacity(text.len());
     let mut signature: Option<String> = None;
     let mut committer_time = None;

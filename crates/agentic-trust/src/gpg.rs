@@ -261,7 +261,7 @@ fn key_self_signature(key: &SignedPublicKey) -> Option<&Signature> {
 }
 
 fn latest<'s>(signatures: impl Iterator<Item = &'s Signature>) -> Option<&'s Signature> {
-    signatures.max_by_key(|signature| signature.created().map(|t| t.as_secs()))
+    signatures.max_by_key(|signature| signature.created().map(pgp::types::Timestamp::as_secs))
 }
 
 /// Whether the key created at `created` has expired at `now`, by the key expiration time of
@@ -270,7 +270,7 @@ fn expired<'s>(self_signature: impl Into<Option<&'s Signature>>, created: u32, n
     self_signature
         .into()
         .and_then(Signature::key_expiration_time)
-        .map(|lifetime| lifetime.as_secs())
+        .map(pgp::types::Duration::as_secs)
         .filter(|&lifetime| lifetime > 0)
         .is_some_and(|lifetime| u64::from(created) + u64::from(lifetime) <= now)
 }

@@ -995,8 +995,7 @@ fn same_repository(reference: &str, image: &ResolvedImage) -> bool {
     let docker_hub = |name: &str| {
         name.strip_prefix("index.docker.io/")
             .or_else(|| name.strip_prefix("docker.io/"))
-            .map(|path| format!("docker.io/{path}"))
-            .unwrap_or_else(|| name.to_string())
+            .map_or_else(|| name.to_string(), |path| format!("docker.io/{path}"))
     };
     docker_hub(reference) == docker_hub(&ours)
 }

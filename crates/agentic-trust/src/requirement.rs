@@ -365,7 +365,7 @@ impl ValidForJson {
             text.as_deref()
                 .map(|text| {
                     text.parse::<jiff::Timestamp>()
-                        .map(|time| time.as_second())
+                        .map(jiff::Timestamp::as_second)
                         .map_err(|error| format!("validFor.{end} {text:?} is not a time: {error}"))
                 })
                 .transpose()

@@ -2,6 +2,9 @@
 //! compared with `git verify-commit` on the same allowed-signers file, and GPG signatures
 //! (git and gpg, in a scratch GNUPGHOME).
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
@@ -137,7 +140,7 @@ fn fingerprint(key: &Path) -> String {
 fn expect_invalid(verdict: CommitVerdict, expected: &str) {
     match verdict {
         CommitVerdict::Invalid { why } => {
-            assert!(why.contains(expected), "expected {expected:?} in {why:?}")
+            assert!(why.contains(expected), "expected {expected:?} in {why:?}");
         }
         other => panic!("expected Invalid ({expected}), got {other:?}"),
     }

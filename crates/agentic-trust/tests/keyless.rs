@@ -2,6 +2,9 @@
 //! certificates with the OIDC issuer extension, a Rekor key signing entry timestamps), and
 //! hostile signature manifests; all pushed by hand to the test registry.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::ops::Deref;
@@ -709,7 +712,7 @@ impl BundleParts {
             [leaf] => material["certificate"] = raw(leaf),
             chain => {
                 material["x509CertificateChain"] =
-                    serde_json::json!({"certificates": chain.iter().map(raw).collect::<Vec<_>>()})
+                    serde_json::json!({"certificates": chain.iter().map(raw).collect::<Vec<_>>()});
             }
         }
         let mut bundle =
@@ -720,13 +723,13 @@ impl BundleParts {
                     "payload": STANDARD.encode(statement),
                     "payloadType": IN_TOTO,
                     "signatures": [{"sig": STANDARD.encode(&self.signature), "keyid": ""}],
-                })
+                });
             }
             Content::Manifest(manifest) => {
                 bundle["messageSignature"] = serde_json::json!({
                     "messageDigest": {"algorithm": "SHA2_256", "digest": STANDARD.encode(Sha256::digest(manifest))},
                     "signature": STANDARD.encode(&self.signature),
-                })
+                });
             }
         }
         bundle
@@ -902,7 +905,7 @@ fn sct_extension(log: &KeyPair, issuer_spki: &[u8], tbs: &[u8]) -> CustomExtensi
     match u8::try_from(tls.len()) {
         Ok(short) if short < 0x80 => content.push(short),
         Ok(long) => content.extend_from_slice(&[0x81, long]),
-        Err(_) => panic!("an SCT list under 256 bytes"),
+        Err(error) => panic!("an SCT list under 256 bytes: {error}"),
     }
     content.extend_from_slice(&tls);
     CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 11129, 2, 4, 2], content)

@@ -1,6 +1,9 @@
 //! Signatures made by cosign (COSIGN_BIN, from `hack/install-cosign.sh`) in the test
 //! registry, verified by `verify_image`; hostile signature manifests pushed by hand.
 
+// Test code: a failed expectation panics, and that is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::ops::Deref;

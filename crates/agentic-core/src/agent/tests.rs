@@ -27,7 +27,7 @@ fn gateway() -> Gateway {
         "apiVersion": "konveyor.io/v1alpha1", "kind": "Gateway",
         "metadata": {"name": "llm", "namespace": "ns", "generation": 1},
         "spec": {"provider": "openai", "endpoint": "http://llm.test",
-                 "model": {"name": "m", "contextWindow": 128000}},
+                 "model": {"name": "m", "contextWindow": 128_000}},
         "status": {"observedGeneration": 1, "conditions": [{
             "type": "Ready", "status": "True", "reason": "GatewayReady", "message": "",
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]},

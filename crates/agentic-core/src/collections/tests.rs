@@ -251,7 +251,12 @@ fn image_collection(image: &str) -> SkillCollection {
 fn listed(directories: &[&str]) -> Option<Fetched<ImageListing>> {
     Some(Fetched::Read(ImageListing {
         pinned: PINNED.into(),
-        skills: ImageSkills::Directories(directories.iter().map(|d| d.to_string()).collect()),
+        skills: ImageSkills::Directories(
+            directories
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
+        ),
     }))
 }
 

@@ -275,7 +275,7 @@ fn a_check_is_due_when_the_last_one_expired_or_was_about_something_else() {
     let old = GatewayStatus::default();
     assert_eq!(
         due(Some(last), &old, Some(1)),
-        Due::Wait(RECHECK_AFTER_SUCCESS - Duration::from_secs(100))
+        Due::Wait(RECHECK_AFTER_SUCCESS.saturating_sub(Duration::from_secs(100)))
     );
     let expired = PreviousCheck {
         elapsed: RECHECK_AFTER_SUCCESS,

@@ -1,5 +1,7 @@
 //! A run's phase and conditions, read from its sandbox's pod.
 
+use std::fmt::Write as _;
+
 use agentic_api::{AgentRunPhase, AgentRunStatus, CONDITION_READY, ConditionStatus};
 use k8s_openapi::api::core::v1::{
     ContainerStateTerminated, ContainerStatus, LocalObjectReference, Pod,
@@ -338,7 +340,7 @@ fn finished(terminated: &ContainerStateTerminated) -> RunOutcome {
     };
     let mut message = format!("the agent exited with code {}", terminated.exit_code);
     if let Some(reason) = terminated.reason.as_deref().filter(|r| !r.is_empty()) {
-        message.push_str(&format!(" ({reason})"));
+        let _ = write!(message, " ({reason})");
     }
     let text = terminated
         .message

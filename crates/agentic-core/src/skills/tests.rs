@@ -527,7 +527,7 @@ fn agent_must_exist_and_be_ready_for_its_generation() {
         ..Default::default()
     });
     let checked = check_agent("migrator", Lookup::Found(&agent)).expect("ready");
-    assert!(std::ptr::eq(checked, &agent));
+    assert!(std::ptr::eq(checked, &raw const agent));
     agent.metadata.generation = Some(3);
     assert_eq!(
         check_agent("migrator", Lookup::Found(&agent))
@@ -635,7 +635,7 @@ fn ready_collection(name: &str, cards: &[&str]) -> SkillCollection {
     let mut c = SkillCollection::new(name, agentic_api::SkillCollectionSpec::default());
     c.metadata.generation = Some(2);
     c.status = Some(agentic_api::SkillCollectionStatus {
-        resolved_skills: cards.iter().map(|c| c.to_string()).collect(),
+        resolved_skills: cards.iter().map(std::string::ToString::to_string).collect(),
         observed_generation: Some(2),
         conditions: vec![ready_condition("True", "AllSkillsResolved", "")],
         ..Default::default()

@@ -24,7 +24,10 @@ fn image() -> PinnedSource<'static> {
 
 fn policy(images: &[&str], mode: TrustMode) -> TrustPolicy {
     TrustPolicy {
-        images: images.iter().map(|s| s.to_string()).collect(),
+        images: images
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
         mode,
         ..TrustPolicy::default()
     }

@@ -318,7 +318,7 @@ fn device_nodes_are_refused() {
 
 #[test]
 fn skill_md_over_one_mebibyte_is_invalid_and_not_kept() {
-    let limit = agentic_skill::MAX_SKILL_MD_BYTES as usize;
+    let limit = usize::try_from(agentic_skill::MAX_SKILL_MD_BYTES).unwrap();
     let exactly = vec![b'a'; limit];
     let located = locate(&[tar(&[Item::File("SKILL.md", &exactly)])], None).unwrap();
     assert_eq!(located.skill_md.len(), limit);

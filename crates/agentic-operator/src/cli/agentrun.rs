@@ -1,6 +1,7 @@
 //! `agentrun list|start|logs|cancel`: AgentRuns for people at a terminal, against the
 //! cluster of the current kubeconfig, without writing YAML.
 
+use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -299,7 +300,7 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
             if i == last {
                 text.push_str(cell);
             } else {
-                text.push_str(&format!("{cell:<width$}   "));
+                let _ = write!(text, "{cell:<width$}   ");
             }
         }
         text.trim_end().to_owned() + "\n"

@@ -63,7 +63,7 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
     let mut queued: BTreeMap<(String, String), i64> = BTreeMap::new();
     let states: Vec<_> = caches
         .iter()
-        .filter_map(|c| c.of::<AgentRun>())
+        .filter_map(super::super::caches::Caches::of::<AgentRun>)
         .map(|runs| runs.state())
         .collect();
     for run in states.iter().flat_map(|state| valid(state)) {

@@ -83,7 +83,7 @@ impl Readiness {
     pub fn missing_crds(&self) -> Vec<String> {
         self.missing_crds
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 
@@ -91,7 +91,7 @@ impl Readiness {
         *self
             .missing_crds
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = missing;
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = missing;
     }
 
     /// Whether this replica is waiting for leadership rather than reconciling.

@@ -534,9 +534,13 @@ mod tests {
     async fn a_pass_that_finds_nothing_new_writes_nothing() {
         let first = workflow(None);
         let (client, _) = fake_api(&first);
-        let Pass { status, .. } = ready(Arc::new(first), context(client), Default::default())
-            .await
-            .expect("a pass");
+        let Pass { status, .. } = ready(
+            Arc::new(first),
+            context(client),
+            AgentWorkflowStatus::default(),
+        )
+        .await
+        .expect("a pass");
         let settled = workflow(Some(status));
         let (client, requests) = fake_api(&settled);
         pass(Arc::new(settled), &context(client), ready)
@@ -561,9 +565,13 @@ mod tests {
             .expect("a pass");
         assert_eq!(lines(&requests), [EVENTS_PATH, STATUS_PATH]);
         // Once the cache shows it, the cache is the source again.
-        let Pass { status, .. } = ready(Arc::new(object), Arc::clone(&ctx), Default::default())
-            .await
-            .expect("a pass");
+        let Pass { status, .. } = ready(
+            Arc::new(object),
+            Arc::clone(&ctx),
+            AgentWorkflowStatus::default(),
+        )
+        .await
+        .expect("a pass");
         pass(Arc::new(workflow(Some(status))), &ctx, ready)
             .await
             .expect("a pass");

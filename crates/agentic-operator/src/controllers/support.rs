@@ -84,6 +84,7 @@ where
 }
 
 /// What a read reference is, for the pure checks in `agentic-core`.
+#[allow(clippy::ref_option)] // A `Read` is what the gather step holds.
 pub(super) fn lookup<K>(read: &Read<K>) -> Lookup<'_, K> {
     match read {
         None => Lookup::Missing,

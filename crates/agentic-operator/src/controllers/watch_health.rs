@@ -95,7 +95,7 @@ impl WatchHealth {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, Failure>> {
         self.failures
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -211,11 +211,14 @@ fn sha256sum(path: &Path) -> Result<String> {
 fn cache_dir() -> PathBuf {
     let root = std::env::var_os("AGENTIC_CACHE_DIR")
         .filter(|dir| !dir.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
-            home.join(".cache/agentic-operator")
-        });
+        .map_or_else(
+            || {
+                let home =
+                    std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+                home.join(".cache/agentic-operator")
+            },
+            PathBuf::from,
+        );
     root.join(CACHE_SUBDIR)
 }
 

@@ -27,7 +27,7 @@ pub fn sig_tag(image: &ResolvedImage) -> String {
 pub fn expect_invalid(verdict: ImageVerdict, expected: &str) {
     match verdict {
         ImageVerdict::Invalid { why } => {
-            assert!(why.contains(expected), "expected {expected:?} in {why:?}")
+            assert!(why.contains(expected), "expected {expected:?} in {why:?}");
         }
         other => panic!("expected Invalid ({expected}), got {other:?}"),
     }

@@ -24,7 +24,8 @@ use crate::error::Result;
 pub(super) struct SandboxState {
     /// The sandbox's pod.
     pub pod: Option<Pod>,
-    /// `None` when the sandbox is gone; else its creation time.
+    /// `None` when the sandbox is gone; else its creation time, when it has one.
+    #[allow(clippy::option_option)]
     pub sandbox_created: Option<Option<Time>>,
     /// Read from the watch caches.
     pub cached: bool,

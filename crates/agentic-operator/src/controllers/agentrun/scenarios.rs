@@ -24,7 +24,7 @@ fn ready_agent_with_gateway(api: &FakeApi) {
     api.put(&agent);
     let gateway: Gateway = object(json!({
         "metadata": {"name": "llm"},
-        "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128000}},
+        "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128_000}},
     }));
     api.put(&gateway);
 }
@@ -233,7 +233,7 @@ async fn a_finished_run_is_deleted_once_its_time_to_live_is_over_and_not_before(
     // Completion times have whole seconds: what is left is within a second of the hour.
     let hour_and_a_second = std::time::Duration::from_secs(3601);
     let earliest = kube::runtime::controller::Action::requeue(
-        hour_and_a_second - std::time::Duration::from_secs(1),
+        hour_and_a_second.saturating_sub(std::time::Duration::from_secs(1)),
     );
     let latest = kube::runtime::controller::Action::requeue(hour_and_a_second);
     let seconds = |a: &kube::runtime::controller::Action| {

@@ -304,7 +304,7 @@ async fn delete_orphan(
                     "orphan sweep: deleted an object of a run that no longer exists"
                 ),
                 Some(uid) => {
-                    tracing::info!(namespace, kind = swept.kind, name, run, new_uid = %uid, "orphan sweep: deleted an object of a run that was deleted and created again")
+                    tracing::info!(namespace, kind = swept.kind, name, run, new_uid = %uid, "orphan sweep: deleted an object of a run that was deleted and created again");
                 }
             }
             true

@@ -19,7 +19,7 @@ fn gateway(endpoint: &str) -> Gateway {
             "provider": "openai",
             "endpoint": endpoint,
             "credentialRef": {"secretName": "llm-key", "key": "apiKey"},
-            "model": {"name": "m", "contextWindow": 128000},
+            "model": {"name": "m", "contextWindow": 128_000},
         },
     }))
 }

@@ -109,7 +109,7 @@ impl Scene {
         // Ready, as its controller leaves it once the endpoint answered.
         let gateway: Gateway = object(json!({
             "metadata": {"name": "llm"},
-            "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128000}},
+            "spec": {"provider": "openai", "model": {"name": "m", "contextWindow": 128_000}},
             "status": {
                 "observedGeneration": 1,
                 "conditions": [{
@@ -663,7 +663,7 @@ async fn a_thousand_cards_on_one_image_cost_one_signature_read_and_a_run_costs_n
     assert_eq!(after.len(), before, "{:?}", &after[before..]);
 
     // An Agent on the card, then a run of it: neither reads the registry.
-    let run_status = scene.agent_and_run(&names[0]).await;
+    let run_status = Box::pin(scene.agent_and_run(&names[0])).await;
     assert!(run_status.sandbox_name.is_some(), "{run_status:?}");
     let skills: Vec<&str> = run_status.skills.iter().map(|s| s.image.as_str()).collect();
     assert!(
@@ -700,7 +700,7 @@ async fn started_run(scene: &Scene) -> ClusterPolicies {
     ctx.register_caches(Some(NS), caches);
     let card = scene.card().await;
     assert_eq!(ready(&card.conditions).0, "True", "{card:?}");
-    let status = scene.agent_and_run("pdf").await;
+    let status = Box::pin(scene.agent_and_run("pdf")).await;
     assert_eq!(
         status.sandbox_name.as_deref(),
         Some("fix-bug"),
@@ -750,7 +750,7 @@ fn revoke(scene: &Scene, policies: &mut ClusterPolicies, revoked: Value, action:
 #[tokio::test]
 async fn a_cancel_revocation_of_its_digest_ends_a_running_run_and_stops_its_pod() {
     let scene = Scene::new(true).await;
-    let mut policies = started_run(&scene).await;
+    let mut policies = Box::pin(started_run(&scene)).await;
     running_agent(&scene);
     assert_eq!(ready(&run_pass(&scene).await.conditions).1, "AgentRunning");
 
@@ -790,7 +790,7 @@ async fn a_cancel_revocation_of_its_digest_ends_a_running_run_and_stops_its_pod(
 #[tokio::test]
 async fn a_block_revocation_lets_a_running_run_go_on() {
     let scene = Scene::new(true).await;
-    let mut policies = started_run(&scene).await;
+    let mut policies = Box::pin(started_run(&scene)).await;
     running_agent(&scene);
     run_pass(&scene).await;
 
@@ -811,7 +811,7 @@ async fn a_block_revocation_lets_a_running_run_go_on() {
 #[tokio::test]
 async fn a_cancel_revocation_leaves_a_finished_run_as_it_ended() {
     let scene = Scene::new(true).await;
-    let mut policies = started_run(&scene).await;
+    let mut policies = Box::pin(started_run(&scene)).await;
     agent_container(
         &scene,
         "Succeeded",
@@ -846,7 +846,7 @@ async fn a_cancel_revocation_leaves_a_finished_run_as_it_ended() {
 #[tokio::test]
 async fn a_cancel_revocation_of_its_signer_key_ends_a_running_run() {
     let scene = Scene::new(true).await;
-    let mut policies = started_run(&scene).await;
+    let mut policies = Box::pin(started_run(&scene)).await;
     running_agent(&scene);
     let pinned = run_pass(&scene).await.skills;
     let signer = pinned[0]

@@ -171,7 +171,10 @@ impl RunsSeen {
     fn fingerprint(run: &AgentRun) -> Option<u64> {
         let status = run.status.as_ref().filter(|s| !s.skills.is_empty())?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        status.phase.map(|phase| phase.as_str()).hash(&mut hasher);
+        status
+            .phase
+            .map(agentic_api::AgentRunPhase::as_str)
+            .hash(&mut hasher);
         serde_json::to_string(&status.skills)
             .unwrap_or_default()
             .hash(&mut hasher);
@@ -334,7 +337,7 @@ mod tests {
         let soon = start + Duration::from_millis(500);
         assert_eq!(
             counted.wait("p", Some(1), soon),
-            Some(RECOUNT_INTERVAL - Duration::from_millis(500))
+            Some(RECOUNT_INTERVAL.saturating_sub(Duration::from_millis(500)))
         );
         assert_eq!(counted.wait("q", Some(1), soon), None, "another policy");
         assert_eq!(counted.wait("p", Some(2), soon), None, "a changed policy");
