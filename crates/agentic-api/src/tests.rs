@@ -141,8 +141,10 @@ fn both_trust_policy_kinds_share_one_spec_schema() {
             "keys",
             "mode",
             "revoked",
+            "signatureBinding",
             "sources",
-            "trustRoot"
+            "trustRoot",
+            "unselected"
         ]
     );
 }
