@@ -159,15 +159,36 @@ async fn tenancy_policies_refuse_images_and_secrets_outside_the_allowlists() {
     label_namespace(&client, &tenant, &release).await;
     install_policies(&client, &release).await;
 
-    // The API server loads new policies asynchronously: wait until the first refusal.
+    // The API server loads new policies asynchronously, each on its own: wait until each of
+    // the three refuses (on a busy machine one can be enforced seconds before another).
     let started = Instant::now();
-    while dry_create::<Agent>(&client, &tenant, agent("evil.example/harness:v1"))
-        .await
-        .is_ok()
-    {
+    let refused = |result: Result<(), kube::Error>| result.is_err();
+    loop {
+        let agent_images =
+            refused(dry_create::<Agent>(&client, &tenant, agent("evil.example/harness:v1")).await);
+        let skill_images = refused(
+            dry_create::<SkillCard>(
+                &client,
+                &tenant,
+                json!({"image": "evil.example/skills/java:v1", "type": "skill"}),
+            )
+            .await,
+        );
+        let secret_refs = refused(
+            dry_create::<AgentRun>(
+                &client,
+                &tenant,
+                run_with_env(json!([]), json!([{"secretRef": {"name": "evil-creds"}}])),
+            )
+            .await,
+        );
+        if agent_images && skill_images && secret_refs {
+            break;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "the policies are not enforced within a minute"
+            "the policies are not all enforced within a minute: agent images {agent_images}, \
+             skill images {skill_images}, secret references {secret_refs}"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
