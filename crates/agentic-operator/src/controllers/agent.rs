@@ -24,7 +24,8 @@ use kube::{Api, ResourceExt};
 
 use super::pipeline::{Pass, Policy, Reconciled, ready_phase, run_controller};
 use super::support::{
-    MEMBERS, Read, guard_ref, lookup, member_if, namespace_of, read_cached, read_reference, relate,
+    MEMBERS, Read, cached_named, guard_ref, lookup, member_if, namespace_of, read_cached,
+    read_reference, relate,
 };
 use super::watches::{Stop, Watches};
 use crate::caches::{Guarded, valid};
@@ -72,10 +73,7 @@ pub(super) fn controller(
                 let here = followers.get(&namespace, MEMBERS);
                 candidates.extend(here.into_iter().map(|name| (namespace.clone(), name)));
             }
-            let found: Vec<_> = candidates
-                .into_iter()
-                .filter_map(|(ns, name)| store.get(&ObjectRef::new(&name).within(&ns)))
-                .collect();
+            let found = cached_named(&store, candidates);
             let mut picked: Vec<_> =
                 agents_of_collection(valid(&found), collection, cluster_defaults.as_deref())
                     .into_iter()

@@ -156,6 +156,21 @@ where
         .collect()
 }
 
+/// The objects of `store` named `named` (namespace and name, as
+/// [`Index::everywhere`](crate::caches::Index::everywhere) gives them) that are cached.
+pub(super) fn cached_named<K>(
+    store: &Store<Guarded<K>>,
+    named: impl IntoIterator<Item = (String, String)>,
+) -> Vec<Arc<Guarded<K>>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    named
+        .into_iter()
+        .filter_map(|(namespace, name)| store.get(&ObjectRef::new(&name).within(&namespace)))
+        .collect()
+}
+
 /// What a watch maps a changed object to: of the objects `candidates` names in the changed
 /// object's namespace (an index's answer, never the whole cache), the valid ones `select`
 /// picks for the changed object's namespace and name, as keys of the guarded objects the

@@ -21,7 +21,7 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
-use super::super::support::{MEMBERS, cached, guard_ref, member_if, related};
+use super::super::support::{MEMBERS, cached, cached_named, guard_ref, member_if, related};
 use super::super::watches::Subscriptions;
 use crate::caches::{Guarded, Index, SandboxPod, SecretMeta, valid};
 
@@ -279,11 +279,7 @@ pub(in crate::controllers) fn runs_a_policy_may_cancel(
     }
     let candidates = match namespace {
         Some(namespace) => cached(runs, namespace, live.get(namespace, MEMBERS)),
-        None => live
-            .everywhere(MEMBERS)
-            .into_iter()
-            .filter_map(|(namespace, name)| runs.get(&ObjectRef::new(&name).within(&namespace)))
-            .collect(),
+        None => cached_named(runs, live.everywhere(MEMBERS)),
     };
     valid(&candidates)
         .into_iter()
