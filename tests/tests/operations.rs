@@ -351,6 +351,25 @@ async fn metrics_count_reconciles_errors_registry_reads_cache_hits_and_objects()
     })
     .await;
     assert_eq!(failure.type_.as_deref(), Some("Warning"));
+    // The pass fails again with backoff: each repeat counts on that one Event's series,
+    // which the API server accepts as a patch of it.
+    let repeated = eventually("the failed pass's Warning counted again", || async {
+        let failures: Vec<_> = events_about(&client, &ns, "SkillCard", "unreachable")
+            .await
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("ReconcileFailed"))
+            .collect();
+        assert_eq!(
+            failures.len(),
+            1,
+            "one Event for the repeats: {failures:#?}"
+        );
+        failures
+            .into_iter()
+            .find(|e| e.series.as_ref().is_some_and(|series| series.count >= 2))
+    })
+    .await;
+    assert_eq!(repeated.metadata.name, failure.metadata.name);
     assert!(
         !failure
             .note

@@ -13,15 +13,16 @@ use agentic_oci::{RegistryClient, SkillCache};
 use k8s_openapi::api::events::v1 as events;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::backoff::{Backoff, ObjectKey};
 use crate::caches::Caches;
 use crate::error::{Chain, Error};
 use crate::metrics::Metrics;
+use crate::recorder::{Publish, Series, SeriesKey};
 use crate::written::WrittenStatuses;
 
 /// The one field manager for every server-side apply the operator makes.
@@ -115,9 +116,9 @@ pub struct Context {
     /// Verdicts on git skills by repository, commit and subPath.
     pub git_skills: agentic_git::SkillCache,
     pub metrics: Arc<Metrics>,
-    /// Posts the Events that can repeat (a pass failing again and again), as a series.
-    recorder: Recorder,
-    /// Who the transition Events come from, which are posted without the recorder.
+    /// The Events that can repeat (a pass failing again and again), for their series.
+    series: std::sync::Mutex<Series>,
+    /// Who the Events come from.
     reporter: Reporter,
     backoff: Backoff,
     /// What each kind keeps between its passes, by type: the kinds own their state's types,
@@ -143,7 +144,7 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter.clone()),
+            series: std::sync::Mutex::default(),
             reporter,
             skills: SkillCache::new(SKILL_CACHE_ENTRIES),
             resolutions: agentic_oci::Resolutions::default(),
@@ -209,47 +210,93 @@ impl Context {
             .map(|(_, caches)| caches.clone())
     }
 
-    /// Publishes an event about `obj` that can repeat, such as a pass failing again: the
-    /// recorder folds repeats into one Event's series, and keeps each Event it posted for
-    /// that for six minutes. Failing to publish is logged, never fatal.
+    /// Publishes an event about `obj` that can repeat, such as a pass failing again: a
+    /// repeat within six minutes counts on the first Event's `series` instead of posting
+    /// another (see [`crate::recorder`]). Failing to publish is logged, never fatal.
     pub async fn publish<K>(&self, obj: &K, type_: EventType, reason: EventReason, note: String)
     where
         K: Resource<DynamicType = ()>,
     {
-        let event = Event {
-            type_,
-            reason: reason.as_str().to_string(),
-            note: Some(truncate(&note, MAX_EVENT_NOTE_BYTES).to_string()),
-            action: EVENT_ACTION.to_string(),
-            secondary: None,
+        let event = self.event(obj, type_, reason.as_str(), &note);
+        let Some(regarding) = event.regarding.as_ref() else {
+            return;
         };
-        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+        let key = SeriesKey::new(regarding, reason.as_str(), type_ == EventType::Warning);
+        let namespace = regarding.namespace.clone().unwrap_or_default();
+        let api: Api<events::Event> = Api::namespaced(self.client.clone(), &namespace);
+        let now = std::time::Instant::now();
+        let decision = self.series().observe(&key, now);
+        if let Publish::Repeat { name, count } = decision {
+            let series = serde_json::json!({"series": {
+                "count": count,
+                "lastObservedTime": MicroTime(k8s_openapi::jiff::Timestamp::now()),
+            }});
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&series))
+                .await
+            {
+                Ok(_) => {
+                    self.series().posted(key, name, count, now);
+                    return;
+                }
+                // The Event expired on the server (an hour by default): start a new one.
+                Err(kube::Error::Api(status)) if status.code == 404 => self.series().forget(&key),
+                Err(e) => {
+                    event_failed(obj, &e);
+                    return;
+                }
+            }
+        }
+        match api.create(&PostParams::default(), &event).await {
+            Ok(created) => {
+                if let Some(name) = created.metadata.name {
+                    self.series().posted(key, name, 1, now);
+                }
+            }
+            Err(e) => event_failed(obj, &e),
+        }
+    }
+
+    fn series(&self) -> std::sync::MutexGuard<'_, Series> {
+        self.series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Publishes an event about `obj` that a change of its status raises: posted once, and
+    /// not remembered for repeats, which a transition does not have. Failing to publish is
+    /// logged, never fatal.
+    pub async fn publish_transition<K>(&self, obj: &K, type_: EventType, reason: &str, note: String)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let event = self.event(obj, type_, reason, &note);
+        let namespace = event.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<events::Event> = Api::namespaced(self.client.clone(), &namespace);
+        if let Err(e) = api.create(&PostParams::default(), &event).await {
             event_failed(obj, &e);
         }
     }
 
-    /// Publishes an event about `obj` that a change of its status raises: posted once,
-    /// without the recorder, whose cache would keep one Event per run for six minutes (most
-    /// of the operator's memory for Events, docs/performance.md) to fold repeats that a
-    /// transition does not have. Failing to publish is logged, never fatal.
-    pub async fn publish_transition<K>(&self, obj: &K, type_: EventType, reason: &str, note: String)
+    /// A new `events.k8s.io/v1` Event about `obj`, named by the server after it.
+    fn event<K>(&self, obj: &K, type_: EventType, reason: &str, note: &str) -> events::Event
     where
         K: Resource<DynamicType = ()>,
     {
         let regarding = obj.object_ref(&());
         let namespace = regarding.namespace.clone().unwrap_or_default();
         let controller = &self.reporter.controller;
-        let event = events::Event {
+        events::Event {
             metadata: ObjectMeta {
-                // A '-', not the recorder's '.': a generated name's prefix must itself be
+                // A '-', not kube's recorder's '.': a generated name's prefix must itself be
                 // a DNS subdomain but for a trailing dash.
                 generate_name: Some(format!("{}-", obj.name_any())),
-                namespace: Some(namespace.clone()),
+                namespace: Some(namespace),
                 ..ObjectMeta::default()
             },
             action: Some(EVENT_ACTION.to_string()),
             reason: Some(reason.to_string()),
-            note: Some(truncate(&note, MAX_EVENT_NOTE_BYTES).to_string()),
+            note: Some(truncate(note, MAX_EVENT_NOTE_BYTES).to_string()),
             type_: Some(
                 match type_ {
                     EventType::Normal => "Normal",
@@ -267,10 +314,6 @@ impl Context {
                     .unwrap_or_else(|| controller.clone()),
             ),
             ..events::Event::default()
-        };
-        let api: Api<events::Event> = Api::namespaced(self.client.clone(), &namespace);
-        if let Err(e) = api.create(&PostParams::default(), &event).await {
-            event_failed(obj, &e);
         }
     }
 
@@ -324,4 +367,74 @@ fn event_failed<K: Resource>(obj: &K, error: &kube::Error) {
         error = %Chain(error),
         "publishing event failed"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_api::{AgentRun, AgentRunSpec};
+    use http::Method;
+
+    use super::*;
+    use crate::controllers::fake_api::FakeApi;
+    use crate::controllers::scenario::context_on;
+
+    fn run(name: &str) -> AgentRun {
+        let mut run = AgentRun::new(name, AgentRunSpec::default());
+        run.metadata.namespace = Some("ns".into());
+        run.metadata.uid = Some(format!("uid-{name}"));
+        run
+    }
+
+    #[tokio::test]
+    async fn a_repeated_failure_counts_on_its_first_event_and_another_reason_posts_anew() {
+        let api = FakeApi::default();
+        let ctx = context_on(api.client());
+        let failing = run("r");
+        for attempt in 0..3 {
+            let note = format!("attempt {attempt}: the Agent is not there");
+            ctx.publish(
+                &failing,
+                EventType::Warning,
+                EventReason::ReconcileFailed,
+                note,
+            )
+            .await;
+        }
+        ctx.publish(
+            &run("other"),
+            EventType::Warning,
+            EventReason::ReconcileFailed,
+            "not there".into(),
+        )
+        .await;
+
+        let writes: Vec<(Method, String)> = api
+            .writes()
+            .into_iter()
+            .map(|write| (write.method, write.path))
+            .collect();
+        let events = "/apis/events.k8s.io/v1/namespaces/ns/events";
+        let names = api.names::<events::Event>("ns");
+        assert_eq!(names.len(), 2, "one Event per object: {names:?}");
+        let first = names
+            .iter()
+            .find(|name| name.starts_with("r-"))
+            .expect("the failing run's Event");
+        assert_eq!(
+            writes,
+            [
+                (Method::POST, events.to_string()),
+                (Method::PATCH, format!("{events}/{first}")),
+                (Method::PATCH, format!("{events}/{first}")),
+                (Method::POST, events.to_string()),
+            ]
+        );
+        let event: events::Event = api.get("ns", first).expect("the Event");
+        let series = event.series.expect("a series");
+        assert_eq!(series.count, 3);
+        assert_eq!(
+            event.note.as_deref(),
+            Some("attempt 0: the Agent is not there")
+        );
+    }
 }

@@ -12,6 +12,7 @@ pub mod controllers;
 pub mod error;
 pub mod metrics;
 pub mod operator;
+pub mod recorder;
 pub mod server;
 pub mod written;
 

@@ -12,13 +12,13 @@ pub mod agentworkflow;
 pub mod agentworkflowrun;
 mod census;
 #[cfg(test)]
-mod fake_api;
+pub(crate) mod fake_api;
 #[cfg(test)]
 mod fake_registry;
 pub mod gateway;
 mod pipeline;
 #[cfg(test)]
-mod scenario;
+pub(crate) mod scenario;
 pub mod skillcard;
 pub mod skillcollection;
 mod support;

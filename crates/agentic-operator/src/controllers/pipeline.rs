@@ -509,7 +509,7 @@ mod tests {
         assert_eq!(action, Action::await_change());
         assert_eq!(lines(&requests), [EVENTS_PATH, STATUS_PATH]);
         let requests = requests.lock().expect("not poisoned");
-        // A transition's Event is posted whole, as the recorder would post it, and once.
+        // A transition's Event is posted whole, and once.
         let event: k8s_openapi::api::events::v1::Event =
             serde_json::from_str(&requests[0].1).expect("an Event");
         assert_eq!(event.reason.as_deref(), Some("AllAgentsReady"));
