@@ -24,6 +24,8 @@
 //! - [`sandbox`]: a run's sandbox (pod spec, Pod or agent-sandbox `Sandbox`, ConfigMaps,
 //!   Secret), the run's outcome read back from its pod, and its lifecycle (admission under an
 //!   Agent's cap, deadlines, cancellation, time to live).
+//! - [`prefetch`]: which pods pull a Ready Agent's skill images onto the nodes before its
+//!   first run, and its `SkillsPrefetched` condition.
 //! - [`start`]: whether a run without a sandbox waits, adopts the sandbox an earlier pass
 //!   created, or has one created, from what its pass read.
 //! - [`trust`]: which trust policies apply to a skill, the `Verified` verdict on its pin,
@@ -47,6 +49,7 @@ pub mod names;
 pub mod owners;
 pub mod params;
 pub mod pin;
+pub mod prefetch;
 pub mod reasons;
 pub mod sandbox;
 pub mod skills;

@@ -53,6 +53,29 @@ pub fn sandbox_name(run_name: &str) -> String {
     with_hash(&body, run_name, MAX_LABEL_LEN, &['-'])
 }
 
+/// The pod that prefetches an Agent's skill images onto one node: `<agent>-prefetch-<hash>`,
+/// the hash over the Agent, the node and the digest set, so that each node and each set
+/// gets its own pod and a changed set a new name. The Agent's name is cut (and sanitized,
+/// as [`sandbox_name`] does) to keep the whole a DNS-1035 label.
+pub fn prefetch_pod_name(agent: &str, node: &str, digest_set: &str) -> String {
+    const SUFFIX: &str = "-prefetch-";
+    let mut body = String::new();
+    for c in agent.chars().map(|c| c.to_ascii_lowercase()) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            body.push(c);
+        } else if !body.is_empty() && !body.ends_with('-') {
+            body.push('-');
+        }
+    }
+    if !body.starts_with(|c: char| c.is_ascii_lowercase()) {
+        body.insert_str(0, "agent-");
+    }
+    body.truncate(MAX_LABEL_LEN - SUFFIX.len() - HASH_LEN);
+    let body = body.trim_end_matches('-');
+    let hash = short_hash(&format!("{agent}\n{node}\n{digest_set}"));
+    format!("{body}{SUFFIX}{hash}")
+}
+
 /// The per-run Secret holding the ACP key: `<sandbox>-acp-key`.
 pub fn acp_secret_name(sandbox_name: &str) -> String {
     format!("{sandbox_name}{ACP_SECRET_SUFFIX}")
@@ -173,7 +196,8 @@ fn with_hash(body: &str, original: &str, max_len: usize, trim: &[char]) -> Strin
     }
 }
 
-fn short_hash(text: &str) -> String {
+/// The first 10 hex digits of the SHA-256 of `text`: what tells apart names cut alike.
+pub fn short_hash(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
     let mut hex = String::with_capacity(HASH_LEN);
     for byte in digest.iter().take(HASH_LEN / 2) {

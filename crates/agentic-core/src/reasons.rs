@@ -461,6 +461,19 @@ reasons! {
         /// `RulesFitContext` False: the rules take more than their share of the context
         /// window.
         RulesExceedContext,
+        /// `SkillsPrefetched` True: every node selected for prefetch holds the Agent's skill
+        /// images.
+        SkillImagesPresent,
+        /// `SkillsPrefetched` False: prefetch pods are pulling the skill images, or wait for
+        /// a slot under the caps.
+        SkillPrefetchInProgress,
+        /// `SkillsPrefetched` False: the prefetch failed on some nodes (the message names
+        /// them and why); it is retried with backoff, and runs there pull the images
+        /// themselves.
+        SkillPrefetchFailed,
+        /// `SkillsPrefetched` False: no node is selected for prefetch (none is schedulable,
+        /// Ready and untainted and matches `--skill-prefetch`).
+        NoPrefetchNodes,
         /// `ExtensionsKept` False: an update removed extension fields (`skillDelivery`,
         /// `maxConcurrentRuns`, `defaultSkills`), as a client that does not know them does.
         ExtensionFieldsDropped,
