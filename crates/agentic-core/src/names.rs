@@ -39,8 +39,15 @@ pub fn sandbox_name(run_name: &str) -> String {
     if is_dns1035_label(run_name) {
         return run_name.to_string();
     }
+    let body = dns1035_body(run_name, "run-");
+    with_hash(&body, run_name, MAX_LABEL_LEN, &['-'])
+}
+
+/// `name` lower-cased, every character outside `a-z0-9` a `-` (runs of them collapsed), and
+/// `prefix` prepended when it does not start with a letter: the start of a DNS-1035 label.
+fn dns1035_body(name: &str, prefix: &str) -> String {
     let mut body = String::new();
-    for c in run_name.chars().map(|c| c.to_ascii_lowercase()) {
+    for c in name.chars().map(|c| c.to_ascii_lowercase()) {
         if c.is_ascii_lowercase() || c.is_ascii_digit() {
             body.push(c);
         } else if !body.is_empty() && !body.ends_with('-') {
@@ -48,9 +55,9 @@ pub fn sandbox_name(run_name: &str) -> String {
         }
     }
     if !body.starts_with(|c: char| c.is_ascii_lowercase()) {
-        body.insert_str(0, "run-");
+        body.insert_str(0, prefix);
     }
-    with_hash(&body, run_name, MAX_LABEL_LEN, &['-'])
+    body
 }
 
 /// The pod that prefetches an Agent's skill images onto one node: `<agent>-prefetch-<hash>`,
@@ -59,17 +66,7 @@ pub fn sandbox_name(run_name: &str) -> String {
 /// as [`sandbox_name`] does) to keep the whole a DNS-1035 label.
 pub fn prefetch_pod_name(agent: &str, node: &str, digest_set: &str) -> String {
     const SUFFIX: &str = "-prefetch-";
-    let mut body = String::new();
-    for c in agent.chars().map(|c| c.to_ascii_lowercase()) {
-        if c.is_ascii_lowercase() || c.is_ascii_digit() {
-            body.push(c);
-        } else if !body.is_empty() && !body.ends_with('-') {
-            body.push('-');
-        }
-    }
-    if !body.starts_with(|c: char| c.is_ascii_lowercase()) {
-        body.insert_str(0, "agent-");
-    }
+    let mut body = dns1035_body(agent, "agent-");
     body.truncate(MAX_LABEL_LEN - SUFFIX.len() - HASH_LEN);
     let body = body.trim_end_matches('-');
     let hash = short_hash(&format!("{agent}\n{node}\n{digest_set}"));

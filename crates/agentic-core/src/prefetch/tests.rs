@@ -506,7 +506,11 @@ fn a_failed_prefetch_is_reported_and_retried_after_its_backoff_with_the_attempt_
         &at(retry_at),
     );
     let name = pods[0].0.name.clone().expect("name");
-    assert_eq!(due.delete, std::slice::from_ref(&name), "replaced under its own name");
+    assert_eq!(
+        due.delete,
+        std::slice::from_ref(&name),
+        "replaced under its own name"
+    );
     assert_eq!(due.create[0].metadata.name.as_ref(), Some(&name));
     assert_eq!(
         due.create[0]
