@@ -399,8 +399,9 @@ pub struct SkillTrustPolicyStatus {
     pub observed_generation: Option<i64>,
 
     /// How many runs, live and finished, mounted a skill this policy revokes or does not
-    /// verify (read from the runs' `status.skills`). Runs that were deleted are no longer
-    /// counted. A ClusterSkillTrustPolicy's status is written only by an operator that
+    /// verify (read from the runs' `status.skills`), or are held before their start
+    /// (`SkillBlocked`) by a skill of their Agent's it revokes or does not verify. Runs that
+    /// were deleted are no longer counted. A ClusterSkillTrustPolicy's status is written only by an operator that
     /// watches every namespace.
     #[serde(default)]
     pub affected_runs: i64,
@@ -433,7 +434,8 @@ pub struct AffectedRun {
     pub phase: Option<AgentRunPhase>,
     /// Frontmatter name of the skill.
     pub skill: String,
-    /// What the run mounted, as its `status.skills[].image` says.
+    /// What the run mounted, as its `status.skills[].image` says; for a run held before its
+    /// start, what it would mount, as its Agent's `status.skills[].image` says.
     pub image: String,
     /// `Revoked` or `Unverified`.
     pub reason: String,

@@ -22,15 +22,15 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use agentic_api::{
-    AffectedRun, AgentRun, AgentRunStatus, CONDITION_READY, ClusterSkillTrustPolicy,
-    ConditionStatus, KeyRef, MAX_BLAST_RADIUS_ENTRIES, RevocationAction, SkillCardStatus,
-    SkillTrustPolicy, SkillVerification, TrustMode, TrustPolicy, UnselectedSkills,
+    AffectedRun, Agent, AgentRun, AgentRunStatus, CONDITION_READY, ClusterSkillTrustPolicy,
+    ConditionStatus, KeyRef, MAX_BLAST_RADIUS_ENTRIES, PinnedSkill, RevocationAction, SkillCard,
+    SkillCardStatus, SkillTrustPolicy, SkillVerification, TrustMode, TrustPolicy, UnselectedSkills,
     VerificationState,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::conditions::{Conditions, is_ready, remove_condition};
-use crate::reasons::SkillCardReason;
+use crate::reasons::{AgentRunReason, SkillCardReason};
 
 mod canonical;
 pub mod status;
@@ -710,11 +710,14 @@ pub fn judge_unpinned(policies: &Policies, decided: &SkillCardStatus) -> Option<
 fn affected_skill(
     policies: &Policies,
     policy: &PolicyId,
-    pinned: &agentic_api::PinnedSkill,
+    pinned: &PinnedSkill,
 ) -> Option<SkillCardReason> {
     let source = PinnedSource::from_pin(&pinned.image);
-    let by_this = |p: Option<NamedPolicy<'_>>| p.is_some_and(|p| p.id == policy);
-    if by_this(policies.revoking_content(&source)) {
+    // Every revoking policy counts the skill, not only the first of them.
+    if policies
+        .revoking_content_all(&source)
+        .any(|p| p.id == policy)
+    {
         return Some(SkillCardReason::Revoked);
     }
     let verification = pinned.verification.as_ref()?;
@@ -735,14 +738,70 @@ fn affected_skill(
     }
 }
 
+/// Whether `run` is held before its start by the trust policies: not finished, no sandbox,
+/// nothing mounted, and `Ready` says `SkillBlocked`. Its Agent's skills are what it would
+/// mount ([`blast_radius`]'s `intended`).
+pub fn held_before_start(run: &AgentRun) -> bool {
+    run.status.as_ref().is_some_and(|status| {
+        status.skills.is_empty()
+            && status.sandbox_name.is_none()
+            && !status
+                .phase
+                .is_some_and(agentic_api::AgentRunPhase::is_finished)
+            && crate::conditions::find_condition(&status.conditions, CONDITION_READY)
+                .is_some_and(|ready| ready.reason == AgentRunReason::SkillBlocked.as_str())
+    })
+}
+
+/// What a run of `namespace` held before its start would mount: `agent`'s pinned skills,
+/// each with the verification of its card (found by `card`, from the card's namespace and
+/// name) when the card still pins what the Agent resolved. Inline skills pin nothing a
+/// policy revokes and are left out.
+pub fn intended_skills<C>(
+    agent: &Agent,
+    namespace: &str,
+    card: impl Fn(&str, &str) -> Option<C>,
+) -> Vec<PinnedSkill>
+where
+    C: std::ops::Deref<Target = SkillCard>,
+{
+    let skills = agent.status.as_ref().map_or(&[][..], |s| &s.skills[..]);
+    skills
+        .iter()
+        .filter_map(|skill| {
+            let image = skill.image.clone()?;
+            let card_namespace = skill.namespace.as_deref().unwrap_or(namespace);
+            let verification = card(card_namespace, &skill.skill_card).and_then(|card| {
+                let status = card.status.as_ref()?;
+                let pinned = status
+                    .resolved_image
+                    .as_deref()
+                    .or(status.resolved_source.as_deref());
+                (pinned == Some(image.as_str()))
+                    .then(|| status.verification.clone())
+                    .flatten()
+            });
+            Some(PinnedSkill {
+                name: skill.name.clone(),
+                image,
+                skill_type: skill.skill_type,
+                verification,
+            })
+        })
+        .collect()
+}
+
 /// The blast radius of `policy`: every run (live or finished) that mounted a skill it
-/// revokes or did not verify, live runs first, then by namespace and name; at most
+/// revokes or did not verify, and every run held before its start ([`held_before_start`])
+/// whose `intended` skills (its Agent's, with their cards' verification) it revokes or did
+/// not verify; live runs first, then by namespace and name; at most
 /// [`MAX_BLAST_RADIUS_ENTRIES`] entries, with the count of them all.
 pub fn blast_radius<'a>(
     cluster: &[ClusterSkillTrustPolicy],
     namespaced: &[SkillTrustPolicy],
     policy: &PolicyId,
     runs: impl IntoIterator<Item = &'a AgentRun>,
+    intended: impl Fn(&AgentRun) -> Vec<PinnedSkill>,
 ) -> (i64, Vec<AffectedRun>) {
     let mut by_namespace: std::collections::BTreeMap<String, Policies> =
         std::collections::BTreeMap::default();
@@ -761,7 +820,14 @@ pub fn blast_radius<'a>(
         let live = !status
             .phase
             .is_some_and(agentic_api::AgentRunPhase::is_finished);
-        for pinned in &status.skills {
+        let held;
+        let skills = if held_before_start(run) {
+            held = intended(run);
+            &held
+        } else {
+            &status.skills
+        };
+        for pinned in skills {
             if let Some(reason) = affected_skill(policies, policy, pinned) {
                 affected.push((
                     live,

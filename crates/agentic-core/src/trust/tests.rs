@@ -513,6 +513,97 @@ fn mounted(name: &str, image: &str, verification: Option<SkillVerification>) -> 
     }
 }
 
+/// What a test's runs would mount before their start: nothing.
+fn nothing_intended(_: &AgentRun) -> Vec<PinnedSkill> {
+    Vec::new()
+}
+
+/// A run held before its start: `Ready` False with `reason`, no sandbox, nothing mounted.
+fn held(namespace: &str, name: &str, reason: AgentRunReason) -> AgentRun {
+    let mut run = run(namespace, name, AgentRunPhase::Pending, Vec::new());
+    let status = run.status.as_mut().expect("a status");
+    Conditions::<AgentRunReason>::new(&mut status.conditions, None, now()).set(
+        CONDITION_READY,
+        ConditionStatus::False,
+        reason,
+        "held",
+    );
+    run
+}
+
+#[test]
+fn the_blast_radius_counts_runs_held_before_start_by_their_intended_skills() {
+    let kill = cluster(
+        "kill",
+        revoking(
+            Revocations {
+                digests: vec![DIGEST.into()],
+                ..Revocations::default()
+            },
+            RevocationAction::Block,
+        ),
+    );
+    let id = PolicyId::of_cluster(&kill);
+    let revoked = format!("{REPO}@{DIGEST}");
+    let fine = format!("{REPO}@{OTHER_DIGEST}");
+    let runs = [
+        held("a", "held", AgentRunReason::SkillBlocked),
+        held("a", "held-elsewhere", AgentRunReason::SkillBlocked),
+        // Waiting for another reason: what its Agent names is not asked.
+        held("a", "queued", AgentRunReason::Queued),
+    ];
+    let intended = |run: &AgentRun| match run.metadata.name.as_deref() {
+        Some("held") => vec![mounted("java", &fine, None), mounted("pdf", &revoked, None)],
+        Some("held-elsewhere") => vec![mounted("java", &fine, None)],
+        Some("queued") => vec![mounted("pdf", &revoked, None)],
+        _ => Vec::new(),
+    };
+    let (count, entries) = blast_radius(std::slice::from_ref(&kill), &[], &id, &runs, intended);
+    assert_eq!(count, 1);
+    assert_eq!(
+        entries
+            .iter()
+            .map(|a| (
+                a.name.as_str(),
+                a.skill.as_str(),
+                a.image.as_str(),
+                a.reason.as_str()
+            ))
+            .collect::<Vec<_>>(),
+        [(
+            "held",
+            "pdf",
+            revoked.as_str(),
+            SkillCardReason::Revoked.as_str()
+        )]
+    );
+}
+
+#[test]
+fn every_policy_revoking_a_mounted_skill_counts_it() {
+    let revoked = Revocations {
+        digests: vec![DIGEST.into()],
+        ..Revocations::default()
+    };
+    let first = cluster(
+        "a-first",
+        revoking(revoked.clone(), RevocationAction::Block),
+    );
+    let second = cluster("b-second", revoking(revoked, RevocationAction::Cancel));
+    let policies = [first, second];
+    let runs = [run(
+        "a",
+        "r",
+        AgentRunPhase::Running,
+        vec![mounted("java", &format!("{REPO}@{DIGEST}"), None)],
+    )];
+    for policy in &policies {
+        let id = PolicyId::of_cluster(policy);
+        let (count, entries) = blast_radius(&policies, &[], &id, &runs, nothing_intended);
+        assert_eq!((count, entries.len()), (1, 1), "{id}");
+    }
+}
+
 #[test]
 fn the_blast_radius_lists_live_runs_first_and_counts_runs_once() {
     let kill = cluster(
@@ -553,7 +644,13 @@ fn the_blast_radius_lists_live_runs_first_and_counts_runs_once() {
         ),
     ];
     let id = PolicyId::of_cluster(&kill);
-    let (count, entries) = blast_radius(std::slice::from_ref(&kill), &[], &id, &runs);
+    let (count, entries) = blast_radius(
+        std::slice::from_ref(&kill),
+        &[],
+        &id,
+        &runs,
+        nothing_intended,
+    );
     assert_eq!(count, 2);
     let listed: Vec<(&str, &str, &str)> = entries
         .iter()
@@ -615,7 +712,13 @@ fn the_blast_radius_counts_unverified_mounts_and_revoked_signers() {
             vec![mounted("s", &pin, Some(other_policys))],
         ),
     ];
-    let (count, entries) = blast_radius(std::slice::from_ref(&audit), &[], &id, &runs);
+    let (count, entries) = blast_radius(
+        std::slice::from_ref(&audit),
+        &[],
+        &id,
+        &runs,
+        nothing_intended,
+    );
     assert_eq!(count, 2);
     assert_eq!(
         entries
@@ -653,7 +756,13 @@ fn the_blast_radius_is_capped_but_counts_everything() {
         })
         .collect();
     let id = PolicyId::of_cluster(&kill);
-    let (count, entries) = blast_radius(std::slice::from_ref(&kill), &[], &id, &runs);
+    let (count, entries) = blast_radius(
+        std::slice::from_ref(&kill),
+        &[],
+        &id,
+        &runs,
+        nothing_intended,
+    );
     assert_eq!(
         count,
         i64::try_from(MAX_BLAST_RADIUS_ENTRIES + 5).expect("small")
@@ -690,7 +799,13 @@ fn a_namespaced_policys_blast_radius_stays_in_its_namespace() {
         ),
     ];
     let id = PolicyId::of_namespaced(&kill);
-    let (count, entries) = blast_radius(&[], std::slice::from_ref(&kill), &id, &runs);
+    let (count, entries) = blast_radius(
+        &[],
+        std::slice::from_ref(&kill),
+        &id,
+        &runs,
+        nothing_intended,
+    );
     assert_eq!(count, 1);
     assert_eq!(entries[0].name, "mine");
 }
@@ -1074,6 +1189,7 @@ fn every_verified_signer_is_recorded_and_each_reaches_its_revocations() {
         &[],
         &PolicyId::of_cluster(&cancel_second),
         [&live],
+        nothing_intended,
     );
     assert_eq!((count, entries.len()), (1, 1));
 

@@ -3,7 +3,8 @@
 //! and `Ready`, whether every key the policy names can be read and parsed.
 //!
 //! A policy is looked at again when it changes, when a run of its scope changes what it
-//! mounted (`status.skills`, verification included) or its phase, or is deleted, and every
+//! mounted (`status.skills`, verification included) or its phase, is held before its start
+//! by a revocation or released, or is deleted, and every
 //! tag refresh interval, as the Secrets and ConfigMaps holding its keys are not watched. A
 //! card whose verification changes reaches the policies through the runs that mounted it.
 //!
@@ -16,11 +17,13 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agentic_api::{
-    AgentRun, ClusterSkillTrustPolicy, SkillTrustPolicy, SkillTrustPolicyStatus, TrustPolicy,
+    Agent, AgentRun, ClusterSkillTrustPolicy, PinnedSkill, SkillCard, SkillTrustPolicy,
+    SkillTrustPolicyStatus, TrustPolicy,
 };
+use agentic_core::conditions::find_condition;
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::trust::status::policy_status;
-use agentic_core::trust::{PolicyId, blast_radius};
+use agentic_core::trust::{PolicyId, blast_radius, held_before_start, intended_skills};
 use futures::future::BoxFuture;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -157,9 +160,9 @@ where
 }
 
 /// What each run mounted and its phase when a policy controller last saw it, as a hash,
-/// for the runs that mounted any skill: a run event that changes neither (most of them: its
-/// sandbox coming up, its conditions) re-queues no policy, and a run that never mounted a
-/// skill can be in no blast radius.
+/// for the runs that mounted any skill or are held before their start by a revocation: a
+/// run event that changes none of it (most of them: its sandbox coming up, its conditions)
+/// re-queues no policy, and any other run can be in no blast radius.
 #[derive(Default)]
 struct RunsSeen(Mutex<HashMap<(String, String), u64>>);
 
@@ -169,7 +172,11 @@ impl RunsSeen {
     }
 
     fn fingerprint(run: &AgentRun) -> Option<u64> {
-        let status = run.status.as_ref().filter(|s| !s.skills.is_empty())?;
+        let status = run.status.as_ref()?;
+        let held = held_before_start(run);
+        if status.skills.is_empty() && !held {
+            return None;
+        }
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         status
             .phase
@@ -178,6 +185,13 @@ impl RunsSeen {
         serde_json::to_string(&status.skills)
             .unwrap_or_default()
             .hash(&mut hasher);
+        // A held run's message names the skill and policy holding it: a change of either
+        // counts it again.
+        if held {
+            find_condition(&status.conditions, agentic_api::CONDITION_READY)
+                .map(|ready| ready.message.as_str())
+                .hash(&mut hasher);
+        }
         Some(hasher.finish())
     }
 
@@ -296,7 +310,8 @@ async fn status_of(
             let namespaced: Vec<SkillTrustPolicy> =
                 valid(&caches.state_of()).into_iter().cloned().collect();
             let runs = caches.state_of::<AgentRun>();
-            blast_radius(&cluster, &namespaced, id, valid(&runs))
+            let intended = |run: &AgentRun| held_runs_skills(ctx, run);
+            blast_radius(&cluster, &namespaced, id, valid(&runs), intended)
         }
         None => (0, Vec::new()),
     };
@@ -307,6 +322,32 @@ async fn status_of(
         status,
         Action::requeue(ctx.settings.tag_refresh_interval),
     ))
+}
+
+/// What a run held before its start would mount: its Agent's skills, with their cards'
+/// verification, each looked up by name in the watch caches (no cache is scanned).
+fn held_runs_skills(ctx: &Context, run: &AgentRun) -> Vec<PinnedSkill> {
+    let namespace = run.namespace().unwrap_or_default();
+    let Some(agent) = cached_one::<Agent>(ctx, &namespace, &run.spec.agent_ref) else {
+        return Vec::new();
+    };
+    intended_skills(&agent, &namespace, |namespace, name| {
+        cached_one::<SkillCard>(ctx, namespace, name)
+    })
+}
+
+/// The valid `K` `namespace/name` in the watch caches of its namespace.
+fn cached_one<K>(ctx: &Context, namespace: &str, name: &str) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let store = ctx.caches(namespace)?.of::<K>()?;
+    let guarded = store.get(&ObjectRef::new(name).within(namespace))?;
+    guarded
+        .0
+        .as_ref()
+        .ok()
+        .map(|object| Arc::new(object.clone()))
 }
 
 /// Whether every key, certificate, Secret and ConfigMap `policy` names can be read and

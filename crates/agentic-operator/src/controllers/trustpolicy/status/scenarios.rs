@@ -2,8 +2,8 @@
 //! runs and policies in watch caches as the operator keeps them.
 
 use agentic_api::{
-    AffectedRun, AgentRun, AgentRunPhase, ClusterSkillTrustPolicy, SkillTrustPolicy,
-    SkillTrustPolicyStatus,
+    AffectedRun, Agent, AgentRun, AgentRunPhase, ClusterSkillTrustPolicy, SkillCard,
+    SkillTrustPolicy, SkillTrustPolicyStatus,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::DeserializeGuard;
@@ -217,4 +217,74 @@ fn only_a_change_of_what_a_run_mounted_or_of_its_phase_requeues_the_policies() {
     bare.status.as_mut().expect("a status").skills.clear();
     assert!(!seen.changed(&bare), "a run that mounted nothing");
     assert!(!seen.forget(&bare));
+}
+
+/// A run of the Agent `coder` held before its start by a revocation: no sandbox, nothing
+/// mounted, `Ready` False with reason `SkillBlocked`.
+fn held_run(name: &str) -> AgentRun {
+    object(json!({
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}")},
+        "spec": {"agentRef": "coder"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{
+                "type": "Ready", "status": "False", "reason": "SkillBlocked",
+                "message": "skill \"pdf\" is revoked", "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }],
+        },
+    }))
+}
+
+#[tokio::test]
+async fn a_run_held_before_its_start_is_counted_from_its_agents_skills() {
+    let api = FakeApi::default();
+    let ctx = context(&api);
+    let revoker = policy(revoking());
+    api.put(&revoker);
+    let image = format!("registry.example/skills/pdf@{DIGEST}");
+    let agent: Agent = object(json!({
+        "metadata": {"name": "coder", "namespace": NS},
+        "spec": {"image": "registry.test/harness:1", "skillCards": [{"ref": "pdf"}]},
+        "status": {"skills": [
+            {"name": "pdf", "skillCard": "pdf", "image": image, "type": "skill"},
+            {"name": "notes", "skillCard": "notes", "type": "skill"},
+        ]},
+    }));
+    let card: SkillCard = object(json!({
+        "metadata": {"name": "pdf", "namespace": NS},
+        "spec": {"image": "registry.example/skills/pdf:1"},
+        "status": {"resolvedImage": image},
+    }));
+    let mut queued = held_run("queued");
+    queued.status.as_mut().expect("a status").conditions[0].reason = "Queued".into();
+    let runs = vec![held_run("held"), queued];
+    ctx.register_caches(
+        Some(NS),
+        caches_with(vec![
+            kind_cache(store_of(runs)),
+            kind_cache(store_of(Vec::<ClusterSkillTrustPolicy>::new())),
+            kind_cache(store_of(vec![revoker])),
+            kind_cache(store_of(vec![agent])),
+            kind_cache(store_of(vec![card])),
+        ]),
+    );
+    let status = namespaced_status(&api, &ctx).await;
+    assert_eq!(status.affected_runs, 1);
+    assert_eq!(
+        status.blast_radius,
+        [affected("held", AgentRunPhase::Pending)]
+    );
+}
+
+#[test]
+fn a_run_held_before_its_start_requeues_the_policies_when_it_is_held_and_when_it_starts() {
+    let seen = RunsSeen::default();
+    let mut run = held_run("r");
+    assert!(seen.changed(&run), "held: it may be in a blast radius");
+    assert!(!seen.changed(&run), "seen again unchanged");
+    run.status.as_mut().expect("a status").conditions[0].message = "another skill".into();
+    assert!(seen.changed(&run), "held by something else");
+    run.status.as_mut().expect("a status").conditions[0].reason = "Created".into();
+    assert!(seen.changed(&run), "no longer held");
+    assert!(!seen.forget(&run), "forgotten when it was released");
 }
