@@ -67,9 +67,14 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
         .map(|runs| runs.state())
         .collect();
     for run in states.iter().flat_map(|state| valid(state)) {
-        let status = run.status.clone().unwrap_or_default();
-        let phase = status.phase.unwrap_or_default().as_str().to_string();
-        let reason = find_condition(&status.conditions, CONDITION_READY)
+        let status = run.status.as_ref();
+        let phase = status
+            .and_then(|s| s.phase)
+            .unwrap_or_default()
+            .as_str()
+            .to_string();
+        let reason = status
+            .and_then(|s| find_condition(&s.conditions, CONDITION_READY))
             .map(|c| c.reason.clone())
             .unwrap_or_default();
         if reason == AgentRunReason::Queued.as_str() {

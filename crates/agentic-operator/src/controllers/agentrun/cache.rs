@@ -4,10 +4,12 @@
 //! `ttlSecondsAfterFinished`, status phase and completion time), the sandbox the operator
 //! stops (status `sandboxName` and `Ready` reason), the workflow run that owns it (owner
 //! references), the census (phase, `Ready` reason) and the trust policies' blast radius
-//! (status `skills`). What the run asked of its sandbox (instructions, params, env, file
-//! mounts) and the agent's termination data are not, and are most of its bytes.
+//! (status `skills`), and the workflow run that waits for it (its `Ready` condition, whose
+//! message a failed stage quotes). What the run asked of its sandbox (instructions, params,
+//! env, file mounts), the agent's termination data, its other conditions and its start are
+//! not, and are most of its bytes.
 
-use agentic_api::{AgentRun, AgentRunSpec};
+use agentic_api::{AgentRun, AgentRunSpec, CONDITION_READY};
 
 use super::wakes::is_finished;
 
@@ -25,6 +27,10 @@ pub(super) fn trim_finished(run: &mut AgentRun) {
     };
     if let Some(status) = &mut run.status {
         status.termination_data = None;
+        status.start_time = None;
+        status.duration = None;
+        status.secret_key_ref = None;
+        status.conditions.retain(|c| c.type_ == CONDITION_READY);
     }
 }
 
@@ -59,8 +65,16 @@ mod tests {
             "phase": "Succeeded", "sandboxName": "r", "completionTime": "2026-01-01T00:00:00Z",
             "skills": [{"name": "s", "image": "r.example/s@sha256:ab"}],
             "terminationData": {"summary": "a long report"},
+            "startTime": "2025-12-31T23:59:00Z", "duration": 60,
+            "secretKeyRef": {"name": "r-acp-key"},
             "conditions": [{
                 "type": "Ready", "status": "False", "reason": "Succeeded", "message": "done",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"
+            }, {
+                "type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "done",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"
+            }, {
+                "type": "ACPReady", "status": "False", "reason": "Finished", "message": "done",
                 "lastTransitionTime": "2026-01-01T00:00:00Z"
             }],
         });
@@ -81,7 +95,16 @@ mod tests {
         assert_eq!(status.sandbox_name.as_deref(), Some("r"));
         assert_eq!(status.skills.len(), 1);
         assert!(status.completion_time.is_some());
-        assert_eq!(status.conditions.len(), 1);
+        assert_eq!(
+            (status.start_time, status.duration, status.secret_key_ref),
+            (None, None, None)
+        );
+        let kept: Vec<(&str, &str)> = status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.message.as_str()))
+            .collect();
+        assert_eq!(kept, [("Ready", "done")]);
     }
 
     #[test]
