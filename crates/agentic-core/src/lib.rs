@@ -28,6 +28,8 @@
 //!   first run, and its `SkillsPrefetched` condition.
 //! - [`start`]: whether a run without a sandbox waits, adopts the sandbox an earlier pass
 //!   created, or has one created, from what its pass read.
+//! - [`trace`]: a run's trace id, root span and W3C trace context, and a skill's source
+//!   URI as trace attributes name it.
 //! - [`trust`]: which trust policies apply to a skill, the `Verified` verdict on its pin,
 //!   the pin a card keeps when its tag moves, and the runs a revocation reaches.
 //! - [`events`]: the Events a status change raises.
@@ -56,6 +58,7 @@ pub mod skills;
 pub mod start;
 pub mod substitution;
 pub mod sweep;
+pub mod trace;
 pub mod trust;
 pub mod workflow;
 

@@ -404,6 +404,16 @@ impl<'a> SandboxInputs<'a> {
         self.skills.iter().map(MountedSkill::pinned).collect()
     }
 
+    /// The run's trace, from its UID; `None` for a run the API server has not stored (no
+    /// UID), which no controller sees.
+    pub fn trace(&self) -> Option<crate::trace::RunTrace> {
+        self.run
+            .metadata
+            .uid
+            .as_deref()
+            .map(crate::trace::RunTrace::of_run)
+    }
+
     /// Labels of every object created for the run, and of the sandbox's pod.
     pub fn labels(&self) -> BTreeMap<String, String> {
         BTreeMap::from([

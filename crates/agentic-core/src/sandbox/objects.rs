@@ -18,6 +18,7 @@ use super::{
 use crate::Error;
 use crate::names::{acp_secret_name, inline_skill_config_map_name, label_value};
 use crate::params::RunParams;
+use crate::trace::TRACE_CONTEXT_ANNOTATION;
 
 /// The `apiVersion` of the agent-sandbox `Sandbox` (the version its CRD stores).
 pub const SANDBOX_API_VERSION: &str = "agents.x-k8s.io/v1beta1";
@@ -167,18 +168,13 @@ pub fn build_inline_skill_config_map(
 }
 
 /// The sandbox as a bare Pod (the `pod` backend), named `<sandbox>` and owned by the run,
-/// annotated with the skills manifest, the params and the pinned skills.
+/// annotated with the skills manifest, the params, the pinned skills and the run's trace
+/// context.
 pub fn build_pod(inputs: &SandboxInputs, owner: OwnerReference) -> Pod {
     let mut metadata = run_object_metadata(inputs, inputs.sandbox_name().to_string(), owner);
-    let annotations = &inputs.annotations;
-    metadata.annotations = Some(
-        annotations
-            .files
-            .iter()
-            .chain(&annotations.pinned)
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect(),
-    );
+    let mut annotations = sandbox_annotations(inputs);
+    annotations.extend(inputs.annotations.files.clone());
+    metadata.annotations = Some(annotations);
     Pod {
         metadata,
         spec: Some(build_pod_spec(inputs)),
@@ -213,7 +209,8 @@ pub fn build_acp_service(inputs: &SandboxInputs, owner: OwnerReference) -> Servi
 
 /// The sandbox as an agent-sandbox `agents.x-k8s.io/v1beta1` `Sandbox`, owned by the run:
 /// `spec.podTemplate` carries the run's labels, the annotations of the skills manifest and
-/// the params, and [`build_pod_spec`]; the Sandbox itself carries the pinned skills; and
+/// the params, and [`build_pod_spec`]; the Sandbox itself carries the pinned skills and the
+/// run's trace context ([`TRACE_CONTEXT_ANNOTATION`]); and
 /// `spec.service: true` asks for a headless Service (selecting the pod) so clients reach the
 /// ACP port at `<sandbox>.<namespace>.svc`.
 ///
@@ -239,7 +236,7 @@ pub fn build_sandbox(inputs: &SandboxInputs, owner: OwnerReference) -> Result<Va
         serde_json::to_value(build_pod_spec(inputs)),
     )?;
     let mut metadata = run_object_metadata(inputs, inputs.sandbox_name().to_string(), owner);
-    metadata.annotations = Some(inputs.annotations.pinned.clone());
+    metadata.annotations = Some(sandbox_annotations(inputs));
     let metadata = serialize("Sandbox metadata", serde_json::to_value(metadata))?;
     Ok(json!({
         "apiVersion": SANDBOX_API_VERSION,
@@ -256,6 +253,19 @@ pub fn build_sandbox(inputs: &SandboxInputs, owner: OwnerReference) -> Result<Va
             "service": true,
         },
     }))
+}
+
+/// The sandbox's own annotations (the Pod's, with the `pod` backend): the pinned skills,
+/// and the run's trace context, which agent-sandbox parents its spans to.
+fn sandbox_annotations(inputs: &SandboxInputs) -> BTreeMap<String, String> {
+    let mut annotations = inputs.annotations.pinned.clone();
+    if let Some(trace) = inputs.trace() {
+        annotations.insert(
+            TRACE_CONTEXT_ANNOTATION.to_string(),
+            trace.trace_context_annotation(),
+        );
+    }
+    annotations
 }
 
 fn run_object_metadata(inputs: &SandboxInputs, name: String, owner: OwnerReference) -> ObjectMeta {

@@ -26,8 +26,12 @@ fn run_named(name: &str) -> AgentRun {
         },
     );
     run.metadata.namespace = Some("team-a".into());
+    run.metadata.uid = Some(RUN_UID.into());
     run
 }
+
+/// The UID of the fixture's run, also in [`owner`].
+const RUN_UID: &str = "5f0c-uid";
 
 fn agent() -> Agent {
     Agent::new(
@@ -127,7 +131,7 @@ fn owner(name: &str) -> OwnerReference {
         api_version: "konveyor.io/v1alpha1".into(),
         kind: "AgentRun".into(),
         name: name.into(),
-        uid: "5f0c-uid".into(),
+        uid: RUN_UID.into(),
         controller: Some(true),
         block_owner_deletion: Some(true),
     }
@@ -813,7 +817,8 @@ fn the_pod_carries_the_manifest_and_params_as_annotations() {
         [
             "konveyor.io/params",
             "konveyor.io/pinned-skills",
-            "konveyor.io/skills-manifest"
+            "konveyor.io/skills-manifest",
+            "opentelemetry.io/trace-context"
         ]
     );
 
@@ -1014,7 +1019,8 @@ fn pod_backend() {
     assert_eq!(pod.metadata.namespace.as_deref(), Some("team-a"));
     assert_eq!(pod.metadata.owner_references, Some(vec![owner("fix-123")]));
     assert_eq!(pod.metadata.labels, Some(inputs.labels()));
-    assert_eq!(pod.metadata.annotations.map(|a| a.len()), Some(3));
+    // The manifest, the params, the pinned skills and the trace context.
+    assert_eq!(pod.metadata.annotations.map(|a| a.len()), Some(4));
     assert_eq!(pod.spec, Some(build_pod_spec(&inputs)));
 }
 
@@ -1082,7 +1088,9 @@ fn sandbox_backend() {
                     "blockOwnerDeletion": true
                 }],
                 "annotations": {
-                    "konveyor.io/pinned-skills": pod_annotations["konveyor.io/pinned-skills"]
+                    "konveyor.io/pinned-skills": pod_annotations["konveyor.io/pinned-skills"],
+                    "opentelemetry.io/trace-context":
+                        pod_annotations["opentelemetry.io/trace-context"]
                 }
             },
             "spec": {
@@ -1356,5 +1364,47 @@ fn git_skills_without_the_operator_image_are_refused_naming_the_flag() {
     assert!(
         message.contains("upgrade") && message.contains("--operator-image"),
         "{message}"
+    );
+}
+
+#[test]
+fn the_sandbox_carries_the_runs_trace_context_for_agent_sandbox() {
+    let fixture = Fixture::new();
+    let inputs = fixture.inputs();
+    let sandbox = build_sandbox(&inputs, owner("fix-123")).expect("serializes");
+    let annotation = sandbox["metadata"]["annotations"]["opentelemetry.io/trace-context"]
+        .as_str()
+        .expect("the Sandbox's trace context");
+    let context: Value = serde_json::from_str(annotation).expect("a JSON object");
+    let traceparent = context["traceparent"].as_str().expect("traceparent");
+    let trace = crate::trace::RunTrace::of_run(RUN_UID);
+    assert_eq!(
+        traceparent,
+        format!(
+            "00-{}-{}-01",
+            trace.trace_id_hex(),
+            traceparent.split('-').nth(2).expect("a span id")
+        )
+    );
+    // The same on the pod of the `pod` backend; the pod template's annotations are files
+    // only: agent-sandbox reads the Sandbox's.
+    assert_eq!(
+        pod_annotations(&inputs)["opentelemetry.io/trace-context"],
+        annotation
+    );
+    assert!(
+        sandbox["spec"]["podTemplate"]["metadata"]["annotations"]
+            .get("opentelemetry.io/trace-context")
+            .is_none()
+    );
+
+    // Another run (another UID) is another trace.
+    let mut other = Fixture::new();
+    other.run.metadata.uid = Some("another-uid".into());
+    let other_inputs = other.inputs();
+    let other_sandbox = build_sandbox(&other_inputs, owner("fix-123")).expect("serializes");
+    assert_ne!(
+        other_sandbox["metadata"]["annotations"]["opentelemetry.io/trace-context"],
+        sandbox["metadata"]["annotations"]["opentelemetry.io/trace-context"]
     );
 }
