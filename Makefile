@@ -56,6 +56,7 @@ test: registry node-packages shellcheck ## Run every test: unit, CRD drift, diff
 	export GOOSE_BIN="$$(hack/install-goose.sh | tail -n1)"; \
 	export GOOSE_PREVIOUS_BIN="$$(hack/install-goose.sh previous | tail -n1)"; \
 	export COSIGN_BIN="$$(hack/install-cosign.sh | tail -n1)"; \
+	export JAEGER_BIN="$$(hack/install-jaeger.sh | tail -n1)"; \
 	cargo test --workspace --all-targets --all-features --locked
 
 .PHONY: test-unit

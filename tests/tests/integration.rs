@@ -31,6 +31,7 @@ mod sweep;
 mod takeover;
 mod tenancy;
 mod testenv_tools;
+mod traces;
 mod trust;
 mod trust_git;
 mod trust_registry;
