@@ -8,18 +8,23 @@
 //! 3. [`scrub`] removes message content (prompts, replies, tool arguments and results) from
 //!    every attribute list of the request, before anything else sees it.
 //!
+//! 4. [`into_run_trace`] moves a scrubbed request into its run's trace and sets the skill
+//!    attributes on its loads, before it is forwarded to the user's collector.
+//!
 //! [`take_skill_loads`] does 2 then 3, the order the receiver needs: the skill's name is
 //! read out of the tool arguments that scrubbing removes.
 //!
 //! No server, no Kubernetes client: everything here is a function of its input.
 
 mod decode;
+mod run_trace;
 mod scrub;
 mod skills;
 
 pub use decode::{DecodeError, Encoding, decode, span_count};
 pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 pub use opentelemetry_proto::tonic::{common, resource, trace};
+pub use run_trace::{MountedSource, RunTraceIds, into_run_trace};
 pub use scrub::{CONTENT_ATTRIBUTES, is_content_attribute, scrub};
 pub use skills::{SkillLoad, skill_loads};
 
