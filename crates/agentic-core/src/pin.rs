@@ -34,6 +34,15 @@ impl Pin {
     }
 }
 
+impl Pin {
+    /// A pin as statuses record it (`status.resolvedImage`, `status.resolvedSource`, a
+    /// run's `status.skills[].image`): an image by digest or a git commit; `None` for
+    /// anything else (an inline skill's `configmap:<name>`, a tag, a branch).
+    pub fn parse(recorded: &str) -> Option<Self> {
+        Self::image(recorded).or_else(|| Self::git(recorded))
+    }
+}
+
 impl fmt::Display for Pin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -75,6 +84,21 @@ mod tests {
         }
         // A tag beside the digest: the digest pins it.
         assert!(Pin::image(&format!("r.example/skills/pdf:1@{DIGEST}")).is_some());
+    }
+
+    #[test]
+    fn a_recorded_pin_is_an_image_or_a_commit_and_nothing_else() {
+        let image = format!("r.example/skills/pdf@{DIGEST}");
+        let git = format!("https://git.example/skills.git@{COMMIT}");
+        assert_eq!(Pin::parse(&image), Pin::image(&image));
+        assert_eq!(Pin::parse(&git), Pin::git(&git));
+        for other in [
+            "configmap:pdf",
+            "r.example/skills/pdf:1",
+            "https://git.example/skills.git@main",
+        ] {
+            assert_eq!(Pin::parse(other), None, "{other}");
+        }
     }
 
     #[test]

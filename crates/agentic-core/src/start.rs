@@ -14,6 +14,7 @@ use crate::Error;
 use crate::conditions::is_ready;
 use crate::owners::is_controlled_by;
 use crate::params::resolve_run;
+use crate::pin::Pin;
 use crate::reasons::{AgentRunReason, ErrorReason};
 use crate::sandbox::{
     FileMountSources, MountedSkill, RunOutcome, SandboxInputs, SkillFetcher, SourceLookup,
@@ -22,7 +23,7 @@ use crate::sandbox::{
 use crate::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
 };
-use crate::trust::{Outcome, PinnedSource, Policies, judge};
+use crate::trust::{OutcomesByPin, PinnedSource, Policies, judge};
 
 /// A file mount's source as gathered: its kind (`Secret`, `ConfigMap`) and name.
 pub type SourceKey = (&'static str, String);
@@ -52,7 +53,7 @@ pub struct StartInputs<'a> {
     /// The outcome of each of those policies' requirements on each cluster-wide default
     /// skill, by pin ([`Policies::selecting`]'s order): such a card is judged under the
     /// default-skills namespace's policies, and the run's own must admit it too.
-    pub default_signatures: &'a BTreeMap<String, Vec<Outcome>>,
+    pub default_signatures: &'a OutcomesByPin,
 }
 
 /// What a run without a sandbox does in this pass.
@@ -168,8 +169,9 @@ fn decide<'a>(inputs: &StartInputs<'a>) -> Result<StartPlan<'a>, RunOutcome> {
 fn revoked_skill(policies: &Policies, skills: &[MountedSkill]) -> Option<String> {
     skills.iter().find_map(|skill| {
         let pin = skill.source.pin();
+        let pinned = Pin::parse(&pin);
         let by = policies
-            .revoking_content(&PinnedSource::from_pin(&pin))
+            .revoking_content(&PinnedSource::of(pinned.as_ref()))
             .or_else(|| policies.revoking_any_signer(skill.verification.as_ref()?))?;
         Some(format!(
             "skill {:?} ({pin}) is revoked by {}; the run waits until the revocation is lifted or its Agent no longer names the skill",
@@ -185,7 +187,7 @@ fn revoked_skill(policies: &Policies, skills: &[MountedSkill]) -> Option<String>
 fn default_not_admitted(
     agent: &Agent,
     policies: &Policies,
-    signatures: &BTreeMap<String, Vec<Outcome>>,
+    signatures: &OutcomesByPin,
     run: &AgentRun,
 ) -> Option<String> {
     let pinned = agent.status.as_ref().map_or(&[][..], |s| &s.skills[..]);
@@ -194,8 +196,12 @@ fn default_not_admitted(
         .filter(|skill| skill.namespace.is_some())
         .find_map(|skill| {
             let pin = skill.image.as_deref()?;
-            let outcomes = signatures.get(pin).map_or(&[][..], Vec::as_slice);
-            let verdict = judge(policies, &PinnedSource::from_pin(pin), outcomes)?;
+            let pinned = Pin::parse(pin);
+            let outcomes = pinned
+                .as_ref()
+                .and_then(|pinned| signatures.get(pinned))
+                .map_or(&[][..], Vec::as_slice);
+            let verdict = judge(policies, &PinnedSource::of(pinned.as_ref()), outcomes)?;
             let (_, why) = verdict.blocked?;
             Some(format!(
                 "skill {:?} ({pin}), a cluster-wide default, is not admitted by the trust policies of namespace {}: {why}",

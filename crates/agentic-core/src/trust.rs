@@ -30,6 +30,7 @@ use agentic_api::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::conditions::{Conditions, is_ready, remove_condition};
+use crate::pin::Pin;
 use crate::reasons::{AgentRunReason, SkillCardReason};
 
 mod canonical;
@@ -55,17 +56,12 @@ pub enum PinnedSource<'a> {
 }
 
 impl<'a> PinnedSource<'a> {
-    /// The source a run recorded in `status.skills[].image`: `repository@sha256:...`,
-    /// `<url>@<commit>`, or `configmap:<name>`.
-    pub fn from_pin(pin: &'a str) -> Self {
-        if pin.starts_with("configmap:") {
-            return Self::Inline;
-        }
-        match pin.rsplit_once('@') {
-            Some((repository, digest)) if digest.starts_with("sha256:") => {
-                Self::Image { repository, digest }
-            }
-            Some((url, commit)) => Self::Git { url, commit },
+    /// What `pin` pins; `None` (an inline skill, or a recorded string that pins nothing) is
+    /// [`PinnedSource::Inline`]: nothing anyone signed, nothing a revocation names.
+    pub fn of(pin: Option<&'a Pin>) -> Self {
+        match pin {
+            Some(Pin::Image { repository, digest }) => Self::Image { repository, digest },
+            Some(Pin::Git { url, commit }) => Self::Git { url, commit },
             None => Self::Inline,
         }
     }
@@ -365,6 +361,10 @@ pub struct Signature {
     /// `tag`, `referrers` or `commit`.
     pub layout: String,
 }
+
+/// For each pin, the outcome of each policy's requirement that selects it, in the order of
+/// [`Policies::selecting`].
+pub type OutcomesByPin = std::collections::BTreeMap<Pin, Vec<Outcome>>;
 
 /// What checking one policy's requirement against the pinned bytes found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -712,7 +712,8 @@ fn affected_skill(
     policy: &PolicyId,
     pinned: &PinnedSkill,
 ) -> Option<SkillCardReason> {
-    let source = PinnedSource::from_pin(&pinned.image);
+    let pin = Pin::parse(&pinned.image);
+    let source = PinnedSource::of(pin.as_ref());
     // Every revoking policy counts the skill, not only the first of them.
     if policies
         .revoking_content_all(&source)
@@ -885,7 +886,8 @@ pub fn cancelling_revocation(policies: &Policies, status: &AgentRunStatus) -> Op
     // cluster `Block` does not shield a run from a namespace's `Cancel`.
     let cancelling = |p: &NamedPolicy<'_>| p.policy.action == RevocationAction::Cancel;
     status.skills.iter().find_map(|pinned| {
-        let source = PinnedSource::from_pin(&pinned.image);
+        let pin = Pin::parse(&pinned.image);
+        let source = PinnedSource::of(pin.as_ref());
         let by = policies
             .revoking_content_all(&source)
             .find(cancelling)

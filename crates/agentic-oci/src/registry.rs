@@ -263,6 +263,21 @@ impl ResolvedImage {
         Ok(ResolvedImage::new(&parsed, digest))
     }
 
+    /// The image `repository` (`host/path`, a tag allowed) at `digest` (`sha256:…`): a pin
+    /// its caller has already told apart from a tag, such as `agentic_core::pin::Pin::Image`,
+    /// without asking the registry. Both parts are checked.
+    pub fn at_digest(repository: &str, digest: &str) -> Result<ResolvedImage, OciError> {
+        let reference = format!("{repository}@{digest}");
+        let parsed = parse_reference(&reference)?;
+        if parsed.digest() != Some(digest) {
+            return Err(OciError::InvalidReference {
+                reference,
+                message: "the repository names a digest of its own".to_string(),
+            });
+        }
+        Ok(ResolvedImage::new(&parsed, digest))
+    }
+
     fn new(parsed: &Reference, digest: &str) -> ResolvedImage {
         ResolvedImage {
             repository_with_digest: format!(
@@ -1624,6 +1639,29 @@ mod tests {
     fn with_descriptors(field: &str, count: usize) -> Vec<u8> {
         let descriptor = serde_json::json!({"mediaType": crate::LAYER_MEDIA_TYPE, "digest": "sha256:00", "size": 1});
         serde_json::to_vec(&serde_json::json!({ field: vec![descriptor; count] })).unwrap()
+    }
+
+    #[test]
+    fn an_image_at_a_digest_is_built_from_its_checked_parts() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let image = ResolvedImage::at_digest("docker.io/skills/pdf:1", &digest).unwrap();
+        assert_eq!(
+            (image.registry.as_str(), image.repository.as_str()),
+            ("docker.io", "skills/pdf")
+        );
+        assert_eq!(
+            image,
+            ResolvedImage::from_pinned(&format!("docker.io/skills/pdf@{digest}")).unwrap()
+        );
+        for (repository, digest) in [
+            ("r.example/skills/pdf", "sha256:short".to_string()),
+            ("r.example/skills/pdf", "main".to_string()),
+            ("r.example/skills/pdf@sha256:x", digest.clone()),
+            ("R.EXAMPLE/Skills", digest.clone()),
+        ] {
+            let error = ResolvedImage::at_digest(repository, &digest).unwrap_err();
+            assert_eq!(error.reason(), "InvalidReference", "{repository}@{digest}");
+        }
     }
 
     #[test]

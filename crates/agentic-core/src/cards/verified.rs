@@ -4,16 +4,15 @@
 //! pin kept when the tag or branch moved to bytes that do not verify. When the policies
 //! cannot be known the card fails closed: nothing new is pinned or admitted.
 
-use std::collections::BTreeMap;
-
 use agentic_api::{CONDITION_READY, ConditionStatus, SkillCardStatus, VerificationState};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{CardDecision, CardInputs, Next, decide_card};
 use crate::conditions::{Conditions, is_ready};
+use crate::pin::Pin;
 use crate::reasons::SkillCardReason;
 use crate::trust::{
-    CONDITION_VERIFIED, Outcome, PinChoice, PinnedSource, Policies, Verdict, apply_to_card,
+    CONDITION_VERIFIED, OutcomesByPin, PinChoice, PinnedSource, Policies, Verdict, apply_to_card,
     choose_pin, judge, judge_unpinned, keep_previous_pin, ready_pin,
 };
 
@@ -24,18 +23,18 @@ pub struct TrustEvidence {
     pub policies: Result<Policies, String>,
     /// For each pin the pass may keep ([`pins_to_check`]), the outcome of each selecting
     /// policy's requirement, in the order of [`Policies::selecting`].
-    pub outcomes: BTreeMap<String, Vec<Outcome>>,
+    pub outcomes: OutcomesByPin,
 }
 
 /// The pins whose signatures a card's pass checks: the one its skill read pinned now
 /// (`read`), and the one the card was Ready on before, which it keeps when the new one does
 /// not verify or its server did not answer.
-pub fn pins_to_check(read: Option<&str>, old: &SkillCardStatus) -> Vec<String> {
-    let mut pins: Vec<String> = read.into_iter().map(str::to_string).collect();
-    if let Some(previous) = ready_pin(old)
-        && !pins.iter().any(|pin| pin == previous)
+pub fn pins_to_check(read: Option<&str>, old: &SkillCardStatus) -> Vec<Pin> {
+    let mut pins: Vec<Pin> = read.and_then(Pin::parse).into_iter().collect();
+    if let Some(previous) = ready_pin(old).and_then(Pin::parse)
+        && !pins.contains(&previous)
     {
-        pins.push(previous.to_string());
+        pins.push(previous);
     }
     pins
 }
@@ -100,9 +99,14 @@ pub fn decide_trust(
     }
 }
 
-fn verdict_on(policies: &Policies, pin: &str, evidence: &TrustEvidence) -> Option<Verdict> {
-    let outcomes = evidence.outcomes.get(pin).map_or(&[][..], Vec::as_slice);
-    judge(policies, &PinnedSource::from_pin(pin), outcomes)
+/// The verdict on the pin a status records as `recorded`, parsed once here.
+fn verdict_on(policies: &Policies, recorded: &str, evidence: &TrustEvidence) -> Option<Verdict> {
+    let pin = Pin::parse(recorded);
+    let outcomes = pin
+        .as_ref()
+        .and_then(|pin| evidence.outcomes.get(pin))
+        .map_or(&[][..], Vec::as_slice);
+    judge(policies, &PinnedSource::of(pin.as_ref()), outcomes)
 }
 
 /// The card's status when the trust policies cannot be known (`why`): a card Ready on this

@@ -9,6 +9,7 @@ use agentic_api::{SkillTrustPolicy, SkillVerification};
 use super::*;
 use crate::reasons::AgentRunReason;
 use crate::sandbox::PINNED_SKILLS_ANNOTATION;
+use crate::trust::Outcome;
 
 const NS: &str = "team-a";
 const RUN_UID: &str = "run-uid";
@@ -144,7 +145,7 @@ struct Read {
     cards: Vec<Option<SkillCard>>,
     file_sources: BTreeMap<SourceKey, SourceLookup>,
     policies: Policies,
-    signatures: BTreeMap<String, Vec<Outcome>>,
+    signatures: OutcomesByPin,
 }
 
 impl Read {
@@ -158,7 +159,7 @@ impl Read {
             cards: vec![Some(java_card())],
             file_sources: BTreeMap::new(),
             policies: Policies::default(),
-            signatures: BTreeMap::new(),
+            signatures: OutcomesByPin::new(),
         }
     }
 
@@ -535,7 +536,7 @@ fn a_default_skill_the_runs_namespace_requires_signed_holds_the_run_until_it_ver
     read.policies = Policies::new([], [&policy], NS);
     // Unsigned under this namespace's policy (the card was judged under another's).
     read.signatures
-        .insert(IMAGE.to_string(), vec![Outcome::Unsigned]);
+        .insert(Pin::parse(IMAGE).expect("a pin"), vec![Outcome::Unsigned]);
     let outcome = read.blocked();
     assert_eq!(outcome.reason, AgentRunReason::SkillBlocked);
     assert!(
@@ -545,7 +546,7 @@ fn a_default_skill_the_runs_namespace_requires_signed_holds_the_run_until_it_ver
     );
     // Signed as it requires: admitted.
     read.signatures.insert(
-        IMAGE.to_string(),
+        Pin::parse(IMAGE).expect("a pin"),
         vec![Outcome::Verified(crate::trust::Signature {
             signer: "SHA256:key".into(),
             digest: None,
@@ -557,7 +558,7 @@ fn a_default_skill_the_runs_namespace_requires_signed_holds_the_run_until_it_ver
     let warn = requiring(NS, "Warn");
     read.policies = Policies::new([], [&warn], NS);
     read.signatures
-        .insert(IMAGE.to_string(), vec![Outcome::Unsigned]);
+        .insert(Pin::parse(IMAGE).expect("a pin"), vec![Outcome::Unsigned]);
     assert!(matches!(read.plan(), StartPlan::Create(_)));
 }
 

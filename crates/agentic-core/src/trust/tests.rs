@@ -919,15 +919,30 @@ fn only_cancel_policies_that_revoke_something_may_cancel() {
 
 #[test]
 fn pins_read_back_from_run_status() {
-    assert_eq!(PinnedSource::from_pin(&format!("{REPO}@{DIGEST}")), image());
+    let source = |recorded: &str| {
+        let pin = Pin::parse(recorded);
+        format!("{:?}", PinnedSource::of(pin.as_ref()))
+    };
     assert_eq!(
-        PinnedSource::from_pin(&format!("{URL}@{COMMIT}")),
-        PinnedSource::Git {
-            url: URL,
-            commit: COMMIT
-        }
+        source(&format!("{REPO}@{DIGEST}")),
+        format!("{:?}", image())
     );
-    assert_eq!(PinnedSource::from_pin("configmap:x"), PinnedSource::Inline);
+    assert_eq!(
+        source(&format!("{URL}@{COMMIT}")),
+        format!(
+            "{:?}",
+            PinnedSource::Git {
+                url: URL,
+                commit: COMMIT
+            }
+        )
+    );
+    for nothing_signed in ["configmap:x", &format!("{URL}@main")] {
+        assert_eq!(
+            source(nothing_signed),
+            format!("{:?}", PinnedSource::Inline)
+        );
+    }
 }
 
 fn ready_status(pin: &str) -> SkillCardStatus {

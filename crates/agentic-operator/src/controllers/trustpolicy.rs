@@ -4,14 +4,17 @@
 //! the watch caches, their keys from Secrets and ConfigMaps, and the signatures through
 //! `agentic-trust`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentic_api::{
     ClusterSkillTrustPolicy, KeySource, SignatureBinding, SkillCard, SkillTrustPolicy, TrustPolicy,
 };
 use agentic_core::cards::verified::TrustEvidence;
-use agentic_core::trust::{NamedPolicy, Outcome, PinnedSource, Policies, PolicyId, Signature};
+use agentic_core::pin::Pin;
+use agentic_core::trust::{
+    NamedPolicy, Outcome, OutcomesByPin, PinnedSource, Policies, PolicyId, Signature,
+};
 use agentic_oci::{RegistryAuth, ResolvedImage};
 use agentic_trust::{
     AllowedSigners, CommitSigners, Identity, Keyless, Layout, MaterialDigest, Pattern, PublicKey,
@@ -145,13 +148,13 @@ where
 /// keep ([`agentic_core::cards::verified::pins_to_check`]). Signatures are read with the card's own credentials.
 pub(super) async fn gather_trust(
     policies: Result<Policies, String>,
-    pins: Vec<String>,
+    pins: Vec<Pin>,
     auth: &SourceAuth,
     ctx: &Context,
 ) -> TrustEvidence {
     let outcomes = match &policies {
         Ok(policies) => outcomes_of(policies, pins, auth, ctx).await,
-        Err(_) => BTreeMap::new(),
+        Err(_) => OutcomesByPin::new(),
     };
     TrustEvidence { policies, outcomes }
 }
@@ -160,16 +163,15 @@ pub(super) async fn gather_trust(
 /// of [`Policies::selecting`], the signatures read with `auth`.
 pub(super) async fn outcomes_of(
     policies: &Policies,
-    pins: impl IntoIterator<Item = String>,
+    pins: impl IntoIterator<Item = Pin>,
     auth: &SourceAuth,
     ctx: &Context,
-) -> BTreeMap<String, Vec<Outcome>> {
-    let mut outcomes = BTreeMap::new();
+) -> OutcomesByPin {
+    let mut outcomes = OutcomesByPin::new();
     for pin in pins {
-        let source = PinnedSource::from_pin(&pin);
         let mut found = Vec::new();
-        for policy in policies.selecting(&source) {
-            found.push(outcome(policy, &source, &pin, auth, ctx).await);
+        for policy in policies.selecting(&PinnedSource::of(Some(&pin))) {
+            found.push(outcome(policy, &pin, auth, ctx).await);
         }
         outcomes.insert(pin, found);
     }
@@ -177,30 +179,23 @@ pub(super) async fn outcomes_of(
 }
 
 /// Checks one policy's requirement against the pinned bytes.
-async fn outcome(
-    policy: NamedPolicy<'_>,
-    source: &PinnedSource<'_>,
-    pin: &str,
-    auth: &SourceAuth,
-    ctx: &Context,
-) -> Outcome {
-    match source {
-        PinnedSource::Image { .. } => image_outcome(policy, pin, &auth.registry, ctx).await,
-        PinnedSource::Git { url, commit } => {
-            commit_outcome(policy, url, commit, &auth.git, ctx).await
+async fn outcome(policy: NamedPolicy<'_>, pin: &Pin, auth: &SourceAuth, ctx: &Context) -> Outcome {
+    match pin {
+        Pin::Image { repository, digest } => {
+            image_outcome(policy, repository, digest, &auth.registry, ctx).await
         }
-        // No policy selects inline skills: nothing anyone signed.
-        PinnedSource::Inline => Outcome::Unsigned,
+        Pin::Git { url, commit } => commit_outcome(policy, url, commit, &auth.git, ctx).await,
     }
 }
 
 async fn image_outcome(
     policy: NamedPolicy<'_>,
-    pin: &str,
+    repository: &str,
+    digest: &str,
     auth: &RegistryAuth,
     ctx: &Context,
 ) -> Outcome {
-    let image = match ResolvedImage::from_pinned(pin) {
+    let image = match ResolvedImage::at_digest(repository, digest) {
         Ok(image) => image,
         Err(e) => return Outcome::Invalid(e.to_string()),
     };

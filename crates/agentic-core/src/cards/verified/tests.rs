@@ -47,7 +47,7 @@ fn verified_on(pin: &str) -> SkillCardStatus {
 fn unknown() -> TrustEvidence {
     TrustEvidence {
         policies: Err("the trust policies have not been listed".into()),
-        outcomes: BTreeMap::new(),
+        outcomes: OutcomesByPin::new(),
     }
 }
 
@@ -63,15 +63,15 @@ fn reason_of(status: &SkillCardStatus, name: &str) -> Option<(String, String)> {
 fn the_pins_checked_are_the_new_one_and_the_one_the_card_was_ready_on() {
     assert_eq!(
         pins_to_check(Some(NEW_PIN), &verified_on(OLD_PIN)),
-        vec![NEW_PIN.to_string(), OLD_PIN.to_string()]
+        [NEW_PIN, OLD_PIN].map(|pin| Pin::parse(pin).expect("a pin"))
     );
     assert_eq!(
         pins_to_check(Some(OLD_PIN), &verified_on(OLD_PIN)),
-        vec![OLD_PIN.to_string()]
+        [Pin::parse(OLD_PIN).expect("a pin")]
     );
     assert_eq!(
         pins_to_check(None, &SkillCardStatus::default()),
-        Vec::<String>::new()
+        Vec::<Pin>::new()
     );
 }
 
@@ -135,7 +135,7 @@ fn without_the_policies_nothing_new_is_admitted() {
 fn with_no_policy_in_force_a_card_reads_as_before_trust_policies() {
     let evidence = TrustEvidence {
         policies: Ok(Policies::default()),
-        outcomes: BTreeMap::new(),
+        outcomes: OutcomesByPin::new(),
     };
     let decided = decide_trust(
         ready_on(NEW_PIN),

@@ -7,12 +7,13 @@
 use std::collections::BTreeMap;
 
 use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
+use agentic_core::pin::Pin;
 use agentic_core::sandbox::{
     FileSourceKind, MountedSkill, SANDBOX_KIND, SourceLookup, file_mount_source,
 };
 use agentic_core::skills::{Lookup, check_agent};
 use agentic_core::start::{SourceKey, StartInputs, gateway_to_read, gateway_usable};
-use agentic_core::trust::{Outcome, Policies};
+use agentic_core::trust::{OutcomesByPin, Policies};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -41,7 +42,7 @@ pub(super) struct Gathered {
     policies: Result<Policies, String>,
     /// The outcome of each of those policies' requirements on each cluster-wide default
     /// skill the Agent pinned, by pin: the card was judged under another namespace's.
-    default_signatures: BTreeMap<String, Vec<Outcome>>,
+    default_signatures: OutcomesByPin,
 }
 
 impl Gathered {
@@ -89,7 +90,7 @@ pub(super) async fn gather(run: &AgentRun, namespace: &str, ctx: &Context) -> Re
         cards: Vec::new(),
         file_sources: BTreeMap::new(),
         policies: listed_policies(ctx, namespace).await,
-        default_signatures: BTreeMap::new(),
+        default_signatures: OutcomesByPin::new(),
     };
     if let Some(usable) = agent
         .as_ref()
@@ -117,12 +118,12 @@ pub(super) async fn gather(run: &AgentRun, namespace: &str, ctx: &Context) -> Re
 }
 
 /// The pins of the Agent's cluster-wide default skills.
-fn default_pins(agent: &Agent) -> Vec<String> {
+fn default_pins(agent: &Agent) -> Vec<Pin> {
     let pinned = agent.status.as_ref().map_or(&[][..], |s| &s.skills[..]);
     pinned
         .iter()
         .filter(|skill| skill.namespace.is_some())
-        .filter_map(|skill| skill.image.clone())
+        .filter_map(|skill| Pin::parse(skill.image.as_deref()?))
         .collect()
 }
 
