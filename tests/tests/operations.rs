@@ -16,6 +16,7 @@ use agentic_integration_tests::{
     wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_oci::{RegistryClient, RegistryOptions};
+use agentic_operator::caches::InitialList;
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
@@ -178,6 +179,25 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Kubernetes 1.36 streams initial lists (`WatchList`, on by default since 1.34): the operator
+/// asks once at start and every watch then streams, here for a namespace and for the
+/// cluster. Every other test of this binary runs its operator that way; an API server that
+/// refuses is covered by the probe's unit tests.
+#[tokio::test]
+async fn the_api_server_is_found_to_stream_initial_lists() {
+    let env = env().await;
+    let ns = env.namespace("ops-list").await.expect("namespace");
+    let client = env.client();
+    assert_eq!(
+        InitialList::probe(&client, Some(&ns)).await,
+        InitialList::Streaming
+    );
+    assert_eq!(
+        InitialList::probe(&client, None).await,
+        InitialList::Streaming
+    );
 }
 
 #[tokio::test]

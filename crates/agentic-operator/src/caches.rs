@@ -4,6 +4,7 @@
 //! without importing each other.
 
 mod index;
+mod initial_list;
 mod sandbox_pod;
 
 use std::any::Any;
@@ -17,6 +18,7 @@ use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::Store;
 
 pub use index::{Index, Maintained};
+pub use initial_list::InitialList;
 pub use sandbox_pod::SandboxPod;
 
 /// A cached object of a kind the operator reconciles: one that does not deserialize is kept

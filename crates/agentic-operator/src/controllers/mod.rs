@@ -33,7 +33,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use crate::caches::Caches;
+use crate::caches::{Caches, InitialList};
 use crate::context::Context;
 use watches::{Stop, Watches};
 
@@ -121,6 +121,7 @@ pub struct Controllers {
 pub fn controllers(
     ctx: Arc<Context>,
     namespace: Option<&str>,
+    initial_list: InitialList,
     health: &Arc<watch_health::WatchHealth>,
     shutdown: watch::Receiver<bool>,
 ) -> Controllers {
@@ -130,7 +131,7 @@ pub fn controllers(
             let _ = rx.wait_for(|stop| *stop).await;
         })
     };
-    let mut watches = Watches::new(&ctx, namespace);
+    let mut watches = Watches::new(&ctx, namespace, initial_list);
     let w = &mut watches;
     let mut runs = vec![
         skillcard::controller(w, &ctx, &stop),
@@ -167,6 +168,9 @@ pub async fn run_until_shutdown(
         Scope::All => vec![None],
         Scope::Namespaces(list) => list.into_iter().map(Some).collect(),
     };
+    let probed = namespaces.first().cloned().flatten();
+    let initial_list = InitialList::probe(&ctx.client, probed.as_deref()).await;
+    tracing::info!(?initial_list, "how the watches list");
     let mut runs = Vec::new();
     let mut listed = Vec::new();
     let mut caches = Vec::new();
@@ -175,6 +179,7 @@ pub async fn run_until_shutdown(
         let started = controllers(
             ctx.clone(),
             ns.as_deref(),
+            initial_list,
             &readiness.watches,
             shutdown.clone(),
         );
@@ -300,7 +305,7 @@ mod tests {
         let ctx = context(&api);
         let (_, shutdown) = watch::channel(false);
         let health = Arc::default();
-        let started = controllers(ctx.clone(), None, &health, shutdown);
+        let started = controllers(ctx.clone(), None, InitialList::Paginated, &health, shutdown);
         let cached: BTreeSet<String> = started
             .caches
             .kinds()

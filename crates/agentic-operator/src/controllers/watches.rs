@@ -40,7 +40,7 @@ pub(super) use super::support::Stop;
 use super::support::api_for;
 use super::watch_health::WatchHealth;
 use crate::caches::{
-    Caches, Guarded, Index, KindCache, KindStore, Maintained, SandboxPod, SecretMeta,
+    Caches, Guarded, Index, InitialList, KindCache, KindStore, Maintained, SandboxPod, SecretMeta,
     sandbox_resource,
 };
 use crate::context::{Context, SandboxBackend};
@@ -92,6 +92,8 @@ impl Backoff for WatchBackoff {
 pub(super) struct Watches {
     client: Client,
     namespace: Option<String>,
+    /// How every watch of this scope gets the objects that exist when it starts.
+    initial_list: InitialList,
     /// The kinds the operator reconciles, in the order their controllers first asked: each
     /// is watched once its own controller or another kind's subscribes.
     kinds: Vec<(TypeId, Box<dyn KindWatch>)>,
@@ -114,9 +116,9 @@ pub(super) struct Watches {
 
 impl Watches {
     /// The watches of `namespace` (`None`: of every namespace), not started yet.
-    pub fn new(ctx: &Context, namespace: Option<&str>) -> Self {
+    pub fn new(ctx: &Context, namespace: Option<&str>, initial_list: InitialList) -> Self {
         let client: &Client = &ctx.client;
-        let all = watcher::Config::default;
+        let all = || initial_list.config();
         let not_runs = format!("!{RUN_LABEL}");
         let sandboxes = (ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox).then(|| {
             let resource = sandbox_resource();
@@ -138,6 +140,7 @@ impl Watches {
         Self {
             client: client.clone(),
             namespace: namespace.map(str::to_string),
+            initial_list,
             kinds: Vec::new(),
             secrets: SharedWatch::new(
                 "Secret",
@@ -169,7 +172,7 @@ impl Watches {
             return *subscriptions;
         }
         let api = <K::Scope as KindScope<K>>::watch_api(&self.client, self.namespace.as_deref());
-        let watch = SharedWatch::new(K::KIND, api, watcher::Config::default())
+        let watch = SharedWatch::new(K::KIND, api, self.initial_list.config())
             .trimmed(|object: &mut Guarded<K>| {
                 if let Ok(object) = &mut object.0 {
                     object.trim_cached();
