@@ -434,8 +434,9 @@ fn check_log_entry_matches(
     }
 }
 
-/// Code signing (`id-kp-codeSigning`, 1.3.6.1.5.5.7.3.3): the OID's DER content.
-const CODE_SIGNING: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x03];
+/// Code signing (`id-kp-codeSigning`).
+const CODE_SIGNING: der::asn1::ObjectIdentifier =
+    der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.3");
 
 /// The signature algorithms a certificate path may use: those a [`PublicKey`] verifies.
 ///
@@ -530,7 +531,7 @@ fn verify_chain(
             &anchors,
             &intermediates,
             UnixTime::since_unix_epoch(std::time::Duration::from_secs(seconds)),
-            webpki::KeyUsage::required_if_present(CODE_SIGNING),
+            webpki::KeyUsage::required_if_present(CODE_SIGNING.as_bytes()),
             None,
             None,
         )

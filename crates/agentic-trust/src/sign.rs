@@ -12,6 +12,8 @@ use agentic_oci::{
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use der::Encode as _;
+use der::asn1::{AnyRef, BitStringRef, ObjectIdentifier};
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair as _};
 use serde::{Deserialize, Serialize};
@@ -30,12 +32,10 @@ const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 /// What go-containerregistry writes for an image built from nothing: cosign's config time.
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
-/// The DER SubjectPublicKeyInfo of a P-256 key, up to its 65-byte uncompressed point: the
-/// id-ecPublicKey and prime256v1 identifiers (RFC 5480).
-const P256_SPKI_PREFIX: [u8; 26] = [
-    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
-    0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
-];
+/// id-ecPublicKey and prime256v1 (RFC 5480): the algorithm of a P-256 key's
+/// SubjectPublicKeyInfo.
+const EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+const P256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
 
 /// The PEM labels of a key `cosign generate-key-pair` writes (the second from cosign
 /// before 2.0).
@@ -121,9 +121,9 @@ impl SigningKey {
                 "not an ECDSA P-256 PKCS#8 key with its public key ({rejected})"
             ))
         })?;
-        let mut spki = P256_SPKI_PREFIX.to_vec();
-        spki.extend_from_slice(pair.public_key().as_ref());
-        let public = PublicKey::from_spki_der(&spki).map_err(invalid)?;
+        let public = p256_spki(pair.public_key().as_ref())
+            .and_then(|spki| PublicKey::from_spki_der(&spki))
+            .map_err(invalid)?;
         Ok(SigningKey { pair, public })
     }
 
@@ -167,6 +167,20 @@ struct ScryptParams {
 struct Cipher {
     name: String,
     nonce: String,
+}
+
+/// The DER SubjectPublicKeyInfo of the P-256 key whose uncompressed point is `point`.
+fn p256_spki(point: &[u8]) -> Result<Vec<u8>, String> {
+    let unencodable = |error: der::Error| format!("its public key cannot be encoded: {error}");
+    spki::SubjectPublicKeyInfoRef {
+        algorithm: spki::AlgorithmIdentifierRef {
+            oid: EC_PUBLIC_KEY,
+            parameters: Some(AnyRef::from(&P256)),
+        },
+        subject_public_key: BitStringRef::from_bytes(point).map_err(unencodable)?,
+    }
+    .to_der()
+    .map_err(unencodable)
 }
 
 /// Opens cosign's encrypted key envelope: the PKCS#8 DER sealed with NaCl secretbox under a
@@ -500,6 +514,10 @@ mod tests {
         let signature = key.sign(b"payload").expect("signed");
         assert!(key.public_key().verifies(b"payload", &signature));
         assert!(!key.public_key().verifies(b"another payload", &signature));
+        // The same SubjectPublicKeyInfo as another encoder writes for it.
+        let other = rcgen::KeyPair::try_from(pkcs8.as_ref()).expect("rcgen reads the key");
+        let expected = PublicKey::from_pem(&other.public_key_pem(), "rcgen").expect("a key");
+        assert_eq!(key.public_key().fingerprint(), expected.fingerprint());
     }
 
     #[test]
