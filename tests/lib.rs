@@ -16,6 +16,7 @@ use agentic_api::{
     Agent, AgentParam, AgentRun, AgentRunPhase, AgentSpec, ObjectRef, ParamType, SkillCard,
     SkillCardSpec,
 };
+use agentic_core::sandbox::CredentialProxyMode;
 use agentic_oci::{RegistryClient, RegistryOptions};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
@@ -148,6 +149,7 @@ impl Operator {
             None,
             run_defaults,
             None,
+            CredentialProxyMode::default(),
         )
     }
 
@@ -174,6 +176,32 @@ impl Operator {
             None,
             run_defaults,
             Some(fetcher),
+            CredentialProxyMode::default(),
+        )
+    }
+
+    /// Like [`Operator::start_with_operator_image`], with `--credential-proxy=<mode>`.
+    pub fn start_with_credential_proxy(
+        client: Client,
+        namespace: &str,
+        backend: SandboxBackend,
+        insecure: Vec<String>,
+        operator_image: &str,
+        mode: CredentialProxyMode,
+    ) -> Self {
+        let fetcher = agentic_core::sandbox::SkillFetcher {
+            image: operator_image.to_string(),
+            insecure_git_hosts: insecure.clone(),
+        };
+        Self::launch(
+            client,
+            vec![namespace.to_string()],
+            backend,
+            insecure,
+            None,
+            RunDefaults::default(),
+            Some(fetcher),
+            mode,
         )
     }
 
@@ -215,6 +243,7 @@ impl Operator {
             default_skills_namespace,
             run_defaults,
             None,
+            CredentialProxyMode::default(),
         )
     }
 
@@ -226,6 +255,7 @@ impl Operator {
         default_skills_namespace: Option<String>,
         run_defaults: RunDefaults,
         skill_fetcher: Option<agentic_core::sandbox::SkillFetcher>,
+        credential_proxy: CredentialProxyMode,
     ) -> Self {
         let metrics = Arc::new(Metrics::default());
         let readiness = Arc::new(Readiness::default());
@@ -244,6 +274,10 @@ impl Operator {
             run_defaults,
             reconcile_concurrency: agentic_operator::context::DEFAULT_RECONCILE_CONCURRENCY,
             default_skills_namespace,
+            credential_proxy: agentic_core::sandbox::CredentialProxy {
+                mode: credential_proxy,
+                image: skill_fetcher.as_ref().map(|fetcher| fetcher.image.clone()),
+            },
             skill_fetcher,
             trust_policy_list_wait: agentic_operator::context::TRUST_POLICY_LIST_WAIT,
         };
@@ -391,6 +425,7 @@ pub fn run_options(ns: &str) -> RunOptions {
         reconcile_concurrency: agentic_operator::context::DEFAULT_RECONCILE_CONCURRENCY,
         default_skills_namespace: None,
         operator_image: None,
+        credential_proxy: CredentialProxyMode::default(),
         watch_failure_timeout: None,
     }
 }

@@ -149,6 +149,7 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
         reconcile_concurrency: agentic_operator::context::DEFAULT_RECONCILE_CONCURRENCY,
         default_skills_namespace: None,
         skill_fetcher: None,
+        credential_proxy: agentic_core::sandbox::CredentialProxy::default(),
         trust_policy_list_wait: agentic_operator::context::TRUST_POLICY_LIST_WAIT,
     };
     let ctx = Arc::new(Context::new(

@@ -553,6 +553,27 @@ reasons! {
         FileMountSourceNotFound,
         /// The run waits for a file mount's source that could not be looked up (Konveyor's).
         FileMountSourceUnavailable,
+        /// `CredentialIsolation` True: the `credential-proxy` sidecar adds the Gateway's key;
+        /// the agent container holds a placeholder.
+        KeyProxied,
+        /// `CredentialIsolation` True: the Gateway names no Secret, so there is no key to hold.
+        NoCredential,
+        /// `CredentialIsolation` False: the Gateway's provider signs requests with cloud
+        /// credentials, which the proxy does not add.
+        CloudSignedProvider,
+        /// `CredentialIsolation` False: the Gateway has no `spec.endpoint` to forward to.
+        NoEndpoint,
+        /// `CredentialIsolation` False: the Gateway's `spec.credentialRef` names no key, so
+        /// the whole Secret goes to the agent.
+        WholeSecretImported,
+        /// `CredentialIsolation` False: the Gateway's `spec.endpoint` is not a URL the proxy
+        /// forwards to.
+        UnsupportedEndpoint,
+        /// `CredentialIsolation` False: the operator runs with `--credential-proxy=off`.
+        CredentialProxyOff,
+        /// The operator runs with `--credential-proxy=required` and the run's key cannot be
+        /// kept from its agent (`CredentialIsolation` says why): the run does not start.
+        CredentialIsolationRequired,
     }
     errors [
         AgentNotFound,

@@ -29,6 +29,7 @@ use crate::git::{GitAuthor, git_author};
 use crate::names::sandbox_name;
 use crate::params::RunParams;
 
+mod credentials;
 mod events;
 mod files;
 mod lifecycle;
@@ -36,6 +37,11 @@ mod objects;
 mod outcome;
 mod pod;
 
+pub use credentials::{
+    CONDITION_CREDENTIAL_ISOLATION, CREDENTIAL_DIR, CREDENTIAL_FILE, CREDENTIAL_PROXY_CONTAINER,
+    CREDENTIAL_PROXY_PORT, CredentialIsolation, CredentialProxy, CredentialProxyMode,
+    PLACEHOLDER_KEY, ProxyPlan, credential_isolation,
+};
 pub use events::run_events;
 pub use files::{
     FileMountSources, FileSourceKind, RESERVED_DIRS, SERVICE_ACCOUNT_DIR, SourceLookup,
@@ -284,6 +290,7 @@ pub struct SandboxInputs<'a> {
     git_author: Option<GitAuthor>,
     file_mounts: Vec<files::CheckedMount>,
     fetcher: Option<&'a SkillFetcher>,
+    credential_isolation: CredentialIsolation,
     annotations: RunAnnotations,
 }
 
@@ -361,8 +368,29 @@ impl<'a> SandboxInputs<'a> {
             git_author,
             file_mounts,
             fetcher,
+            credential_isolation: credential_isolation(
+                &gateway.spec,
+                &CredentialProxy {
+                    mode: CredentialProxyMode::Off,
+                    image: None,
+                },
+            ),
             annotations,
         })
+    }
+
+    /// The inputs with the Gateway's key kept from the agent where `proxy` can
+    /// ([`credential_isolation`]); without this call the key goes to the agent as in
+    /// Konveyor.
+    #[must_use]
+    pub fn with_credential_proxy(mut self, proxy: &CredentialProxy) -> Self {
+        self.credential_isolation = credential_isolation(&self.gateway.spec, proxy);
+        self
+    }
+
+    /// What the sandbox does with the Gateway's key.
+    pub fn credential_isolation(&self) -> &CredentialIsolation {
+        &self.credential_isolation
     }
 
     /// The run.

@@ -17,7 +17,7 @@ use crate::params::resolve_run;
 use crate::pin::Pin;
 use crate::reasons::{AgentRunReason, ErrorReason};
 use crate::sandbox::{
-    FileMountSources, MountedSkill, RunOutcome, SandboxInputs, SkillFetcher, SourceLookup,
+    CredentialIsolation, CredentialProxy, CredentialProxyMode, FileMountSources, MountedSkill, RunOutcome, SandboxInputs, SkillFetcher, SourceLookup,
     cancelled, file_mount_sources, pinned_skills,
 };
 use crate::skills::{
@@ -47,6 +47,8 @@ pub struct StartInputs<'a> {
     pub file_sources: &'a BTreeMap<SourceKey, SourceLookup>,
     /// Where git skills are fetched from (the operator's image), when configured.
     pub fetcher: Option<&'a SkillFetcher>,
+    /// `--credential-proxy` and the image the proxy runs from.
+    pub credential_proxy: &'a CredentialProxy,
     /// The trust policies of the run's namespace and of the cluster, whose revocations hold
     /// the run whatever namespace a skill's card lives in; or why they cannot be known.
     pub policies: Result<&'a Policies, &'a str>,
@@ -147,7 +149,13 @@ fn decide<'a>(inputs: &StartInputs<'a>) -> Result<StartPlan<'a>, RunOutcome> {
         // it reconciles every run again and this one starts.
         Error::OperatorImageNotSet { .. } => pending(&e, ""),
         _ => failed(&e, ""),
-    })?;
+    })?
+    .with_credential_proxy(inputs.credential_proxy);
+    if inputs.credential_proxy.mode == CredentialProxyMode::Required
+        && let CredentialIsolation::Exposed(why) = sandbox.credential_isolation()
+    {
+        return Err(isolation_required(*why, sandbox.credential_isolation().clone()));
+    }
     let sources = file_mount_sources(sandbox.namespace(), &run.spec.file_mounts, |kind, name| {
         inputs
             .file_sources
@@ -209,6 +217,22 @@ fn default_not_admitted(
                 run.metadata.namespace.as_deref().unwrap_or_default()
             ))
         })
+}
+
+/// A run under `--credential-proxy=required` whose key would reach its agent, for `why`:
+/// it waits for the operator's image, which a restart with the flag brings; any other reason
+/// is the Gateway's, and the run fails.
+fn isolation_required(why: AgentRunReason, isolation: CredentialIsolation) -> RunOutcome {
+    let (_, _, detail) = isolation.condition();
+    let message = format!(
+        "the operator runs with --credential-proxy=required and {detail}; the run does not start"
+    );
+    let outcome = if why == AgentRunReason::Error(ErrorReason::OperatorImageNotSet) {
+        RunOutcome::pending(AgentRunReason::CredentialIsolationRequired, message)
+    } else {
+        RunOutcome::failed(AgentRunReason::CredentialIsolationRequired, message)
+    };
+    outcome.with_credential_isolation(isolation)
 }
 
 /// The run waits: `error`, after the field it is about.

@@ -57,6 +57,8 @@ pub struct Settings {
     /// What fetches git skills into sandboxes: the operator's own image; `None` without
     /// `--operator-image`, and runs with git skills wait.
     pub skill_fetcher: Option<agentic_core::sandbox::SkillFetcher>,
+    /// `--credential-proxy`, and the operator's image the proxy runs from.
+    pub credential_proxy: agentic_core::sandbox::CredentialProxy,
     /// How long a pass that judges trust waits for the trust-policy watches' first list
     /// before it fails closed ([`TRUST_POLICY_LIST_WAIT`]).
     pub trust_policy_list_wait: Duration,

@@ -9,6 +9,7 @@ pub mod caches;
 pub mod cli;
 pub mod context;
 pub mod controllers;
+pub mod credential_proxy;
 pub mod error;
 pub mod metrics;
 pub mod operator;

@@ -63,6 +63,8 @@ pub struct RunOptions {
     pub default_skills_namespace: Option<String>,
     /// The operator's own image, which the init containers of git skills run.
     pub operator_image: Option<String>,
+    /// `--credential-proxy`: whether runs' model keys go through the credential proxy.
+    pub credential_proxy: agentic_core::sandbox::CredentialProxyMode,
     /// How long the watches of a kind may keep failing before the operator stops (and
     /// exits, so that its restart or the standby takes over); None never.
     pub watch_failure_timeout: Option<Duration>,
@@ -354,6 +356,10 @@ async fn lead(
         run_defaults: options.run_defaults,
         reconcile_concurrency: options.reconcile_concurrency,
         default_skills_namespace: default_skills_namespace(&options),
+        credential_proxy: agentic_core::sandbox::CredentialProxy {
+            mode: options.credential_proxy,
+            image: options.operator_image.clone(),
+        },
         skill_fetcher: options.operator_image.clone().map(|image| {
             agentic_core::sandbox::SkillFetcher {
                 image,
@@ -683,7 +689,8 @@ async fn own_lease(leases: &Api<Lease>, name: &str, owner: OwnerReference) -> ku
     }
 }
 
-async fn wait_for_signal() {
+/// Resolves at SIGTERM or SIGINT.
+pub(crate) async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     match (
         signal(SignalKind::terminate()),
@@ -737,6 +744,7 @@ mod tests {
             reconcile_concurrency: crate::context::DEFAULT_RECONCILE_CONCURRENCY,
             default_skills_namespace: defaults.map(str::to_string),
             operator_image: None,
+            credential_proxy: agentic_core::sandbox::CredentialProxyMode::default(),
             watch_failure_timeout: None,
         }
     }

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value};
 
+use super::credentials::{CONDITION_CREDENTIAL_ISOLATION, CredentialIsolation};
 use super::{ACP_PORT, AGENT_CONTAINER, SKILL_FETCH_CONTAINER_PREFIX};
 use crate::conditions::{Conditions, truncate};
 use crate::names::acp_secret_name;
@@ -52,6 +53,9 @@ pub struct RunOutcome {
     /// The agent's termination message, when it is a JSON object within
     /// [`MAX_TERMINATION_DATA_BYTES`].
     pub termination_data: Option<Box<Map<String, Value>>>,
+    /// What the run's sandbox does with the model key, decided when the sandbox is created
+    /// (or the run refused for it); the condition it gives is kept after that.
+    pub credential_isolation: Option<Box<CredentialIsolation>>,
 }
 
 impl RunOutcome {
@@ -86,7 +90,15 @@ impl RunOutcome {
             completion_time: None,
             listening: false,
             termination_data: None,
+            credential_isolation: None,
         }
+    }
+
+    /// The outcome, with the [`CONDITION_CREDENTIAL_ISOLATION`] that `isolation` gives.
+    #[must_use]
+    pub fn with_credential_isolation(mut self, isolation: CredentialIsolation) -> Self {
+        self.credential_isolation = Some(Box::new(isolation));
+        self
     }
 
     /// Writes the outcome into a run's status and returns whether anything changed:
@@ -101,7 +113,9 @@ impl RunOutcome {
     ///   finishes: the agent's finish time, or `now` when the pod does not say; `duration`,
     ///   the whole seconds between the two, when both are known;
     /// - `secretKeyRef`, the ACP key Secret, once the run has a sandbox;
-    /// - `terminationData`, the agent's JSON termination message, when the run finishes.
+    /// - `terminationData`, the agent's JSON termination message, when the run finishes;
+    /// - `CredentialIsolation` (ours), when the outcome carries one: set when the sandbox is
+    ///   created or the run is refused for it, then left as it is.
     ///
     /// A finished run (Succeeded or Failed) is final: its status is left untouched. Applying
     /// an outcome equal to the last one changes nothing, so an idle run causes no writes.
@@ -176,6 +190,10 @@ impl RunOutcome {
             )
         };
         conditions.set(CONDITION_ACP_READY, acp_status, acp_reason, &acp_message);
+        if let Some(isolation) = &self.credential_isolation {
+            let (status, reason, message) = isolation.condition();
+            conditions.set(CONDITION_CREDENTIAL_ISOLATION, status, reason, &message);
+        }
         status.secret_key_ref = status
             .sandbox_name
             .as_deref()

@@ -1,5 +1,6 @@
 //! The sandbox's pod spec: one `agent` container with the contract of `docs/pod-contract.md`,
-//! after one `skill-fetch-<index>` init container per git skill.
+//! after one `skill-fetch-<index>` init container per git skill and, where the Gateway's key
+//! is kept from the agent, the `credential-proxy` native sidecar.
 
 use std::collections::HashMap;
 
@@ -13,12 +14,17 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::credentials::{
+    CREDENTIAL_DIR, CREDENTIAL_FILE, CREDENTIAL_PROXY_CONTAINER, CREDENTIAL_PROXY_PORT,
+    PLACEHOLDER_KEY, ProxyPlan,
+};
 use super::{
     ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, AGENT_CONTAINER, MountedSkill, PARAMS_ANNOTATION,
     PARAMS_KEY, PARAMS_PATH, SKILL_FETCH_CONTAINER_PREFIX, SKILL_FILE, SKILLS_DIR,
     SKILLS_MANIFEST_ANNOTATION, SKILLS_MANIFEST_KEY, SKILLS_MANIFEST_PATH, SandboxInputs,
     SkillFetcher, SkillSource, TMP_DIR, WORKSPACE_DIR, env,
 };
+use crate::gateway::AuthStyle;
 use crate::names::acp_secret_name;
 
 const WORKSPACE_VOLUME: &str = "workspace";
@@ -29,6 +35,8 @@ const RUN_FILES_VOLUME: &str = "konveyor-run";
 const FETCH_DEST_DIR: &str = "/skill";
 /// Where a skill-fetch init container finds its credentials (the Secret's volume).
 const FETCH_CREDENTIALS_DIR: &str = "/run/konveyor/git-credentials";
+/// The Gateway's Secret, mounted into the credential proxy only.
+const CREDENTIAL_VOLUME: &str = "gateway-credential";
 /// The skill-fetch init container's scratch repository (an emptyDir: the root fs is
 /// read-only).
 const FETCH_TMP_DIR: &str = "/tmp";
@@ -53,6 +61,9 @@ const FETCH_TMP_DIR: &str = "/tmp";
 ///   `agentic-operator skill fetch` for the pinned commit into the skill's emptyDir, which
 ///   the agent mounts read-only. Only that init container mounts the card's
 ///   `spec.sourceSecret`; it runs as non-root with a read-only root filesystem.
+/// - Where the Gateway's key is kept from the agent ([`SandboxInputs::credential_isolation`]),
+///   the native sidecar `credential-proxy` from the operator's image, the only container that
+///   mounts the Gateway's Secret; the agent gets its loopback address and a placeholder key.
 pub fn build_pod_spec(inputs: &SandboxInputs) -> PodSpec {
     let mut pull_secrets: Vec<&str> = inputs
         .skills()
@@ -61,7 +72,10 @@ pub fn build_pod_spec(inputs: &SandboxInputs) -> PodSpec {
         .collect();
     pull_secrets.sort_unstable();
     pull_secrets.dedup();
-    let init_containers = fetch_containers(inputs);
+    let mut init_containers = fetch_containers(inputs);
+    if let Some(plan) = inputs.credential_isolation().proxy() {
+        init_containers.push(proxy_container(plan));
+    }
     PodSpec {
         init_containers: (!init_containers.is_empty()).then_some(init_containers),
         containers: vec![agent_container(inputs)],
@@ -193,21 +207,58 @@ fn fetch_container(
         args: Some(args),
         env: Some(vec![value("TMPDIR", FETCH_TMP_DIR)]),
         volume_mounts: Some(mounts),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_string()]),
-                ..Default::default()
-            }),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".to_string(),
-                ..Default::default()
-            }),
+        security_context: Some(restricted_non_root()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Default::default()
+    }
+}
+
+/// The native sidecar (an init container that keeps running) that adds the Gateway's key:
+/// the only container that mounts the Gateway's Secret. It runs the operator's image as
+/// non-root with a read-only root filesystem, and listens on loopback only.
+fn proxy_container(plan: &ProxyPlan) -> Container {
+    let auth = match plan.auth {
+        AuthStyle::Bearer => "bearer",
+        AuthStyle::Anthropic => "anthropic",
+    };
+    Container {
+        name: CREDENTIAL_PROXY_CONTAINER.to_string(),
+        image: Some(plan.image.clone()),
+        args: Some(vec![
+            "credential-proxy".to_string(),
+            format!("--listen=127.0.0.1:{CREDENTIAL_PROXY_PORT}"),
+            format!("--upstream={}", plan.upstream),
+            format!("--auth={auth}"),
+            format!("--key-file={CREDENTIAL_DIR}/{CREDENTIAL_FILE}"),
+        ]),
+        restart_policy: Some("Always".to_string()),
+        volume_mounts: Some(vec![mount(
+            CREDENTIAL_VOLUME,
+            CREDENTIAL_DIR,
+            true,
+            None,
+        )]),
+        security_context: Some(restricted_non_root()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Default::default()
+    }
+}
+
+/// The security context of the operator's own containers in the pod: non-root, read-only
+/// root filesystem, no privilege escalation, no capabilities, seccomp `RuntimeDefault`.
+fn restricted_non_root() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_string()]),
             ..Default::default()
         }),
-        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".to_string(),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -223,14 +274,20 @@ fn environment(inputs: &SandboxInputs) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
         value(env::PROMPT, &inputs.params.prompt),
         value(env::INSTRUCTIONS, &inputs.params.instructions),
         value(env::LLM_PROVIDER, &gateway.provider),
-        value(
+    ];
+    let proxy = inputs.credential_isolation().proxy();
+    match proxy {
+        Some(plan) => vars.push(value(env::LLM_ENDPOINT, &plan.agent_endpoint())),
+        None => vars.push(value(
             env::LLM_ENDPOINT,
             gateway.endpoint.as_deref().unwrap_or_default(),
-        ),
-        value(env::LLM_MODEL, &gateway.model.name),
-    ];
+        )),
+    }
+    vars.push(value(env::LLM_MODEL, &gateway.model.name));
     let mut sources = Vec::new();
     match &gateway.credential_ref {
+        // The proxy adds the key; the agent gets a worthless stand-in.
+        Some(_) if proxy.is_some() => vars.push(value(env::LLM_API_KEY, PLACEHOLDER_KEY)),
         Some(CredentialRef {
             secret_name,
             key: Some(key),
@@ -399,6 +456,21 @@ fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
     }
     for (index, checked) in inputs.file_mounts.iter().enumerate() {
         volumes.push(super::files::volume(index, checked));
+    }
+    if let Some(plan) = inputs.credential_isolation().proxy() {
+        volumes.push(Volume {
+            name: CREDENTIAL_VOLUME.to_string(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(plan.secret_name.clone()),
+                items: Some(vec![KeyToPath {
+                    key: plan.secret_key.clone(),
+                    path: CREDENTIAL_FILE.to_string(),
+                    mode: None,
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
     }
     volumes
 }

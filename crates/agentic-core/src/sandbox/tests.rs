@@ -1408,3 +1408,132 @@ fn the_sandbox_carries_the_runs_trace_context_for_agent_sandbox() {
         sandbox["metadata"]["annotations"]["opentelemetry.io/trace-context"]
     );
 }
+
+fn proxied_pod_spec(fixture: &Fixture) -> Value {
+    let proxy = CredentialProxy {
+        mode: CredentialProxyMode::Preferred,
+        image: Some("registry.example.com/agentic-operator:1".into()),
+    };
+    let inputs = fixture.inputs().with_credential_proxy(&proxy);
+    serde_json::to_value(build_pod_spec(&inputs)).expect("serializes")
+}
+
+#[test]
+fn a_proxied_key_is_mounted_into_the_sidecar_only_and_the_agent_gets_a_placeholder() {
+    let spec = proxied_pod_spec(&Fixture::new());
+    let agent = container(&spec);
+    let env = agent["env"].as_array().expect("env");
+    let value_of = |name: &str| {
+        env.iter()
+            .find(|v| v["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    assert_eq!(
+        value_of("KONVEYOR_LLM_ENDPOINT"),
+        json!({"name": "KONVEYOR_LLM_ENDPOINT", "value": "http://127.0.0.1:4001/v1"})
+    );
+    assert_eq!(
+        value_of("KONVEYOR_LLM_API_KEY"),
+        json!({"name": "KONVEYOR_LLM_API_KEY", "value": PLACEHOLDER_KEY})
+    );
+    // Nothing of the agent container names the Gateway's Secret.
+    let agent_text = agent.to_string();
+    assert!(!agent_text.contains("llm-key"), "{agent_text}");
+    assert!(agent.get("envFrom").is_none());
+
+    let sidecars = spec["initContainers"].as_array().expect("init containers");
+    assert_eq!(sidecars.len(), 1);
+    assert_eq!(
+        sidecars[0],
+        json!({
+            "name": "credential-proxy",
+            "image": "registry.example.com/agentic-operator:1",
+            "args": [
+                "credential-proxy",
+                "--listen=127.0.0.1:4001",
+                "--upstream=https://llm.example.com/v1",
+                "--auth=bearer",
+                "--key-file=/run/konveyor/gateway-credential/api-key",
+            ],
+            "restartPolicy": "Always",
+            "volumeMounts": [
+                {"name": "gateway-credential", "mountPath": "/run/konveyor/gateway-credential", "readOnly": true}
+            ],
+            "securityContext": {
+                "allowPrivilegeEscalation": false,
+                "capabilities": {"drop": ["ALL"]},
+                "readOnlyRootFilesystem": true,
+                "runAsNonRoot": true,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        })
+    );
+    let volumes = spec["volumes"].as_array().expect("volumes");
+    let secret_volumes: Vec<&Value> = volumes.iter().filter(|v| v.get("secret").is_some()).collect();
+    assert_eq!(
+        secret_volumes,
+        [&json!({"name": "gateway-credential", "secret": {
+            "secretName": "llm-key",
+            "items": [{"key": "api-key", "path": "api-key"}],
+        }})]
+    );
+    let agent_mounts = agent["volumeMounts"].as_array().expect("mounts");
+    assert!(
+        agent_mounts.iter().all(|m| m["name"] != "gateway-credential"),
+        "{agent_mounts:?}"
+    );
+}
+
+#[test]
+fn the_sidecar_follows_the_git_skills_init_containers_and_speaks_anthropic_where_asked() {
+    let mut fixture = Fixture::new();
+    fixture.gateway.spec.provider = "anthropic".into();
+    fixture.gateway.spec.endpoint = Some("http://claude.models.svc:8080".into());
+    fixture.skills = vec![MountedSkill {
+        source: SkillSource::Git {
+            url: "https://git.example.com/skills.git".into(),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+            sub_path: None,
+            secret: None,
+        },
+        sub_path: None,
+        ..java()
+    }];
+    fixture.fetcher = Some(SkillFetcher {
+        image: "registry.example.com/agentic-operator:1".into(),
+        insecure_git_hosts: vec![],
+    });
+    let spec = proxied_pod_spec(&fixture);
+    let names: Vec<&str> = spec["initContainers"]
+        .as_array()
+        .expect("init containers")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["skill-fetch-0", "credential-proxy"]);
+    let args = &spec["initContainers"][1]["args"];
+    assert_eq!(args[2], "--upstream=http://claude.models.svc:8080");
+    assert_eq!(args[3], "--auth=anthropic");
+    let endpoint = container(&spec)["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|v| v["name"] == "KONVEYOR_LLM_ENDPOINT")
+        .cloned();
+    assert_eq!(
+        endpoint,
+        Some(json!({"name": "KONVEYOR_LLM_ENDPOINT", "value": "http://127.0.0.1:4001"}))
+    );
+}
+
+#[test]
+fn without_the_proxy_the_key_goes_to_the_agent_as_in_konveyor() {
+    let mut fixture = Fixture::new();
+    fixture.gateway.spec.provider = "gcp-vertex-ai".into();
+    let spec = proxied_pod_spec(&fixture);
+    assert!(spec.get("initContainers").is_none());
+    let agent_text = container(&spec).to_string();
+    assert!(agent_text.contains("\"secretKeyRef\":{\"key\":\"api-key\",\"name\":\"llm-key\"}"), "{agent_text}");
+}

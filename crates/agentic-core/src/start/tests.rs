@@ -146,6 +146,7 @@ struct Read {
     file_sources: BTreeMap<SourceKey, SourceLookup>,
     policies: Policies,
     signatures: OutcomesByPin,
+    credential_proxy: CredentialProxy,
 }
 
 impl Read {
@@ -160,6 +161,7 @@ impl Read {
             file_sources: BTreeMap::new(),
             policies: Policies::default(),
             signatures: OutcomesByPin::new(),
+            credential_proxy: CredentialProxy::default(),
         }
     }
 
@@ -177,6 +179,7 @@ impl Read {
             cards: self.cards.iter().map(|c| found(c.as_ref())).collect(),
             file_sources: &self.file_sources,
             fetcher: None,
+            credential_proxy: &self.credential_proxy,
             policies: Ok(&self.policies),
             default_signatures: &self.signatures,
         })
@@ -265,6 +268,7 @@ fn a_malformed_agent_makes_the_run_wait_as_not_ready() {
         cards: Vec::new(),
         file_sources: &read.file_sources,
         fetcher: None,
+        credential_proxy: &CredentialProxy::default(),
         policies: Ok(&read.policies),
         default_signatures: &read.signatures,
     }) {
@@ -499,6 +503,7 @@ fn a_run_with_skills_waits_while_the_trust_policies_cannot_be_known() {
             .collect(),
         file_sources: &read.file_sources,
         fetcher: None,
+        credential_proxy: &CredentialProxy::default(),
         policies: Err("not listed"),
         default_signatures: &read.signatures,
     };
@@ -569,4 +574,71 @@ fn a_skill_of_the_runs_own_namespace_is_left_to_its_cards_verdict() {
     read.policies = Policies::new([], [&policy], NS);
     // No signatures read for it: its Ready card passed these policies already.
     assert!(matches!(read.plan(), StartPlan::Create(_)));
+}
+
+/// The Gateway `llm` with a key in the Secret `llm-key`, of `provider`.
+fn keyed_gateway(provider: &str) -> Gateway {
+    let mut gateway = gateway(false);
+    gateway.spec.provider = provider.into();
+    gateway.spec.credential_ref = Some(agentic_api::CredentialRef {
+        secret_name: "llm-key".into(),
+        key: Some("api-key".into()),
+    });
+    gateway
+}
+
+#[test]
+fn a_proxied_run_is_created_with_its_key_behind_the_proxy_in_every_mode_but_off() {
+    for mode in [CredentialProxyMode::Required, CredentialProxyMode::Preferred] {
+        let mut read = Read::startable();
+        read.gateway = Some(keyed_gateway("openai"));
+        read.credential_proxy = CredentialProxy {
+            mode,
+            image: Some("registry/operator:1".into()),
+        };
+        let StartPlan::Create(inputs) = read.plan() else {
+            panic!("expected a sandbox to create, got {:?}", read.plan());
+        };
+        assert!(inputs.credential_isolation().proxy().is_some(), "{mode:?}");
+    }
+}
+
+#[test]
+fn required_refuses_a_cloud_signed_gateway_and_waits_for_a_missing_image() {
+    let mut read = Read::startable();
+    read.gateway = Some(keyed_gateway("aws-bedrock"));
+    read.credential_proxy = CredentialProxy {
+        mode: CredentialProxyMode::Required,
+        image: Some("registry/operator:1".into()),
+    };
+    let outcome = read.blocked();
+    assert_eq!(outcome.reason, AgentRunReason::CredentialIsolationRequired);
+    assert!(outcome.phase.is_finished());
+    assert_eq!(
+        outcome.credential_isolation,
+        Some(Box::new(CredentialIsolation::Exposed(
+            AgentRunReason::CloudSignedProvider
+        )))
+    );
+    assert!(outcome.message.contains("cloud credentials"), "{}", outcome.message);
+
+    // The same Gateway under `preferred` starts, its key given to the agent.
+    read.credential_proxy.mode = CredentialProxyMode::Preferred;
+    let StartPlan::Create(inputs) = read.plan() else {
+        panic!("expected a sandbox to create, got {:?}", read.plan());
+    };
+    assert_eq!(
+        inputs.credential_isolation(),
+        &CredentialIsolation::Exposed(AgentRunReason::CloudSignedProvider)
+    );
+
+    // Without the operator's image the run waits for a restart with it.
+    read.gateway = Some(keyed_gateway("openai"));
+    read.credential_proxy = CredentialProxy {
+        mode: CredentialProxyMode::Required,
+        image: None,
+    };
+    let outcome = read.blocked();
+    assert_eq!(outcome.reason, AgentRunReason::CredentialIsolationRequired);
+    assert!(!outcome.phase.is_finished());
 }

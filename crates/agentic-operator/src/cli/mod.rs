@@ -1,5 +1,5 @@
-//! The command line: `run`, `crd`, `skill validate|push|inspect|pull` and
-//! `agentrun list|start|logs|cancel`.
+//! The command line: `run`, `crd`, `skill validate|push|inspect|pull`,
+//! `agentrun list|start|logs|cancel`, and the sidecar's hidden `credential-proxy`.
 
 mod agentrun;
 mod skill;
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use agentic_core::sandbox::TtlDefaults;
+use agentic_core::sandbox::{CredentialProxyMode, TtlDefaults};
 
 use crate::context::RunDefaults;
 use crate::controllers::Scope;
@@ -45,6 +45,42 @@ pub enum Command {
     /// Against the cluster of the current kubeconfig context, in its namespace unless -n
     /// names another.
     Agentrun(agentrun::AgentRunArgs),
+    /// Forward a sandbox's model requests to its Gateway's endpoint, adding the key
+    ///
+    /// What the `credential-proxy` sidecar of a sandbox runs (docs/pod-contract.md): it
+    /// listens on loopback, adds the key from --key-file (read at every request, so a rotated
+    /// Secret is used without a restart) and forwards to --upstream only, streaming answers.
+    #[command(hide = true)]
+    CredentialProxy(CredentialProxyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CredentialProxyArgs {
+    /// Loopback address to listen on.
+    #[arg(long, default_value = "127.0.0.1:4001")]
+    pub listen: SocketAddr,
+    /// The Gateway's spec.endpoint: every request goes there, and nowhere else.
+    #[arg(long)]
+    pub upstream: String,
+    /// How the key goes into a request: `Authorization: Bearer`, or Anthropic's headers.
+    #[arg(long, value_enum)]
+    pub auth: ProxyAuth,
+    /// The file holding the key (the Gateway's Secret, mounted).
+    #[arg(long)]
+    pub key_file: PathBuf,
+    /// The largest request body forwarded, in bytes.
+    #[arg(long, default_value_t = crate::credential_proxy::DEFAULT_MAX_REQUEST_BYTES)]
+    pub max_request_bytes: usize,
+    /// Format of the log lines.
+    #[arg(long, value_enum, default_value = "json")]
+    pub log_format: LogFormat,
+}
+
+/// `credential-proxy --auth` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProxyAuth {
+    Bearer,
+    Anthropic,
 }
 
 #[derive(Debug, clap::Args)]
@@ -61,6 +97,24 @@ pub enum CrdGroup {
     Konveyor,
     #[value(name = "trust.agentic-operator.io")]
     Trust,
+}
+
+/// `--credential-proxy`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CredentialProxyArg {
+    Required,
+    Preferred,
+    Off,
+}
+
+impl From<CredentialProxyArg> for CredentialProxyMode {
+    fn from(arg: CredentialProxyArg) -> Self {
+        match arg {
+            CredentialProxyArg::Required => CredentialProxyMode::Required,
+            CredentialProxyArg::Preferred => CredentialProxyMode::Preferred,
+            CredentialProxyArg::Off => CredentialProxyMode::Off,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -184,6 +238,18 @@ pub struct RunArgs {
     #[arg(long, env = "AGENTIC_OPERATOR_IMAGE", value_name = "IMAGE")]
     pub operator_image: Option<String>,
 
+    /// Whether runs' model keys go through a credential proxy beside the agent (a sidecar from
+    /// --operator-image) instead of into the agent's environment: required (a run whose key
+    /// the proxy cannot serve does not start), preferred (such a run gets the key as before
+    /// and says so in its CredentialIsolation condition) or off.
+    #[arg(
+        long,
+        env = "AGENTIC_CREDENTIAL_PROXY",
+        value_enum,
+        default_value = "preferred"
+    )]
+    pub credential_proxy: CredentialProxyArg,
+
     /// The most objects of one kind reconciled at once; SkillCards, whose registry reads are
     /// bounded per registry, are not bounded by it. 0 for no bound.
     #[arg(
@@ -249,6 +315,42 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Skill(command) => skill::run(command),
         Command::Agentrun(args) => agentrun::run(args),
         Command::Run(args) => run_operator(args),
+        Command::CredentialProxy(args) => run_credential_proxy(args),
+    }
+}
+
+fn run_credential_proxy(args: CredentialProxyArgs) -> ExitCode {
+    init_logging(args.log_format);
+    let config = crate::credential_proxy::ProxyConfig {
+        listen: args.listen,
+        upstream: args.upstream,
+        auth: match args.auth {
+            ProxyAuth::Bearer => agentic_core::gateway::AuthStyle::Bearer,
+            ProxyAuth::Anthropic => agentic_core::gateway::AuthStyle::Anthropic,
+        },
+        key_file: args.key_file,
+        max_request_bytes: args.max_request_bytes,
+    };
+    // One core's worth of threads: a sidecar per sandbox must stay small.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "starting the async runtime failed");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(crate::credential_proxy::serve(
+        config,
+        crate::operator::wait_for_signal(),
+    )) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            tracing::error!("{message}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -284,6 +386,7 @@ fn run_operator(args: RunArgs) -> ExitCode {
         reconcile_concurrency: args.reconcile_concurrency,
         default_skills_namespace: args.default_skills_namespace,
         operator_image: args.operator_image.filter(|image| !image.is_empty()),
+        credential_proxy: args.credential_proxy.into(),
         watch_failure_timeout: Some(Duration::from_secs(args.watch_failure_seconds))
             .filter(|timeout| !timeout.is_zero()),
         run_defaults: RunDefaults {

@@ -182,20 +182,25 @@ async fn start(
     let run_uid = owner.uid.clone();
     let gathered = gather::gather(run, namespace, ctx).await?;
     let name = sandbox_name(&run.name_any());
-    let (pinned, world) = match plan_start(&gathered.inputs(run, &run_uid, ctx)) {
+    let (pinned, world, isolation) = match plan_start(&gathered.inputs(run, &run_uid, ctx)) {
         StartPlan::Blocked(outcome) => return Ok(held(outcome)),
         StartPlan::Adopt(pinned) => {
             let world = judge::observe_sandbox(ctx, namespace, &name).await?;
-            (pinned, Box::new(world))
+            (pinned, Box::new(world), None)
         }
         StartPlan::Create(inputs) => match create::create(&inputs, ctx, owner).await? {
             Created::Held(outcome) => return Ok(held(outcome)),
-            Created::Sandbox { pinned, world } => (pinned, world),
+            Created::Sandbox { pinned, world } => {
+                (pinned, world, Some(Box::new(inputs.credential_isolation().clone())))
+            }
         },
     };
     status.sandbox_name = Some(name);
     status.skills = pinned;
-    Ok(judge::judge(run, ctx, status, &world))
+    let mut enforced = judge::judge(run, ctx, status, &world);
+    // Decided with the sandbox, then kept: later passes judge the pod alone.
+    enforced.outcome.credential_isolation = isolation;
+    Ok(enforced)
 }
 
 /// A run that does not start in this pass, for `outcome`'s reason.

@@ -109,6 +109,7 @@ fn running_container_is_running_with_its_start() {
             completion_time: None,
             listening: false,
             termination_data: None,
+            credential_isolation: None,
         }
     );
     // Still the same container on the next pass.
@@ -133,6 +134,7 @@ fn exit_zero_succeeds() {
             completion_time: Some(at(160)),
             listening: false,
             termination_data: None,
+            credential_isolation: None,
         }
     );
 }

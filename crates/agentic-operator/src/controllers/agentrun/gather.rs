@@ -63,6 +63,7 @@ impl Gathered {
             cards: self.cards.iter().map(lookup).collect(),
             file_sources: &self.file_sources,
             fetcher: ctx.settings.skill_fetcher.as_ref(),
+            credential_proxy: &ctx.settings.credential_proxy,
             policies: self.policies.as_ref().map_err(String::as_str),
             default_signatures: &self.default_signatures,
         }
