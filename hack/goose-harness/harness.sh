@@ -17,6 +17,15 @@
 #
 # GOOSE_HARNESS_LOADS: what the scripted model loads with `load_skill`, in turn,
 # space-separated (`<skill>` or `<skill>/<supporting file>`).
+#
+# GOOSE_HARNESS_MODEL=gateway (tests/tests/credential_proxy_node.rs): goose talks to the run's
+# Gateway as the pod contract gives it (KONVEYOR_LLM_ENDPOINT, KONVEYOR_LLM_API_KEY: with the
+# credential proxy, its loopback address and a placeholder) instead of the scripted endpoint
+# in this container. Beside goose, GET <endpoint>/v1/models?from=harness every second (so the
+# endpoint sees which key the proxy adds while goose waits); afterwards it prints what the test looks for
+# the key in: `harness-proxy-other-host: <wget's words>` (the proxy asked for another host),
+# `harness-environ: <base64>` (/proc/1/environ) and `harness-mounts: <base64>` (a gzipped tar
+# of every writable or mounted directory the agent has).
 set -eu
 
 skills_dir=${KONVEYOR_SKILLS_DIR:-/opt/skills}
@@ -67,6 +76,19 @@ export GOOSE_PROVIDER=openai GOOSE_MODEL=fake-model OPENAI_API_KEY=unused \
   GOOSE_DISABLE_KEYRING=1 GOOSE_TELEMETRY_OFF=1 GOOSE_MODE=auto
 cd /workspace
 status=0
+if [ "${GOOSE_HARNESS_MODEL:-}" = gateway ]; then
+  endpoint=${KONVEYOR_LLM_ENDPOINT:?goose-harness: no KONVEYOR_LLM_ENDPOINT}
+  (while :; do wget -q -O /dev/null "$endpoint/v1/models?from=harness" || true; sleep 1; done) &
+  poller=$!
+  OPENAI_HOST=$endpoint OPENAI_API_KEY=${KONVEYOR_LLM_API_KEY:-} \
+    goose run --no-profile --with-builtin skills --system "$(cat "$system")" --text "$prompt" || status=$?
+  kill "$poller" 2>/dev/null || true
+  other=$(http_proxy=$endpoint wget -q -O /dev/null http://example.com/ 2>&1 || true)
+  echo "harness-proxy-other-host: $other"
+  echo "harness-environ: $(base64 </proc/1/environ | tr -d '\n')"
+  echo "harness-mounts: $(tar -czf - -C / workspace tmp opt/skills run/konveyor 2>/dev/null | base64 | tr -d '\n')"
+  exit "$status"
+fi
 # shellcheck disable=SC2086 # one argument per load
 goose-fake-llm "$record" $loads -- \
   goose run --no-profile --with-builtin skills --system "$(cat "$system")" --text "$prompt" || status=$?

@@ -18,7 +18,14 @@
 //!
 //! ```text
 //! goose-fake-llm RECORD_FILE LOAD... -- COMMAND [ARG]...
+//! goose-fake-llm --serve ADDRESS RELEASE_FILE RECORD_FILE LOAD...
 //! ```
+//!
+//! With `--serve` it runs no command: it listens on ADDRESS (a goose elsewhere reaches it,
+//! `tests/tests/credential_proxy_node.rs`), prints `listening <address>` once bound, holds its
+//! answer to the first request with tools until RELEASE_FILE exists (so a test can change
+//! something mid-run), and serves until it is killed. Each record also carries the request's
+//! `authorization` header, to show which key reached the endpoint.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -52,7 +59,71 @@ fn main() -> ExitCode {
     }
 }
 
+/// Where a served script holds its first turn with tools: until this file exists.
+type Hold = Option<(std::path::PathBuf, std::sync::atomic::AtomicBool)>;
+
+/// `--serve`: the script on ADDRESS, for a goose elsewhere, until killed.
+fn serve_forever(args: &[String]) -> Result<ExitCode, String> {
+    let usage = "usage: goose-fake-llm --serve ADDRESS RELEASE_FILE RECORD_FILE LOAD...";
+    let [address, release, record, loads @ ..] = args else {
+        return Err(usage.to_owned());
+    };
+    if loads.is_empty() {
+        return Err(usage.to_owned());
+    }
+    let record = open_record(record)?;
+    let listener = TcpListener::bind(address.as_str())
+        .map_err(|error| format!("listening on {address}: {error}"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|error| format!("reading the listening address: {error}"))?;
+    println!("listening {bound}");
+    std::io::stdout()
+        .flush()
+        .map_err(|error| format!("writing the address: {error}"))?;
+    let hold: Arc<Hold> = Arc::new(Some((
+        release.into(),
+        std::sync::atomic::AtomicBool::new(false),
+    )));
+    accept(
+        &listener,
+        &Arc::new(Mutex::new(record)),
+        &loads.into(),
+        &hold,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open_record(path: &str) -> Result<File, String> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|error| format!("opening the record file {path}: {error}"))
+}
+
+/// Serves each connection on a thread of its own, for as long as the listener accepts.
+fn accept(
+    listener: &TcpListener,
+    record: &Arc<Mutex<File>>,
+    loads: &Arc<[String]>,
+    hold: &Arc<Hold>,
+) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        let (record, loads, hold) = (record.clone(), loads.clone(), hold.clone());
+        std::thread::spawn(move || {
+            if let Err(error) = serve(stream, &record, &loads, &hold) {
+                eprintln!("goose-fake-llm: {error}");
+            }
+        });
+    }
+}
+
 fn run(args: Vec<String>) -> Result<ExitCode, String> {
+    if args.first().map(String::as_str) == Some("--serve") {
+        return serve_forever(&args[1..]);
+    }
     let usage = "usage: goose-fake-llm RECORD_FILE LOAD... -- COMMAND [ARG]...";
     let Some(separator) = args.iter().position(|arg| arg == "--") else {
         return Err(usage.to_owned());
@@ -64,11 +135,7 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
     if loads.is_empty() || command.is_empty() {
         return Err(usage.to_owned());
     }
-    let record = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(record)
-        .map_err(|error| format!("opening the record file {record}: {error}"))?;
+    let record = open_record(record)?;
     let listener = TcpListener::bind("127.0.0.1:0")
         .map_err(|error| format!("listening on 127.0.0.1: {error}"))?;
     let address = listener
@@ -77,17 +144,7 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
 
     let record = Arc::new(Mutex::new(record));
     let loads: Arc<[String]> = loads.into();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let (record, loads) = (record.clone(), loads.clone());
-            std::thread::spawn(move || {
-                if let Err(error) = serve(stream, &record, &loads) {
-                    eprintln!("goose-fake-llm: {error}");
-                }
-            });
-        }
-    });
+    std::thread::spawn(move || accept(&listener, &record, &loads, &Arc::new(None)));
 
     let status = Command::new(&command[0])
         .args(&command[1..])
@@ -103,13 +160,18 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
 }
 
 /// Reads one request, records it and answers it.
-fn serve(stream: TcpStream, record: &Mutex<File>, loads: &[String]) -> Result<(), String> {
+fn serve(
+    stream: TcpStream,
+    record: &Mutex<File>,
+    loads: &[String],
+    hold: &Hold,
+) -> Result<(), String> {
     let mut reader = BufReader::new(
         stream
             .try_clone()
             .map_err(|error| format!("cloning a connection: {error}"))?,
     );
-    let (method, path, length) = read_head(&mut reader)?;
+    let (method, path, length, authorization) = read_head(&mut reader)?;
     if length > MAX_BODY_BYTES {
         return respond(
             stream,
@@ -132,11 +194,17 @@ fn serve(stream: TcpStream, record: &Mutex<File>, loads: &[String]) -> Result<()
         let mut file = record
             .lock()
             .map_err(|_| "the record file's lock is poisoned".to_owned())?;
-        let line = json!({ "method": method, "path": path, "body": body });
+        let line = json!({
+            "method": method,
+            "path": path,
+            "authorization": authorization,
+            "body": body,
+        });
         writeln!(file, "{line}").map_err(|error| format!("writing the record: {error}"))?;
     }
 
-    if method == "GET" && path.ends_with("/models") {
+    let path_only = path.split('?').next().unwrap_or_default();
+    if method == "GET" && path_only.ends_with("/models") {
         let models = json!({ "object": "list", "data": [{ "id": MODEL, "object": "model" }] });
         return respond(stream, "200 OK", "application/json", &models.to_string());
     }
@@ -147,6 +215,14 @@ fn serve(stream: TcpStream, record: &Mutex<File>, loads: &[String]) -> Result<()
             "text/plain",
             &format!("no {method} {path} here"),
         );
+    }
+    if let Some((release, held)) = hold
+        && body.get("tools").is_some()
+        && !held.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        while !release.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
     let answer = answer(&body, loads);
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
@@ -161,8 +237,11 @@ fn serve(stream: TcpStream, record: &Mutex<File>, loads: &[String]) -> Result<()
     }
 }
 
-/// The request line's method and path, and the body's length, from the request head.
-fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(String, String, usize), String> {
+/// The request line's method and path, the body's length and the `authorization` header,
+/// from the request head.
+fn read_head(
+    reader: &mut BufReader<TcpStream>,
+) -> Result<(String, String, usize, Option<String>), String> {
     let mut head = Vec::new();
     let mut line = String::new();
     loop {
@@ -191,6 +270,7 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(String, String, usize
         ));
     };
     let mut length = 0;
+    let mut authorization = None;
     for header in &head[1..] {
         let Some((name, value)) = header.split_once(':') else {
             continue;
@@ -200,6 +280,8 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(String, String, usize
                 .trim()
                 .parse()
                 .map_err(|_| format!("a Content-Length that is not a number: {value:?}"))?;
+        } else if name.eq_ignore_ascii_case("authorization") {
+            authorization = Some(value.trim().to_owned());
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             return Err(format!(
                 "{method} {path} has Transfer-Encoding {}; only Content-Length bodies are read",
@@ -207,7 +289,7 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(String, String, usize
             ));
         }
     }
-    Ok((method.to_owned(), path.to_owned(), length))
+    Ok((method.to_owned(), path.to_owned(), length, authorization))
 }
 
 /// What the assistant says next.

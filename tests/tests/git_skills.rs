@@ -401,7 +401,9 @@ async fn a_run_fetches_its_git_skill_at_the_pinned_commit_with_the_secret_in_the
         .expect("pod");
     let spec = pod.spec.expect("spec");
     let init = spec.init_containers.expect("init containers");
-    assert_eq!(init.len(), 1);
+    // The fetch, then the credential proxy (the Gateway `llm` has a keyed bearer endpoint).
+    let names: Vec<&str> = init.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["skill-fetch-0", "credential-proxy"]);
     assert_eq!(init[0].image.as_deref(), Some(operator_image));
     let args = init[0].args.clone().expect("args");
     assert!(args.contains(&format!("--commit={pinned}")), "{args:?}");

@@ -11,6 +11,7 @@ mod cel;
 mod chart;
 mod chart_readme;
 mod cli;
+mod credential_isolation;
 mod faults;
 mod gateways;
 mod git_skills;

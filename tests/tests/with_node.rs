@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod collections;
+mod credential_proxy_node;
 mod goose_node;
 mod lifecycle;
 mod node;

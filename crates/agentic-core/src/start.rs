@@ -17,8 +17,9 @@ use crate::params::resolve_run;
 use crate::pin::Pin;
 use crate::reasons::{AgentRunReason, ErrorReason};
 use crate::sandbox::{
-    CredentialIsolation, CredentialProxy, CredentialProxyMode, FileMountSources, MountedSkill, RunOutcome, SandboxInputs, SkillFetcher, SourceLookup,
-    cancelled, file_mount_sources, pinned_skills,
+    CredentialIsolation, CredentialProxy, CredentialProxyMode, FileMountSources, MountedSkill,
+    RunOutcome, SandboxInputs, SkillFetcher, SourceLookup, cancelled, file_mount_sources,
+    pinned_skills,
 };
 use crate::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -154,7 +155,10 @@ fn decide<'a>(inputs: &StartInputs<'a>) -> Result<StartPlan<'a>, RunOutcome> {
     if inputs.credential_proxy.mode == CredentialProxyMode::Required
         && let CredentialIsolation::Exposed(why) = sandbox.credential_isolation()
     {
-        return Err(isolation_required(*why, sandbox.credential_isolation().clone()));
+        return Err(isolation_required(
+            *why,
+            sandbox.credential_isolation().clone(),
+        ));
     }
     let sources = file_mount_sources(sandbox.namespace(), &run.spec.file_mounts, |kind, name| {
         inputs

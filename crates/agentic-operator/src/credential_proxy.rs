@@ -349,8 +349,13 @@ async fn try_forward(proxy: &Proxy, request: Request) -> Result<Response, (Statu
     let max = proxy.config.max_request_bytes;
     let refuse = |refusal: Refusal| (refusal.status(), refusal.message(max));
     let (parts, body) = request.into_parts();
-    check_target(&parts.method, &parts.uri, &parts.headers, proxy.config.listen)
-        .map_err(refuse)?;
+    check_target(
+        &parts.method,
+        &parts.uri,
+        &parts.headers,
+        proxy.config.listen,
+    )
+    .map_err(refuse)?;
     let path_and_query = parts
         .uri
         .path_and_query()
@@ -401,7 +406,10 @@ async fn try_forward(proxy: &Proxy, request: Request) -> Result<Response, (Statu
                 "the request to the Gateway's endpoint failed"
             };
             tracing::warn!(error = %Chain(&error), "{why}");
-            (StatusCode::BAD_GATEWAY, format!("credential-proxy: {why}\n"))
+            (
+                StatusCode::BAD_GATEWAY,
+                format!("credential-proxy: {why}\n"),
+            )
         })?;
     let answer: axum::http::Response<reqwest::Body> = answer.into();
     let (mut answer_parts, answer_body) = answer.into_parts();

@@ -65,10 +65,7 @@ pub struct ProxyPlan {
 impl ProxyPlan {
     /// `KONVEYOR_LLM_ENDPOINT` of the agent: the proxy, with the endpoint's path.
     pub fn agent_endpoint(&self) -> String {
-        format!(
-            "http://127.0.0.1:{CREDENTIAL_PROXY_PORT}{}",
-            self.base_path
-        )
+        format!("http://127.0.0.1:{CREDENTIAL_PROXY_PORT}{}", self.base_path)
     }
 }
 
@@ -106,8 +103,7 @@ impl CredentialIsolation {
             Self::NoCredential => (
                 ConditionStatus::True,
                 AgentRunReason::NoCredential,
-                "the Gateway has no spec.credentialRef: the sandbox holds no model key"
-                    .to_string(),
+                "the Gateway has no spec.credentialRef: the sandbox holds no model key".to_string(),
             ),
             Self::Exposed(reason) => (
                 ConditionStatus::False,
@@ -226,7 +222,10 @@ mod tests {
         assert_eq!(plan.auth, AuthStyle::Bearer);
         assert_eq!(plan.upstream, "https://llm.example.com/v1/");
         assert_eq!(plan.agent_endpoint(), "http://127.0.0.1:4001/v1");
-        assert_eq!((plan.secret_name.as_str(), plan.secret_key.as_str()), ("llm-key", "key"));
+        assert_eq!(
+            (plan.secret_name.as_str(), plan.secret_key.as_str()),
+            ("llm-key", "key")
+        );
         let anthropic = credential_isolation(
             &spec("anthropic", Some("http://10.0.0.5:8080"), Some("key")),
             &preferred(),
@@ -235,33 +234,57 @@ mod tests {
         assert_eq!(plan.auth, AuthStyle::Anthropic);
         assert_eq!(plan.agent_endpoint(), "http://127.0.0.1:4001");
         let (status, reason, _) = anthropic.condition();
-        assert_eq!((status, reason), (ConditionStatus::True, AgentRunReason::KeyProxied));
+        assert_eq!(
+            (status, reason),
+            (ConditionStatus::True, AgentRunReason::KeyProxied)
+        );
     }
 
     #[test]
     fn each_gateway_the_proxy_cannot_serve_says_why() {
         use AgentRunReason as R;
         let cases = [
-            (spec("aws_bedrock", Some("https://b.example.com"), Some("k")), R::CloudSignedProvider),
-            (spec("gcp-vertex-ai", Some("https://v.example.com"), Some("k")), R::CloudSignedProvider),
+            (
+                spec("aws_bedrock", Some("https://b.example.com"), Some("k")),
+                R::CloudSignedProvider,
+            ),
+            (
+                spec("gcp-vertex-ai", Some("https://v.example.com"), Some("k")),
+                R::CloudSignedProvider,
+            ),
             (spec("openai", None, Some("k")), R::NoEndpoint),
-            (spec("openai", Some("https://o.example.com"), None), R::WholeSecretImported),
-            (spec("openai", Some("ftp://o.example.com"), Some("k")), R::UnsupportedEndpoint),
-            (spec("openai", Some("https://u:p@o.example.com"), Some("k")), R::UnsupportedEndpoint),
+            (
+                spec("openai", Some("https://o.example.com"), None),
+                R::WholeSecretImported,
+            ),
+            (
+                spec("openai", Some("ftp://o.example.com"), Some("k")),
+                R::UnsupportedEndpoint,
+            ),
+            (
+                spec("openai", Some("https://u:p@o.example.com"), Some("k")),
+                R::UnsupportedEndpoint,
+            ),
         ];
         for (spec, reason) in cases {
             let isolation = credential_isolation(&spec, &preferred());
             assert_eq!(isolation, CredentialIsolation::Exposed(reason), "{spec:?}");
             let (status, written, message) = isolation.condition();
             assert_eq!((status, written), (ConditionStatus::False, reason));
-            assert!(!message.contains("proxy cannot serve this Gateway"), "{message}");
+            assert!(
+                !message.contains("proxy cannot serve this Gateway"),
+                "{message}"
+            );
         }
         let no_image = CredentialProxy {
             image: None,
             ..preferred()
         };
         assert_eq!(
-            credential_isolation(&spec("openai", Some("https://o.example.com"), Some("k")), &no_image),
+            credential_isolation(
+                &spec("openai", Some("https://o.example.com"), Some("k")),
+                &no_image
+            ),
             CredentialIsolation::Exposed(R::Error(ErrorReason::OperatorImageNotSet))
         );
         let off = CredentialProxy {
@@ -269,7 +292,10 @@ mod tests {
             ..preferred()
         };
         assert_eq!(
-            credential_isolation(&spec("openai", Some("https://o.example.com"), Some("k")), &off),
+            credential_isolation(
+                &spec("openai", Some("https://o.example.com"), Some("k")),
+                &off
+            ),
             CredentialIsolation::Exposed(R::CredentialProxyOff)
         );
     }

@@ -232,12 +232,7 @@ fn proxy_container(plan: &ProxyPlan) -> Container {
             format!("--key-file={CREDENTIAL_DIR}/{CREDENTIAL_FILE}"),
         ]),
         restart_policy: Some("Always".to_string()),
-        volume_mounts: Some(vec![mount(
-            CREDENTIAL_VOLUME,
-            CREDENTIAL_DIR,
-            true,
-            None,
-        )]),
+        volume_mounts: Some(vec![mount(CREDENTIAL_VOLUME, CREDENTIAL_DIR, true, None)]),
         security_context: Some(restricted_non_root()),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         ..Default::default()

@@ -1471,7 +1471,10 @@ fn a_proxied_key_is_mounted_into_the_sidecar_only_and_the_agent_gets_a_placehold
         })
     );
     let volumes = spec["volumes"].as_array().expect("volumes");
-    let secret_volumes: Vec<&Value> = volumes.iter().filter(|v| v.get("secret").is_some()).collect();
+    let secret_volumes: Vec<&Value> = volumes
+        .iter()
+        .filter(|v| v.get("secret").is_some())
+        .collect();
     assert_eq!(
         secret_volumes,
         [&json!({"name": "gateway-credential", "secret": {
@@ -1481,7 +1484,9 @@ fn a_proxied_key_is_mounted_into_the_sidecar_only_and_the_agent_gets_a_placehold
     );
     let agent_mounts = agent["volumeMounts"].as_array().expect("mounts");
     assert!(
-        agent_mounts.iter().all(|m| m["name"] != "gateway-credential"),
+        agent_mounts
+            .iter()
+            .all(|m| m["name"] != "gateway-credential"),
         "{agent_mounts:?}"
     );
 }
@@ -1535,5 +1540,8 @@ fn without_the_proxy_the_key_goes_to_the_agent_as_in_konveyor() {
     let spec = proxied_pod_spec(&fixture);
     assert!(spec.get("initContainers").is_none());
     let agent_text = container(&spec).to_string();
-    assert!(agent_text.contains("\"secretKeyRef\":{\"key\":\"api-key\",\"name\":\"llm-key\"}"), "{agent_text}");
+    assert!(
+        agent_text.contains("\"secretKeyRef\":{\"key\":\"api-key\",\"name\":\"llm-key\"}"),
+        "{agent_text}"
+    );
 }

@@ -589,7 +589,10 @@ fn keyed_gateway(provider: &str) -> Gateway {
 
 #[test]
 fn a_proxied_run_is_created_with_its_key_behind_the_proxy_in_every_mode_but_off() {
-    for mode in [CredentialProxyMode::Required, CredentialProxyMode::Preferred] {
+    for mode in [
+        CredentialProxyMode::Required,
+        CredentialProxyMode::Preferred,
+    ] {
         let mut read = Read::startable();
         read.gateway = Some(keyed_gateway("openai"));
         read.credential_proxy = CredentialProxy {
@@ -620,7 +623,11 @@ fn required_refuses_a_cloud_signed_gateway_and_waits_for_a_missing_image() {
             AgentRunReason::CloudSignedProvider
         )))
     );
-    assert!(outcome.message.contains("cloud credentials"), "{}", outcome.message);
+    assert!(
+        outcome.message.contains("cloud credentials"),
+        "{}",
+        outcome.message
+    );
 
     // The same Gateway under `preferred` starts, its key given to the agent.
     read.credential_proxy.mode = CredentialProxyMode::Preferred;

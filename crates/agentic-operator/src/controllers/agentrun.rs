@@ -190,9 +190,11 @@ async fn start(
         }
         StartPlan::Create(inputs) => match create::create(&inputs, ctx, owner).await? {
             Created::Held(outcome) => return Ok(held(outcome)),
-            Created::Sandbox { pinned, world } => {
-                (pinned, world, Some(Box::new(inputs.credential_isolation().clone())))
-            }
+            Created::Sandbox { pinned, world } => (
+                pinned,
+                world,
+                Some(Box::new(inputs.credential_isolation().clone())),
+            ),
         },
     };
     status.sandbox_name = Some(name);

@@ -25,10 +25,17 @@ fn connect_other_hosts_and_foreign_host_headers_are_refused() {
     let get = Method::GET;
     let own = headers(&[("host", "127.0.0.1:4001")]);
     let uri = |text: &str| text.parse::<Uri>().expect("a URI");
-    assert_eq!(check_target(&get, &uri("/v1/models"), &own, listen()), Ok(()));
+    assert_eq!(
+        check_target(&get, &uri("/v1/models"), &own, listen()),
+        Ok(())
+    );
     for host in ["localhost:4001", "[::1]:4001"] {
         let ok = headers(&[("host", host)]);
-        assert_eq!(check_target(&get, &uri("/v1/models"), &ok, listen()), Ok(()), "{host}");
+        assert_eq!(
+            check_target(&get, &uri("/v1/models"), &ok, listen()),
+            Ok(()),
+            "{host}"
+        );
     }
     assert_eq!(
         check_target(&Method::CONNECT, &uri("api.openai.com:443"), &own, listen()),
@@ -40,7 +47,12 @@ fn connect_other_hosts_and_foreign_host_headers_are_refused() {
         Err(Refusal::OtherHost)
     );
     // Origin form with another Host, or loopback at another port, is not the proxy either.
-    for host in ["example.com", "example.com:4001", "127.0.0.1:80", "127.0.0.2.example:4001"] {
+    for host in [
+        "example.com",
+        "example.com:4001",
+        "127.0.0.1:80",
+        "127.0.0.2.example:4001",
+    ] {
         let foreign = headers(&[("host", host)]);
         assert_eq!(
             check_target(&get, &uri("/v1/models"), &foreign, listen()),
@@ -50,7 +62,12 @@ fn connect_other_hosts_and_foreign_host_headers_are_refused() {
     }
     // Absolute form naming the proxy itself is the proxy.
     assert_eq!(
-        check_target(&get, &uri("http://127.0.0.1:4001/v1/models"), &own, listen()),
+        check_target(
+            &get,
+            &uri("http://127.0.0.1:4001/v1/models"),
+            &own,
+            listen()
+        ),
         Ok(())
     );
 }
@@ -62,7 +79,10 @@ fn only_paths_inside_the_endpoint_are_forwarded() {
         upstream.url_for("/v1/chat/completions?stream=true"),
         Ok("https://llm.example.com/v1/chat/completions?stream=true".to_string())
     );
-    assert_eq!(upstream.url_for("/v1"), Ok("https://llm.example.com/v1".to_string()));
+    assert_eq!(
+        upstream.url_for("/v1"),
+        Ok("https://llm.example.com/v1".to_string())
+    );
     for path in [
         "/v10/models",
         "/admin",
@@ -71,10 +91,17 @@ fn only_paths_inside_the_endpoint_are_forwarded() {
         "/v1/./models",
         "*",
     ] {
-        assert_eq!(upstream.url_for(path), Err(Refusal::OutsideEndpoint), "{path}");
+        assert_eq!(
+            upstream.url_for(path),
+            Err(Refusal::OutsideEndpoint),
+            "{path}"
+        );
     }
     let root = Upstream::parse("HTTP://10.0.0.5:8080").expect("valid");
-    assert_eq!(root.url_for("/v1/messages"), Ok("http://10.0.0.5:8080/v1/messages".to_string()));
+    assert_eq!(
+        root.url_for("/v1/messages"),
+        Ok("http://10.0.0.5:8080/v1/messages".to_string())
+    );
     for bad in ["ftp://x", "https://user:pw@x", "https://x/?q=1", "https://"] {
         assert!(Upstream::parse(bad).is_err(), "{bad}");
     }
@@ -125,9 +152,7 @@ type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
 
 /// An endpoint on loopback that records each request and answers `/stream` with the chunks
 /// sent into `chunks`, as they are sent; anything else with `ok`.
-async fn endpoint(
-    chunks: futures::channel::mpsc::UnboundedReceiver<Bytes>,
-) -> (SocketAddr, Seen) {
+async fn endpoint(chunks: futures::channel::mpsc::UnboundedReceiver<Bytes>) -> (SocketAddr, Seen) {
     let seen: Seen = Arc::default();
     let chunks = Arc::new(Mutex::new(Some(chunks)));
     let recorded = seen.clone();
@@ -151,7 +176,9 @@ async fn endpoint(
             }
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let address = listener.local_addr().expect("address");
     tokio::spawn(async move { axum::serve(listener, router).await });
     (address, seen)
@@ -159,7 +186,9 @@ async fn endpoint(
 
 /// A proxy on loopback in front of `upstream`, with its key in `key_file`.
 async fn proxy(upstream: SocketAddr, key_file: &Path, max_request_bytes: usize) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let listen = listener.local_addr().expect("address");
     let config = ProxyConfig {
         listen,
@@ -213,8 +242,14 @@ async fn the_key_is_read_at_every_request_so_a_rotated_secret_is_used_at_once() 
     assert_eq!(
         *seen.lock().expect("lock"),
         [
-            ("/v1/chat/completions".to_string(), Some("Bearer sk-first".to_string())),
-            ("/v1/chat/completions".to_string(), Some("Bearer sk-second".to_string())),
+            (
+                "/v1/chat/completions".to_string(),
+                Some("Bearer sk-first".to_string())
+            ),
+            (
+                "/v1/chat/completions".to_string(),
+                Some("Bearer sk-second".to_string())
+            ),
         ]
     );
 }
@@ -273,7 +308,9 @@ async fn other_hosts_connect_and_large_bodies_never_reach_the_endpoint() {
         .expect("answer");
     assert_eq!(answer.status(), 403);
     // CONNECT, as a client tunnelling https through it sends.
-    let mut stream = tokio::net::TcpStream::connect(listen).await.expect("connect");
+    let mut stream = tokio::net::TcpStream::connect(listen)
+        .await
+        .expect("connect");
     {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         stream
@@ -299,12 +336,18 @@ async fn other_hosts_connect_and_large_bodies_never_reach_the_endpoint() {
         .await
         .expect("answer");
     assert_eq!(fits.status(), 200);
-    assert_eq!(seen.lock().expect("lock").len(), 1, "only the request that fits");
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        1,
+        "only the request that fits"
+    );
 }
 
 #[tokio::test]
 async fn the_proxy_refuses_to_listen_beyond_loopback() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let config = ProxyConfig {
         listen: "0.0.0.0:4001".parse().expect("address"),
         upstream: "http://127.0.0.1:1".into(),

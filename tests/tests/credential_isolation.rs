@@ -1,0 +1,146 @@
+//! Where a run's model key goes, on the control plane (no node: the pod specs and the runs'
+//! conditions are what is checked; `credential_proxy_node` runs the proxy for real).
+//!
+//! - `preferred` (the default): a keyed bearer Gateway gets the `credential-proxy` sidecar, and
+//!   the agent container names neither the Secret nor the key; a cloud-signed Gateway's key
+//!   goes to the agent as in Konveyor, and the run says why.
+//! - `required`: a run on the cloud-signed Gateway fails before it has a sandbox.
+
+use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, Gateway, ObjectRef};
+use agentic_core::sandbox::CredentialProxyMode;
+use agentic_fixtures::{LLM_KEY, gateway, key_secret};
+use agentic_integration_tests::{
+    Operator, apply, condition, env, llm_agent_spec, meta, ready_agent, registry, wait_for_sandbox,
+    wait_phase,
+};
+use agentic_operator::context::SandboxBackend;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::{Api, Client};
+
+const OPERATOR_IMAGE: &str = "registry.example.com/agentic-operator:test";
+
+/// A namespace with the Gateways `llm` (openai, keyed, the shared fake endpoint) and
+/// `bedrock` (cloud-signed, keyed), an Agent on each, and the operator with `mode`.
+async fn scenario(prefix: &str, mode: CredentialProxyMode) -> (String, Client, Operator) {
+    let env = env().await;
+    let ns = env.namespace(prefix).await.expect("namespace");
+    let client = env.client();
+    let operator = Operator::start_with_credential_proxy(
+        client.clone(),
+        &ns,
+        SandboxBackend::Pod,
+        vec![registry().await],
+        OPERATOR_IMAGE,
+        mode,
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    apply(&secrets, &key_secret("bedrock-key", LLM_KEY)).await;
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &gateways,
+        &gateway(
+            "bedrock",
+            "aws-bedrock",
+            "https://bedrock-runtime.us-east-1.amazonaws.com",
+            Some("bedrock-key"),
+        ),
+    )
+    .await;
+    ready_agent(
+        &client,
+        &ns,
+        "proxied",
+        llm_agent_spec("ghcr.io/acme/harness:1"),
+    )
+    .await;
+    let mut signed = llm_agent_spec("ghcr.io/acme/harness:1");
+    signed.gateways = vec![ObjectRef {
+        name: "bedrock".into(),
+    }];
+    ready_agent(&client, &ns, "signed", signed).await;
+    (ns, client, operator)
+}
+
+fn run(name: &str, agent: &str) -> AgentRun {
+    AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: agent.into(),
+            ..AgentRunSpec::default()
+        },
+        status: None,
+    }
+}
+
+fn isolation(run: &AgentRun) -> (String, String) {
+    let status = run.status.as_ref().expect("status");
+    let found = condition(&status.conditions, "CredentialIsolation")
+        .unwrap_or_else(|| panic!("no CredentialIsolation: {status:#?}"));
+    (found.status.clone(), found.reason.clone())
+}
+
+#[tokio::test]
+async fn preferred_proxies_a_bearer_key_and_passes_a_cloud_signed_one_saying_so() {
+    let (ns, client, operator) = scenario("proxy-preferred", CredentialProxyMode::Preferred).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+
+    apply(&runs, &run("proxied", "proxied")).await;
+    let proxied = wait_for_sandbox(&runs, "proxied").await;
+    assert_eq!(isolation(&proxied), ("True".into(), "KeyProxied".into()));
+    let pod = pods.get("proxied").await.expect("the sandbox's pod");
+    let spec = pod.spec.expect("spec");
+    let sidecar = &spec.init_containers.as_ref().expect("init containers")[0];
+    assert_eq!(sidecar.name, "credential-proxy");
+    assert_eq!(sidecar.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(sidecar.image.as_deref(), Some(OPERATOR_IMAGE));
+    let agent = serde_json::to_string(&spec.containers[0]).expect("JSON");
+    assert!(!agent.contains("llm-key"), "{agent}");
+    assert!(
+        agent
+            .contains(r#"{"name":"KONVEYOR_LLM_ENDPOINT","value":"http://127.0.0.1:4001/openai"}"#),
+        "{agent}"
+    );
+
+    apply(&runs, &run("signed", "signed")).await;
+    let signed = wait_for_sandbox(&runs, "signed").await;
+    assert_eq!(
+        isolation(&signed),
+        ("False".into(), "CloudSignedProvider".into())
+    );
+    let pod = pods.get("signed").await.expect("the sandbox's pod");
+    let spec = pod.spec.expect("spec");
+    assert!(spec.init_containers.is_none());
+    let agent = serde_json::to_string(&spec.containers[0]).expect("JSON");
+    assert!(agent.contains(r#""name":"bedrock-key""#), "{agent}");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn required_refuses_a_run_whose_key_would_reach_its_agent() {
+    let (ns, client, operator) = scenario("proxy-required", CredentialProxyMode::Required).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("signed", "signed")).await;
+    let failed = wait_phase(&runs, "signed", AgentRunPhase::Failed).await;
+    let status = failed.status.as_ref().expect("status");
+    let ready = condition(&status.conditions, "Ready").expect("Ready");
+    assert_eq!(ready.reason, "CredentialIsolationRequired", "{status:#?}");
+    assert!(
+        ready.message.contains("cloud credentials"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(
+        isolation(&failed),
+        ("False".into(), "CloudSignedProvider".into())
+    );
+    assert_eq!(status.sandbox_name, None);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    assert!(pods.get_opt("signed").await.expect("read").is_none());
+
+    // A run whose key the proxy serves starts under `required` too.
+    apply(&runs, &run("proxied", "proxied")).await;
+    let proxied = wait_for_sandbox(&runs, "proxied").await;
+    assert_eq!(isolation(&proxied), ("True".into(), "KeyProxied".into()));
+    operator.stop().await;
+}
