@@ -149,7 +149,6 @@ impl Operator {
             None,
             run_defaults,
             None,
-            CredentialProxyMode::default(),
         )
     }
 
@@ -175,8 +174,7 @@ impl Operator {
             insecure,
             None,
             run_defaults,
-            Some(fetcher),
-            CredentialProxyMode::default(),
+            Some((fetcher, CredentialProxyMode::default())),
         )
     }
 
@@ -200,8 +198,7 @@ impl Operator {
             insecure,
             None,
             RunDefaults::default(),
-            Some(fetcher),
-            mode,
+            Some((fetcher, mode)),
         )
     }
 
@@ -243,7 +240,6 @@ impl Operator {
             default_skills_namespace,
             run_defaults,
             None,
-            CredentialProxyMode::default(),
         )
     }
 
@@ -254,9 +250,12 @@ impl Operator {
         insecure: Vec<String>,
         default_skills_namespace: Option<String>,
         run_defaults: RunDefaults,
-        skill_fetcher: Option<agentic_core::sandbox::SkillFetcher>,
-        credential_proxy: CredentialProxyMode,
+        own_image: Option<(agentic_core::sandbox::SkillFetcher, CredentialProxyMode)>,
     ) -> Self {
+        let (skill_fetcher, mode) = own_image
+            .map_or((None, CredentialProxyMode::default()), |(fetcher, mode)| {
+                (Some(fetcher), mode)
+            });
         let metrics = Arc::new(Metrics::default());
         let readiness = Arc::new(Readiness::default());
         let settings = Settings {
@@ -275,7 +274,7 @@ impl Operator {
             reconcile_concurrency: agentic_operator::context::DEFAULT_RECONCILE_CONCURRENCY,
             default_skills_namespace,
             credential_proxy: agentic_core::sandbox::CredentialProxy {
-                mode: credential_proxy,
+                mode,
                 image: skill_fetcher.as_ref().map(|fetcher| fetcher.image.clone()),
             },
             skill_fetcher,
@@ -1005,4 +1004,47 @@ pub fn pem_fingerprint(pem: &str) -> String {
         "sha256:{}",
         hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&der))
     )
+}
+
+/// Upstream goose's binary (`GOOSE_BIN`, which `make test` sets from
+/// `hack/install-goose.sh`); without it a goose test fails rather than checking nothing.
+pub fn goose_bin() -> PathBuf {
+    match std::env::var_os("GOOSE_BIN") {
+        Some(bin) if !bin.is_empty() => PathBuf::from(bin),
+        _ => panic!(
+            "GOOSE_BIN is not set. Run `make test`, or set it to upstream's goose: \
+             GOOSE_BIN=\"$(hack/install-goose.sh | tail -n1)\""
+        ),
+    }
+}
+
+/// Waits until the run `name` has finished. The operator ends it by the run's startup
+/// deadline plus its active deadline at the latest (both in seconds, as the run's spec
+/// gives them); [`CONVERGE`] covers the operator noticing.
+pub async fn wait_finished(
+    runs: &Api<AgentRun>,
+    name: &str,
+    startup_deadline_seconds: i32,
+    active_deadline_seconds: i64,
+) -> AgentRun {
+    let bound = Duration::from_secs(
+        u64::try_from(startup_deadline_seconds).expect("positive")
+            + u64::try_from(active_deadline_seconds).expect("positive"),
+    ) + CONVERGE;
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let run = runs.get(name).await.expect("get the run");
+        let phase = run.status.as_ref().and_then(|status| status.phase);
+        if matches!(
+            phase,
+            Some(AgentRunPhase::Succeeded | AgentRunPhase::Failed)
+        ) {
+            return run;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} did not finish within {bound:?}: {run:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

@@ -26,8 +26,9 @@ use agentic_api::{
 };
 use agentic_fixtures::{gateway, key_secret};
 use agentic_integration_tests::{
-    CONVERGE, Operator, agent_log, apply, condition, env_var, has_condition, llm_agent_spec,
-    log_values, meta, node_env, operator_binary, ready_agent, wait_for,
+    CONVERGE, Operator, agent_log, apply, condition, env_var, goose_bin, has_condition,
+    llm_agent_spec, log_values, meta, node_env, operator_binary, ready_agent, wait_finished,
+    wait_for,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{push_goose_image, push_operator_image};
@@ -43,16 +44,6 @@ const ACTIVE_DEADLINE_SECONDS: i64 = 300;
 /// the test node, up to 15 s with its jitter) and its write of the volume, with the rest left
 /// for a busy two-core machine.
 const ROTATION_BOUND: Duration = Duration::from_secs(90);
-
-fn goose_bin() -> PathBuf {
-    match std::env::var_os("GOOSE_BIN") {
-        Some(bin) if !bin.is_empty() => PathBuf::from(bin),
-        _ => panic!(
-            "GOOSE_BIN is not set. Run `make test`, or set it to upstream's goose: \
-             GOOSE_BIN=\"$(hack/install-goose.sh | tail -n1)\""
-        ),
-    }
-}
 
 /// A key no one else uses: 32 hex digits from the time and the process.
 fn fresh_key(label: &str) -> String {
@@ -284,7 +275,13 @@ async fn goose_reaches_its_model_only_through_the_proxy_which_alone_holds_the_ro
     );
     std::fs::write(&model.release, b"").expect("release the held answer");
 
-    let finished = wait_finished(&runs, "proxied").await;
+    let finished = wait_finished(
+        &runs,
+        "proxied",
+        STARTUP_DEADLINE_SECONDS,
+        ACTIVE_DEADLINE_SECONDS,
+    )
+    .await;
     let log = agent_log(&client, &ns, &finished).await;
     let status = finished.status.as_ref().expect("status");
     assert_eq!(
@@ -399,28 +396,4 @@ async fn goose_reaches_its_model_only_through_the_proxy_which_alone_holds_the_ro
         .unwrap_or_else(|| panic!("no sidecar status: {statuses:#?}"));
     assert_eq!(sidecar.restart_count, 0, "{sidecar:#?}");
     operator.stop().await;
-}
-
-/// Waits until the run has finished: by its startup and active deadlines at the latest.
-async fn wait_finished(runs: &Api<AgentRun>, name: &str) -> AgentRun {
-    let bound = Duration::from_secs(
-        u64::try_from(STARTUP_DEADLINE_SECONDS).expect("positive")
-            + u64::try_from(ACTIVE_DEADLINE_SECONDS).expect("positive"),
-    ) + CONVERGE;
-    let deadline = tokio::time::Instant::now() + bound;
-    loop {
-        let run = runs.get(name).await.expect("get the run");
-        let phase = run.status.as_ref().and_then(|status| status.phase);
-        if matches!(
-            phase,
-            Some(AgentRunPhase::Succeeded | AgentRunPhase::Failed)
-        ) {
-            return run;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name} did not finish within {bound:?}: {run:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }

@@ -12,16 +12,14 @@
 //! fails rather than checking nothing.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::time::Duration;
 
 use agentic_api::{
     AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, SkillCard, SkillCardSpec,
     SkillType,
 };
 use agentic_integration_tests::{
-    CONVERGE, Operator, agent_log, apply, condition, has_condition, llm_agent_spec, meta, node_env,
-    operator_binary, push, ready_agent, wait_for, write_skill,
+    Operator, agent_log, apply, condition, goose_bin, has_condition, llm_agent_spec, meta,
+    node_env, operator_binary, push, ready_agent, wait_finished, wait_for, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{GitFile, GitServer, push_goose_image, push_operator_image};
@@ -42,16 +40,6 @@ const REQUEST_PREFIX: &str = "fake-llm-request: ";
 /// seconds of work fit well inside them, and the wait below is derived from them.
 const STARTUP_DEADLINE_SECONDS: i32 = 300;
 const ACTIVE_DEADLINE_SECONDS: i64 = 120;
-
-fn goose_bin() -> PathBuf {
-    match std::env::var_os("GOOSE_BIN") {
-        Some(bin) if !bin.is_empty() => PathBuf::from(bin),
-        _ => panic!(
-            "GOOSE_BIN is not set. Run `make test`, or set it to upstream's goose: \
-             GOOSE_BIN=\"$(hack/install-goose.sh | tail -n1)\""
-        ),
-    }
-}
 
 /// The skills goose's system prompt lists, name to description (`• <name> - <description>`
 /// under [`SKILLS_HEADER`], up to the first blank line).
@@ -309,7 +297,13 @@ async fn goose_lists_exactly_the_ready_skills_and_loads_them_from_the_read_only_
         },
     )
     .await;
-    let finished = wait_finished(&runs, "goose-run").await;
+    let finished = wait_finished(
+        &runs,
+        "goose-run",
+        STARTUP_DEADLINE_SECONDS,
+        ACTIVE_DEADLINE_SECONDS,
+    )
+    .await;
     let log = agent_log(&client, &ns, &finished).await;
     let status = finished.status.as_ref().expect("status");
     assert_eq!(
@@ -393,29 +387,4 @@ async fn goose_lists_exactly_the_ready_skills_and_loads_them_from_the_read_only_
         assert!(loaded.contains(content), "{loaded}");
     }
     operator.stop().await;
-}
-
-/// Waits until the run has finished. The operator ends it by the run's startup deadline plus
-/// its active deadline at the latest; [`CONVERGE`] covers the operator noticing.
-async fn wait_finished(runs: &Api<AgentRun>, name: &str) -> AgentRun {
-    let bound = Duration::from_secs(
-        u64::try_from(STARTUP_DEADLINE_SECONDS).expect("positive")
-            + u64::try_from(ACTIVE_DEADLINE_SECONDS).expect("positive"),
-    ) + CONVERGE;
-    let deadline = tokio::time::Instant::now() + bound;
-    loop {
-        let run = runs.get(name).await.expect("get the run");
-        let phase = run.status.as_ref().and_then(|status| status.phase);
-        if matches!(
-            phase,
-            Some(AgentRunPhase::Succeeded | AgentRunPhase::Failed)
-        ) {
-            return run;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name} did not finish within {bound:?}: {run:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
