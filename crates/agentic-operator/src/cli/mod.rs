@@ -45,7 +45,7 @@ pub enum Command {
     /// Against the cluster of the current kubeconfig context, in its namespace unless -n
     /// names another.
     Agentrun(agentrun::AgentRunArgs),
-    /// Forward a sandbox's model requests to its Gateway's endpoint, adding the key
+    /// Forward a sandbox's model requests to its Gateway with the key
     ///
     /// What the `credential-proxy` sidecar of a sandbox runs (docs/pod-contract.md): it
     /// listens on loopback, adds the key from --key-file (read at every request, so a rotated
