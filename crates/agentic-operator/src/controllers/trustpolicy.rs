@@ -6,9 +6,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use agentic_api::{
-    ClusterSkillTrustPolicy, KeySource, SignatureBinding, SkillCard, SkillTrustPolicy, TrustPolicy,
+    ClusterSkillTrustPolicy, KeyRef, KeySource, SignatureBinding, SkillCard, SkillTrustPolicy,
+    TrustPolicy,
 };
 use agentic_core::cards::verified::TrustEvidence;
 use agentic_core::pin::Pin;
@@ -318,9 +320,10 @@ impl<T> Default for BuiltKeys<T> {
 }
 
 /// What `build` makes of `policy`'s keys, from [`BuiltKeys`] when its spec and the
-/// resourceVersions of the Secrets holding its keys are those it was built at. A key whose
-/// version the watch caches cannot tell (a ConfigMap, a Secret of a namespace not watched) is
-/// read each time, as is a policy whose keys cannot be read.
+/// resourceVersions of the objects holding its keys are those it was built at: a Secret's
+/// from the watch cache, a ConfigMap's or an unwatched namespace's Secret's from
+/// [`KeyReads`] while that read is fresh. A policy whose keys cannot be read is built (and
+/// its keys read) again each time: unknown keys verify nothing.
 async fn built_keys<T, F, Fut>(
     policy: NamedPolicy<'_>,
     ctx: &Context,
@@ -374,17 +377,125 @@ fn key_version(policy: NamedPolicy<'_>, ctx: &Context) -> Option<String> {
         if source.pem.is_some() {
             continue;
         }
-        let reference = source.secret_key_ref.as_ref()?;
+        let (reference, kind) = key_object(source)?;
         let namespace = policy.id.key_namespace(reference).ok()?;
-        let secrets = ctx.caches(namespace)?.secrets?;
-        let secret = secrets.get(&ObjectRef::new(&reference.name).within(namespace))?;
-        version.update(format!(
-            "\n{namespace}/{}@{}",
-            reference.name,
-            secret.metadata.resource_version.as_deref()?
-        ));
+        let at = match watched_version(kind, namespace, &reference.name, ctx) {
+            Watched::At(version) => version,
+            Watched::Missing => return None,
+            Watched::Unfollowed => ctx.kind_state::<KeyReads>().fresh_version(
+                kind,
+                namespace,
+                &reference.name,
+                Instant::now(),
+            )?,
+        };
+        version.update(format!("\n{kind:?} {namespace}/{}@{at}", reference.name));
     }
     Some(hex::encode(version.finalize()))
+}
+
+/// The object a key source names, and its kind; `None` for an inline `pem` or a source
+/// that names nothing.
+fn key_object(source: &KeySource) -> Option<(&KeyRef, KeyKind)> {
+    match (&source.secret_key_ref, &source.config_map_key_ref) {
+        (Some(reference), _) => Some((reference, KeyKind::Secret)),
+        (None, Some(reference)) => Some((reference, KeyKind::ConfigMap)),
+        (None, None) => None,
+    }
+}
+
+/// The Secret or ConfigMap a key is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum KeyKind {
+    Secret,
+    ConfigMap,
+}
+
+/// What the watches say of an object holding a key.
+enum Watched {
+    /// Its resourceVersion in the Secret watch of its namespace.
+    At(String),
+    /// The watch does not hold it (missing, or not listed yet).
+    Missing,
+    /// No watch follows it: a ConfigMap, or a Secret of a namespace not watched.
+    Unfollowed,
+}
+
+fn watched_version(kind: KeyKind, namespace: &str, name: &str, ctx: &Context) -> Watched {
+    let secrets = ctx.caches(namespace).and_then(|caches| caches.secrets);
+    let (KeyKind::Secret, Some(secrets)) = (kind, secrets) else {
+        return Watched::Unfollowed;
+    };
+    secrets
+        .get(&ObjectRef::new(name).within(namespace))
+        .and_then(|secret| secret.metadata.resource_version.clone())
+        .map_or(Watched::Missing, Watched::At)
+}
+
+/// How long a key read from an object no watch of this process follows (a ConfigMap, a
+/// Secret of a namespace not watched) is used before it is read again: the longest a changed
+/// or deleted key of such an object keeps counting. Watching them instead would mean
+/// watching every ConfigMap (with its data) of each namespace a policy names, or a watch per
+/// referenced object, for a handful of reads a minute.
+pub(super) const KEY_READ_TTL: Duration = Duration::from_secs(30);
+
+/// Keys read from the API, by the object and key they came from: the key's text (or why the
+/// object does not hold a usable one) and the object's resourceVersion, with when it was
+/// read. A read that failed (the API unreachable, the object forbidden or missing) is not
+/// kept: it is tried again on the next pass, and the policy verifies nothing until then.
+#[derive(Default)]
+struct KeyReads(std::sync::Mutex<HashMap<KeyRead, Read>>);
+
+/// One key of one object.
+type KeyRead = (KeyKind, String, String, String);
+
+#[derive(Clone)]
+struct Read {
+    at: Instant,
+    resource_version: String,
+    key: Result<String, String>,
+}
+
+impl KeyReads {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<KeyRead, Read>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The read of `key`, if it is fresh at `now` and (for a watched Secret) of the version
+    /// the watch holds.
+    fn fresh(&self, key: &KeyRead, watched: Option<&str>, now: Instant) -> Option<Read> {
+        let read = self.lock().get(key).cloned()?;
+        let current = match watched {
+            Some(version) => read.resource_version == version,
+            None => now.saturating_duration_since(read.at) < KEY_READ_TTL,
+        };
+        current.then_some(read)
+    }
+
+    /// The resourceVersion of the object `kind` `namespace/name` as last read, while fresh.
+    fn fresh_version(
+        &self,
+        kind: KeyKind,
+        namespace: &str,
+        name: &str,
+        now: Instant,
+    ) -> Option<String> {
+        self.lock()
+            .iter()
+            .find(|((k, ns, n, _), read)| {
+                *k == kind
+                    && ns == namespace
+                    && n == name
+                    && now.saturating_duration_since(read.at) < KEY_READ_TTL
+            })
+            .map(|(_, read)| read.resource_version.clone())
+    }
+
+    fn keep(&self, key: KeyRead, read: Read) {
+        self.lock().insert(key, read);
+    }
 }
 
 /// Who may sign the commits `policy` selects, with its keys read, and a digest of them: the
@@ -511,36 +622,64 @@ async fn read_key(id: &PolicyId, source: &KeySource, ctx: &Context) -> Result<St
     if let Some(pem) = &source.pem {
         return Ok(pem.clone());
     }
-    let (reference, kind) = match (&source.secret_key_ref, &source.config_map_key_ref) {
-        (Some(reference), _) => (reference, "Secret"),
-        (None, Some(reference)) => (reference, "ConfigMap"),
-        (None, None) => return Err(format!("{id}: a key names no pem, Secret or ConfigMap")),
+    let Some((reference, kind)) = key_object(source) else {
+        return Err(format!("{id}: a key names no pem, Secret or ConfigMap"));
     };
     let namespace = id.key_namespace(reference)?;
     let missing = || {
         format!(
-            "{id}: {kind} {namespace}/{} has no key {:?}",
+            "{id}: {kind:?} {namespace}/{} has no key {:?}",
             reference.name, reference.key
         )
     };
-    let unreadable =
-        |e: kube::Error| format!("{id}: reading {kind} {namespace}/{}: {e}", reference.name);
-    if kind == "Secret" {
-        let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-        let secret = api.get(&reference.name).await.map_err(unreadable)?;
-        let bytes = secret
-            .data
-            .and_then(|mut data| data.remove(&reference.key))
-            .ok_or_else(missing)?;
-        String::from_utf8(bytes.0).map_err(|_| format!("{}: not UTF-8", missing()))
-    } else {
-        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-        let config_map = api.get(&reference.name).await.map_err(unreadable)?;
-        config_map
-            .data
-            .and_then(|mut data| data.remove(&reference.key))
-            .ok_or_else(missing)
+    let reads = ctx.kind_state::<KeyReads>();
+    let read_key = (
+        kind,
+        namespace.to_string(),
+        reference.name.clone(),
+        reference.key.clone(),
+    );
+    let watched = match watched_version(kind, namespace, &reference.name, ctx) {
+        Watched::At(version) => Some(version),
+        Watched::Missing | Watched::Unfollowed => None,
+    };
+    if let Some(read) = reads.fresh(&read_key, watched.as_deref(), Instant::now()) {
+        return read.key.map_err(|why| format!("{}{why}", missing()));
     }
+    let unreadable =
+        |e: kube::Error| format!("{id}: reading {kind:?} {namespace}/{}: {e}", reference.name);
+    let (resource_version, key) = match kind {
+        KeyKind::Secret => {
+            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+            let secret = api.get(&reference.name).await.map_err(unreadable)?;
+            let key = match secret.data.and_then(|mut data| data.remove(&reference.key)) {
+                Some(bytes) => String::from_utf8(bytes.0).map_err(|_| ": not UTF-8".to_string()),
+                None => Err(String::new()),
+            };
+            (secret.metadata.resource_version, key)
+        }
+        KeyKind::ConfigMap => {
+            let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+            let config_map = api.get(&reference.name).await.map_err(unreadable)?;
+            let key = config_map
+                .data
+                .and_then(|mut data| data.remove(&reference.key))
+                .ok_or_else(String::new);
+            (config_map.metadata.resource_version, key)
+        }
+    };
+    if let Some(resource_version) = resource_version {
+        let at = Instant::now();
+        reads.keep(
+            read_key,
+            Read {
+                at,
+                resource_version,
+                key: key.clone(),
+            },
+        );
+    }
+    key.map_err(|why| format!("{}{why}", missing()))
 }
 
 /// The cards a changed policy reaches: a cluster policy every card of the scope, a
@@ -560,3 +699,45 @@ pub(super) fn cards_in_scope(
 #[cfg(test)]
 mod scenarios;
 pub(super) mod status;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_read_is_used_while_fresh_or_while_its_watch_holds_its_version() {
+        let reads = KeyReads::default();
+        let start = Instant::now();
+        let key = (KeyKind::ConfigMap, "ns".into(), "keys".into(), "k".into());
+        reads.keep(
+            key.clone(),
+            Read {
+                at: start,
+                resource_version: "7".into(),
+                key: Ok("pem".into()),
+            },
+        );
+        let almost = start + KEY_READ_TTL.saturating_sub(Duration::from_millis(1));
+        assert!(reads.fresh(&key, None, almost).is_some());
+        assert_eq!(
+            reads.fresh_version(KeyKind::ConfigMap, "ns", "keys", almost),
+            Some("7".into())
+        );
+        let stale = start + KEY_READ_TTL;
+        assert!(reads.fresh(&key, None, stale).is_none(), "read again");
+        assert_eq!(
+            reads.fresh_version(KeyKind::ConfigMap, "ns", "keys", stale),
+            None
+        );
+        assert!(
+            reads.fresh(&key, Some("7"), stale).is_some(),
+            "a watched object's read stands while the watch holds its version"
+        );
+        assert!(reads.fresh(&key, Some("8"), start).is_none(), "it changed");
+        assert_eq!(
+            reads.fresh_version(KeyKind::Secret, "ns", "keys", start),
+            None,
+            "another kind"
+        );
+    }
+}

@@ -11,7 +11,7 @@ use agentic_api::{
 };
 use agentic_core::conditions::find_condition;
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
@@ -574,6 +574,61 @@ async fn a_policys_key_secret_is_read_once_until_its_resource_version_changes() 
         card_pass(&scene.api, &scene.ctx, card).await;
     }
     assert_eq!(key_reads(), 2, "{:?}", scene.api.reads());
+}
+
+#[tokio::test]
+async fn a_policys_key_config_map_is_read_once_while_fresh_and_a_failed_read_is_not_kept() {
+    let scene = Scene::new(true).await;
+    let policy = namespaced_policy(
+        "signed",
+        policy_spec(
+            "Enforce",
+            json!({"keys": [{"configMapKeyRef": {"name": "signing-key", "key": "cosign.pub"}}]}),
+        ),
+    );
+    scene
+        .ctx
+        .register_caches(Some(NS), policy_caches(Vec::new(), vec![policy]));
+    let key_reads = || {
+        scene
+            .api
+            .reads()
+            .iter()
+            .filter(|path| path.ends_with("/configmaps/signing-key"))
+            .count()
+    };
+    // Not there yet: nothing verifies, and every pass asks again.
+    for card in ["one", "two"] {
+        scene.api.put(&image_card(card, &scene.registry));
+        let status = card_pass(&scene.api, &scene.ctx, card).await;
+        assert_eq!(
+            verified(&status),
+            ("Unknown".into(), "VerificationUnavailable".into()),
+            "{card}"
+        );
+    }
+    assert_eq!(key_reads(), 2, "{:?}", scene.api.reads());
+
+    let config_map: ConfigMap = object(json!({
+        "metadata": {"name": "signing-key"},
+        "data": {"cosign.pub": scene.key.public_key_pem()},
+    }));
+    scene.api.put(&config_map);
+    for card in ["one", "two", "three"] {
+        scene.api.put(&image_card(card, &scene.registry));
+        let status = card_pass(&scene.api, &scene.ctx, card).await;
+        assert_eq!(
+            verified(&status),
+            ("True".into(), "SignatureVerified".into()),
+            "{card}"
+        );
+    }
+    assert_eq!(
+        key_reads(),
+        3,
+        "read once, then kept: {:?}",
+        scene.api.reads()
+    );
 }
 
 fn base64_of(text: &str) -> String {
