@@ -279,6 +279,7 @@ impl Operator {
             },
             skill_fetcher,
             trust_policy_list_wait: agentic_operator::context::TRUST_POLICY_LIST_WAIT,
+            trace_export: None,
         };
         let ctx = Arc::new(Context::new(client, settings, metrics.clone()));
         let (stop, rx) = watch::channel(false);
@@ -426,6 +427,7 @@ pub fn run_options(ns: &str) -> RunOptions {
         operator_image: None,
         credential_proxy: CredentialProxyMode::default(),
         watch_failure_timeout: None,
+        trace_collector: None,
     }
 }
 

@@ -2,24 +2,28 @@
 //! `hack/install-jaeger.sh`, which `make test` sets) as the user's collector, read back
 //! through its HTTP query API.
 
+use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, SkillCard};
 use agentic_core::trace::RunTrace;
+use agentic_integration_tests::{
+    apply, env, eventually, image_card, kubelet, llm_agent_spec, meta, push, ready_agent, registry,
+    run_options, stop_cleanly, wait_for_sandbox, wait_phase, write_skill,
+};
+use agentic_operator::operator::{self, RunOptions};
 use agentic_testenv::Jaeger;
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 /// Every span of a trace as the query API returns it (`result.resourceSpans[].scopeSpans[]
 /// .spans[]`).
 fn spans(trace: &Value) -> Vec<&Value> {
-    let mut spans = Vec::new();
-    for resource in trace["result"]["resourceSpans"]
+    trace["result"]["resourceSpans"]
         .as_array()
         .into_iter()
         .flatten()
-    {
-        for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
-            spans.extend(scope["spans"].as_array().into_iter().flatten());
-        }
-    }
-    spans
+        .flat_map(spans_of)
+        .collect()
 }
 
 /// A span's string attribute.
@@ -76,4 +80,164 @@ async fn jaeger_stores_what_it_is_sent_under_the_runs_trace_id() {
     let stored_spans = spans(&stored);
     assert_eq!(stored_spans.len(), 1, "{stored}");
     assert_eq!(attribute(stored_spans[0], "probe.key"), Some("probe-value"));
+}
+
+/// Every attribute key of every span and resource of a trace.
+fn attribute_keys(trace: &Value) -> Vec<String> {
+    let mut keys = Vec::new();
+    for resource in trace["result"]["resourceSpans"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let lists = std::iter::once(&resource["resource"]["attributes"]).chain(
+            spans_of(resource)
+                .into_iter()
+                .map(|span| &span["attributes"]),
+        );
+        for list in lists {
+            for attribute in list.as_array().into_iter().flatten() {
+                keys.push(attribute["key"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    keys
+}
+
+fn spans_of(resource: &Value) -> Vec<&Value> {
+    let mut spans = Vec::new();
+    for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+        spans.extend(scope["spans"].as_array().into_iter().flatten());
+    }
+    spans
+}
+
+fn named<'a>(spans: &[&'a Value], name: &str) -> &'a Value {
+    spans
+        .iter()
+        .find(|span| span["name"] == name)
+        .unwrap_or_else(|| panic!("no span {name:?} in {spans:#?}"))
+}
+
+#[tokio::test]
+async fn a_run_is_one_trace_in_the_users_collector() {
+    let jaeger = Jaeger::start().await.expect("starting jaeger (JAEGER_BIN)");
+    let env = env().await;
+    let ns = env.namespace("trace-run").await.expect("namespace");
+    let client = env.client();
+    let (stop, shutdown) = watch::channel(false);
+    let started = operator::start(
+        client.clone(),
+        RunOptions {
+            insecure_registries: vec![registry().await],
+            trace_collector: Some(jaeger.otlp_endpoint()),
+            ..run_options(&ns)
+        },
+        shutdown,
+    )
+    .await
+    .expect("the operator starts");
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let skill = write_skill(tmp.path(), "java-upgrade", "Upgrade Java projects.");
+    let pushed = push(&[skill], &format!("{ns}/java:1")).await;
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &cards,
+        &image_card("java", pushed.split('@').next().expect("tagged")),
+    )
+    .await;
+    let spec = AgentSpec {
+        skill_cards: vec![ObjectRef {
+            name: "java".into(),
+        }],
+        ..llm_agent_spec("harness.invalid/agent:1")
+    };
+    ready_agent(&client, &ns, "migrator", spec).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(
+        &runs,
+        &AgentRun {
+            metadata: meta("traced"),
+            spec: AgentRunSpec {
+                agent_ref: "migrator".into(),
+                instructions: Some("Upgrade to Java 21.".into()),
+                ..AgentRunSpec::default()
+            },
+            status: None,
+        },
+    )
+    .await;
+    let run = wait_for_sandbox(&runs, "traced").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let sandbox = run
+        .status
+        .as_ref()
+        .and_then(|s| s.sandbox_name.clone())
+        .expect("a sandbox");
+    kubelet(&pods, &sandbox, None).await;
+    wait_phase(&runs, "traced", AgentRunPhase::Running).await;
+    kubelet(&pods, &sandbox, Some(0)).await;
+    let run = wait_phase(&runs, "traced", AgentRunPhase::Succeeded).await;
+    let pinned = &run.status.as_ref().expect("status").skills[0];
+
+    let trace = RunTrace::of_run(&run.uid().expect("uid"));
+    // The sandbox names the same trace, for agent-sandbox to parent its spans to.
+    let pod = pods.get(&sandbox).await.expect("the sandbox pod");
+    let context: Value = serde_json::from_str(
+        pod.annotations()
+            .get("opentelemetry.io/trace-context")
+            .expect("the trace-context annotation"),
+    )
+    .expect("JSON");
+    assert_eq!(context["traceparent"], trace.traceparent());
+
+    // The root span comes last, with the outcome: once it is there, the run's spans are.
+    let root_name = "AgentRun traced";
+    let stored = eventually("the run's root span in jaeger", || async {
+        let stored = jaeger.trace(&trace.trace_id_hex()).await.ok().flatten()?;
+        spans(&stored)
+            .iter()
+            .any(|span| span["name"] == root_name)
+            .then_some(stored)
+    })
+    .await;
+    let all = spans(&stored);
+    let root = named(&all, root_name);
+    let root_id = hex(&trace.root_span_id());
+    assert_eq!(root["spanId"], root_id.as_str());
+    assert_eq!(root["parentSpanId"].as_str().unwrap_or_default(), "");
+    assert_eq!(
+        attribute(root, "konveyor.agentrun.phase"),
+        Some("Succeeded")
+    );
+    for name in [
+        "skill java-upgrade",
+        "sandbox create",
+        "agent start",
+        "agent run",
+    ] {
+        let span = named(&all, name);
+        assert_eq!(span["parentSpanId"], root_id.as_str(), "{name}");
+        assert_eq!(span["traceId"], trace.trace_id_hex().as_str(), "{name}");
+    }
+    let skill = named(&all, "skill java-upgrade");
+    assert_eq!(attribute(skill, "gen_ai.skill.name"), Some("java-upgrade"));
+    assert_eq!(
+        attribute(skill, "gen_ai.skill.source.uri").map(str::to_owned),
+        Some(format!("oci://{}", pinned.image)),
+        "the pinned digest"
+    );
+    assert!(pinned.image.contains("@sha256:"), "{}", pinned.image);
+    for key in attribute_keys(&stored) {
+        assert!(
+            !agentic_otlp::is_content_attribute(&key),
+            "{key} in {stored}"
+        );
+    }
+    stop_cleanly(stop, started).await;
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

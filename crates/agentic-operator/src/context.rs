@@ -62,6 +62,8 @@ pub struct Settings {
     /// How long a pass that judges trust waits for the trust-policy watches' first list
     /// before it fails closed ([`TRUST_POLICY_LIST_WAIT`]).
     pub trust_policy_list_wait: Duration,
+    /// Where runs' traces go (`--trace-collector`); `None`: nowhere.
+    pub trace_export: Option<Arc<crate::traces::TraceExport>>,
 }
 
 /// At start the cards' watch may list before the trust policies'; a card judged before they

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod operator;
 pub mod recorder;
 pub mod server;
+pub mod traces;
 pub mod written;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

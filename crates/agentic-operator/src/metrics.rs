@@ -63,6 +63,12 @@ pub struct RunLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DropLabels {
+    /// `queue_full` or `export_failed`.
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     /// `Succeeded` or `Failed`.
     pub outcome: String,
@@ -91,8 +97,9 @@ pub struct Metrics {
     run_duration: Family<OutcomeLabels, Histogram>,
     /// The runs whose start and end were observed, so that a pass working from a cache that
     /// has not caught up with the status it wrote does not observe a transition again.
-    observed: Mutex<Observed>,
+    observed: Mutex<Observed<(String, Transition)>>,
     swept: Family<KindLabels, Counter>,
+    trace_dropped: Family<DropLabels, Counter>,
     registry_requests: Counter,
     cache_hits: Counter,
     cache_misses: Counter,
@@ -127,6 +134,7 @@ impl Default for Metrics {
             Histogram::new(exponential_buckets(1.0, 2.0, 17))
         });
         let swept = Family::<KindLabels, Counter>::default();
+        let trace_dropped = Family::<DropLabels, Counter>::default();
         let registry_requests = Counter::default();
         let cache_hits = Counter::default();
         let cache_misses = Counter::default();
@@ -191,6 +199,11 @@ impl Default for Metrics {
             swept.clone(),
         );
         registry.register(
+            "trace_requests_dropped",
+            "OTLP requests (the operator's spans of runs, or an agent's) never sent to --trace-collector, by reason: queue_full (the bounded queue was full) or export_failed (the collector refused or did not answer)",
+            trace_dropped.clone(),
+        );
+        registry.register(
             "registry_requests",
             "Requests sent to OCI registries",
             registry_requests.clone(),
@@ -220,6 +233,7 @@ impl Default for Metrics {
             run_duration,
             observed: Mutex::default(),
             swept,
+            trace_dropped,
             registry_requests,
             cache_hits,
             cache_misses,
@@ -346,6 +360,15 @@ impl Metrics {
             .insert((uid.to_string(), transition))
     }
 
+    /// Counts `n` requests dropped on their way to the trace collector (0 creates the series).
+    pub fn trace_dropped(&self, reason: crate::traces::DropReason, n: u64) {
+        self.trace_dropped
+            .get_or_create(&DropLabels {
+                reason: reason.as_str(),
+            })
+            .inc_by(n);
+    }
+
     /// Counts `n` objects of `kind` deleted by the orphan sweep (0 creates the series).
     pub fn swept(&self, kind: &'static str, n: u64) {
         self.swept.get_or_create(&KindLabels { kind }).inc_by(n);
@@ -412,20 +435,28 @@ enum Transition {
     Finished,
 }
 
-/// How many observed transitions are remembered; the oldest are forgotten first. A stale
-/// cache is behind by moments, never by this many transitions.
-const OBSERVED_ENTRIES: usize = 16_384;
+/// How many observed transitions (or spans sent) are remembered; the oldest are forgotten
+/// first. A stale cache is behind by moments, never by this many.
+pub(crate) const OBSERVED_ENTRIES: usize = 16_384;
 
-/// A bounded set of the transitions observed, oldest first out.
-#[derive(Default)]
-struct Observed {
-    set: HashSet<(String, Transition)>,
-    order: VecDeque<(String, Transition)>,
+/// A bounded set of what was observed (transitions, spans sent), oldest first out.
+pub(crate) struct Observed<K> {
+    set: HashSet<K>,
+    order: VecDeque<K>,
 }
 
-impl Observed {
+impl<K> Default for Observed<K> {
+    fn default() -> Self {
+        Self {
+            set: HashSet::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl<K: Clone + Eq + std::hash::Hash> Observed<K> {
     /// Remembers `key`; false when it was remembered already.
-    fn insert(&mut self, key: (String, Transition)) -> bool {
+    pub(crate) fn insert(&mut self, key: K) -> bool {
         if !self.set.insert(key.clone()) {
             return false;
         }

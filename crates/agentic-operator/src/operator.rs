@@ -57,6 +57,9 @@ pub struct RunOptions {
     pub leader_election: Option<LeaderElection>,
     pub tag_refresh_interval: Duration,
     pub run_defaults: RunDefaults,
+    /// The user's trace collector (OTLP/HTTP base URL) that runs' traces are exported to;
+    /// `None`: none.
+    pub trace_collector: Option<String>,
     /// The most objects of one kind reconciled at once (SkillCards aside); 0 for no bound.
     pub reconcile_concurrency: u16,
     /// Where the cluster-wide default skills are; None: only namespace defaults.
@@ -353,6 +356,11 @@ async fn lead(
         sandbox_backend: backend,
         tag_refresh_interval: options.tag_refresh_interval,
         trust_policy_list_wait: crate::context::TRUST_POLICY_LIST_WAIT,
+        trace_export: options
+            .trace_collector
+            .as_deref()
+            .map(|endpoint| crate::traces::TraceExport::start(endpoint, Arc::clone(&metrics)))
+            .transpose()?,
         run_defaults: options.run_defaults,
         reconcile_concurrency: options.reconcile_concurrency,
         default_skills_namespace: default_skills_namespace(&options),
@@ -746,6 +754,7 @@ mod tests {
             operator_image: None,
             credential_proxy: agentic_core::sandbox::CredentialProxyMode::default(),
             watch_failure_timeout: None,
+            trace_collector: None,
         }
     }
 

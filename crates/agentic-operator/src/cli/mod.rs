@@ -302,6 +302,12 @@ pub struct RunArgs {
         default_value_t = crate::context::DEFAULT_ORPHAN_SWEEP_INTERVAL.as_secs()
     )]
     pub orphan_sweep_seconds: u64,
+
+    /// The user's OpenTelemetry collector, as an OTLP/HTTP base URL (`http://HOST:4318`;
+    /// requests go to `<URL>/v1/traces`, protobuf): each run's trace, the operator's spans
+    /// and its agent's, is exported there. Unset: no trace leaves the operator.
+    #[arg(long, env = "AGENTIC_TRACE_COLLECTOR", value_name = "URL")]
+    pub trace_collector: Option<String>,
 }
 
 /// Exit status of a usage mistake, the same clap uses for the mistakes it catches. Every
@@ -387,6 +393,7 @@ fn run_operator(args: RunArgs) -> ExitCode {
         default_skills_namespace: args.default_skills_namespace,
         operator_image: args.operator_image.filter(|image| !image.is_empty()),
         credential_proxy: args.credential_proxy.into(),
+        trace_collector: args.trace_collector.filter(|url| !url.is_empty()),
         watch_failure_timeout: Some(Duration::from_secs(args.watch_failure_seconds))
             .filter(|timeout| !timeout.is_zero()),
         run_defaults: RunDefaults {

@@ -131,6 +131,9 @@ impl Reconciled for AgentRun {
 
     fn written(&self, ctx: &Context, old: &AgentRunStatus, new: &AgentRunStatus) {
         ctx.metrics.run_transitioned(self, old, new);
+        if let Some(export) = &ctx.settings.trace_export {
+            export.run_written(self, old, new);
+        }
     }
 
     fn trim_cached(&mut self) {

@@ -83,6 +83,7 @@ fn context_with(client: kube::Client, registry: agentic_oci::RegistryOptions) ->
         // Policy stores a scenario leaves unlisted never list: not a wait worth the
         // operator's.
         trust_policy_list_wait: Duration::from_millis(100),
+        trace_export: None,
     };
     Arc::new(Context::new(client, settings, Arc::new(Metrics::default())))
 }
