@@ -499,6 +499,8 @@ fn values_reach_the_command_line_and_pod() {
         "startupDeadlineSeconds=90,ttlAfterSucceeded=0,ttlAfterFailed=86400,maxConcurrentRunsPerNamespace=20,orphanSweepSeconds=0",
         "--set",
         "podAnnotations.team=migrations,nodeSelector.pool=operators",
+        "--set",
+        "traceCollector=http://otel.observability:4318",
         "--set-json",
         r#"imagePullSecrets=[{"name":"ghcr"}]"#,
     ]);
@@ -517,6 +519,7 @@ fn values_reach_the_command_line_and_pod() {
         "--max-concurrent-runs-per-namespace=20",
         // 0 turns the sweep off, which the operator reads from the flag.
         "--orphan-sweep-seconds=0",
+        "--trace-collector=http://otel.observability:4318",
     ] {
         assert!(
             args.contains(&expected.to_owned()),
@@ -568,6 +571,7 @@ fn the_schema_rejects_unknown_and_invalid_values() {
             "maxConcurrentRunsPerNamespace",
         ),
         (["--set", "orphanSweepSeconds=-1"], "orphanSweepSeconds"),
+        (["--set", "traceCollector=otel:4318"], "traceCollector"),
         (["--set", "crds.enabled=maybe"], "crds/enabled"),
         (["--set", "crds.delete=true"], "delete"),
         (
