@@ -57,11 +57,26 @@ impl TraceExport {
     /// Starts the task that posts to `<endpoint>/v1/traces` (protobuf), on the current
     /// runtime; it ends when the export is dropped.
     pub fn start(endpoint: &str, metrics: Arc<Metrics>) -> anyhow::Result<Arc<TraceExport>> {
+        Self::with_queue(endpoint, metrics, QUEUE_REQUESTS)
+    }
+
+    fn with_queue(
+        endpoint: &str,
+        metrics: Arc<Metrics>,
+        capacity: usize,
+    ) -> anyhow::Result<Arc<TraceExport>> {
         let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
-        reqwest::Url::parse(&url)
+        let parsed = reqwest::Url::parse(&url)
             .map_err(|e| anyhow::anyhow!("--trace-collector {endpoint:?} is not a URL: {e}"))?;
+        anyhow::ensure!(
+            matches!(parsed.scheme(), "http" | "https"),
+            "--trace-collector {endpoint:?} is not an http:// or https:// URL"
+        );
+        // reqwest is built without a crypto provider of its own (an https:// collector);
+        // the process's is ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder().timeout(EXPORT_TIMEOUT).build()?;
-        let (queue, requests) = mpsc::channel(QUEUE_REQUESTS);
+        let (queue, requests) = mpsc::channel(capacity);
         metrics.trace_dropped(DropReason::QueueFull, 0);
         metrics.trace_dropped(DropReason::ExportFailed, 0);
         tokio::spawn(send(requests, client, url, Arc::clone(&metrics)));
@@ -234,4 +249,58 @@ fn span_data(trace: RunTrace, span: RunSpan, scope: &InstrumentationScope) -> Sp
 
 fn system_time(unix_nano: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_nanos(unix_nano)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dropped(metrics: &Metrics, reason: &str) -> String {
+        let prefix = format!("agentic_trace_requests_dropped_total{{reason=\"{reason}\"}} ");
+        metrics
+            .encode()
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix).map(str::to_owned))
+            .unwrap_or_else(|| panic!("no series {prefix}"))
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        let metrics = Arc::new(Metrics::default());
+        // Nothing listens there; the sender task does not run before this test awaits.
+        let export = TraceExport::with_queue("http://127.0.0.1:9", Arc::clone(&metrics), 2)
+            .expect("an export");
+        assert_eq!(dropped(&metrics, "queue_full"), "0");
+        for _ in 0..3 {
+            export.agent_spans("uid", &[], ExportTraceServiceRequest::default(), &[]);
+        }
+        assert_eq!(dropped(&metrics, "queue_full"), "1");
+    }
+
+    #[test]
+    fn a_collector_that_is_not_a_url_is_refused_at_start() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let _entered = runtime.enter();
+        let error = TraceExport::start("otel.observability:4318", Arc::new(Metrics::default()))
+            .expect_err("not a URL");
+        assert!(error.to_string().contains("--trace-collector"), "{error}");
+    }
+
+    #[test]
+    fn operator_spans_are_sent_once_per_run_and_step() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let _entered = runtime.enter();
+        let export = TraceExport::start("http://127.0.0.1:9", Arc::new(Metrics::default()))
+            .expect("an export");
+        let trace = RunTrace::of_run("uid");
+        assert!(export.first_send(trace, trace.span_id("sandbox")));
+        assert!(!export.first_send(trace, trace.span_id("sandbox")));
+        assert!(export.first_send(RunTrace::of_run("another"), trace.span_id("sandbox")));
+    }
 }
