@@ -120,6 +120,15 @@ pub struct Operator {
     pub readiness: Arc<Readiness>,
 }
 
+/// The settings of [`Operator`] only some tests set.
+#[derive(Default)]
+struct Launch {
+    default_skills_namespace: Option<String>,
+    /// `--operator-image` (which git skills' init containers run) and `--credential-proxy`.
+    own_image: Option<(agentic_core::sandbox::SkillFetcher, CredentialProxyMode)>,
+    skill_prefetch: Option<agentic_core::prefetch::PrefetchSettings>,
+}
+
 impl Operator {
     /// Starts the controllers for `namespace` with the given sandbox backend; `insecure`
     /// lists the registries and git hosts reached over plain HTTP.
@@ -146,9 +155,8 @@ impl Operator {
             namespaces,
             backend,
             insecure,
-            None,
             run_defaults,
-            None,
+            Launch::default(),
         )
     }
 
@@ -172,9 +180,38 @@ impl Operator {
             namespaces,
             backend,
             insecure,
-            None,
             run_defaults,
-            Some((fetcher, CredentialProxyMode::default())),
+            Launch {
+                own_image: Some((fetcher, CredentialProxyMode::default())),
+                ..Launch::default()
+            },
+        )
+    }
+
+    /// Like [`Operator::start`], with skill prefetch on as `prefetch` says; its image is the
+    /// operator's for git skills too.
+    pub fn start_prefetching(
+        client: Client,
+        namespace: &str,
+        backend: SandboxBackend,
+        insecure: Vec<String>,
+        prefetch: agentic_core::prefetch::PrefetchSettings,
+    ) -> Self {
+        let fetcher = agentic_core::sandbox::SkillFetcher {
+            image: prefetch.image.clone(),
+            insecure_git_hosts: insecure.clone(),
+        };
+        Self::launch(
+            client,
+            vec![namespace.to_string()],
+            backend,
+            insecure,
+            RunDefaults::default(),
+            Launch {
+                own_image: Some((fetcher, CredentialProxyMode::default())),
+                skill_prefetch: Some(prefetch),
+                ..Launch::default()
+            },
         )
     }
 
@@ -196,9 +233,11 @@ impl Operator {
             vec![namespace.to_string()],
             backend,
             insecure,
-            None,
             RunDefaults::default(),
-            Some((fetcher, mode)),
+            Launch {
+                own_image: Some((fetcher, mode)),
+                ..Launch::default()
+            },
         )
     }
 
@@ -237,9 +276,11 @@ impl Operator {
             namespaces,
             backend,
             insecure,
-            default_skills_namespace,
             run_defaults,
-            None,
+            Launch {
+                default_skills_namespace,
+                ..Launch::default()
+            },
         )
     }
 
@@ -248,10 +289,14 @@ impl Operator {
         namespaces: Vec<String>,
         backend: SandboxBackend,
         insecure: Vec<String>,
-        default_skills_namespace: Option<String>,
         run_defaults: RunDefaults,
-        own_image: Option<(agentic_core::sandbox::SkillFetcher, CredentialProxyMode)>,
+        launch: Launch,
     ) -> Self {
+        let Launch {
+            default_skills_namespace,
+            own_image,
+            skill_prefetch,
+        } = launch;
         let (skill_fetcher, mode) = own_image
             .map_or((None, CredentialProxyMode::default()), |(fetcher, mode)| {
                 (Some(fetcher), mode)
@@ -278,6 +323,7 @@ impl Operator {
                 image: skill_fetcher.as_ref().map(|fetcher| fetcher.image.clone()),
             },
             skill_fetcher,
+            skill_prefetch,
             trust_policy_list_wait: agentic_operator::context::TRUST_POLICY_LIST_WAIT,
             trace_export: None,
         };
@@ -426,6 +472,7 @@ pub fn run_options(ns: &str) -> RunOptions {
         default_skills_namespace: None,
         operator_image: None,
         credential_proxy: CredentialProxyMode::default(),
+        skill_prefetch: None,
         watch_failure_timeout: None,
         trace_collector: None,
     }

@@ -356,10 +356,12 @@ pub fn namespaced_permissions() -> BTreeSet<Permission> {
     ])
 }
 
-/// The cluster's trust policies, read and given their status whatever namespaces the
-/// operator watches: they apply to all of them.
+/// What the operator reads cluster-wide whatever namespaces it watches: the cluster's trust
+/// policies (read and given their status: they apply to every namespace), and the nodes
+/// (skill prefetch: which nodes runs can land on).
 pub fn cluster_policy_permissions() -> BTreeSet<Permission> {
     expected_permissions(&[
+        ("", &["nodes"], READ, "*"),
         (
             "trust.agentic-operator.io",
             &["clusterskilltrustpolicies"],

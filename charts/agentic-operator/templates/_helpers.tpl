@@ -130,10 +130,14 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
 
 {{/*
 The cluster's trust policies apply to every watched namespace, so they are read cluster-wide
-whatever namespaces are watched. Their status is written only by an operator watching every
+whatever namespaces are watched; so are the nodes, which skill prefetch pulls images onto. Their status is written only by an operator watching every
 namespace; the permission is the same either way.
 */}}
 {{- define "agentic-operator.clusterPolicyRules" -}}
+# The nodes, for skill prefetch (`--skill-prefetch`): which ones runs can land on.
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["trust.agentic-operator.io"]
   resources: ["clusterskilltrustpolicies"]
   verbs: ["get", "list", "watch"]

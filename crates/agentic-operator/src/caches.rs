@@ -11,7 +11,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
@@ -53,7 +53,24 @@ pub struct Caches {
     /// The metadata of the Secrets users name, when they are watched: whether a Secret
     /// changed, by its resourceVersion, without reading it.
     pub secrets: Option<Store<SecretMeta>>,
+    /// With skill prefetch on: the nodes and the prefetch pods.
+    pub prefetch: Option<PrefetchCaches>,
 }
+
+/// What an Agent's prefetch pass reads: the nodes, and the prefetch pods (without their
+/// spec) by the Agent that controls them and by whether they are still pulling.
+#[derive(Clone)]
+pub struct PrefetchCaches {
+    pub nodes: Store<Node>,
+    pub pods: Store<Guarded<Pod>>,
+    /// The pods under the name of the Agent that controls them.
+    pub by_agent: Index<Pod>,
+    /// The pods not finished yet, under [`PULLING`].
+    pub pulling: Index<Pod>,
+}
+
+/// The key of [`PrefetchCaches::pulling`].
+pub const PULLING: &str = "pulling";
 
 impl Caches {
     /// The caches of the sandboxes, and no kind's yet.
@@ -63,6 +80,7 @@ impl Caches {
             pods,
             sandboxes,
             secrets: None,
+            prefetch: None,
         }
     }
 
@@ -70,6 +88,13 @@ impl Caches {
     #[must_use]
     pub fn with_secrets(mut self, secrets: Store<SecretMeta>) -> Self {
         self.secrets = Some(secrets);
+        self
+    }
+
+    /// These caches with the prefetch pass's.
+    #[must_use]
+    pub fn with_prefetch(mut self, prefetch: Option<PrefetchCaches>) -> Self {
+        self.prefetch = prefetch;
         self
     }
 

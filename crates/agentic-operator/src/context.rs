@@ -59,6 +59,9 @@ pub struct Settings {
     pub skill_fetcher: Option<agentic_core::sandbox::SkillFetcher>,
     /// `--credential-proxy`, and the operator's image the proxy runs from.
     pub credential_proxy: agentic_core::sandbox::CredentialProxy,
+    /// How Ready Agents' skill images are pulled onto the nodes before their first run;
+    /// `None` with `--skill-prefetch=off` or without `--operator-image`.
+    pub skill_prefetch: Option<agentic_core::prefetch::PrefetchSettings>,
     /// How long a pass that judges trust waits for the trust-policy watches' first list
     /// before it fails closed ([`TRUST_POLICY_LIST_WAIT`]).
     pub trust_policy_list_wait: Duration,

@@ -75,6 +75,12 @@ pub struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PrefetchLabels {
+    /// `started`, `succeeded` or `failed`.
+    pub event: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AgentLabels {
     pub namespace: String,
     pub agent: String,
@@ -100,6 +106,14 @@ pub struct Metrics {
     observed: Mutex<Observed<(String, Transition)>>,
     swept: Family<KindLabels, Counter>,
     trace_dropped: Family<DropLabels, Counter>,
+    prefetches: Family<PrefetchLabels, Counter>,
+    prefetch_pull: Histogram,
+    /// The prefetch pods whose end was counted, by uid, so each is counted once however
+    /// many passes see it.
+    prefetches_ended: Mutex<HashSet<String>>,
+    /// When this process started (seconds since the epoch): a prefetch pod created before
+    /// it was counted by the process that created it.
+    started: i64,
     registry_requests: Counter,
     cache_hits: Counter,
     cache_misses: Counter,
@@ -135,6 +149,9 @@ impl Default for Metrics {
         });
         let swept = Family::<KindLabels, Counter>::default();
         let trace_dropped = Family::<DropLabels, Counter>::default();
+        let prefetches = Family::<PrefetchLabels, Counter>::default();
+        // 0.25 s to about 68 minutes: one small image on a warm registry to thirty large ones.
+        let prefetch_pull = Histogram::new(exponential_buckets(0.25, 2.0, 15));
         let registry_requests = Counter::default();
         let cache_hits = Counter::default();
         let cache_misses = Counter::default();
@@ -204,6 +221,16 @@ impl Default for Metrics {
             trace_dropped.clone(),
         );
         registry.register(
+            "skill_prefetches",
+            "Skill prefetch pods by event: started (created), succeeded or failed (ended so)",
+            prefetches.clone(),
+        );
+        registry.register(
+            "skill_prefetch_pull_seconds",
+            "Seconds from a prefetch pod's creation to the start of its container, once every skill image is pulled and mounted (scheduling included); observed once per pod that started",
+            prefetch_pull.clone(),
+        );
+        registry.register(
             "registry_requests",
             "Requests sent to OCI registries",
             registry_requests.clone(),
@@ -234,6 +261,10 @@ impl Default for Metrics {
             observed: Mutex::default(),
             swept,
             trace_dropped,
+            prefetches,
+            prefetch_pull,
+            prefetches_ended: Mutex::default(),
+            started: k8s_openapi::jiff::Timestamp::now().as_second(),
             registry_requests,
             cache_hits,
             cache_misses,
@@ -381,6 +412,49 @@ impl Metrics {
                 phase: phase.to_string(),
             })
             .is_some()
+    }
+
+    /// Counts a prefetch pod created.
+    pub fn prefetch_started(&self) {
+        self.prefetches
+            .get_or_create(&PrefetchLabels { event: "started" })
+            .inc();
+    }
+
+    /// Counts the end of the prefetch pod `pod` (Succeeded or Failed) and observes its pull
+    /// time, once per pod and only for pods this process created (after it started).
+    pub fn prefetch_ended(
+        &self,
+        pod: agentic_core::prefetch::ObservedPod<'_>,
+        pull_seconds: Option<i64>,
+    ) {
+        let event = match pod.status.and_then(|s| s.phase.as_deref()) {
+            Some("Succeeded") => "succeeded",
+            Some("Failed") => "failed",
+            _ => return,
+        };
+        let created = pod.metadata.creation_timestamp.as_ref();
+        let (Some(uid), Some(created)) = (pod.metadata.uid.as_ref(), created) else {
+            return;
+        };
+        if created.0.as_second() < self.started {
+            return;
+        }
+        let first = self
+            .prefetches_ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(uid.clone());
+        if !first {
+            return;
+        }
+        self.prefetches
+            .get_or_create(&PrefetchLabels { event })
+            .inc();
+        if let Some(seconds) = pull_seconds {
+            #[allow(clippy::cast_precision_loss)] // seconds of a pull, far below 2^52
+            self.prefetch_pull.observe(seconds as f64);
+        }
     }
 
     /// Whether this replica runs the controllers.

@@ -68,9 +68,21 @@ pub struct RunOptions {
     pub operator_image: Option<String>,
     /// `--credential-proxy`: whether runs' model keys go through the credential proxy.
     pub credential_proxy: agentic_core::sandbox::CredentialProxyMode,
+    /// Which nodes Ready Agents' skill images are prefetched onto (they run the operator's
+    /// image, so nothing without one); None: no prefetch.
+    pub skill_prefetch: Option<SkillPrefetch>,
     /// How long the watches of a kind may keep failing before the operator stops (and
     /// exits, so that its restart or the standby takes over); None never.
     pub watch_failure_timeout: Option<Duration>,
+}
+
+/// The skill prefetch settings of the command line.
+#[derive(Clone, Debug)]
+pub struct SkillPrefetch {
+    pub nodes: agentic_core::prefetch::NodeSelection,
+    pub priority_class: Option<String>,
+    pub per_agent: usize,
+    pub per_cluster: usize,
 }
 
 /// Which Lease replicas compete for, and how long a holder keeps it without renewing.
@@ -368,6 +380,7 @@ async fn lead(
             mode: options.credential_proxy,
             image: options.operator_image.clone(),
         },
+        skill_prefetch: prefetch_settings(&options),
         skill_fetcher: options.operator_image.clone().map(|image| {
             agentic_core::sandbox::SkillFetcher {
                 image,
@@ -733,6 +746,23 @@ fn default_skills_namespace(options: &RunOptions) -> Option<String> {
     }
 }
 
+/// What skill prefetch does, when it is on: it runs the operator's image, so without
+/// `--operator-image` it is off (with a warning).
+fn prefetch_settings(options: &RunOptions) -> Option<agentic_core::prefetch::PrefetchSettings> {
+    let prefetch = options.skill_prefetch.clone()?;
+    let Some(image) = options.operator_image.clone() else {
+        tracing::warn!("skill prefetch needs --operator-image, which its pods run; it is off");
+        return None;
+    };
+    Some(agentic_core::prefetch::PrefetchSettings {
+        nodes: prefetch.nodes,
+        image,
+        priority_class: prefetch.priority_class,
+        per_agent: prefetch.per_agent,
+        per_cluster: prefetch.per_cluster,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,6 +783,7 @@ mod tests {
             default_skills_namespace: defaults.map(str::to_string),
             operator_image: None,
             credential_proxy: agentic_core::sandbox::CredentialProxyMode::default(),
+            skill_prefetch: None,
             watch_failure_timeout: None,
             trace_collector: None,
         }

@@ -17,7 +17,7 @@ use agentic_core::sandbox::{CredentialProxyMode, TtlDefaults};
 use crate::context::RunDefaults;
 use crate::controllers::Scope;
 use crate::error::Chain;
-use crate::operator::{BackendChoice, LeaderElection, RunOptions};
+use crate::operator::{BackendChoice, LeaderElection, RunOptions, SkillPrefetch};
 use crate::server::SecureMetrics;
 
 /// Kubernetes operator for AI coding agents and their skills (konveyor.io/v1alpha1).
@@ -34,7 +34,7 @@ pub enum Command {
     ///
     /// The cluster of the current kubeconfig context, or, in a pod, the cluster the pod runs
     /// in. Runs until SIGTERM or SIGINT, then finishes the passes in flight.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print every CustomResourceDefinition as multi-document YAML.
     Crd(CrdArgs),
     /// Validate, push, inspect, pull and verify skill images.
@@ -250,6 +250,37 @@ pub struct RunArgs {
     )]
     pub credential_proxy: CredentialProxyArg,
 
+    /// Have the kubelets pull a Ready Agent's skill images before its first run: onto every
+    /// node its runs can land on (`all`), onto those of them a label selector picks
+    /// (`pool=agents`, `tier in (a,b)`, `!gpu`), or not at all (`off`). Its pods run the
+    /// --operator-image; without one it is off.
+    #[arg(
+        long,
+        env = "AGENTIC_SKILL_PREFETCH",
+        value_name = "all|off|SELECTOR",
+        default_value = "all",
+        value_parser = skill_prefetch
+    )]
+    pub skill_prefetch: SkillPrefetchNodes,
+
+    /// The PriorityClass of the prefetch pods (one of low priority, so runs go first; the
+    /// operator creates none). Unset: the cluster's default priority.
+    #[arg(
+        long,
+        env = "AGENTIC_SKILL_PREFETCH_PRIORITY_CLASS",
+        value_name = "NAME"
+    )]
+    pub skill_prefetch_priority_class: Option<String>,
+
+    /// The most nodes one Agent's skill images are pulled onto at once.
+    #[arg(long, env = "AGENTIC_SKILL_PREFETCH_NODES_PER_AGENT", default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
+    pub skill_prefetch_nodes_per_agent: u16,
+
+    /// The most prefetch pods pulling at once in the watched namespaces (in each listed
+    /// --namespace).
+    #[arg(long, env = "AGENTIC_SKILL_PREFETCH_MAX_PODS", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..))]
+    pub skill_prefetch_max_pods: u16,
+
     /// The most objects of one kind reconciled at once; SkillCards, whose registry reads are
     /// bounded per registry, are not bounded by it. 0 for no bound.
     #[arg(
@@ -320,7 +351,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Crd(args) => print_crds(args.group),
         Command::Skill(command) => skill::run(command),
         Command::Agentrun(args) => agentrun::run(args),
-        Command::Run(args) => run_operator(args),
+        Command::Run(args) => run_operator(*args),
         Command::CredentialProxy(args) => run_credential_proxy(args),
     }
 }
@@ -394,6 +425,14 @@ fn run_operator(args: RunArgs) -> ExitCode {
         operator_image: args.operator_image.filter(|image| !image.is_empty()),
         credential_proxy: args.credential_proxy.into(),
         trace_collector: args.trace_collector.filter(|url| !url.is_empty()),
+        skill_prefetch: args.skill_prefetch.0.map(|nodes| SkillPrefetch {
+            nodes,
+            priority_class: args
+                .skill_prefetch_priority_class
+                .filter(|class| !class.is_empty()),
+            per_agent: usize::from(args.skill_prefetch_nodes_per_agent),
+            per_cluster: usize::from(args.skill_prefetch_max_pods),
+        }),
         watch_failure_timeout: Some(Duration::from_secs(args.watch_failure_seconds))
             .filter(|timeout| !timeout.is_zero()),
         run_defaults: RunDefaults {
@@ -482,6 +521,14 @@ fn listen_addr(text: &str) -> Result<SocketAddr, String> {
     }
 }
 
+/// `--skill-prefetch`: the nodes it selects, `None` for `off`.
+#[derive(Clone, Debug)]
+pub struct SkillPrefetchNodes(Option<agentic_core::prefetch::NodeSelection>);
+
+fn skill_prefetch(text: &str) -> Result<SkillPrefetchNodes, String> {
+    agentic_core::prefetch::NodeSelection::parse(text).map(SkillPrefetchNodes)
+}
+
 /// A Lease name: a DNS subdomain (lowercase letters, digits, `-` and `.`, at most 253).
 fn lease_name(text: &str) -> Result<String, String> {
     let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
@@ -540,6 +587,29 @@ mod tests {
         };
         assert_eq!(args.health_addr, "0.0.0.0:8081".parse().unwrap());
         assert_eq!(args.metrics_addr, "0.0.0.0:9090".parse().unwrap());
+    }
+
+    #[test]
+    fn skill_prefetch_is_all_by_default_and_takes_off_or_a_label_selector() {
+        use agentic_core::prefetch::NodeSelection;
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["agentic-operator", "run"].iter().chain(args)).map(|cli| {
+                let Command::Run(args) = cli.command else {
+                    panic!("not run");
+                };
+                args.skill_prefetch.0
+            })
+        };
+        assert_eq!(parse(&[]).expect("parses"), Some(NodeSelection::All));
+        assert_eq!(parse(&["--skill-prefetch=off"]).expect("parses"), None);
+        assert!(matches!(
+            parse(&["--skill-prefetch", "pool=agents"]).expect("parses"),
+            Some(NodeSelection::Matching(_))
+        ));
+        let error = parse(&["--skill-prefetch", "pool in agents"])
+            .expect_err("no parentheses")
+            .to_string();
+        assert!(error.contains("pool in agents"), "{error}");
     }
 
     #[test]

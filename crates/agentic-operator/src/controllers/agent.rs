@@ -9,6 +9,7 @@ use agentic_api::{
 use agentic_core::agent::{AgentInputs, decide_agent};
 use agentic_core::conditions::find_condition;
 use agentic_core::events::{StatusEvent, condition_events};
+use agentic_core::prefetch::CONDITION_SKILLS_PREFETCHED;
 use agentic_core::reasons::AgentReason;
 use agentic_core::skills::{
     CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT, CardRef,
@@ -118,6 +119,19 @@ pub(super) fn controller(
                 agents_referencing(agents, ns, Reference::Gateway, gateway)
             }),
         );
+    let controller = match (&watches.prefetch, &ctx.settings.skill_prefetch) {
+        (Some(watched), Some(settings)) => {
+            let changes = Arc::new(prefetch::NodeChanges::new(
+                settings,
+                watched.nodes.store(),
+                agents.index(prefetch::prefetching),
+            ));
+            controller
+                .watches_shared_stream(watched.pods.touched(), prefetch::agent_of_pod)
+                .watches_shared_stream(watched.nodes.touched(), move |node| changes.agents(&node))
+        }
+        _ => controller,
+    };
     let policy = Policy::backing_off(reconcile, ctx);
     run_controller(controller, store, policy, ctx.clone(), stop)
 }
@@ -139,6 +153,7 @@ impl Reconciled for Agent {
                 CONDITION_GATEWAY_CONFIGURED,
                 CONDITION_DEFAULT_SKILLS,
                 CONDITION_RULES_FIT_CONTEXT,
+                CONDITION_SKILLS_PREFETCHED,
             ],
         )
     }
@@ -163,8 +178,8 @@ impl Reconciled for Agent {
     }
 }
 
-/// An Agent's pass: read what it names, then decide its status. An Agent owns no objects,
-/// so there is nothing to apply.
+/// An Agent's pass: read what it names, then decide its status; then prefetch its skill
+/// images onto the nodes ([`prefetch`]), the only objects it owns.
 pub async fn reconcile(
     agent: Arc<Agent>,
     ctx: Arc<Context>,
@@ -184,8 +199,13 @@ pub async fn reconcile(
         skills,
         defaults: defaults.iter().map(default_collection).collect(),
     };
-    let status = decide_agent(&agent, inputs, old, &crate::now());
-    Ok(Pass::then(status, Action::await_change()))
+    let now = crate::now();
+    let mut status = decide_agent(&agent, inputs, old, &now);
+    let recheck = prefetch::prefetch(&agent, &namespace, &ctx, &mut status, &now).await;
+    Ok(Pass::then(
+        status,
+        recheck.map_or_else(Action::await_change, Action::requeue),
+    ))
 }
 
 /// What an Agent names, as read.
@@ -428,5 +448,6 @@ fn names(references: &[agentic_api::ObjectRef]) -> Vec<String> {
     references.iter().map(|r| r.name.clone()).collect()
 }
 
+pub(in crate::controllers) mod prefetch;
 #[cfg(test)]
 mod scenarios;

@@ -40,11 +40,13 @@ pub(super) use super::support::Stop;
 use super::support::api_for;
 use super::watch_health::WatchHealth;
 use crate::caches::{
-    Caches, Guarded, Index, InitialList, KindCache, KindStore, Maintained, SandboxPod, SecretMeta,
-    sandbox_resource,
+    Caches, Guarded, Index, InitialList, KindCache, KindStore, Maintained, PrefetchCaches,
+    SandboxPod, SecretMeta, sandbox_resource,
 };
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
+use agentic_core::prefetch::PREFETCH_LABEL;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 /// How soon a watch retries after an error: 100 ms, doubling up to 1 s, with jitter.
 /// kube-runtime's default grows to 30 s and resets only after two minutes without errors,
@@ -112,6 +114,54 @@ pub(super) struct Watches {
     pub sandboxes: Option<SharedWatch<DynamicObject>>,
     /// Watching some namespaces only: the cluster-wide default collections live in another.
     pub default_collections: Option<SharedWatch<Guarded<SkillCollection>>>,
+    /// With skill prefetch on: the nodes and the prefetch pods.
+    pub prefetch: Option<PrefetchWatches>,
+}
+
+/// The watches of skill prefetch: the cluster's nodes, and the pods labelled
+/// [`PREFETCH_LABEL`] (not a run's pods: those carry the run label), cached without their
+/// spec, with the indexes the Agent's pass reads them by.
+pub(super) struct PrefetchWatches {
+    pub nodes: SharedWatch<Node>,
+    pub pods: SharedWatch<Guarded<Pod>>,
+    caches: PrefetchCaches,
+}
+
+impl PrefetchWatches {
+    fn new(client: &Client, namespace: Option<&str>) -> Self {
+        let nodes = SharedWatch::new("Node", Api::all(client.clone()), watcher::Config::default())
+            .trimmed(|node: &mut Node| {
+                // The images and volumes a node reports are most of its bytes; whether runs
+                // can land on it needs none of them.
+                if let Some(status) = node.status.as_mut() {
+                    status.images = None;
+                    status.volumes_attached = None;
+                    status.volumes_in_use = None;
+                }
+            });
+        let pods = SharedWatch::new(
+            "Pod",
+            api_for(client, namespace),
+            watcher::Config::default().labels(PREFETCH_LABEL),
+        )
+        .trimmed(|pod: &mut Guarded<Pod>| {
+            if let Ok(pod) = &mut pod.0 {
+                pod.spec = None;
+            }
+        });
+        let subscriptions = pods.subscriptions();
+        let caches = PrefetchCaches {
+            nodes: nodes.store(),
+            pods: pods.store(),
+            by_agent: subscriptions.index(super::agent::prefetch::controlling_agent),
+            pulling: subscriptions.index(super::agent::prefetch::pulling),
+        };
+        Self {
+            nodes,
+            pods,
+            caches,
+        }
+    }
 }
 
 impl Watches {
@@ -137,7 +187,13 @@ impl Watches {
             )),
             _ => None,
         };
+        let prefetch = ctx
+            .settings
+            .skill_prefetch
+            .is_some()
+            .then(|| PrefetchWatches::new(client, namespace));
         Self {
+            prefetch,
             client: client.clone(),
             namespace: namespace.map(str::to_string),
             initial_list,
@@ -193,7 +249,8 @@ impl Watches {
             self.pods.store(),
             self.sandboxes.as_ref().map(SharedWatch::store),
         )
-        .with_secrets(self.secrets.store());
+        .with_secrets(self.secrets.store())
+        .with_prefetch(self.prefetch.as_ref().map(|p| p.caches.clone()));
         self.kinds
             .iter()
             .fold(caches, |caches, (_, watch)| caches.with_kind(watch.cache()))
@@ -218,6 +275,10 @@ impl Watches {
         }
         if let Some(defaults) = self.default_collections {
             started.push(defaults.start(health.clone(), stop()));
+        }
+        if let Some(prefetch) = self.prefetch {
+            started.push(prefetch.nodes.start(health.clone(), stop()));
+            started.push(prefetch.pods.start(health.clone(), stop()));
         }
         started.into_iter().unzip()
     }
