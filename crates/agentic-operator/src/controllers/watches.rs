@@ -128,9 +128,13 @@ pub(super) struct PrefetchWatches {
 }
 
 impl PrefetchWatches {
-    fn new(client: &Client, namespace: Option<&str>) -> Self {
-        let nodes = SharedWatch::new("Node", Api::all(client.clone()), watcher::Config::default())
-            .trimmed(|node: &mut Node| {
+    fn new(
+        client: &Client,
+        namespace: Option<&str>,
+        config: &impl Fn() -> watcher::Config,
+    ) -> Self {
+        let nodes = SharedWatch::new("Node", Api::all(client.clone()), config()).trimmed(
+            |node: &mut Node| {
                 // The images and volumes a node reports are most of its bytes; whether runs
                 // can land on it needs none of them.
                 if let Some(status) = node.status.as_mut() {
@@ -138,11 +142,12 @@ impl PrefetchWatches {
                     status.volumes_attached = None;
                     status.volumes_in_use = None;
                 }
-            });
+            },
+        );
         let pods = SharedWatch::new(
             "Pod",
             api_for(client, namespace),
-            watcher::Config::default().labels(PREFETCH_LABEL),
+            config().labels(PREFETCH_LABEL),
         )
         .trimmed(|pod: &mut Guarded<Pod>| {
             if let Ok(pod) = &mut pod.0 {
@@ -191,7 +196,7 @@ impl Watches {
             .settings
             .skill_prefetch
             .is_some()
-            .then(|| PrefetchWatches::new(client, namespace));
+            .then(|| PrefetchWatches::new(client, namespace, &all));
         Self {
             prefetch,
             client: client.clone(),
