@@ -13,5 +13,6 @@ mod goose_node;
 mod lifecycle;
 mod node;
 mod parity_node;
+mod prefetch_node;
 mod trust_revocation;
 mod workflows;
