@@ -84,6 +84,12 @@ struct Args {
     /// `node.rs`.
     #[arg(long, conflicts_with = "ceiling")]
     node: bool,
+    /// With `--node`: have the operator prefetch skill images onto the node
+    /// (`--skill-prefetch=all`, its image pushed to the node's registry) and start each cold
+    /// run this many seconds after its Agent turned Ready. Without it the node bench runs
+    /// the operator with `--skill-prefetch=off`.
+    #[arg(long, value_name = "SECONDS", requires = "node")]
+    prefetch_after: Option<u64>,
     /// With `--node`: how many times each scenario is measured, warm and cold.
     #[arg(long, default_value_t = 5)]
     rounds: usize,

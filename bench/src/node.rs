@@ -27,6 +27,12 @@
 //! Skills come from separate images (one SkillCard each) or from one multi-skill image (a
 //! SkillCollection). Warm rounds reuse images the node already holds; cold rounds push
 //! images with new bytes first, so the kubelet pulls every skill image for the first time.
+//!
+//! `--prefetch-after SECONDS` measures skill prefetch: the operator runs with
+//! `--skill-prefetch=all` (its own image pushed to the node's registry for the prefetch
+//! pods) and each cold run starts that long after its Agent turned Ready, as the first run of
+//! a newly published Agent would; without it the operator runs with `--skill-prefetch=off`.
+//! Compare the cold rows of the two.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -37,7 +43,7 @@ use agentic_api::{
     SkillCollection, SkillCollectionSpec,
 };
 use agentic_fixtures::{apply, llm_gateway, push_to, write_skill};
-use agentic_testenv::{TestEnv, TestEnvOptions};
+use agentic_testenv::{TestEnv, TestEnvOptions, push_operator_image};
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
@@ -449,8 +455,17 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
         .context("the node's images")?
         .stub_agent
         .clone();
+    let mut operator_args = args.operator_args.clone();
+    match args.prefetch_after {
+        Some(_) => {
+            let image = push_operator_image(&registry, &operator).await?;
+            operator_args.push(format!("--operator-image={image}"));
+            operator_args.push("--skill-prefetch=all".into());
+        }
+        None => operator_args.push("--skill-prefetch=off".into()),
+    }
     let log = tempfile::NamedTempFile::new()?;
-    let mut child = start_operator(&operator, &args.operator_args, &env, &ns, &registry, &log)?;
+    let mut child = start_operator(&operator, &operator_args, &env, &ns, &registry, &log)?;
     eprintln!(
         "operator pid {}, log {}",
         child.id().unwrap_or_default(),
@@ -508,6 +523,11 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
             }
             let tag = format!("c{round}");
             let ready = bench.prepare(scenario, &tag).await?;
+            if let Some(wait) = args.prefetch_after {
+                // The first run of a new Agent, some time after it turned Ready: what
+                // prefetch had to pull its images meanwhile.
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+            }
             let sample = bench.start_once(scenario, ready.as_ref(), &tag).await?;
             report_one("cold", scenario, &sample);
             cold.entry(scenario.label()).or_default().push(sample);
@@ -532,8 +552,12 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
         no_volume: started_median(Scenario::Bare)?,
     };
     println!(
-        "agentic-operator node bench: {} rounds, medians (min-max of create -> started)",
-        args.rounds
+        "agentic-operator node bench: {} rounds, medians (min-max of create -> started); skill prefetch {}",
+        args.rounds,
+        args.prefetch_after.map_or_else(
+            || "off".to_string(),
+            |wait| format!("on, cold runs started {wait} s after their Agent turned Ready")
+        )
     );
     for (temperature, table) in [("warm", &warm), ("cold", &cold)] {
         println!("  {temperature}:");
