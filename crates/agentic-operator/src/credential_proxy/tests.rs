@@ -262,20 +262,22 @@ async fn an_answer_streams_through_chunk_by_chunk() {
     let key_file = dir.path().join("api-key");
     rotate(&key_file, "sk-key");
     let listen = proxy(upstream, &key_file, DEFAULT_MAX_REQUEST_BYTES).await;
-    let mut answer = client()
-        .get(format!("http://{listen}/stream"))
-        .send()
-        .await
-        .expect("answer");
     chunks
         .unbounded_send(Bytes::from_static(b"data: first\n\n"))
         .expect("send");
     // The second chunk is sent only once the first has come through the proxy: a proxy that
-    // waited for the whole body would never deliver it, and the test would time out.
-    let first = tokio::time::timeout(Duration::from_secs(60), answer.chunk())
-        .await
-        .expect("the first chunk arrives before the last is sent")
-        .expect("a chunk");
+    // waited for the whole body would never deliver the answer, and the bound runs out.
+    let (mut answer, first) = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut answer = client()
+            .get(format!("http://{listen}/stream"))
+            .send()
+            .await
+            .expect("answer");
+        let first = answer.chunk().await.expect("a chunk");
+        (answer, first)
+    })
+    .await
+    .expect("the first chunk arrives before the last is sent");
     assert_eq!(first.as_deref(), Some(&b"data: first\n\n"[..]));
     chunks
         .unbounded_send(Bytes::from_static(b"data: last\n\n"))
