@@ -927,7 +927,8 @@ async fn skill_verify_accepts_what_cosign_signed_and_names_the_key() {
     let out = cli(&["skill", "verify", "--insecure", "--key", &key_b, &reference]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("not validly signed: "),
+        stderr(&out).contains("not validly signed: ")
+            && stderr(&out).contains("(SignatureMismatch)"),
         "{}",
         stderr(&out)
     );

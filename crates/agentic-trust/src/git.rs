@@ -6,6 +6,7 @@ use std::time::SystemTime;
 use crate::TrustError;
 use crate::gpg::GpgKeys;
 use crate::limits::{MAX_ALLOWED_SIGNERS, MAX_COMMIT_BYTES};
+use crate::refusal::{Refusal, RefusalReason};
 use crate::verdict::CommitVerdict;
 
 /// The namespace git signs commits in (`ssh-keygen -Y sign -n git`).
@@ -219,9 +220,9 @@ struct SignedCommit {
 
 /// Splits the raw commit object (`git cat-file commit <id>`): the `gpgsig` header, with its
 /// continuation lines, is the signature; the commit without it is what was signed.
-fn split_commit(raw: &[u8]) -> Result<SignedCommit, String> {
-    let text =
-        std::str::from_utf8(raw).map_err(|_| "the commit object is not UTF-8".to_string())?;
+fn split_commit(raw: &[u8]) -> Result<SignedCommit, Refusal> {
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| Refusal::new(RefusalReason::Malformed, "the commit object is not UTF-8"))?;
     let (headers, message) = text
         .split_once("\n\n")
         .map_or((text, None), |(headers, message)| (headers, Some(message)));
@@ -240,7 +241,10 @@ fn split_commit(raw: &[u8]) -> Result<SignedCommit, String> {
         in_signature = false;
         if let Some(value) = line.strip_prefix("gpgsig ") {
             if signature.is_some() {
-                return Err("the commit carries two gpgsig headers".to_string());
+                return Err(Refusal::new(
+                    RefusalReason::Malformed,
+                    "the commit carries two gpgsig headers",
+                ));
             }
             signature = Some(value.to_string());
             in_signature = true;
@@ -304,48 +308,63 @@ impl From<AllowedSigners> for CommitSigners {
 ///
 /// The caller must have checked that `raw` is the object of the pinned commit id.
 pub fn verify_commit(raw: &[u8], signers: &CommitSigners, now: SystemTime) -> CommitVerdict {
-    let invalid = |why: String| CommitVerdict::Invalid { why };
+    let invalid =
+        |reason: RefusalReason, why: String| CommitVerdict::Invalid(Refusal::new(reason, why));
     if raw.len() > MAX_COMMIT_BYTES {
-        return invalid(format!(
-            "the commit object is {} bytes, over the limit of {MAX_COMMIT_BYTES} (MAX_COMMIT_BYTES)",
-            raw.len()
-        ));
+        return invalid(
+            RefusalReason::OverLimit,
+            format!(
+                "the commit object is {} bytes, over the limit of {MAX_COMMIT_BYTES} (MAX_COMMIT_BYTES)",
+                raw.len()
+            ),
+        );
     }
     let commit = match split_commit(raw) {
         Ok(commit) => commit,
-        Err(why) => return invalid(why),
+        Err(refusal) => return CommitVerdict::Invalid(refusal),
     };
     let Some(armored) = commit.signature else {
         return CommitVerdict::Unsigned;
     };
     if armored.starts_with("-----BEGIN PGP SIGNATURE-----") {
         if signers.gpg_keys.is_empty() {
-            return invalid("the commit is GPG-signed, and no GPG keys are allowed".to_string());
+            return invalid(
+                RefusalReason::SignatureMismatch,
+                "the commit is GPG-signed, and no GPG keys are allowed".to_string(),
+            );
         }
         return crate::gpg::verify(&signers.gpg_keys, &armored, &commit.signed, now);
     }
     if !armored.starts_with("-----BEGIN SSH SIGNATURE-----") {
         return invalid(
+            RefusalReason::Malformed,
             "the commit's signature is neither an SSH nor an OpenPGP signature".to_string(),
         );
     }
     if signers.allowed_signers.is_empty() {
-        return invalid("the commit is SSH-signed, and no SSH signers are allowed".to_string());
+        return invalid(
+            RefusalReason::SignatureMismatch,
+            "the commit is SSH-signed, and no SSH signers are allowed".to_string(),
+        );
     }
     let allowed = &signers.allowed_signers;
     let signature = match ssh_key::SshSig::from_pem(armored.trim_end()) {
         Ok(signature) => signature,
         Err(error) => {
-            return invalid(format!(
-                "the commit's signature is not an SSH signature: {error}"
-            ));
+            return invalid(
+                RefusalReason::Malformed,
+                format!("the commit's signature is not an SSH signature: {error}"),
+            );
         }
     };
     if signature.namespace() != GIT_NAMESPACE {
-        return invalid(format!(
-            "the signature is in namespace {:?}, not {GIT_NAMESPACE:?}",
-            signature.namespace()
-        ));
+        return invalid(
+            RefusalReason::SignatureMismatch,
+            format!(
+                "the signature is in namespace {:?}, not {GIT_NAMESPACE:?}",
+                signature.namespace()
+            ),
+        );
     }
     let signing_key = signature.public_key();
     let fingerprint = signing_key
@@ -356,35 +375,46 @@ pub fn verify_commit(raw: &[u8], signers: &CommitSigners, now: SystemTime) -> Co
         .iter()
         .find(|entry| entry.key.key_data() == signing_key)
     else {
-        return invalid(format!(
-            "the signing key {fingerprint} is not an allowed signer"
-        ));
+        return invalid(
+            RefusalReason::SignatureMismatch,
+            format!("the signing key {fingerprint} is not an allowed signer"),
+        );
     };
     if let Some(namespaces) = &signer.namespaces
         && !principals_match(namespaces, GIT_NAMESPACE)
     {
-        return invalid(format!(
-            "the allowed signer {} may sign only in namespaces {namespaces:?}",
-            signer.principals
-        ));
+        return invalid(
+            RefusalReason::SignatureMismatch,
+            format!(
+                "the allowed signer {} may sign only in namespaces {namespaces:?}",
+                signer.principals
+            ),
+        );
     }
     if signer.valid_after.is_some() || signer.valid_before.is_some() {
         let Some(time) = commit.committer_time else {
             return invalid(
+                RefusalReason::KeyNotUsable,
                 "the commit has no committer time to check the signer's validity with".to_string(),
             );
         };
         if signer.valid_after.is_some_and(|after| time < after)
             || signer.valid_before.is_some_and(|before| time > before)
         {
-            return invalid(format!(
-                "the allowed signer {} was not valid at the commit's time",
-                signer.principals
-            ));
+            return invalid(
+                RefusalReason::KeyNotUsable,
+                format!(
+                    "the allowed signer {} was not valid at the commit's time",
+                    signer.principals
+                ),
+            );
         }
     }
     if let Err(error) = signer.key.verify(GIT_NAMESPACE, &commit.signed, &signature) {
-        return invalid(format!("the signature does not verify: {error}"));
+        return invalid(
+            RefusalReason::SignatureMismatch,
+            format!("the signature does not verify: {error}"),
+        );
     }
     CommitVerdict::Verified {
         principal: signer.principals.clone(),

@@ -11,6 +11,7 @@ use pgp::types::{KeyDetails as _, SignedUser, Tag};
 
 use crate::TrustError;
 use crate::limits::{MAX_GPG_KEY_BYTES, MAX_GPG_KEYS};
+use crate::refusal::{Refusal, RefusalReason};
 use crate::verdict::CommitVerdict;
 
 /// Armored OpenPGP public keys (`gpg --armor --export <key>`) whose signatures count. A
@@ -72,29 +73,35 @@ pub(crate) fn verify(
     signed: &[u8],
     now: SystemTime,
 ) -> CommitVerdict {
-    let invalid = |why: String| CommitVerdict::Invalid { why };
+    let invalid =
+        |reason: RefusalReason, why: String| CommitVerdict::Invalid(Refusal::new(reason, why));
     let signature = match DetachedSignature::from_string(&format!("{}\n", armored.trim_end())) {
         Ok((signature, _)) => signature.signature,
         Err(error) => {
-            return invalid(format!(
-                "the commit's signature is not an OpenPGP signature: {error}"
-            ));
+            return invalid(
+                RefusalReason::Malformed,
+                format!("the commit's signature is not an OpenPGP signature: {error}"),
+            );
         }
     };
     if !matches!(
         signature.typ(),
         Some(SignatureType::Binary | SignatureType::Text)
     ) {
-        return invalid(format!(
-            "the OpenPGP signature is of type {:?}, not a signature over data",
-            signature.typ()
-        ));
+        return invalid(
+            RefusalReason::Malformed,
+            format!(
+                "the OpenPGP signature is of type {:?}, not a signature over data",
+                signature.typ()
+            ),
+        );
     }
     // GnuPG (so `git verify-commit`) refuses these digests as too weak.
     if let Some(weak @ (HashAlgorithm::Md5 | HashAlgorithm::Ripemd160)) = signature.hash_alg() {
-        return invalid(format!(
-            "the OpenPGP signature uses the {weak} digest, which is too weak to count"
-        ));
+        return invalid(
+            RefusalReason::KeyNotUsable,
+            format!("the OpenPGP signature uses the {weak} digest, which is too weak to count"),
+        );
     }
     let issuer = issuer_of(&signature);
     let Some((key, subkey)) = keys
@@ -102,23 +109,30 @@ pub(crate) fn verify(
         .iter()
         .find_map(|key| signing_key_of(key, &signature))
     else {
-        return invalid(format!(
-            "the signing key {issuer} is not among the allowed GPG keys"
-        ));
+        return invalid(
+            RefusalReason::SignatureMismatch,
+            format!("the signing key {issuer} is not among the allowed GPG keys"),
+        );
     };
     let fingerprint = fingerprint_of(key);
     let now = now
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs());
     if let Some(why) = refusal(key, subkey, now) {
-        return invalid(format!("the GPG key {fingerprint} {why}"));
+        return invalid(
+            RefusalReason::KeyNotUsable,
+            format!("the GPG key {fingerprint} {why}"),
+        );
     }
     let verified = match subkey {
         Some(subkey) => signature.verify(&subkey.key, signed),
         None => signature.verify(&key.primary_key, signed),
     };
     if let Err(error) = verified {
-        return invalid(format!("the signature does not verify: {error}"));
+        return invalid(
+            RefusalReason::SignatureMismatch,
+            format!("the signature does not verify: {error}"),
+        );
     }
     CommitVerdict::Verified {
         principal: key

@@ -16,6 +16,7 @@ use crate::limits::{
     MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_CHAIN_LENGTH, MAX_PAYLOAD_BYTES, MAX_REFERRERS,
     MAX_SIGNATURE_MANIFEST_BYTES, MAX_SIGNATURES,
 };
+use crate::refusal::{Refusal, RefusalReason};
 use crate::{ImageVerdict, Layout, Requirement, Signer, Verified};
 
 pub(crate) const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -73,15 +74,11 @@ pub async fn verify_image(
     match outcome {
         Ok(Some(verified)) => ImageVerdict::Verified(verified),
         Ok(None) if reader.found == 0 && reader.refusals.is_empty() => ImageVerdict::Unsigned,
-        Ok(None) => ImageVerdict::Invalid {
-            why: reader.refusals.join("; "),
-        },
-        Err(Stop::Unavailable(why)) => ImageVerdict::Unavailable { why },
-        Err(Stop::Invalid(why)) => {
-            reader.refusals.push(why);
-            ImageVerdict::Invalid {
-                why: reader.refusals.join("; "),
-            }
+        Ok(None) => ImageVerdict::Invalid(Refusal::all(reader.refusals)),
+        Err(SignatureReadError::Unavailable(why)) => ImageVerdict::Unavailable { why },
+        Err(SignatureReadError::Refused(refusal)) => {
+            reader.refusals.push(refusal);
+            ImageVerdict::Invalid(Refusal::all(reader.refusals))
         }
     }
 }
@@ -93,7 +90,7 @@ pub async fn attached_signatures(
     client: &RegistryClient,
     auth: &RegistryAuth,
     image: &ResolvedImage,
-) -> Result<Vec<AttachedSignature>, String> {
+) -> Result<Vec<AttachedSignature>, SignatureReadError> {
     let nothing_required = Requirement::default();
     let reader = Reader {
         client,
@@ -131,9 +128,7 @@ pub async fn attached_signatures(
         }
         Ok(attached)
     };
-    listed.await.map_err(|stop| match stop {
-        Stop::Unavailable(why) | Stop::Invalid(why) => why,
-    })
+    listed.await
 }
 
 /// A signature attached to an image, before any check.
@@ -157,23 +152,31 @@ pub enum SignatureKind {
     Bundle,
 }
 
-/// Why reading stopped early.
-enum Stop {
+/// Why reading an image's signatures stopped early.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureReadError {
     /// The registry could not be read: the verdict is unknown.
+    #[error("{0}")]
     Unavailable(String),
     /// What the registry holds is refused (over a limit, not what it claims to be).
-    Invalid(String),
+    #[error("{0}")]
+    Refused(Refusal),
 }
+
+/// Reading stopped early.
+type Stop = SignatureReadError;
 
 impl From<OciError> for Stop {
     fn from(error: OciError) -> Stop {
-        match error {
-            OciError::ImageTooLarge { .. }
-            | OciError::DigestMismatch { .. }
-            | OciError::InvalidImage { .. }
-            | OciError::InvalidReference { .. } => Stop::Invalid(error.to_string()),
-            other => Stop::Unavailable(other.to_string()),
-        }
+        let reason = match &error {
+            OciError::ImageTooLarge { .. } => RefusalReason::OverLimit,
+            OciError::DigestMismatch { .. } => RefusalReason::OtherContent,
+            OciError::InvalidImage { .. } | OciError::InvalidReference { .. } => {
+                RefusalReason::Malformed
+            }
+            other => return Stop::Unavailable(other.to_string()),
+        };
+        Stop::Refused(Refusal::new(reason, error.to_string()))
     }
 }
 
@@ -183,7 +186,7 @@ struct Reader<'a> {
     image: &'a ResolvedImage,
     requirement: &'a Requirement,
     /// Why each signature found did not count, for [`ImageVerdict::Invalid`].
-    refusals: Vec<String>,
+    refusals: Vec<Refusal>,
     /// Signatures found, counted or not.
     found: usize,
 }
@@ -239,18 +242,24 @@ impl Reader<'_> {
             .strip_prefix("sha256:")
             .map(|hex| format!("sha256-{hex}"))
             .ok_or_else(|| {
-                Stop::Invalid(format!(
-                    "{}: only sha256 digests can be verified",
-                    self.image.repository_with_digest
+                Stop::Refused(Refusal::new(
+                    RefusalReason::Malformed,
+                    format!(
+                        "{}: only sha256 digests can be verified",
+                        self.image.repository_with_digest
+                    ),
                 ))
             })
     }
 
     fn parse_manifest(&self, bytes: &[u8], what: &str) -> Result<Manifest, Stop> {
         serde_json::from_slice(bytes).map_err(|error| {
-            Stop::Invalid(format!(
-                "{what} of {} is not a manifest: {error}",
-                self.image.repository_with_digest
+            Stop::Refused(Refusal::new(
+                RefusalReason::Malformed,
+                format!(
+                    "{what} of {} is not a manifest: {error}",
+                    self.image.repository_with_digest
+                ),
             ))
         })
     }
@@ -270,9 +279,12 @@ impl Reader<'_> {
         };
         let manifest = self.parse_manifest(&bytes, &format!("the signature tag {tag}"))?;
         if manifest.layers.len() > MAX_SIGNATURES {
-            return Err(Stop::Invalid(format!(
-                "the signature tag {tag} holds {} signatures, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
-                manifest.layers.len()
+            return Err(Stop::Refused(Refusal::new(
+                RefusalReason::OverLimit,
+                format!(
+                    "the signature tag {tag} holds {} signatures, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
+                    manifest.layers.len()
+                ),
             )));
         }
         Ok(Some((tag, manifest)))
@@ -285,9 +297,9 @@ impl Reader<'_> {
     fn unusable<T>(&mut self, result: Result<T, Stop>, what: &str) -> Result<Option<T>, Stop> {
         match result {
             Ok(value) => Ok(Some(value)),
-            Err(Stop::Invalid(why)) => {
+            Err(Stop::Refused(refusal)) => {
                 self.found += 1;
-                self.refusals.push(format!("{what}: {why}"));
+                self.refusals.push(refusal.within(what));
                 Ok(None)
             }
             Err(unavailable) => Err(unavailable),
@@ -306,9 +318,12 @@ impl Reader<'_> {
             }
             self.found += 1;
             if !is_sha256_digest(&layer.digest) {
-                self.refusals.push(format!(
-                    "a signature of {tag} names the malformed digest {:?}",
-                    layer.digest
+                self.refusals.push(Refusal::new(
+                    RefusalReason::Malformed,
+                    format!(
+                        "a signature of {tag} names the malformed digest {:?}",
+                        layer.digest
+                    ),
                 ));
                 continue;
             }
@@ -327,35 +342,48 @@ impl Reader<'_> {
                 }
                 Err(why) => self
                     .refusals
-                    .push(format!("signature {} ({tag}): {why}", layer.digest)),
+                    .push(why.within(&format!("signature {} ({tag})", layer.digest))),
             }
         }
         Ok(None)
     }
 
     /// One simple-signing layer: `Ok(Err(why))` when it does not count.
-    async fn legacy_signature(&self, layer: &Descriptor) -> Result<Result<Signer, String>, Stop> {
+    async fn legacy_signature(&self, layer: &Descriptor) -> Result<Result<Signer, Refusal>, Stop> {
         if layer.size > MAX_PAYLOAD_BYTES {
-            return Ok(Err(format!(
-                "the payload is {} bytes, over the limit of {MAX_PAYLOAD_BYTES} (MAX_PAYLOAD_BYTES)",
-                layer.size
+            return Ok(Err(Refusal::new(
+                RefusalReason::OverLimit,
+                format!(
+                    "the payload is {} bytes, over the limit of {MAX_PAYLOAD_BYTES} (MAX_PAYLOAD_BYTES)",
+                    layer.size
+                ),
             )));
         }
-        let annotation = |key: &str| -> Result<Option<&str>, String> {
+        let annotation = |key: &str| -> Result<Option<&str>, Refusal> {
             match layer.annotations.get(key) {
-                Some(value) if value.len() > MAX_ANNOTATION_BYTES => Err(format!(
-                    "annotation {key} is {} bytes, over the limit of {MAX_ANNOTATION_BYTES} (MAX_ANNOTATION_BYTES)",
-                    value.len()
+                Some(value) if value.len() > MAX_ANNOTATION_BYTES => Err(Refusal::new(
+                    RefusalReason::OverLimit,
+                    format!(
+                        "annotation {key} is {} bytes, over the limit of {MAX_ANNOTATION_BYTES} (MAX_ANNOTATION_BYTES)",
+                        value.len()
+                    ),
                 )),
                 other => Ok(other.map(String::as_str)),
             }
         };
-        let read = || -> Result<SignatureParts<'_>, String> {
-            let signature = annotation(SIGNATURE_ANNOTATION)?
-                .ok_or_else(|| format!("no {SIGNATURE_ANNOTATION} annotation"))?;
-            let signature = STANDARD
-                .decode(signature.trim())
-                .map_err(|error| format!("the signature is not base64: {error}"))?;
+        let read = || -> Result<SignatureParts<'_>, Refusal> {
+            let signature = annotation(SIGNATURE_ANNOTATION)?.ok_or_else(|| {
+                Refusal::new(
+                    RefusalReason::Malformed,
+                    format!("no {SIGNATURE_ANNOTATION} annotation"),
+                )
+            })?;
+            let signature = STANDARD.decode(signature.trim()).map_err(|error| {
+                Refusal::new(
+                    RefusalReason::Malformed,
+                    format!("the signature is not base64: {error}"),
+                )
+            })?;
             Ok(SignatureParts {
                 signature,
                 certificate: annotation(CERTIFICATE_ANNOTATION)?,
@@ -375,7 +403,10 @@ impl Reader<'_> {
             )
             .await?
         else {
-            return Ok(Err("its payload blob is missing".to_string()));
+            return Ok(Err(Refusal::new(
+                RefusalReason::Malformed,
+                "its payload blob is missing",
+            )));
         };
         let signer = match self.check_signature(
             &payload,
@@ -401,10 +432,13 @@ impl Reader<'_> {
             })
     }
 
-    fn no_accepted_key(&self) -> String {
-        format!(
-            "not signed by any of the {} accepted keys",
-            self.requirement.keys.len()
+    fn no_accepted_key(&self) -> Refusal {
+        Refusal::new(
+            RefusalReason::SignatureMismatch,
+            format!(
+                "not signed by any of the {} accepted keys",
+                self.requirement.keys.len()
+            ),
         )
     }
 
@@ -417,7 +451,7 @@ impl Reader<'_> {
         certificate: Option<&str>,
         chain: Option<&str>,
         rekor_bundle: Option<&str>,
-    ) -> Result<Signer, String> {
+    ) -> Result<Signer, Refusal> {
         if let Some(signer) = self.key_signer(message, signature) {
             return Ok(signer);
         }
@@ -463,10 +497,13 @@ impl Reader<'_> {
         };
         let index = self.parse_manifest(&bytes, "the referrers index")?;
         if index.manifests.len() > MAX_REFERRERS {
-            return Err(Stop::Invalid(format!(
-                "the referrers index of {} lists {} manifests, over the limit of {MAX_REFERRERS} (MAX_REFERRERS)",
-                self.image.repository_with_digest,
-                index.manifests.len()
+            return Err(Stop::Refused(Refusal::new(
+                RefusalReason::OverLimit,
+                format!(
+                    "the referrers index of {} lists {} manifests, over the limit of {MAX_REFERRERS} (MAX_REFERRERS)",
+                    self.image.repository_with_digest,
+                    index.manifests.len()
+                ),
             )));
         }
         let mut bundles: Vec<Descriptor> = index
@@ -485,9 +522,12 @@ impl Reader<'_> {
             .iter()
             .find(|entry| !is_sha256_digest(&entry.digest))
         {
-            return Err(Stop::Invalid(format!(
-                "the referrers index of {} lists the malformed digest {:?}",
-                self.image.repository_with_digest, malformed.digest
+            return Err(Stop::Refused(Refusal::new(
+                RefusalReason::Malformed,
+                format!(
+                    "the referrers index of {} lists the malformed digest {:?}",
+                    self.image.repository_with_digest, malformed.digest
+                ),
             )));
         }
         // The same referrer listed again is read once: a looping or padded index costs
@@ -495,10 +535,13 @@ impl Reader<'_> {
         bundles.sort_by(|a, b| a.digest.cmp(&b.digest));
         bundles.dedup_by(|a, b| a.digest == b.digest);
         if bundles.len() > MAX_SIGNATURES {
-            return Err(Stop::Invalid(format!(
-                "{} lists {} signature bundles, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
-                self.image.repository_with_digest,
-                bundles.len()
+            return Err(Stop::Refused(Refusal::new(
+                RefusalReason::OverLimit,
+                format!(
+                    "{} lists {} signature bundles, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
+                    self.image.repository_with_digest,
+                    bundles.len()
+                ),
             )));
         }
         Ok(Some((layout, bundles)))
@@ -527,18 +570,21 @@ impl Reader<'_> {
                 }
                 Err(why) => self
                     .refusals
-                    .push(format!("signature bundle {}: {why}", entry.digest)),
+                    .push(why.within(&format!("signature bundle {}", entry.digest))),
             }
         }
         Ok(None)
     }
 
     /// One referrer manifest holding a bundle: `Ok(Err(why))` when it does not count.
-    async fn bundle_referrer(&self, entry: &Descriptor) -> Result<Result<Signer, String>, Stop> {
+    async fn bundle_referrer(&self, entry: &Descriptor) -> Result<Result<Signer, Refusal>, Stop> {
         if entry.size > MAX_SIGNATURE_MANIFEST_BYTES {
-            return Ok(Err(format!(
-                "the referrer manifest is {} bytes, over the limit of {MAX_SIGNATURE_MANIFEST_BYTES} (MAX_SIGNATURE_MANIFEST_BYTES)",
-                entry.size
+            return Ok(Err(Refusal::new(
+                RefusalReason::OverLimit,
+                format!(
+                    "the referrer manifest is {} bytes, over the limit of {MAX_SIGNATURE_MANIFEST_BYTES} (MAX_SIGNATURE_MANIFEST_BYTES)",
+                    entry.size
+                ),
             )));
         }
         let Some(bytes) = self
@@ -549,7 +595,10 @@ impl Reader<'_> {
             )
             .await?
         else {
-            return Ok(Err("the referrer manifest is missing".to_string()));
+            return Ok(Err(Refusal::new(
+                RefusalReason::Malformed,
+                "the referrer manifest is missing",
+            )));
         };
         let manifest = self.parse_manifest(&bytes, "a referrer")?;
         // The fallback tag is a plain tag anyone who can push may rewrite: only the
@@ -560,33 +609,39 @@ impl Reader<'_> {
             .map(|subject| subject.digest.as_str())
             != Some(self.image.digest.as_str())
         {
-            return Ok(Err(format!(
-                "it refers to another manifest than {}",
-                self.image.digest
+            return Ok(Err(Refusal::new(
+                RefusalReason::OtherContent,
+                format!("it refers to another manifest than {}", self.image.digest),
             )));
         }
         let [layer] = manifest.layers.as_slice() else {
-            return Ok(Err(format!(
-                "it holds {} layers, not the one bundle",
-                manifest.layers.len()
+            return Ok(Err(Refusal::new(
+                RefusalReason::Malformed,
+                format!(
+                    "it holds {} layers, not the one bundle",
+                    manifest.layers.len()
+                ),
             )));
         };
         if !BUNDLE_MEDIA_TYPES.contains(&layer.media_type.as_str()) {
-            return Ok(Err(format!(
-                "its layer is a {:?}, not a bundle",
-                layer.media_type
+            return Ok(Err(Refusal::new(
+                RefusalReason::Malformed,
+                format!("its layer is a {:?}, not a bundle", layer.media_type),
             )));
         }
         if !is_sha256_digest(&layer.digest) {
-            return Ok(Err(format!(
-                "its layer names the malformed digest {:?}",
-                layer.digest
+            return Ok(Err(Refusal::new(
+                RefusalReason::Malformed,
+                format!("its layer names the malformed digest {:?}", layer.digest),
             )));
         }
         if layer.size > MAX_BUNDLE_BYTES {
-            return Ok(Err(format!(
-                "the bundle is {} bytes, over the limit of {MAX_BUNDLE_BYTES} (MAX_BUNDLE_BYTES)",
-                layer.size
+            return Ok(Err(Refusal::new(
+                RefusalReason::OverLimit,
+                format!(
+                    "the bundle is {} bytes, over the limit of {MAX_BUNDLE_BYTES} (MAX_BUNDLE_BYTES)",
+                    layer.size
+                ),
             )));
         }
         let Some(bytes) = self
@@ -597,18 +652,27 @@ impl Reader<'_> {
             )
             .await?
         else {
-            return Ok(Err("its bundle blob is missing".to_string()));
+            return Ok(Err(Refusal::new(
+                RefusalReason::Malformed,
+                "its bundle blob is missing",
+            )));
         };
         let bundle: Bundle = match serde_json::from_slice(&bytes) {
             Ok(bundle) => bundle,
             Err(error) => {
-                return Ok(Err(format!("the bundle is not a Sigstore bundle: {error}")));
+                return Ok(Err(Refusal::new(
+                    RefusalReason::Malformed,
+                    format!("the bundle is not a Sigstore bundle: {error}"),
+                )));
             }
         };
         if !BUNDLE_MEDIA_TYPES.contains(&bundle.media_type.as_str()) {
-            return Ok(Err(format!(
-                "the bundle's media type {:?} is not a Sigstore bundle version this verifier reads",
-                bundle.media_type
+            return Ok(Err(Refusal::new(
+                RefusalReason::Malformed,
+                format!(
+                    "the bundle's media type {:?} is not a Sigstore bundle version this verifier reads",
+                    bundle.media_type
+                ),
             )));
         }
         match (&bundle.dsse_envelope, &bundle.message_signature) {
@@ -626,14 +690,17 @@ impl Reader<'_> {
                     )
                     .await?
                 else {
-                    return Ok(Err("the signed image manifest is missing".to_string()));
+                    return Ok(Err(Refusal::new(
+                        RefusalReason::Malformed,
+                        "the signed image manifest is missing",
+                    )));
                 };
                 Ok(self.check_message_signature(message, &manifest, &bundle.verification_material))
             }
-            _ => Ok(Err(
-                "the bundle holds neither exactly one DSSE envelope nor one message signature"
-                    .to_string(),
-            )),
+            _ => Ok(Err(Refusal::new(
+                RefusalReason::Malformed,
+                "the bundle holds neither exactly one DSSE envelope nor one message signature",
+            ))),
         }
     }
 
@@ -642,27 +709,40 @@ impl Reader<'_> {
         &self,
         envelope: &Envelope,
         material: &VerificationMaterial,
-    ) -> Result<Signer, String> {
+    ) -> Result<Signer, Refusal> {
         if envelope.payload_type != DSSE_IN_TOTO {
-            return Err(format!(
-                "the envelope's payload is a {:?}, not an in-toto statement",
-                envelope.payload_type
+            return Err(Refusal::new(
+                RefusalReason::Malformed,
+                format!(
+                    "the envelope's payload is a {:?}, not an in-toto statement",
+                    envelope.payload_type
+                ),
             ));
         }
-        let payload = STANDARD
-            .decode(&envelope.payload)
-            .map_err(|error| format!("the envelope's payload is not base64: {error}"))?;
+        let payload = STANDARD.decode(&envelope.payload).map_err(|error| {
+            Refusal::new(
+                RefusalReason::Malformed,
+                format!("the envelope's payload is not base64: {error}"),
+            )
+        })?;
         let encoded = pre_authentication_encoding(&envelope.payload_type, &payload);
         if envelope.signatures.len() > MAX_SIGNATURES {
-            return Err(format!(
-                "the envelope holds {} signatures, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
-                envelope.signatures.len()
+            return Err(Refusal::new(
+                RefusalReason::OverLimit,
+                format!(
+                    "the envelope holds {} signatures, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
+                    envelope.signatures.len()
+                ),
             ));
         }
-        let mut last_refusal = "the envelope holds no signature".to_string();
+        let mut last_refusal =
+            Refusal::new(RefusalReason::Malformed, "the envelope holds no signature");
         for signature in &envelope.signatures {
             let Ok(raw) = STANDARD.decode(&signature.sig) else {
-                last_refusal = "a signature of the envelope is not base64".to_string();
+                last_refusal = Refusal::new(
+                    RefusalReason::Malformed,
+                    "a signature of the envelope is not base64",
+                );
                 continue;
             };
             let signed = Signed::Envelope {
@@ -687,30 +767,39 @@ impl Reader<'_> {
         message: &MessageSignature,
         manifest: &[u8],
         material: &VerificationMaterial,
-    ) -> Result<Signer, String> {
+    ) -> Result<Signer, Refusal> {
         if self.requirement.repository_bound {
-            return Err(
+            return Err(Refusal::new(
+                RefusalReason::NotRepositoryBound,
                 "the bundle's message signature is over the image manifest, which names no \
-                 repository, and the policy requires signatures bound to their repository"
-                    .to_string(),
-            );
-        }
-        let digest = &message.message_digest;
-        let signed_digest = STANDARD
-            .decode(&digest.digest)
-            .map_err(|error| format!("the message digest is not base64: {error}"))?;
-        let pinned = Sha256::digest(manifest);
-        if digest.algorithm != SHA2_256 || signed_digest != pinned.as_slice() {
-            return Err(format!(
-                "the message signature is over {} {}, not the pinned {}",
-                digest.algorithm,
-                hex::encode(&signed_digest),
-                self.image.digest
+                 repository, and the policy requires signatures bound to their repository",
             ));
         }
-        let signature = STANDARD
-            .decode(&message.signature)
-            .map_err(|error| format!("the message signature is not base64: {error}"))?;
+        let digest = &message.message_digest;
+        let signed_digest = STANDARD.decode(&digest.digest).map_err(|error| {
+            Refusal::new(
+                RefusalReason::Malformed,
+                format!("the message digest is not base64: {error}"),
+            )
+        })?;
+        let pinned = Sha256::digest(manifest);
+        if digest.algorithm != SHA2_256 || signed_digest != pinned.as_slice() {
+            return Err(Refusal::new(
+                RefusalReason::OtherContent,
+                format!(
+                    "the message signature is over {} {}, not the pinned {}",
+                    digest.algorithm,
+                    hex::encode(&signed_digest),
+                    self.image.digest
+                ),
+            ));
+        }
+        let signature = STANDARD.decode(&message.signature).map_err(|error| {
+            Refusal::new(
+                RefusalReason::Malformed,
+                format!("the message signature is not base64: {error}"),
+            )
+        })?;
         let signed = Signed::Message {
             message: manifest,
             signature: &signature,
@@ -724,7 +813,7 @@ impl Reader<'_> {
         &self,
         signed: &Signed<'_>,
         material: &VerificationMaterial,
-    ) -> Result<Signer, String> {
+    ) -> Result<Signer, Refusal> {
         if let Some(signer) = self.key_signer(signed.bytes(), signed.signature()) {
             return Ok(signer);
         }
@@ -797,29 +886,36 @@ struct CertificateChain {
 
 impl VerificationMaterial {
     /// The DER certificates, the signer's first; none for a key-signed bundle.
-    fn certificates(&self) -> Result<Vec<Vec<u8>>, String> {
+    fn certificates(&self) -> Result<Vec<Vec<u8>>, Refusal> {
         let encoded: Vec<&RawBytes> = match (&self.certificate, &self.x509_certificate_chain) {
             (Some(leaf), None) => vec![leaf],
             (None, Some(chain)) => chain.certificates.iter().collect(),
             (None, None) => Vec::new(),
             (Some(_), Some(_)) => {
-                return Err(
-                    "the bundle holds both a certificate and a certificate chain".to_string(),
-                );
+                return Err(Refusal::new(
+                    RefusalReason::Malformed,
+                    "the bundle holds both a certificate and a certificate chain",
+                ));
             }
         };
         if encoded.len() > MAX_CHAIN_LENGTH {
-            return Err(format!(
-                "the bundle's certificate chain holds {} certificates, over the limit of {MAX_CHAIN_LENGTH} (MAX_CHAIN_LENGTH)",
-                encoded.len()
+            return Err(Refusal::new(
+                RefusalReason::OverLimit,
+                format!(
+                    "the bundle's certificate chain holds {} certificates, over the limit of {MAX_CHAIN_LENGTH} (MAX_CHAIN_LENGTH)",
+                    encoded.len()
+                ),
             ));
         }
         encoded
             .iter()
             .map(|certificate| {
-                STANDARD
-                    .decode(&certificate.raw_bytes)
-                    .map_err(|error| format!("a certificate of the bundle is not base64: {error}"))
+                STANDARD.decode(&certificate.raw_bytes).map_err(|error| {
+                    Refusal::new(
+                        RefusalReason::Malformed,
+                        format!("a certificate of the bundle is not base64: {error}"),
+                    )
+                })
             })
             .collect()
     }
@@ -876,41 +972,57 @@ fn check_statement(
     payload: &[u8],
     image: &ResolvedImage,
     repository_bound: bool,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let digest = image.digest.as_str();
-    let statement: Statement = serde_json::from_slice(payload)
-        .map_err(|error| format!("the signed statement is not an in-toto statement: {error}"))?;
+    let statement: Statement = serde_json::from_slice(payload).map_err(|error| {
+        Refusal::new(
+            RefusalReason::Malformed,
+            format!("the signed statement is not an in-toto statement: {error}"),
+        )
+    })?;
     if statement.statement_type != IN_TOTO_STATEMENT
         || statement.predicate_type != COSIGN_SIGN_PREDICATE
     {
-        return Err(format!(
-            "the signed statement is a {:?} of {:?}, not a cosign signature",
-            statement.statement_type, statement.predicate_type
+        return Err(Refusal::new(
+            RefusalReason::Malformed,
+            format!(
+                "the signed statement is a {:?} of {:?}, not a cosign signature",
+                statement.statement_type, statement.predicate_type
+            ),
         ));
     }
     let (algorithm, hex) = digest.split_once(':').unwrap_or(("", digest));
     let [subject] = statement.subject.as_slice() else {
-        return Err(format!(
-            "the signed statement names {} subjects, not the one image",
-            statement.subject.len()
+        return Err(Refusal::new(
+            RefusalReason::Malformed,
+            format!(
+                "the signed statement names {} subjects, not the one image",
+                statement.subject.len()
+            ),
         ));
     };
     match subject.digest.get(algorithm) {
         Some(signed) if signed == hex => {}
         Some(signed) => {
-            return Err(format!(
-                "the signature is over {algorithm}:{signed}, not the pinned {digest}"
+            return Err(Refusal::new(
+                RefusalReason::OtherContent,
+                format!("the signature is over {algorithm}:{signed}, not the pinned {digest}"),
             ));
         }
-        None => return Err(format!("the signed statement names no {algorithm} digest")),
+        None => {
+            return Err(Refusal::new(
+                RefusalReason::Malformed,
+                format!("the signed statement names no {algorithm} digest"),
+            ));
+        }
     }
     if subject.name.is_empty() {
         return if repository_bound {
-            Err(
+            Err(Refusal::new(
+                RefusalReason::NotRepositoryBound,
                 "the signed statement names no repository, and the policy requires \
-                 signatures bound to their repository"
-                    .to_string(),
-            )
+                 signatures bound to their repository",
+            ))
         } else {
             Ok(())
         };
@@ -918,9 +1030,12 @@ fn check_statement(
     if same_repository(repository_of(&subject.name), image) {
         Ok(())
     } else {
-        Err(format!(
-            "the signed statement is for {:?}, not {}/{} (copied from another repository)",
-            subject.name, image.registry, image.repository
+        Err(Refusal::new(
+            RefusalReason::OtherContent,
+            format!(
+                "the signed statement is for {:?}, not {}/{} (copied from another repository)",
+                subject.name, image.registry, image.repository
+            ),
         ))
     }
 }
@@ -963,26 +1078,39 @@ struct CriticalIdentity {
 }
 
 /// What a simple-signing payload claims must be this image: its digest and its repository.
-fn check_simple_signing(payload: &[u8], image: &ResolvedImage) -> Result<(), String> {
-    let signed: SimpleSigning = serde_json::from_slice(payload)
-        .map_err(|error| format!("the payload is not a simple-signing payload: {error}"))?;
+fn check_simple_signing(payload: &[u8], image: &ResolvedImage) -> Result<(), Refusal> {
+    let signed: SimpleSigning = serde_json::from_slice(payload).map_err(|error| {
+        Refusal::new(
+            RefusalReason::Malformed,
+            format!("the payload is not a simple-signing payload: {error}"),
+        )
+    })?;
     let critical = signed.critical;
     if critical.signature_type != COSIGN_SIGNATURE_TYPE {
-        return Err(format!(
-            "the payload's type is {:?}, not {COSIGN_SIGNATURE_TYPE:?}",
-            critical.signature_type
+        return Err(Refusal::new(
+            RefusalReason::Malformed,
+            format!(
+                "the payload's type is {:?}, not {COSIGN_SIGNATURE_TYPE:?}",
+                critical.signature_type
+            ),
         ));
     }
     if critical.image.docker_manifest_digest != image.digest {
-        return Err(format!(
-            "the signature is over {}, not the pinned {}",
-            critical.image.docker_manifest_digest, image.digest
+        return Err(Refusal::new(
+            RefusalReason::OtherContent,
+            format!(
+                "the signature is over {}, not the pinned {}",
+                critical.image.docker_manifest_digest, image.digest
+            ),
         ));
     }
     if !same_repository(&critical.identity.docker_reference, image) {
-        return Err(format!(
-            "the signature is for repository {:?}, not {}/{} (copied from another repository)",
-            critical.identity.docker_reference, image.registry, image.repository
+        return Err(Refusal::new(
+            RefusalReason::OtherContent,
+            format!(
+                "the signature is for repository {:?}, not {}/{} (copied from another repository)",
+                critical.identity.docker_reference, image.registry, image.repository
+            ),
         ));
     }
     Ok(())
@@ -1026,10 +1154,15 @@ mod tests {
             &format!("sha256:{}", "b".repeat(64)),
         );
         let why = check_simple_signing(&other_digest, &image).expect_err("another digest");
-        assert!(why.contains("not the pinned"), "{why}");
+        assert_eq!(why.reason, RefusalReason::OtherContent, "{why}");
+        assert!(why.message.contains("not the pinned"), "{why}");
         let copied = payload("127.0.0.1:5000/skills/b", &image.digest);
         let why = check_simple_signing(&copied, &image).expect_err("another repository");
-        assert!(why.contains("copied from another repository"), "{why}");
+        assert_eq!(why.reason, RefusalReason::OtherContent, "{why}");
+        assert!(
+            why.message.contains("copied from another repository"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -1096,13 +1229,18 @@ mod tests {
             "127.0.0.1:5001/skills/a:v1",
         ] {
             let why = check(Some(other), false).expect_err(other);
-            assert!(why.contains("copied from another repository"), "{why}");
+            assert_eq!(why.reason, RefusalReason::OtherContent, "{why}");
+            assert!(
+                why.message.contains("copied from another repository"),
+                "{why}"
+            );
         }
         // Naming no repository binds to the digest alone, which a bound policy refuses.
         assert_eq!(check(None, false), Ok(()));
         assert_eq!(check(Some(""), false), Ok(()));
         let why = check(None, true).expect_err("digest-only");
-        assert!(why.contains("names no repository"), "{why}");
+        assert_eq!(why.reason, RefusalReason::NotRepositoryBound, "{why}");
+        assert!(why.message.contains("names no repository"), "{why}");
     }
 
     #[test]

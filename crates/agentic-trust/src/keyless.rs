@@ -22,6 +22,7 @@ use x509_parser::time::ASN1Time;
 
 use crate::Signer;
 use crate::limits::{MAX_CHAIN_LENGTH, MAX_SIGNATURES};
+use crate::refusal::{Refusal, RefusalReason};
 use crate::requirement::{Keyless, TrustRoot};
 
 /// Fulcio's OIDC issuer extension (a DER UTF8String), and its older raw-string form.
@@ -100,16 +101,25 @@ struct LogEntry {
 }
 
 impl BundleLogEntry {
-    fn log_entry(&self) -> Result<LogEntry, String> {
-        let promise = self.inclusion_promise.as_ref().ok_or(
+    fn log_entry(&self) -> Result<LogEntry, Refusal> {
+        let promise = self.inclusion_promise.as_ref().ok_or_else(|| Refusal::new(RefusalReason::LogEntryInvalid,
             "the bundle's log entry has no inclusion promise (a Rekor signed entry timestamp), the only proof of time verified offline",
-        )?;
-        let log_id = STANDARD
-            .decode(&self.log_id.key_id)
-            .map_err(|error| format!("the bundle's log id is not base64: {error}"))?;
-        let signed_entry_timestamp = STANDARD
-            .decode(&promise.signed_entry_timestamp)
-            .map_err(|error| format!("the signed entry timestamp is not base64: {error}"))?;
+        ))?;
+        let log_id = STANDARD.decode(&self.log_id.key_id).map_err(|error| {
+            Refusal::new(
+                RefusalReason::Malformed,
+                format!("the bundle's log id is not base64: {error}"),
+            )
+        })?;
+        let signed_entry_timestamp =
+            STANDARD
+                .decode(&promise.signed_entry_timestamp)
+                .map_err(|error| {
+                    Refusal::new(
+                        RefusalReason::Malformed,
+                        format!("the signed entry timestamp is not base64: {error}"),
+                    )
+                })?;
         Ok(LogEntry {
             body: self.canonicalized_body.clone(),
             integrated_time: self.integrated_time,
@@ -162,20 +172,33 @@ pub(crate) fn verify_legacy_keyless(
     certificate_pem: &str,
     chain_pem: Option<&str>,
     rekor_bundle: Option<&str>,
-) -> Result<Signer, String> {
+) -> Result<Signer, Refusal> {
     let leaf_der = single_certificate(certificate_pem)?;
     let chain = match chain_pem {
         Some(pem) if !pem.trim().is_empty() => certificates(pem)?,
         _ => Vec::new(),
     };
-    let bundle_json =
-        rekor_bundle.ok_or("a keyless signature needs a Rekor bundle (none was attached)")?;
-    let bundle: RekorBundle = serde_json::from_str(bundle_json)
-        .map_err(|error| format!("the Rekor bundle is not valid JSON: {error}"))?;
+    let bundle_json = rekor_bundle.ok_or_else(|| {
+        Refusal::new(
+            RefusalReason::LogEntryInvalid,
+            "a keyless signature needs a Rekor bundle (none was attached)",
+        )
+    })?;
+    let bundle: RekorBundle = serde_json::from_str(bundle_json).map_err(|error| {
+        Refusal::new(
+            RefusalReason::Malformed,
+            format!("the Rekor bundle is not valid JSON: {error}"),
+        )
+    })?;
     let entry = LogEntry {
-        signed_entry_timestamp: STANDARD
-            .decode(&bundle.signed_entry_timestamp)
-            .map_err(|error| format!("the signed entry timestamp is not base64: {error}"))?,
+        signed_entry_timestamp: STANDARD.decode(&bundle.signed_entry_timestamp).map_err(
+            |error| {
+                Refusal::new(
+                    RefusalReason::Malformed,
+                    format!("the signed entry timestamp is not base64: {error}"),
+                )
+            },
+        )?,
         body: bundle.payload.body,
         integrated_time: bundle.payload.integrated_time,
         log_index: bundle.payload.log_index,
@@ -195,14 +218,20 @@ pub(crate) fn verify_bundle_keyless(
     signed: &Signed<'_>,
     certificates: &[Vec<u8>],
     tlog_entries: &[BundleLogEntry],
-) -> Result<Signer, String> {
+) -> Result<Signer, Refusal> {
     let [leaf_der, chain @ ..] = certificates else {
-        return Err("the bundle holds no signing certificate".to_string());
+        return Err(Refusal::new(
+            RefusalReason::Malformed,
+            "the bundle holds no signing certificate",
+        ));
     };
     if tlog_entries.len() > MAX_SIGNATURES {
-        return Err(format!(
-            "the bundle holds {} log entries, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
-            tlog_entries.len()
+        return Err(Refusal::new(
+            RefusalReason::OverLimit,
+            format!(
+                "the bundle holds {} log entries, over the limit of {MAX_SIGNATURES} (MAX_SIGNATURES)",
+                tlog_entries.len()
+            ),
         ));
     }
     let entries = tlog_entries
@@ -222,18 +251,32 @@ fn verify_keyless(
     leaf_der: &[u8],
     chain_ders: &[Vec<u8>],
     entries: &[LogEntry],
-) -> Result<Signer, String> {
-    let (_, leaf) = X509Certificate::from_der(leaf_der)
-        .map_err(|error| format!("the signing certificate is not X.509: {error}"))?;
+) -> Result<Signer, Refusal> {
+    let (_, leaf) = X509Certificate::from_der(leaf_der).map_err(|error| {
+        Refusal::new(
+            RefusalReason::Malformed,
+            format!("the signing certificate is not X.509: {error}"),
+        )
+    })?;
     let leaf_key = crate::keys::PublicKey::from_spki(leaf.public_key(), leaf.public_key().raw)
-        .map_err(|message| format!("the signing certificate's key: {message}"))?;
+        .map_err(|message| {
+            Refusal::new(
+                RefusalReason::Malformed,
+                format!("the signing certificate's key: {message}"),
+            )
+        })?;
     if !leaf_key.verifies(signed.bytes(), signed.signature()) {
-        return Err("the signature does not verify with the signing certificate's key".to_string());
+        return Err(Refusal::new(
+            RefusalReason::SignatureMismatch,
+            "the signature does not verify with the signing certificate's key",
+        ));
     }
 
     // The time of signing comes from the log, once its SET verifies: never from the payload.
-    let mut integrated_time =
-        Err("a keyless signature needs a Rekor log entry (none was attached)".to_string());
+    let mut integrated_time = Err(Refusal::new(
+        RefusalReason::LogEntryInvalid,
+        "a keyless signature needs a Rekor log entry (none was attached)",
+    ));
     for entry in entries {
         integrated_time = verify_signed_entry_timestamp(&keyless.trust_root, entry)
             .and_then(|()| check_log_entry_matches(&entry.body, signed, leaf_der))
@@ -242,8 +285,12 @@ fn verify_keyless(
             break;
         }
     }
-    let signed_at = ASN1Time::from_timestamp(integrated_time?)
-        .map_err(|error| format!("the log's integrated time is out of range: {error}"))?;
+    let signed_at = ASN1Time::from_timestamp(integrated_time?).map_err(|error| {
+        Refusal::new(
+            RefusalReason::Malformed,
+            format!("the log's integrated time is out of range: {error}"),
+        )
+    })?;
 
     let issuer_key = verify_chain(leaf_der, &leaf, chain_ders, &keyless.trust_root, signed_at)?;
     if !keyless.trust_root.ct_log_keys.is_empty() {
@@ -263,9 +310,12 @@ fn verify_keyless(
             .iter()
             .map(|identity| format!("issuer {} subject {}", identity.issuer, identity.subject))
             .collect();
-        Err(format!(
-            "the certificate names issuer {issuer:?} and subject {subject:?}, which match none of the accepted identities ({})",
-            wanted.join("; ")
+        Err(Refusal::new(
+            RefusalReason::IdentityMismatch,
+            format!(
+                "the certificate names issuer {issuer:?} and subject {subject:?}, which match none of the accepted identities ({})",
+                wanted.join("; ")
+            ),
         ))
     }
 }
@@ -273,16 +323,19 @@ fn verify_keyless(
 /// The SET is Rekor's signature over the canonical JSON (RFC 8785: sorted keys, no spaces)
 /// of the entry's body, integrated time, log id and index, by the key whose SPKI digest is
 /// the log id.
-fn verify_signed_entry_timestamp(trust_root: &TrustRoot, entry: &LogEntry) -> Result<(), String> {
+fn verify_signed_entry_timestamp(trust_root: &TrustRoot, entry: &LogEntry) -> Result<(), Refusal> {
     let named: Vec<_> = trust_root
         .rekor_keys
         .iter()
         .filter(|key| key.item.fingerprint().strip_prefix("sha256:") == Some(entry.log_id.as_str()))
         .collect();
     if named.is_empty() {
-        return Err(format!(
-            "the entry was logged by Rekor log {:?}, whose key is not in the trust root",
-            entry.log_id
+        return Err(Refusal::new(
+            RefusalReason::LogEntryInvalid,
+            format!(
+                "the entry was logged by Rekor log {:?}, whose key is not in the trust root",
+                entry.log_id
+            ),
         ));
     }
     let key = named
@@ -290,10 +343,10 @@ fn verify_signed_entry_timestamp(trust_root: &TrustRoot, entry: &LogEntry) -> Re
         .find(|key| key.valid.contains(entry.integrated_time))
         .map(|key| &key.item)
         .ok_or_else(|| {
-            format!(
+            Refusal::new(RefusalReason::LogEntryInvalid, format!(
                 "the entry was logged by Rekor log {:?} at {}, outside the window its key has in the trust root",
                 entry.log_id, entry.integrated_time
-            )
+            ))
         })?;
     let canonical = format!(
         "{{\"body\":{},\"integratedTime\":{},\"logID\":{},\"logIndex\":{}}}",
@@ -305,7 +358,10 @@ fn verify_signed_entry_timestamp(trust_root: &TrustRoot, entry: &LogEntry) -> Re
     if key.verifies(canonical.as_bytes(), &entry.signed_entry_timestamp) {
         Ok(())
     } else {
-        Err("the Rekor signed entry timestamp does not verify with the trust root's Rekor key (a forged or altered log entry)".to_string())
+        Err(Refusal::new(
+            RefusalReason::LogEntryInvalid,
+            "the Rekor signed entry timestamp does not verify with the trust root's Rekor key (a forged or altered log entry)",
+        ))
     }
 }
 
@@ -371,14 +427,25 @@ fn check_log_entry_matches(
     body_base64: &str,
     signed: &Signed<'_>,
     leaf_der: &[u8],
-) -> Result<(), String> {
-    let mismatch =
-        |what: &str| format!("the Rekor entry logs another {what} than this signature's");
-    let body = STANDARD
-        .decode(body_base64)
-        .map_err(|error| format!("the Rekor entry body is not base64: {error}"))?;
-    let entry: RekorEntry = serde_json::from_slice(&body)
-        .map_err(|error| format!("the Rekor entry body is not a Rekor entry: {error}"))?;
+) -> Result<(), Refusal> {
+    let mismatch = |what: &str| {
+        Refusal::new(
+            RefusalReason::LogEntryInvalid,
+            format!("the Rekor entry logs another {what} than this signature's"),
+        )
+    };
+    let body = STANDARD.decode(body_base64).map_err(|error| {
+        Refusal::new(
+            RefusalReason::LogEntryInvalid,
+            format!("the Rekor entry body is not base64: {error}"),
+        )
+    })?;
+    let entry: RekorEntry = serde_json::from_slice(&body).map_err(|error| {
+        Refusal::new(
+            RefusalReason::LogEntryInvalid,
+            format!("the Rekor entry body is not a Rekor entry: {error}"),
+        )
+    })?;
     let same_hash = |logged: &LoggedHash, bytes: &[u8]| {
         logged.algorithm == "sha256" && logged.value == hex::encode(Sha256::digest(bytes))
     };
@@ -393,8 +460,12 @@ fn check_log_entry_matches(
             .as_deref()
             == Some(leaf_der)
     };
-    let unreadable =
-        |error: serde_json::Error| format!("the Rekor {} entry is unreadable: {error}", entry.kind);
+    let unreadable = |error: serde_json::Error| {
+        Refusal::new(
+            RefusalReason::LogEntryInvalid,
+            format!("the Rekor {} entry is unreadable: {error}", entry.kind),
+        )
+    };
     match (entry.kind.as_str(), signed) {
         ("hashedrekord", Signed::Message { message, .. }) => {
             let spec: HashedRekordSpec =
@@ -425,11 +496,15 @@ fn check_log_entry_matches(
                 None => Err(mismatch("signature")),
             }
         }
-        (kind, Signed::Message { .. }) => Err(format!(
-            "the Rekor entry is a {kind:?}, not the hashedrekord of a signature over bytes"
+        (kind, Signed::Message { .. }) => Err(Refusal::new(
+            RefusalReason::LogEntryInvalid,
+            format!(
+                "the Rekor entry is a {kind:?}, not the hashedrekord of a signature over bytes"
+            ),
         )),
-        (kind, Signed::Envelope { .. }) => Err(format!(
-            "the Rekor entry is a {kind:?}, not the dsse entry of a DSSE envelope"
+        (kind, Signed::Envelope { .. }) => Err(Refusal::new(
+            RefusalReason::LogEntryInvalid,
+            format!("the Rekor entry is a {kind:?}, not the dsse entry of a DSSE envelope"),
         )),
     }
 }
@@ -465,12 +540,15 @@ fn verify_chain(
     chain_ders: &[Vec<u8>],
     trust_root: &TrustRoot,
     signed_at: ASN1Time,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, Refusal> {
     if !leaf.validity().is_valid_at(signed_at) {
-        return Err(format!(
-            "the signing certificate was not valid at the logged time {signed_at} (valid {} to {})",
-            leaf.validity().not_before,
-            leaf.validity().not_after
+        return Err(Refusal::new(
+            RefusalReason::UntrustedCertificate,
+            format!(
+                "the signing certificate was not valid at the logged time {signed_at} (valid {} to {})",
+                leaf.validity().not_before,
+                leaf.validity().not_after
+            ),
         ));
     }
     // The path validator asks code signing of every certificate that lists usages; a
@@ -481,13 +559,17 @@ fn verify_chain(
         .flatten()
         .is_some_and(|usage| usage.value.code_signing);
     if !code_signing {
-        return Err(
-            "the signing certificate is not for code signing (extended key usage)".to_string(),
-        );
+        return Err(Refusal::new(
+            RefusalReason::UntrustedCertificate,
+            "the signing certificate is not for code signing (extended key usage)",
+        ));
     }
     if chain_ders.len() + 1 > MAX_CHAIN_LENGTH {
-        return Err(format!(
-            "the signing certificate's chain is longer than {MAX_CHAIN_LENGTH} certificates (MAX_CHAIN_LENGTH)"
+        return Err(Refusal::new(
+            RefusalReason::OverLimit,
+            format!(
+                "the signing certificate's chain is longer than {MAX_CHAIN_LENGTH} certificates (MAX_CHAIN_LENGTH)"
+            ),
         ));
     }
     fn parse(der: &[u8]) -> Option<X509Certificate<'_>> {
@@ -546,9 +628,12 @@ fn verify_chain(
         if let Ok(Some(usage)) = cert.key_usage()
             && !usage.value.key_cert_sign()
         {
-            return Err(format!(
-                "the signing certificate is refused: {} issued a certificate but is not allowed to sign certificates (key usage)",
-                cert.subject()
+            return Err(Refusal::new(
+                RefusalReason::UntrustedCertificate,
+                format!(
+                    "the signing certificate is refused: {} issued a certificate but is not allowed to sign certificates (key usage)",
+                    cert.subject()
+                ),
             ));
         }
     }
@@ -556,7 +641,7 @@ fn verify_chain(
 }
 
 /// Why a certificate path does not hold, in the words of the check it failed.
-fn path_refusal(error: &webpki::Error, signed_at: ASN1Time) -> String {
+fn path_refusal(error: &webpki::Error, signed_at: ASN1Time) -> Refusal {
     use webpki::Error;
     let why = match error {
         Error::UnknownIssuer => format!(
@@ -583,11 +668,14 @@ fn path_refusal(error: &webpki::Error, signed_at: ASN1Time) -> String {
         }
         other => format!("its chain does not hold: {other}"),
     };
-    format!("the signing certificate is refused: {why}")
+    Refusal::new(
+        RefusalReason::UntrustedCertificate,
+        format!("the signing certificate is refused: {why}"),
+    )
 }
 
 /// The issuer (Fulcio's extension) and subject (email or URI alternative name).
-fn identity_of(leaf: &X509Certificate<'_>) -> Result<(String, String), String> {
+fn identity_of(leaf: &X509Certificate<'_>) -> Result<(String, String), Refusal> {
     let mut issuer = None;
     for extension in leaf.extensions() {
         match extension.oid.to_id_string().as_str() {
@@ -595,27 +683,51 @@ fn identity_of(leaf: &X509Certificate<'_>) -> Result<(String, String), String> {
                 let (_, value) = x509_parser::der_parser::der::parse_der_utf8string(
                     extension.value,
                 )
-                .map_err(|error| format!("the issuer extension is not a UTF8String: {error}"))?;
-                let text = value
-                    .as_str()
-                    .map_err(|error| format!("the issuer extension: {error}"))?;
+                .map_err(|error| {
+                    Refusal::new(
+                        RefusalReason::Malformed,
+                        format!("the issuer extension is not a UTF8String: {error}"),
+                    )
+                })?;
+                let text = value.as_str().map_err(|error| {
+                    Refusal::new(
+                        RefusalReason::Malformed,
+                        format!("the issuer extension: {error}"),
+                    )
+                })?;
                 issuer = Some(text.to_string());
             }
             ISSUER_V1 if issuer.is_none() => {
-                issuer = Some(
-                    String::from_utf8(extension.value.to_vec())
-                        .map_err(|_| "the issuer extension is not UTF-8".to_string())?,
-                );
+                issuer = Some(String::from_utf8(extension.value.to_vec()).map_err(|_| {
+                    Refusal::new(
+                        RefusalReason::Malformed,
+                        "the issuer extension is not UTF-8",
+                    )
+                })?);
             }
             _ => {}
         }
     }
-    let issuer = issuer
-        .ok_or("the signing certificate names no OIDC issuer (extension 1.3.6.1.4.1.57264.1.8)")?;
+    let issuer = issuer.ok_or_else(|| {
+        Refusal::new(
+            RefusalReason::IdentityMismatch,
+            "the signing certificate names no OIDC issuer (extension 1.3.6.1.4.1.57264.1.8)",
+        )
+    })?;
     let names = leaf
         .subject_alternative_name()
-        .map_err(|error| format!("the subject alternative name is unreadable: {error}"))?
-        .ok_or("the signing certificate has no subject alternative name")?;
+        .map_err(|error| {
+            Refusal::new(
+                RefusalReason::Malformed,
+                format!("the subject alternative name is unreadable: {error}"),
+            )
+        })?
+        .ok_or_else(|| {
+            Refusal::new(
+                RefusalReason::IdentityMismatch,
+                "the signing certificate has no subject alternative name",
+            )
+        })?;
     let subject = names
         .value
         .general_names
@@ -625,42 +737,62 @@ fn identity_of(leaf: &X509Certificate<'_>) -> Result<(String, String), String> {
             GeneralName::URI(uri) => Some(uri.to_string()),
             _ => None,
         })
-        .ok_or("the signing certificate names no email or URI subject")?;
+        .ok_or_else(|| {
+            Refusal::new(
+                RefusalReason::IdentityMismatch,
+                "the signing certificate names no email or URI subject",
+            )
+        })?;
     Ok((issuer, subject))
 }
 
 /// The DER of the one `CERTIFICATE` block of `pem`.
-fn single_certificate(pem: &str) -> Result<Vec<u8>, String> {
+fn single_certificate(pem: &str) -> Result<Vec<u8>, Refusal> {
     let mut certificates = certificates(pem)?;
     if certificates.len() != 1 {
-        return Err(format!(
-            "expected one signing certificate, found {}",
-            certificates.len()
+        return Err(Refusal::new(
+            RefusalReason::Malformed,
+            format!(
+                "expected one signing certificate, found {}",
+                certificates.len()
+            ),
         ));
     }
     Ok(certificates.remove(0))
 }
 
 /// The DER of every `CERTIFICATE` block of `pem`, at most [`MAX_CHAIN_LENGTH`].
-fn certificates(pem: &str) -> Result<Vec<Vec<u8>>, String> {
+fn certificates(pem: &str) -> Result<Vec<Vec<u8>>, Refusal> {
     let mut found = Vec::new();
     for block in x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()) {
-        let block = block.map_err(|error| format!("unreadable certificate PEM: {error}"))?;
+        let block = block.map_err(|error| {
+            Refusal::new(
+                RefusalReason::Malformed,
+                format!("unreadable certificate PEM: {error}"),
+            )
+        })?;
         if block.label != "CERTIFICATE" {
-            return Err(format!(
-                "a {:?} PEM block where a certificate was expected",
-                block.label
+            return Err(Refusal::new(
+                RefusalReason::Malformed,
+                format!(
+                    "a {:?} PEM block where a certificate was expected",
+                    block.label
+                ),
             ));
         }
         if found.len() == MAX_CHAIN_LENGTH {
-            return Err(format!(
-                "more than {MAX_CHAIN_LENGTH} certificates (MAX_CHAIN_LENGTH)"
+            return Err(Refusal::new(
+                RefusalReason::Malformed,
+                format!("more than {MAX_CHAIN_LENGTH} certificates (MAX_CHAIN_LENGTH)"),
             ));
         }
         found.push(block.contents);
     }
     if found.is_empty() {
-        return Err("no certificate found".to_string());
+        return Err(Refusal::new(
+            RefusalReason::Malformed,
+            "no certificate found",
+        ));
     }
     Ok(found)
 }

@@ -84,6 +84,7 @@ mod image;
 mod keyless;
 mod keys;
 mod limits;
+mod refusal;
 mod requirement;
 mod sign;
 mod verdict;
@@ -93,13 +94,16 @@ pub use cache::{
 };
 pub use git::{AllowedSigners, CommitSigners, verify_commit};
 pub use gpg::GpgKeys;
-pub use image::{AttachedSignature, SignatureKind, attached_signatures, verify_image};
+pub use image::{
+    AttachedSignature, SignatureKind, SignatureReadError, attached_signatures, verify_image,
+};
 pub use keys::PublicKey;
 pub use limits::{
     MAX_ALLOWED_SIGNERS, MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_CHAIN_LENGTH,
     MAX_COMMIT_BYTES, MAX_GPG_KEY_BYTES, MAX_GPG_KEYS, MAX_PAYLOAD_BYTES, MAX_REFERRERS,
     MAX_SIGNATURE_MANIFEST_BYTES, MAX_SIGNATURES, MAX_TRUST_ROOT_CERTIFICATES,
 };
+pub use refusal::{Refusal, RefusalReason};
 pub use requirement::{Identity, Keyless, MAX_PATTERN_BYTES, Pattern, Requirement, TrustRoot};
 pub use sign::{SignError, Signature, SigningKey, sign_image};
 pub use verdict::CommitVerdict;
@@ -110,10 +114,8 @@ pub enum ImageVerdict {
     Verified(Verified),
     /// No signature in either layout.
     Unsigned,
-    /// Signatures exist, none counts.
-    Invalid {
-        why: String,
-    },
+    /// Signatures exist, none counts: why (each signature's, the first's reason).
+    Invalid(Refusal),
     /// The registry could not be read: the caller keeps its previous verdict.
     Unavailable {
         why: String,

@@ -16,7 +16,7 @@ pub enum CommitVerdict {
     /// The commit carries no signature.
     Unsigned,
     /// A signature that does not count, and why.
-    Invalid { why: String },
+    Invalid(crate::Refusal),
 }
 
 impl CommitVerdict {
@@ -34,7 +34,7 @@ impl CommitVerdict {
                 })
             }
             CommitVerdict::Unsigned => crate::ImageVerdict::Unsigned,
-            CommitVerdict::Invalid { why } => crate::ImageVerdict::Invalid { why },
+            CommitVerdict::Invalid(refusal) => crate::ImageVerdict::Invalid(refusal),
         }
     }
 }

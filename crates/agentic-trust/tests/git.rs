@@ -139,8 +139,11 @@ fn fingerprint(key: &Path) -> String {
 
 fn expect_invalid(verdict: CommitVerdict, expected: &str) {
     match verdict {
-        CommitVerdict::Invalid { why } => {
-            assert!(why.contains(expected), "expected {expected:?} in {why:?}");
+        CommitVerdict::Invalid(why) => {
+            assert!(
+                why.message.contains(expected),
+                "expected {expected:?} in {why:?}"
+            );
         }
         other => panic!("expected Invalid ({expected}), got {other:?}"),
     }

@@ -629,7 +629,10 @@ fn verify(
             return ExitCode::SUCCESS;
         }
         agentic_trust::ImageVerdict::Unsigned => "unsigned".to_string(),
-        agentic_trust::ImageVerdict::Invalid { why } => format!("not validly signed: {why}"),
+        agentic_trust::ImageVerdict::Invalid(refusal) => format!(
+            "not validly signed: {} ({})",
+            refusal.message, refusal.reason
+        ),
         agentic_trust::ImageVerdict::Unavailable { why } => {
             format!("the signatures could not be read: {why}")
         }
@@ -735,7 +738,7 @@ fn inspect(reference: &str, insecure: bool, output: Output) -> ExitCode {
         let (signatures, signatures_unreadable) =
             match agentic_trust::attached_signatures(&client, &auth, &resolved).await {
                 Ok(attached) => (attached.into_iter().map(Into::into).collect(), None),
-                Err(why) => (Vec::new(), Some(why)),
+                Err(why) => (Vec::new(), Some(why.to_string())),
             };
         Ok(Inspection {
             image: resolved.repository_with_digest.clone(),

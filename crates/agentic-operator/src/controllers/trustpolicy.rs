@@ -20,7 +20,7 @@ use agentic_core::trust::{
 use agentic_oci::{RegistryAuth, ResolvedImage};
 use agentic_trust::{
     AllowedSigners, CommitSigners, Identity, Keyless, Layout, MaterialDigest, Pattern, PublicKey,
-    Requirement, TrustRoot,
+    RefusalReason, Requirement, TrustRoot,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::reflector::ObjectRef;
@@ -249,9 +249,9 @@ async fn commit_outcome(
                     agentic_trust::verify_commit(&raw, signers, std::time::SystemTime::now())
                         .into_verdict(commit)
                 }
-                Err(e) if e.is_content_verdict() => {
-                    agentic_trust::ImageVerdict::Invalid { why: e.to_string() }
-                }
+                Err(e) if e.is_content_verdict() => agentic_trust::ImageVerdict::Invalid(
+                    agentic_trust::Refusal::new(RefusalReason::Malformed, e.to_string()),
+                ),
                 Err(e) => agentic_trust::ImageVerdict::Unavailable { why: e.to_string() },
             }
         })
@@ -303,7 +303,11 @@ fn outcome_of(verdict: agentic_trust::ImageVerdict) -> Outcome {
             .to_string(),
         }),
         agentic_trust::ImageVerdict::Unsigned => Outcome::Unsigned,
-        agentic_trust::ImageVerdict::Invalid { why } => Outcome::Invalid(why),
+        // Every refusal is `SignatureInvalid` on the card; its stable reason is named in the
+        // message, for those who act on one kind of refusal.
+        agentic_trust::ImageVerdict::Invalid(refusal) => {
+            Outcome::Invalid(format!("{} ({})", refusal.message, refusal.reason))
+        }
         agentic_trust::ImageVerdict::Unavailable { why } => Outcome::Unavailable(why),
     }
 }

@@ -15,6 +15,7 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::ParsedExtension;
 
 use crate::keys::PublicKey;
+use crate::refusal::{Refusal, RefusalReason};
 use crate::requirement::Windowed;
 
 /// The SCT list extension.
@@ -39,7 +40,7 @@ pub(super) fn check_embedded_timestamps(
     leaf: &X509Certificate<'_>,
     issuer_key: Vec<u8>,
     ct_log_keys: &[Windowed<PublicKey>],
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let certificate = format!(
         "the signing certificate (serial {})",
         leaf.raw_serial_as_string()
@@ -49,17 +50,18 @@ pub(super) fn check_embedded_timestamps(
         .iter()
         .find(|extension| extension.oid.to_id_string() == SCT_LIST)
         .ok_or_else(|| {
-            format!(
+            Refusal::new(RefusalReason::UntrustedCertificate, format!(
                 "{certificate} carries no signed certificate timestamp (extension {SCT_LIST}), and the trust root requires one from its CT logs"
-            )
+            ))
         })?;
     let ParsedExtension::SCT(timestamps) = extension.parsed_extension() else {
-        return Err(format!(
-            "{certificate}: its signed certificate timestamp list is unreadable"
+        return Err(Refusal::new(
+            RefusalReason::UntrustedCertificate,
+            format!("{certificate}: its signed certificate timestamp list is unreadable"),
         ));
     };
     let tbs = tbs_without_sct_list(leaf.tbs_certificate.as_ref())
-        .map_err(|why| format!("{certificate}: {why}"))?;
+        .map_err(|refusal| refusal.within(&certificate))?;
     let issuer_key_hash = Sha256::digest(issuer_key);
     let mut refusals = Vec::new();
     for timestamp in timestamps {
@@ -114,9 +116,12 @@ pub(super) fn check_embedded_timestamps(
             "the SCT of CT log {log_id} does not verify over this certificate"
         ));
     }
-    Err(format!(
-        "{certificate} has no valid signed certificate timestamp from the trust root's CT logs: {}",
-        refusals.join("; ")
+    Err(Refusal::new(
+        RefusalReason::UntrustedCertificate,
+        format!(
+            "{certificate} has no valid signed certificate timestamp from the trust root's CT logs: {}",
+            refusals.join("; ")
+        ),
     ))
 }
 
@@ -144,13 +149,21 @@ fn precertificate_timestamp(
 
 /// The DER TBSCertificate `tbs` with the SCT list extension removed, every length
 /// re-encoded (by the `der` crate).
-fn tbs_without_sct_list(tbs: &[u8]) -> Result<Vec<u8>, String> {
-    fn unreadable(what: &str) -> impl Fn(der::Error) -> String + '_ {
-        move |error| format!("its TBS certificate is unreadable ({what}: {error})")
+fn tbs_without_sct_list(tbs: &[u8]) -> Result<Vec<u8>, Refusal> {
+    fn unreadable(what: &str) -> impl Fn(der::Error) -> Refusal + '_ {
+        move |error| {
+            Refusal::new(
+                RefusalReason::Malformed,
+                format!("its TBS certificate is unreadable ({what}: {error})"),
+            )
+        }
     }
     let tbs = AnyRef::from_der(tbs).map_err(unreadable("the TBS"))?;
     if tbs.tag() != Tag::Sequence {
-        return Err("its TBS certificate is not a SEQUENCE".to_string());
+        return Err(Refusal::new(
+            RefusalReason::Malformed,
+            "its TBS certificate is not a SEQUENCE",
+        ));
     }
     let mut rebuilt = Vec::with_capacity(tbs.value().len());
     let mut removed = false;
@@ -187,7 +200,10 @@ fn tbs_without_sct_list(tbs: &[u8]) -> Result<Vec<u8>, String> {
             .map_err(unreadable("the extensions"))?;
     }
     if !removed {
-        return Err("its TBS certificate holds no SCT list extension".to_string());
+        return Err(Refusal::new(
+            RefusalReason::Malformed,
+            "its TBS certificate holds no SCT list extension",
+        ));
     }
     AnyRef::new(Tag::Sequence, &rebuilt)
         .and_then(|tbs| tbs.to_der())

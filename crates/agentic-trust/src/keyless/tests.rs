@@ -36,7 +36,7 @@ fn keyless(trust_root: TrustRoot, subject: &str) -> Keyless {
 }
 
 /// Verifies `bundle` (as JSON) over `artifact`, as a bundle's message signature is verified.
-fn verify(keyless: &Keyless, bundle: &Value, artifact: &[u8]) -> Result<Signer, String> {
+fn verify(keyless: &Keyless, bundle: &Value, artifact: &[u8]) -> Result<Signer, Refusal> {
     let material = &bundle["verificationMaterial"];
     let certificates: Vec<Vec<u8>> = material["x509CertificateChain"]["certificates"]
         .as_array()
@@ -79,7 +79,7 @@ fn a_real_public_good_bundle_verifies_offline() {
 #[test]
 fn forged_variants_of_the_real_bundle_are_refused() {
     let accepted = keyless(everything(), SUBJECT);
-    let refused = |what: &str, result: Result<Signer, String>| {
+    let refused = |what: &str, result: Result<Signer, Refusal>| {
         assert!(result.is_err(), "{what}: {result:?}");
     };
 
@@ -197,7 +197,8 @@ fn the_trust_roots_windows_are_kept() {
     assert!(
         result
             .as_ref()
-            .is_err_and(|why| why.contains("outside the window")),
+            .is_err_and(|why| why.reason == RefusalReason::LogEntryInvalid
+                && why.message.contains("outside the window")),
         "{result:?}"
     );
 }
@@ -270,7 +271,7 @@ mod paths {
         root: CertificateParams,
         middles: Vec<CertificateParams>,
         leaf: CertificateParams,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, Refusal> {
         let root_key = KeyPair::generate().expect("a key");
         let root_cert = root.self_signed(&root_key).expect("the root");
         let mut issuer = Issuer::new(root, root_key);
@@ -304,12 +305,12 @@ mod paths {
         root: CertificateParams,
         middle: CertificateParams,
         leaf: CertificateParams,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, Refusal> {
         check_path(root, vec![middle], leaf)
     }
 
     /// `leaf` under a sound root and intermediate.
-    fn check_leaf(leaf: CertificateParams) -> Result<Vec<u8>, String> {
+    fn check_leaf(leaf: CertificateParams) -> Result<Vec<u8>, Refusal> {
         check(
             ca_params("root", BasicConstraints::Unconstrained),
             ca_params("intermediate", BasicConstraints::Unconstrained),
@@ -317,9 +318,22 @@ mod paths {
         )
     }
 
-    fn refused(result: Result<Vec<u8>, String>, expected: &str) {
+    /// A refusal of the certificate path, saying `expected`.
+    fn refused(result: Result<Vec<u8>, Refusal>, expected: &str) {
         match result {
-            Err(why) => assert!(why.contains(expected), "expected {expected:?} in {why:?}"),
+            Err(why) => {
+                assert!(
+                    why.message.contains(expected),
+                    "expected {expected:?} in {why:?}"
+                );
+                assert!(
+                    matches!(
+                        why.reason,
+                        RefusalReason::UntrustedCertificate | RefusalReason::OverLimit
+                    ),
+                    "{why:?}"
+                );
+            }
             Ok(_) => panic!("expected a refusal with {expected:?}"),
         }
     }

@@ -26,8 +26,11 @@ pub fn sig_tag(image: &ResolvedImage) -> String {
 
 pub fn expect_invalid(verdict: ImageVerdict, expected: &str) {
     match verdict {
-        ImageVerdict::Invalid { why } => {
-            assert!(why.contains(expected), "expected {expected:?} in {why:?}");
+        ImageVerdict::Invalid(why) => {
+            assert!(
+                why.message.contains(expected),
+                "expected {expected:?} in {why:?}"
+            );
         }
         other => panic!("expected Invalid ({expected}), got {other:?}"),
     }
