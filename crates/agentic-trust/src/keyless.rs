@@ -259,10 +259,10 @@ fn verify_keyless(
         )
     })?;
     let leaf_key = crate::keys::PublicKey::from_spki(leaf.public_key(), leaf.public_key().raw)
-        .map_err(|message| {
+        .map_err(|error| {
             Refusal::new(
                 RefusalReason::Malformed,
-                format!("the signing certificate's key: {message}"),
+                format!("the signing certificate's key: {error}"),
             )
         })?;
     if !leaf_key.verifies(signed.bytes(), signed.signature()) {

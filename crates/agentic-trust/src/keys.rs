@@ -16,6 +16,26 @@ const RSA: &str = "1.2.840.113549.1.1.1";
 const MIN_RSA_BITS: usize = 2048;
 const MAX_RSA_BITS: usize = 8192;
 
+/// Why bytes are not a public key this verifier checks signatures with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("not a SubjectPublicKeyInfo: {0}")]
+    NotSpki(String),
+    #[error("trailing bytes after the SubjectPublicKeyInfo")]
+    TrailingBytes,
+    #[error("ECDSA on curve {0:?} is not supported (P-256 and P-384 are)")]
+    UnsupportedCurve(String),
+    #[error(
+        "an RSA key of {bits} bits (RSA keys of {MIN_RSA_BITS} to {MAX_RSA_BITS} bits are supported)"
+    )]
+    RsaSize { bits: usize },
+    #[error("key algorithm {0} is not supported (ECDSA P-256, P-384, Ed25519 and RSA are)")]
+    UnsupportedAlgorithm(String),
+    /// A key this crate made could not be encoded (an invariant of the encoder).
+    #[error("the key cannot be encoded: {0}")]
+    Unencodable(String),
+}
+
 /// A public key that signatures are checked with: ECDSA P-256 (what `cosign generate-key-pair`
 /// makes, and Fulcio and Rekor use), ECDSA P-384, Ed25519, or RSA of 2048 to 8192 bits with
 /// PKCS#1 v1.5 and SHA-256 (what cosign signs with an imported RSA key; it never writes PSS).
@@ -61,15 +81,15 @@ impl PublicKey {
                 block.label
             )));
         }
-        PublicKey::from_spki_der(&block.contents).map_err(invalid)
+        PublicKey::from_spki_der(&block.contents).map_err(|error| invalid(error.to_string()))
     }
 
     /// Reads a DER SubjectPublicKeyInfo.
-    pub(crate) fn from_spki_der(der: &[u8]) -> Result<PublicKey, String> {
+    pub(crate) fn from_spki_der(der: &[u8]) -> Result<PublicKey, KeyError> {
         let (rest, spki) = SubjectPublicKeyInfo::from_der(der)
-            .map_err(|error| format!("not a SubjectPublicKeyInfo: {error}"))?;
+            .map_err(|error| KeyError::NotSpki(error.to_string()))?;
         if !rest.is_empty() {
-            return Err("trailing bytes after the SubjectPublicKeyInfo".to_string());
+            return Err(KeyError::TrailingBytes);
         }
         PublicKey::from_spki(&spki, der)
     }
@@ -78,7 +98,7 @@ impl PublicKey {
     pub(crate) fn from_spki(
         spki: &SubjectPublicKeyInfo<'_>,
         der: &[u8],
-    ) -> Result<PublicKey, String> {
+    ) -> Result<PublicKey, KeyError> {
         let oid = spki.algorithm.algorithm.to_id_string();
         let algorithm = match oid.as_str() {
             EC_PUBLIC_KEY => {
@@ -92,11 +112,7 @@ impl PublicKey {
                 match curve.as_str() {
                     P256 => KeyAlgorithm::EcdsaP256,
                     P384 => KeyAlgorithm::EcdsaP384,
-                    other => {
-                        return Err(format!(
-                            "ECDSA on curve {other:?} is not supported (P-256 and P-384 are)"
-                        ));
-                    }
+                    other => return Err(KeyError::UnsupportedCurve(other.to_string())),
                 }
             }
             ED25519 => KeyAlgorithm::Ed25519,
@@ -106,17 +122,11 @@ impl PublicKey {
                     _ => 0,
                 };
                 if !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&bits) {
-                    return Err(format!(
-                        "an RSA key of {bits} bits (RSA keys of {MIN_RSA_BITS} to {MAX_RSA_BITS} bits are supported)"
-                    ));
+                    return Err(KeyError::RsaSize { bits });
                 }
                 KeyAlgorithm::RsaPkcs1Sha256
             }
-            other => {
-                return Err(format!(
-                    "key algorithm {other} is not supported (ECDSA P-256, P-384, Ed25519 and RSA are)"
-                ));
-            }
+            other => return Err(KeyError::UnsupportedAlgorithm(other.to_string())),
         };
         Ok(PublicKey {
             algorithm,
@@ -182,9 +192,9 @@ pub(crate) fn keys_from_pem_list(pem: &str, name: &str) -> Result<Vec<PublicKey>
                     message: format!("the PEM block is a {:?}, not a PUBLIC KEY", block.label),
                 });
             }
-            PublicKey::from_spki_der(&block.contents).map_err(|message| TrustError::InvalidKey {
+            PublicKey::from_spki_der(&block.contents).map_err(|error| TrustError::InvalidKey {
                 name: format!("{name} (block {})", index + 1),
-                message,
+                message: error.to_string(),
             })
         })
         .collect()

@@ -97,7 +97,7 @@ pub use gpg::GpgKeys;
 pub use image::{
     AttachedSignature, SignatureKind, SignatureReadError, attached_signatures, verify_image,
 };
-pub use keys::PublicKey;
+pub use keys::{KeyError, PublicKey};
 pub use limits::{
     MAX_ALLOWED_SIGNERS, MAX_ANNOTATION_BYTES, MAX_BUNDLE_BYTES, MAX_CHAIN_LENGTH,
     MAX_COMMIT_BYTES, MAX_GPG_KEY_BYTES, MAX_GPG_KEYS, MAX_PAYLOAD_BYTES, MAX_REFERRERS,

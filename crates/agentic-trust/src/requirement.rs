@@ -252,7 +252,7 @@ impl TrustRoot {
                             .decode(&log.public_key.raw_bytes)
                             .map_err(|error| invalid(format!("{at}: not base64: {error}")))?;
                         let item = PublicKey::from_spki_der(&der)
-                            .map_err(|message| invalid(format!("{at}: {message}")))?;
+                            .map_err(|error| invalid(format!("{at}: {error}")))?;
                         let valid = log
                             .public_key
                             .valid_for

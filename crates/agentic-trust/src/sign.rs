@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use zeroize::Zeroizing;
 
 use crate::image::{COSIGN_SIGNATURE_TYPE, SIGNATURE_ANNOTATION, SIMPLE_SIGNING};
+use crate::keys::KeyError;
 use crate::keys::pem_blocks;
 use crate::limits::{MAX_SIGNATURE_MANIFEST_BYTES, MAX_SIGNATURES};
 use crate::{PublicKey, TrustError};
@@ -123,7 +124,7 @@ impl SigningKey {
         })?;
         let public = p256_spki(pair.public_key().as_ref())
             .and_then(|spki| PublicKey::from_spki_der(&spki))
-            .map_err(invalid)?;
+            .map_err(|error| invalid(error.to_string()))?;
         Ok(SigningKey { pair, public })
     }
 
@@ -170,8 +171,8 @@ struct Cipher {
 }
 
 /// The DER SubjectPublicKeyInfo of the P-256 key whose uncompressed point is `point`.
-fn p256_spki(point: &[u8]) -> Result<Vec<u8>, String> {
-    let unencodable = |error: der::Error| format!("its public key cannot be encoded: {error}");
+fn p256_spki(point: &[u8]) -> Result<Vec<u8>, KeyError> {
+    let unencodable = |error: der::Error| KeyError::Unencodable(error.to_string());
     spki::SubjectPublicKeyInfoRef {
         algorithm: spki::AlgorithmIdentifierRef {
             oid: EC_PUBLIC_KEY,
