@@ -992,7 +992,7 @@ async fn one_runs_writes(
     Api::<Secret>::namespaced(client.clone(), ns)
         .create(
             &post,
-            &build_acp_secret(&inputs, "k".repeat(43), owner.clone()),
+            &build_acp_secret(&inputs, "k".repeat(43), &"t".repeat(43), owner.clone()),
         )
         .await?;
     Api::<Service>::namespaced(client.clone(), ns)

@@ -98,6 +98,17 @@ pub struct AgentSpec {
     #[schemars(range(min = 1))]
     pub max_concurrent_runs: Option<i32>,
 
+    /// Whether the agent's runtime may export message content (prompts, replies, tool
+    /// arguments and results) to the operator's trace receiver: it sets
+    /// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true in the agent container. The
+    /// receiver reads a loaded skill's name out of the tool arguments and drops all content
+    /// before anything else sees a span; nothing of it is stored or logged. Default true
+    /// (unless the operator's --otlp-capture-content=false); `false` turns it off, and then
+    /// `status.skills[].loads` stays empty for runtimes that name the skill only in the
+    /// arguments (goose). (An agentic-operator extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_message_content: Option<bool>,
+
     /// Default budget limits (`maxTurns`, `maxCost`) of this Agent's runs; a run's
     /// `spec.execution` overrides each field it sets.
     #[serde(default, skip_serializing_if = "Option::is_none")]

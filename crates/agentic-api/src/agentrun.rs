@@ -228,6 +228,15 @@ pub struct AgentRunStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<PinnedSkill>,
 
+    /// Skills the agent loaded that the run did not mount (one baked into the harness image,
+    /// say), by the name it asked for, with how often: such a skill bypassed validation and
+    /// trust. Read from the agent's own OpenTelemetry spans; at most 20 names. Absent when
+    /// there were none or the harness reports nothing. (An agentic-operator extension of the
+    /// Konveyor API.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub unmounted_skill_loads: Vec<UnmountedSkillLoad>,
+
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -260,4 +269,23 @@ pub struct PinnedSkill {
     /// API.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::SkillVerification>,
+    /// How many times the agent loaded this skill (its SKILL.md or one of its files), read
+    /// from the agent's own OpenTelemetry spans (`execute_tool` spans of `load_skill`, or
+    /// with `gen_ai.skill.name`). Absent while the harness reported no load. (An
+    /// agentic-operator extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loads: Option<i64>,
+    /// When the agent first loaded this skill, as its span says. (An agentic-operator
+    /// extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_loaded_at: Option<Time>,
+}
+
+/// A skill the agent loaded that its run did not mount.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct UnmountedSkillLoad {
+    /// The name the agent asked for.
+    pub name: String,
+    /// How many times it asked.
+    pub count: i64,
 }

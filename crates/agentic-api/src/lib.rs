@@ -25,7 +25,9 @@ mod trustpolicy;
 pub use agent::{
     Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType, SkillOrigin,
 };
-pub use agentrun::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam};
+pub use agentrun::{
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam, UnmountedSkillLoad,
+};
 pub use agentworkflow::{
     AgentWorkflow, AgentWorkflowSpec, AgentWorkflowStage, AgentWorkflowStatus, STAGE_NAME_PATTERN,
 };

@@ -52,6 +52,9 @@ pub fn of_agent(spec: &AgentSpec) -> Extensions {
     if spec.default_skills == Some(false) {
         fields.insert("spec.defaultSkills".into(), json!(false));
     }
+    if let Some(capture) = spec.capture_message_content {
+        fields.insert("spec.captureMessageContent".into(), json!(capture));
+    }
     fields
 }
 

@@ -60,6 +60,7 @@ pub mod substitution;
 pub mod sweep;
 pub mod trace;
 pub mod trust;
+pub mod usage;
 pub mod workflow;
 
 pub use error::Error;

@@ -679,6 +679,9 @@ reasons! {
         /// Normal, on a stage's AgentRun: params of the workflow run that the stage's Agent
         /// does not declare.
         ParamsFiltered,
+        /// Warning, on an AgentRun: its agent loaded a skill the run did not mount (one baked
+        /// into the harness image, say), which bypassed validation and trust.
+        UnmountedSkillLoaded,
     }
 }
 

@@ -36,6 +36,7 @@ mod lifecycle;
 mod objects;
 mod outcome;
 mod pod;
+mod telemetry;
 
 pub use credentials::{
     CONDITION_CREDENTIAL_ISOLATION, CREDENTIAL_DIR, CREDENTIAL_FILE, CREDENTIAL_PROXY_CONTAINER,
@@ -61,6 +62,9 @@ pub use outcome::{
     run_outcome, succeeded_reason,
 };
 pub use pod::build_pod_spec;
+pub use telemetry::{
+    RUN_NAME_ATTRIBUTE, RUN_UID_ATTRIBUTE, TraceReceiver, otlp_token, run_of_token,
+};
 
 /// Where skills are mounted, one directory per skill: `/opt/skills/<name>`.
 pub const SKILLS_DIR: &str = "/opt/skills";
@@ -83,6 +87,10 @@ pub const ACP_PORT: i32 = 4000;
 pub const ACP_PORT_NAME: &str = "acp";
 /// The key of the ACP Secret holding the random key.
 pub const ACP_SECRET_KEY: &str = "secret-key";
+/// The key of the ACP Secret holding the run's bearer for the operator's trace receiver,
+/// `<namespace>/<run>/<random>`: the receiver finds the run by the first two parts and checks
+/// the whole against this key.
+pub const OTLP_TOKEN_KEY: &str = "otlp-token";
 /// The file of the run's `downwardAPI` volume holding the skills manifest.
 pub const SKILLS_MANIFEST_KEY: &str = "konveyor-skills.json";
 /// The file of the run's `downwardAPI` volume holding the params.
@@ -140,6 +148,21 @@ pub mod env {
     pub const GIT_AUTHOR_NAME: &str = "KONVEYOR_GIT_AUTHOR_NAME";
     /// The commit author's email from `spec.gitConfig`; empty when none is set.
     pub const GIT_AUTHOR_EMAIL: &str = "KONVEYOR_GIT_AUTHOR_EMAIL";
+    /// The run's bearer for the trace receiver (from the ACP Secret's `otlp-token`); set, with
+    /// the `OTEL_*` variables below, only when the operator has a receiver address.
+    pub const OTLP_TOKEN: &str = "KONVEYOR_OTLP_TOKEN";
+    /// The pod's own name (downward API), for `OTEL_RESOURCE_ATTRIBUTES`.
+    pub const POD_NAME: &str = "KONVEYOR_POD_NAME";
+    /// The receiver's base URL.
+    pub const OTEL_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+    /// Always `http/protobuf`.
+    pub const OTEL_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
+    /// `Authorization=Bearer%20$(KONVEYOR_OTLP_TOKEN)`.
+    pub const OTEL_HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
+    /// `k8s.namespace.name`, `k8s.pod.name`, `konveyor.agentrun.name` and `.uid`.
+    pub const OTEL_RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
+    /// `true` unless the Agent's `spec.captureMessageContent` or the operator turns it off.
+    pub const OTEL_CAPTURE_CONTENT: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
 }
 
 /// Prefix of the environment variable names the operator reserves.
@@ -260,6 +283,8 @@ impl MountedSkill {
             image: self.source.pin(),
             skill_type: self.skill_type,
             verification: self.verification.clone(),
+            loads: None,
+            first_loaded_at: None,
         }
     }
 }
@@ -291,6 +316,7 @@ pub struct SandboxInputs<'a> {
     file_mounts: Vec<files::CheckedMount>,
     fetcher: Option<&'a SkillFetcher>,
     credential_isolation: CredentialIsolation,
+    trace_receiver: Option<&'a TraceReceiver>,
     annotations: RunAnnotations,
 }
 
@@ -375,6 +401,7 @@ impl<'a> SandboxInputs<'a> {
                     image: None,
                 },
             ),
+            trace_receiver: None,
             annotations,
         })
     }
@@ -391,6 +418,14 @@ impl<'a> SandboxInputs<'a> {
     /// What the sandbox does with the Gateway's key.
     pub fn credential_isolation(&self) -> &CredentialIsolation {
         &self.credential_isolation
+    }
+
+    /// These inputs with the operator's trace receiver: the agent container then gets the
+    /// `OTEL_*` variables that send its traces there (see `docs/pod-contract.md`).
+    #[must_use]
+    pub fn with_trace_receiver(mut self, receiver: Option<&'a TraceReceiver>) -> Self {
+        self.trace_receiver = receiver;
+        self
     }
 
     /// The run.

@@ -4,7 +4,7 @@ use agentic_api::{AgentRunPhase, AgentRunStatus, CONDITION_READY};
 
 use crate::conditions::find_condition;
 use crate::events::StatusEvent;
-use crate::reasons::AgentRunReason;
+use crate::reasons::{AgentRunReason, EventReason};
 
 /// The Events for a run whose status goes from `old` to `new`, oldest first.
 ///
@@ -15,6 +15,8 @@ use crate::reasons::AgentRunReason;
 ///   otherwise never be announced. The usual first pass costs one Event, not two.
 /// - A change of phase or of the `Ready` reason raises an Event with the new reason and
 ///   message; a Warning when the run failed.
+/// - Names new in `status.unmountedSkillLoads` raise one Warning `UnmountedSkillLoaded`
+///   naming them (a name already recorded raises nothing when its count grows).
 pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<StatusEvent> {
     let mut events = Vec::new();
     let reason = |status: &AgentRunStatus| {
@@ -41,6 +43,22 @@ pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<StatusEvent
             warning: new.phase == Some(AgentRunPhase::Failed),
             reason: ready.reason.clone(),
             note: ready.message.clone(),
+        });
+    }
+    let new_names: Vec<&str> = new
+        .unmounted_skill_loads
+        .iter()
+        .filter(|load| !old.unmounted_skill_loads.iter().any(|o| o.name == load.name))
+        .map(|load| load.name.as_str())
+        .collect();
+    if !new_names.is_empty() {
+        events.push(StatusEvent {
+            warning: true,
+            reason: EventReason::UnmountedSkillLoaded.to_string(),
+            note: format!(
+                "the agent loaded {}, which the run did not mount: not validated, pinned or checked against the trust policies",
+                new_names.join(", ")
+            ),
         });
     }
     events
@@ -115,5 +133,30 @@ mod tests {
         let old = AgentRunStatus::default();
         let new = status(AgentRunPhase::Pending, ErrorReason::AgentNotReady, None);
         assert_eq!(reasons(&run_events(&old, &new)), ["AgentNotReady"]);
+    }
+
+    #[test]
+    fn a_new_unmounted_skill_raises_one_warning_and_a_growing_count_none() {
+        let unmounted = |names: &[(&str, i64)]| AgentRunStatus {
+            unmounted_skill_loads: names
+                .iter()
+                .map(|(name, count)| agentic_api::UnmountedSkillLoad {
+                    name: (*name).into(),
+                    count: *count,
+                })
+                .collect(),
+            ..AgentRunStatus::default()
+        };
+        let events = run_events(&unmounted(&[]), &unmounted(&[("baked", 1), ("other", 2)]));
+        assert_eq!(reasons(&events), ["UnmountedSkillLoaded"]);
+        assert!(events[0].warning);
+        assert!(events[0].note.contains("baked, other"), "{}", events[0].note);
+        let events = run_events(
+            &unmounted(&[("baked", 1)]),
+            &unmounted(&[("baked", 3), ("third", 1)]),
+        );
+        assert_eq!(events.len(), 1);
+        assert!(events[0].note.contains("third") && !events[0].note.contains("baked"));
+        assert!(run_events(&unmounted(&[("baked", 1)]), &unmounted(&[("baked", 2)])).is_empty());
     }
 }

@@ -11,10 +11,11 @@ use serde_json::{Value, json};
 
 use super::{
     ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, ANNOTATIONS_LEFT_FOR_OTHERS_BYTES, MANAGED_BY,
-    MANAGED_BY_LABEL, MAX_ANNOTATIONS_BYTES, MountedSkill, PARAMS_ANNOTATION,
+    MANAGED_BY_LABEL, MAX_ANNOTATIONS_BYTES, MountedSkill, OTLP_TOKEN_KEY, PARAMS_ANNOTATION,
     PINNED_SKILLS_ANNOTATION, RunAnnotations, SKILL_CARD_LABEL, SKILL_FILE,
     SKILLS_MANIFEST_ANNOTATION, SandboxInputs, SkillSource, build_pod_spec, name_and_namespace,
 };
+use super::telemetry::otlp_token;
 use crate::Error;
 use crate::names::{acp_secret_name, inline_skill_config_map_name, label_value};
 use crate::params::RunParams;
@@ -115,23 +116,30 @@ pub(super) fn run_annotations(
     Ok(annotations)
 }
 
-/// The run's Secret, `<sandbox>-acp-key`, holding `random_key` under `secret-key`; the agent
-/// gets it as `KONVEYOR_ACP_SECRET_KEY`. The controller supplies the random key and should
-/// create this Secret only once: it is immutable, so a second key is rejected rather than
-/// rotated under a running agent.
+/// The run's Secret, `<sandbox>-acp-key`, holding `random_key` under `secret-key` (the agent
+/// gets it as `KONVEYOR_ACP_SECRET_KEY`) and the run's bearer for the trace receiver under
+/// `otlp-token` ([`otlp_token`] of `random_token`): one Secret, so the bearer costs no write
+/// of its own. The controller supplies both random values and should create this Secret
+/// only once: it is immutable, so a second key is rejected rather than rotated under a
+/// running agent.
 pub fn build_acp_secret(
     inputs: &SandboxInputs,
     random_key: String,
+    random_token: &str,
     owner: OwnerReference,
 ) -> Secret {
+    let token = otlp_token(inputs.namespace(), inputs.run_name, random_token);
     Secret {
         metadata: run_object_metadata(inputs, acp_secret_name(inputs.sandbox_name()), owner),
         type_: Some("Opaque".to_string()),
         immutable: Some(true),
-        data: Some(BTreeMap::from([(
-            ACP_SECRET_KEY.to_string(),
-            ByteString(random_key.into_bytes()),
-        )])),
+        data: Some(BTreeMap::from([
+            (
+                ACP_SECRET_KEY.to_string(),
+                ByteString(random_key.into_bytes()),
+            ),
+            (OTLP_TOKEN_KEY.to_string(), ByteString(token.into_bytes())),
+        ])),
         ..Default::default()
     }
 }

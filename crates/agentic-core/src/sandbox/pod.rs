@@ -313,6 +313,7 @@ fn environment(inputs: &SandboxInputs) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
         env::GIT_AUTHOR_EMAIL,
         author.map(|a| a.email.as_str()).unwrap_or_default(),
     ));
+    vars.extend(super::telemetry::telemetry_env(inputs));
     vars.extend(inputs.run.spec.env.iter().cloned());
     sources.extend(inputs.run.spec.env_from.iter().cloned());
     (vars, sources)

@@ -942,7 +942,12 @@ fn annotations_just_under_the_limit_are_accepted_and_counted_as_built() {
 #[test]
 fn acp_secret_is_immutable_and_keyed() {
     let fixture = Fixture::new();
-    let secret = build_acp_secret(&fixture.inputs(), "s3cr3t".into(), owner("fix-123"));
+    let secret = build_acp_secret(
+        &fixture.inputs(),
+        "s3cr3t".into(),
+        "t0k3n",
+        owner("fix-123"),
+    );
     assert_eq!(secret.metadata.name.as_deref(), Some("fix-123-acp-key"));
     assert_eq!(secret.metadata.namespace.as_deref(), Some("team-a"));
     assert_eq!(
@@ -953,8 +958,10 @@ fn acp_secret_is_immutable_and_keyed() {
     assert_eq!(secret.type_.as_deref(), Some("Opaque"));
     assert_eq!(secret.immutable, Some(true));
     let data = secret.data.expect("data");
-    assert_eq!(data.len(), 1);
+    assert_eq!(data.len(), 2);
     assert_eq!(data["secret-key"].0, b"s3cr3t");
+    // The receiver finds the run from its bearer, then checks the whole bearer.
+    assert_eq!(data["otlp-token"].0, b"team-a/fix-123/t0k3n");
     assert!(secret.string_data.is_none());
 }
 
@@ -1167,18 +1174,21 @@ fn pinned_skills_record_images_and_config_maps() {
                 image: "configmap:notes-card-skill".into(),
                 skill_type: SkillType::Rule,
                 verification: None,
+                ..PinnedSkill::default()
             },
             PinnedSkill {
                 name: "java".into(),
                 image: JAVA_IMAGE.into(),
                 skill_type: SkillType::Skill,
                 verification: None,
+                ..PinnedSkill::default()
             },
             PinnedSkill {
                 name: "style".into(),
                 image: STYLE_IMAGE.into(),
                 skill_type: SkillType::Rule,
                 verification: None,
+                ..PinnedSkill::default()
             },
         ]
     );
@@ -1533,6 +1543,86 @@ fn the_sidecar_follows_the_git_skills_init_containers_and_speaks_anthropic_where
     );
 }
 
+/// The agent's env with the operator's trace receiver, named by the value of each variable
+/// (`value`, or what `valueFrom` reads).
+fn telemetry_env(fixture: &Fixture, receiver: &TraceReceiver) -> Vec<(String, Value)> {
+    let spec = serde_json::to_value(build_pod_spec(
+        &fixture.inputs().with_trace_receiver(Some(receiver)),
+    ))
+    .expect("serializes");
+    container(&spec)["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|var| {
+            let value = var
+                .get("value")
+                .or_else(|| var.get("valueFrom"))
+                .cloned()
+                .unwrap_or_default();
+            (var["name"].as_str().expect("a name").to_owned(), value)
+        })
+        .collect()
+}
+
+fn receiver(capture_content: bool) -> TraceReceiver {
+    TraceReceiver {
+        endpoint: "http://agentic-operator-otlp.operators.svc:4318".into(),
+        capture_content,
+    }
+}
+
+#[test]
+fn a_receiver_gives_the_agent_the_otel_exporter_env_without_the_token_in_the_spec() {
+    let mut fixture = Fixture::new();
+    fixture.run.metadata.uid = Some("5f0c-uid".into());
+    fixture.run.spec.env = vec![env_var("LOG_LEVEL")];
+    let env = telemetry_env(&fixture, &receiver(true));
+    let names: Vec<&str> = env.iter().map(|(name, _)| name.as_str()).collect();
+    let start = names
+        .iter()
+        .position(|name| *name == "KONVEYOR_OTLP_TOKEN")
+        .expect("the token variable");
+    // After the contract's variables, before the run's own.
+    assert_eq!(names[start - 1], "KONVEYOR_GIT_AUTHOR_EMAIL");
+    assert_eq!(names.last(), Some(&"LOG_LEVEL"));
+    assert_eq!(
+        env[start..env.len() - 1],
+        [
+            (
+                "KONVEYOR_OTLP_TOKEN".to_owned(),
+                json!({"secretKeyRef": {"name": "fix-123-acp-key", "key": "otlp-token"}})
+            ),
+            (
+                "KONVEYOR_POD_NAME".to_owned(),
+                json!({"fieldRef": {"fieldPath": "metadata.name"}})
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
+                json!("http://agentic-operator-otlp.operators.svc:4318")
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_PROTOCOL".to_owned(),
+                json!("http/protobuf")
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS".to_owned(),
+                json!("Authorization=Bearer%20$(KONVEYOR_OTLP_TOKEN)")
+            ),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES".to_owned(),
+                json!(
+                    "k8s.namespace.name=team-a,k8s.pod.name=$(KONVEYOR_POD_NAME),konveyor.agentrun.name=fix-123,konveyor.agentrun.uid=5f0c-uid"
+                )
+            ),
+            (
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT".to_owned(),
+                json!("true")
+            ),
+        ]
+    );
+}
+
 #[test]
 fn without_the_proxy_the_key_goes_to_the_agent_as_in_konveyor() {
     let mut fixture = Fixture::new();
@@ -1543,5 +1633,34 @@ fn without_the_proxy_the_key_goes_to_the_agent_as_in_konveyor() {
     assert!(
         agent_text.contains("\"secretKeyRef\":{\"key\":\"api-key\",\"name\":\"llm-key\"}"),
         "{agent_text}"
+    );
+}
+
+#[test]
+fn message_content_export_follows_the_agent_else_the_operator() {
+    let captures = |fixture: &Fixture, default: bool| {
+        telemetry_env(fixture, &receiver(default))
+            .iter()
+            .any(|(name, _)| name == "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    };
+    let mut fixture = Fixture::new();
+    assert!(captures(&fixture, true));
+    assert!(!captures(&fixture, false));
+    fixture.agent.spec.capture_message_content = Some(false);
+    assert!(!captures(&fixture, true));
+    fixture.agent.spec.capture_message_content = Some(true);
+    assert!(captures(&fixture, false));
+}
+
+#[test]
+fn without_a_receiver_the_agent_gets_no_otel_env() {
+    let spec = Fixture::new().pod_spec();
+    let env = container(&spec)["env"].as_array().expect("env").clone();
+    assert!(
+        env.iter().all(|var| {
+            let name = var["name"].as_str().unwrap_or_default();
+            !name.starts_with("OTEL_") && name != "KONVEYOR_OTLP_TOKEN"
+        }),
+        "{env:?}"
     );
 }

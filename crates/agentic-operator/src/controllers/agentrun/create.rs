@@ -200,7 +200,7 @@ async fn create_objects(
     // The ACP key is random: created once, never re-applied, so a retry cannot rotate it
     // under a sandbox that already uses it.
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    let secret = build_acp_secret(inputs, random_key(), owner.clone());
+    let secret = build_acp_secret(inputs, random_key(), &random_key(), owner.clone());
     // The pod backend's sandbox gets the Service agent-sandbox makes for a Sandbox, so that
     // ACP clients reach the agent at <sandbox>.<namespace>.svc:4000 on either backend.
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
