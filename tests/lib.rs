@@ -324,6 +324,7 @@ impl Operator {
             },
             skill_fetcher,
             skill_prefetch,
+            trace_receiver: None,
             trust_policy_list_wait: agentic_operator::context::TRUST_POLICY_LIST_WAIT,
             trace_export: None,
         };
@@ -475,6 +476,7 @@ pub fn run_options(ns: &str) -> RunOptions {
         skill_prefetch: None,
         watch_failure_timeout: None,
         trace_collector: None,
+        otlp: None,
     }
 }
 

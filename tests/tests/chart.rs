@@ -102,6 +102,7 @@ fn default_values_create_the_cluster_wide_operator() {
         identity("ClusterRole", "", &format!("{RELEASE}-edit")),
         identity("ClusterRoleBinding", "", RELEASE),
         identity("Service", NAMESPACE, "agentic-operator-metrics"),
+        identity("Service", NAMESPACE, "agentic-operator-otlp"),
         identity("Deployment", NAMESPACE, RELEASE),
     ]);
     assert_eq!(identities(&objects), want_objects);
@@ -145,6 +146,10 @@ fn default_values_create_the_cluster_wide_operator() {
             "run",
             "--health-addr=0.0.0.0:8081",
             "--metrics-addr=0.0.0.0:8080",
+            "--otlp-bind-address=0.0.0.0:4318",
+            "--otlp-advertised-address=http://agentic-operator-otlp.agentic-operator-system.svc:4318",
+            "--otlp-capture-content=true",
+            "--otlp-finished-grace-seconds=120",
             "--sandbox-backend=auto",
             "--tag-refresh-seconds=300",
             "--startup-deadline-seconds=600",
@@ -213,7 +218,7 @@ fn pod_meets_the_restricted_pod_security_standard() {
             )
         })
         .collect();
-    assert_eq!(ports, [("metrics", 8080), ("health", 8081)]);
+    assert_eq!(ports, [("metrics", 8080), ("health", 8081), ("otlp", 4318)]);
 
     let env = container["env"].as_array().expect("the container has env");
     let pod_namespace = env
@@ -850,7 +855,7 @@ fn the_kinds_join_the_built_in_view_edit_and_admin_roles() {
 }
 
 #[test]
-fn the_network_policy_opens_only_the_health_and_metrics_ports() {
+fn the_network_policy_opens_only_the_health_metrics_and_otlp_ports() {
     assert!(all_of_kind(&render(&[]), "NetworkPolicy").is_empty());
     let objects = render(&[
         "--set",
@@ -861,7 +866,12 @@ fn the_network_policy_opens_only_the_health_and_metrics_ports() {
     let policy = find(&objects, "NetworkPolicy", RELEASE);
     assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
     let ingress = policy["spec"]["ingress"].as_array().expect("ingress rules");
-    assert_eq!(ingress.len(), 2);
+    assert_eq!(ingress.len(), 3);
+    // Sandboxes of any namespace report to the receiver; the bearer authenticates.
+    assert_eq!(
+        ingress[2],
+        json!({"ports": [{"port": "otlp", "protocol": "TCP"}]})
+    );
     assert_eq!(
         ingress[0]["ports"],
         json!([{"port": "health", "protocol": "TCP"}])
@@ -928,4 +938,10 @@ fn alerts_and_the_dashboard_are_opt_in_and_target_the_release() {
     .expect("the dashboard is JSON");
     assert_eq!(json["uid"], json!("agentic-operator"));
     assert!(json["panels"].as_array().is_some_and(|p| p.len() >= 6));
+    assert!(
+        json["panels"].as_array().is_some_and(|panels| panels
+            .iter()
+            .any(|panel| panel.to_string().contains("agentic_skill_loads_total"))),
+        "a panel of skill loads per skill"
+    );
 }

@@ -21,6 +21,7 @@ mod konveyor_parity;
 mod kustomize;
 mod missing_crds;
 mod operations;
+mod otlp;
 mod prefetch;
 mod rbac;
 mod reasons;

@@ -151,11 +151,13 @@ fn default_runs_the_same_pod_and_service_as_the_chart() {
     let kustomized = kustomize("config/default");
     let helm = chart(&[]);
     assert_eq!(workload(&kustomized), workload(&helm));
-    let service = "agentic-operator-metrics";
-    assert_eq!(
-        find(&kustomized, "Service", service)["spec"],
-        find(&helm, "Service", service)["spec"]
-    );
+    for service in ["agentic-operator-metrics", "agentic-operator-otlp"] {
+        assert_eq!(
+            find(&kustomized, "Service", service)["spec"],
+            find(&helm, "Service", service)["spec"],
+            "{service}"
+        );
+    }
 }
 
 #[test]

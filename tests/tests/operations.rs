@@ -151,6 +151,7 @@ async fn probes_report_liveness_at_once_and_readiness_after_the_watches_list() {
         skill_fetcher: None,
         credential_proxy: agentic_core::sandbox::CredentialProxy::default(),
         skill_prefetch: None,
+        trace_receiver: None,
         trust_policy_list_wait: agentic_operator::context::TRUST_POLICY_LIST_WAIT,
         trace_export: None,
     };

@@ -26,7 +26,8 @@ pub use agent::{
     Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType, SkillOrigin,
 };
 pub use agentrun::{
-    AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam, UnmountedSkillLoad,
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam,
+    UnmountedSkillLoad,
 };
 pub use agentworkflow::{
     AgentWorkflow, AgentWorkflowSpec, AgentWorkflowStage, AgentWorkflowStatus, STAGE_NAME_PATTERN,

@@ -50,6 +50,8 @@ pub struct StartInputs<'a> {
     pub fetcher: Option<&'a SkillFetcher>,
     /// `--credential-proxy` and the image the proxy runs from.
     pub credential_proxy: &'a CredentialProxy,
+    /// Where the agent exports its traces (the operator's receiver), when configured.
+    pub trace_receiver: Option<&'a crate::sandbox::TraceReceiver>,
     /// The trust policies of the run's namespace and of the cluster, whose revocations hold
     /// the run whatever namespace a skill's card lives in; or why they cannot be known.
     pub policies: Result<&'a Policies, &'a str>,
@@ -145,6 +147,7 @@ fn decide<'a>(inputs: &StartInputs<'a>) -> Result<StartPlan<'a>, RunOutcome> {
         params,
         inputs.fetcher,
     )
+    .map(|sandbox| sandbox.with_trace_receiver(inputs.trace_receiver))
     .map_err(|e| match e {
         // The operator's configuration, not the run, is missing: restarted with the flag,
         // it reconciles every run again and this one starts.

@@ -62,6 +62,9 @@ pub struct Settings {
     /// How Ready Agents' skill images are pulled onto the nodes before their first run;
     /// `None` with `--skill-prefetch=off` or without `--operator-image`.
     pub skill_prefetch: Option<agentic_core::prefetch::PrefetchSettings>,
+    /// The operator's trace receiver as sandboxes reach it (`--otlp-advertised-address`);
+    /// None: agents get no `OTEL_*` variables.
+    pub trace_receiver: Option<agentic_core::sandbox::TraceReceiver>,
     /// How long a pass that judges trust waits for the trust-policy watches' first list
     /// before it fails closed ([`TRUST_POLICY_LIST_WAIT`]).
     pub trust_policy_list_wait: Duration,

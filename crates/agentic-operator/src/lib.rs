@@ -13,6 +13,7 @@ pub mod credential_proxy;
 pub mod error;
 pub mod metrics;
 pub mod operator;
+pub mod otlp;
 pub mod recorder;
 pub mod server;
 pub mod traces;

@@ -81,6 +81,13 @@ pub struct PrefetchLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkillLabels {
+    pub namespace: String,
+    /// A skill the run mounted (names the agent made up are not counted here).
+    pub skill: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AgentLabels {
     pub namespace: String,
     pub agent: String,
@@ -114,6 +121,7 @@ pub struct Metrics {
     /// When this process started (seconds since the epoch): a prefetch pod created before
     /// it was counted by the process that created it.
     started: i64,
+    skill_loads: Family<SkillLabels, Counter>,
     registry_requests: Counter,
     cache_hits: Counter,
     cache_misses: Counter,
@@ -152,6 +160,7 @@ impl Default for Metrics {
         let prefetches = Family::<PrefetchLabels, Counter>::default();
         // 0.25 s to about 68 minutes: one small image on a warm registry to thirty large ones.
         let prefetch_pull = Histogram::new(exponential_buckets(0.25, 2.0, 15));
+        let skill_loads = Family::<SkillLabels, Counter>::default();
         let registry_requests = Counter::default();
         let cache_hits = Counter::default();
         let cache_misses = Counter::default();
@@ -231,6 +240,11 @@ impl Default for Metrics {
             prefetch_pull.clone(),
         );
         registry.register(
+            "skill_loads",
+            "Loads of a mounted skill the agents reported over OTLP, by namespace and skill name (no run or digest: bounded by the skills in use)",
+            skill_loads.clone(),
+        );
+        registry.register(
             "registry_requests",
             "Requests sent to OCI registries",
             registry_requests.clone(),
@@ -265,6 +279,7 @@ impl Default for Metrics {
             prefetch_pull,
             prefetches_ended: Mutex::default(),
             started: k8s_openapi::jiff::Timestamp::now().as_second(),
+            skill_loads,
             registry_requests,
             cache_hits,
             cache_misses,
@@ -273,6 +288,16 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// One load of the mounted skill `skill` by a run in `namespace`.
+    pub fn skill_loaded(&self, namespace: &str, skill: &str) {
+        self.skill_loads
+            .get_or_create(&SkillLabels {
+                namespace: namespace.to_owned(),
+                skill: skill.to_owned(),
+            })
+            .inc();
+    }
+
     /// Counts and times one pass, failed (`ok` false) or not.
     pub fn reconciled(&self, kind: &'static str, took: Duration, ok: bool) {
         let result = if ok { "ok" } else { "error" };

@@ -74,6 +74,8 @@ pub struct RunOptions {
     /// How long the watches of a kind may keep failing before the operator stops (and
     /// exits, so that its restart or the standby takes over); None never.
     pub watch_failure_timeout: Option<Duration>,
+    /// The OTLP trace receiver; None: none, and agents get no `OTEL_*` variables.
+    pub otlp: Option<crate::otlp::OtlpOptions>,
 }
 
 /// The skill prefetch settings of the command line.
@@ -243,6 +245,8 @@ pub struct Started {
     pub health_addr: SocketAddr,
     /// Where `/metrics` answers.
     pub metrics_addr: SocketAddr,
+    /// Where the OTLP trace receiver answers, when there is one.
+    pub otlp_addr: Option<SocketAddr>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
@@ -309,20 +313,54 @@ pub async fn start(
         "serving probes and metrics"
     );
     tokio::spawn(check_crds(client.clone(), readiness.clone(), stop.clone()));
+    let receiver = crate::otlp::Receiver::new(
+        options
+            .otlp
+            .as_ref()
+            .map(|otlp| otlp.limits)
+            .unwrap_or_default(),
+        None,
+    );
+    let otlp_addr = match &options.otlp {
+        Some(otlp) => Some(
+            server::spawn(
+                otlp.bind,
+                crate::otlp::router(Arc::clone(&receiver)),
+                stop.clone(),
+            )
+            .await
+            .with_context(|| format!("binding --otlp-bind-address {}", otlp.bind))?,
+        ),
+        None => None,
+    };
+    if let Some(otlp_addr) = otlp_addr {
+        tracing::info!(otlp = %otlp_addr, "serving the OTLP trace receiver");
+    }
 
     let task = tokio::spawn(async move {
-        let outcome = lead(
-            client, options, backend, metrics, readiness, shutdown, &stop_tx,
-        )
-        .await;
+        let served = Served {
+            metrics,
+            readiness,
+            receiver,
+        };
+        let outcome = lead(client, options, backend, served, shutdown, &stop_tx).await;
         let _ = stop_tx.send(true);
         outcome
     });
     Ok(Started {
         health_addr,
         metrics_addr,
+        otlp_addr,
         task,
     })
+}
+
+/// What the servers started before leadership share with the controllers.
+struct Served {
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+    /// Takes the controllers' context while this replica leads.
+    receiver: Arc<crate::otlp::Receiver>,
 }
 
 /// Waits for the Lease when asked to, then runs the controllers until `shutdown` or the loss
@@ -331,11 +369,15 @@ async fn lead(
     client: Client,
     options: RunOptions,
     backend: SandboxBackend,
-    metrics: Arc<Metrics>,
-    readiness: Arc<Readiness>,
+    served: Served,
     mut shutdown: watch::Receiver<bool>,
     stop: &watch::Sender<bool>,
 ) -> anyhow::Result<()> {
+    let Served {
+        metrics,
+        readiness,
+        receiver,
+    } = served;
     let mut lease = match &options.leader_election {
         Some(election) => {
             let acquired = acquire_lease(&client, election, shutdown.clone()).await;
@@ -381,6 +423,7 @@ async fn lead(
             image: options.operator_image.clone(),
         },
         skill_prefetch: prefetch_settings(&options),
+        trace_receiver: options.otlp.as_ref().map(|otlp| otlp.receiver.clone()),
         skill_fetcher: options.operator_image.clone().map(|image| {
             agentic_core::sandbox::SkillFetcher {
                 image,
@@ -391,6 +434,7 @@ async fn lead(
     let leading = Arc::clone(&metrics);
     leading.set_leader(true);
     let ctx = Arc::new(Context::new(client, settings, metrics));
+    receiver.set_context(Some(Arc::clone(&ctx)));
     let watches = readiness.watches.clone();
     let controllers =
         controllers::run_until_shutdown(ctx, options.scope, readiness, stop.subscribe());
@@ -410,6 +454,7 @@ async fn lead(
         }
     };
     let _ = stop.send(true);
+    receiver.set_context(None);
     leading.set_leader(false);
     match interrupted {
         // Without the Lease nothing may act any more: in-flight reconciles are dropped with
@@ -786,6 +831,7 @@ mod tests {
             skill_prefetch: None,
             watch_failure_timeout: None,
             trace_collector: None,
+            otlp: None,
         }
     }
 

@@ -48,7 +48,11 @@ pub fn run_events(old: &AgentRunStatus, new: &AgentRunStatus) -> Vec<StatusEvent
     let new_names: Vec<&str> = new
         .unmounted_skill_loads
         .iter()
-        .filter(|load| !old.unmounted_skill_loads.iter().any(|o| o.name == load.name))
+        .filter(|load| {
+            !old.unmounted_skill_loads
+                .iter()
+                .any(|o| o.name == load.name)
+        })
         .map(|load| load.name.as_str())
         .collect();
     if !new_names.is_empty() {
@@ -150,7 +154,11 @@ mod tests {
         let events = run_events(&unmounted(&[]), &unmounted(&[("baked", 1), ("other", 2)]));
         assert_eq!(reasons(&events), ["UnmountedSkillLoaded"]);
         assert!(events[0].warning);
-        assert!(events[0].note.contains("baked, other"), "{}", events[0].note);
+        assert!(
+            events[0].note.contains("baked, other"),
+            "{}",
+            events[0].note
+        );
         let events = run_events(
             &unmounted(&[("baked", 1)]),
             &unmounted(&[("baked", 3), ("third", 1)]),

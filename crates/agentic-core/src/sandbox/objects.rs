@@ -9,13 +9,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
+use super::telemetry::otlp_token;
 use super::{
     ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, ANNOTATIONS_LEFT_FOR_OTHERS_BYTES, MANAGED_BY,
     MANAGED_BY_LABEL, MAX_ANNOTATIONS_BYTES, MountedSkill, OTLP_TOKEN_KEY, PARAMS_ANNOTATION,
     PINNED_SKILLS_ANNOTATION, RunAnnotations, SKILL_CARD_LABEL, SKILL_FILE,
     SKILLS_MANIFEST_ANNOTATION, SandboxInputs, SkillSource, build_pod_spec, name_and_namespace,
 };
-use super::telemetry::otlp_token;
 use crate::Error;
 use crate::names::{acp_secret_name, inline_skill_config_map_name, label_value};
 use crate::params::RunParams;

@@ -180,6 +180,7 @@ impl Read {
             file_sources: &self.file_sources,
             fetcher: None,
             credential_proxy: &self.credential_proxy,
+            trace_receiver: None,
             policies: Ok(&self.policies),
             default_signatures: &self.signatures,
         })
@@ -269,6 +270,7 @@ fn a_malformed_agent_makes_the_run_wait_as_not_ready() {
         file_sources: &read.file_sources,
         fetcher: None,
         credential_proxy: &CredentialProxy::default(),
+        trace_receiver: None,
         policies: Ok(&read.policies),
         default_signatures: &read.signatures,
     }) {
@@ -504,6 +506,7 @@ fn a_run_with_skills_waits_while_the_trust_policies_cannot_be_known() {
         file_sources: &read.file_sources,
         fetcher: None,
         credential_proxy: &CredentialProxy::default(),
+        trace_receiver: None,
         policies: Err("not listed"),
         default_signatures: &read.signatures,
     };

@@ -1,4 +1,4 @@
-//! `agentrun list|start|logs|cancel`: AgentRuns for people at a terminal, against the
+//! `agentrun list|start|logs|skills|cancel`: AgentRuns for people at a terminal, against the
 //! cluster of the current kubeconfig, without writing YAML.
 
 use std::fmt::Write as _;
@@ -72,6 +72,16 @@ enum AgentRunCommand {
         #[arg(long, short = 'f')]
         follow: bool,
     },
+    /// Show the skills a run mounted and how often its agent loaded each
+    ///
+    /// From the run's status: each pinned skill with its source, loads and first load, then
+    /// the names the agent loaded that the run did not mount. Loads are what the agent
+    /// reported over OTLP; a harness that reports nothing shows none.
+    #[command(after_long_help = SKILLS_AFTER)]
+    Skills {
+        #[arg(value_name = "RUN")]
+        run: String,
+    },
     /// Cancel a run
     ///
     /// Sets `spec.cancel: true`: the operator deletes the run's sandbox and the run ends
@@ -115,6 +125,15 @@ Exit status:
 Examples:
   agentic-operator agentrun logs upgrade-to-21
   agentic-operator agentrun logs -n team-a upgrade-to-21 -f";
+
+const SKILLS_AFTER: &str = "\
+Exit status:
+  0  shown
+  1  the run cannot be read
+  2  a usage error
+
+Examples:
+  agentic-operator agentrun skills upgrade-to-21";
 
 const CANCEL_AFTER: &str = "\
 Exit status:
@@ -227,6 +246,14 @@ async fn execute(args: AgentRunArgs) -> Result<ExitCode, String> {
             print!("{log}");
             Ok(ExitCode::SUCCESS)
         }
+        AgentRunCommand::Skills { run } => {
+            let found = runs
+                .get(&run)
+                .await
+                .map_err(|e| format!("reading AgentRun {namespace}/{run}: {e}"))?;
+            print!("{}", skills_table(&found.status.unwrap_or_default()));
+            Ok(ExitCode::SUCCESS)
+        }
         AgentRunCommand::Cancel { run } => {
             let patch = serde_json::json!({ "spec": { "cancel": true } });
             runs.patch(
@@ -283,6 +310,41 @@ async fn list(runs: &Api<AgentRun>, all_namespaces: bool) -> Result<ExitCode, St
     header.extend(["NAME", "AGENT", "PHASE", "REASON", "AGE"]);
     print!("{}", table(&header, &rows));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run's pinned skills with their loads, then the names it loaded without mounting
+/// them. `-` for a skill never loaded.
+fn skills_table(status: &agentic_api::AgentRunStatus) -> String {
+    let rows: Vec<Vec<String>> = status
+        .skills
+        .iter()
+        .map(|skill| {
+            vec![
+                skill.name.clone(),
+                skill.loads.unwrap_or_default().to_string(),
+                skill
+                    .first_loaded_at
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |t| t.0.to_string()),
+                skill.image.clone(),
+            ]
+        })
+        .collect();
+    let mut out = if rows.is_empty() {
+        "The run mounts no skill.\n".to_owned()
+    } else {
+        table(&["SKILL", "LOADS", "FIRST LOADED", "SOURCE"], &rows)
+    };
+    if !status.unmounted_skill_loads.is_empty() {
+        let rows: Vec<Vec<String>> = status
+            .unmounted_skill_loads
+            .iter()
+            .map(|load| vec![load.name.clone(), load.count.to_string()])
+            .collect();
+        out.push_str("\nLoaded but not mounted (not validated, pinned or checked for trust):\n");
+        out.push_str(&table(&["NAME", "LOADS"], &rows));
+    }
+    out
 }
 
 /// Columns padded to their widest cell, separated by three spaces, as kubectl prints them.
@@ -474,6 +536,33 @@ mod tests {
         assert_eq!(
             table(&["NAME", "PHASE"], &rows),
             "NAME                 PHASE\nfix-1                Running\na-much-longer-name   Failed\n"
+        );
+    }
+
+    #[test]
+    fn the_skills_table_shows_loads_and_unmounted_names() {
+        let status: agentic_api::AgentRunStatus = serde_json::from_value(serde_json::json!({
+            "skills": [
+                {"name": "java", "image": "r/java@sha256:ab", "loads": 2,
+                 "firstLoadedAt": "2026-12-05T03:00:00Z"},
+                {"name": "style", "image": "configmap:style-skill"},
+            ],
+            "unmountedSkillLoads": [{"name": "baked-in", "count": 1}],
+        }))
+        .expect("a status");
+        assert_eq!(
+            skills_table(&status),
+            "SKILL   LOADS   FIRST LOADED           SOURCE\n\
+             java    2       2026-12-05T03:00:00Z   r/java@sha256:ab\n\
+             style   0       -                      configmap:style-skill\n\
+             \n\
+             Loaded but not mounted (not validated, pinned or checked for trust):\n\
+             NAME       LOADS\n\
+             baked-in   1\n"
+        );
+        assert_eq!(
+            skills_table(&agentic_api::AgentRunStatus::default()),
+            "The run mounts no skill.\n"
         );
     }
 

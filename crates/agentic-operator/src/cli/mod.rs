@@ -339,6 +339,47 @@ pub struct RunArgs {
     /// and its agent's, is exported there. Unset: no trace leaves the operator.
     #[arg(long, env = "AGENTIC_TRACE_COLLECTOR", value_name = "URL")]
     pub trace_collector: Option<String>,
+
+    /// Address of the OTLP/HTTP trace receiver (POST /v1/traces), where runs' agents report
+    /// the skills they load: IP:PORT, or :PORT for all interfaces. Served only with
+    /// --otlp-advertised-address.
+    #[arg(
+        long,
+        env = "AGENTIC_OTLP_BIND_ADDRESS",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:4318",
+        value_parser = listen_addr
+    )]
+    pub otlp_bind_address: SocketAddr,
+
+    /// The receiver's base URL as sandboxes reach it (the chart's Service:
+    /// http://<release>-otlp.<namespace>.svc:4318); agents get it as
+    /// OTEL_EXPORTER_OTLP_ENDPOINT. Unset: no receiver, and agents get no OTEL_* variables.
+    #[arg(long, env = "AGENTIC_OTLP_ADVERTISED_ADDRESS", value_name = "URL")]
+    pub otlp_advertised_address: Option<String>,
+
+    /// Whether agents export message content
+    /// (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true), which goose needs to name
+    /// the skill it loads; an Agent's spec.captureMessageContent overrides it. The receiver
+    /// drops all content before anything else sees a span.
+    #[arg(
+        long,
+        env = "AGENTIC_OTLP_CAPTURE_CONTENT",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub otlp_capture_content: bool,
+
+    /// Seconds after a run's end that its agent's traces are still taken (its last export
+    /// may arrive after the end was seen); later ones are refused with 403.
+    #[arg(
+        long,
+        env = "AGENTIC_OTLP_FINISHED_GRACE_SECONDS",
+        value_name = "SECONDS",
+        default_value_t = crate::otlp::Limits::default().finished_grace.as_secs()
+    )]
+    pub otlp_finished_grace_seconds: u64,
 }
 
 /// Exit status of a usage mistake, the same clap uses for the mistakes it catches. Every
@@ -435,6 +476,20 @@ fn run_operator(args: RunArgs) -> ExitCode {
         }),
         watch_failure_timeout: Some(Duration::from_secs(args.watch_failure_seconds))
             .filter(|timeout| !timeout.is_zero()),
+        otlp: args
+            .otlp_advertised_address
+            .filter(|address| !address.is_empty())
+            .map(|endpoint| crate::otlp::OtlpOptions {
+                bind: args.otlp_bind_address,
+                receiver: agentic_core::sandbox::TraceReceiver {
+                    endpoint,
+                    capture_content: args.otlp_capture_content,
+                },
+                limits: crate::otlp::Limits {
+                    finished_grace: Duration::from_secs(args.otlp_finished_grace_seconds),
+                    ..crate::otlp::Limits::default()
+                },
+            }),
         run_defaults: RunDefaults {
             startup_deadline_seconds: args.startup_deadline_seconds,
             ttl: TtlDefaults {

@@ -29,6 +29,7 @@ use super::watches::{Stop, Watches};
 use crate::apply::NAME_TAKEN_RETRY;
 use crate::context::Context;
 use crate::error::Result;
+use crate::otlp::usage::SkillUsage;
 use create::Created;
 
 mod cache;
@@ -103,6 +104,11 @@ pub(super) fn controller(
             watches.pods.touched(),
             Wakes::on(&wakes, Wakes::pod_changed),
         );
+    // The runs whose agents reported skill loads, so that their pass records them.
+    let reported = ctx
+        .kind_state::<SkillUsage>()
+        .wakes(watches.namespace().map(str::to_owned));
+    controller = controller.reconcile_on(reported);
     if let Some(sandboxes) = &mut watches.sandboxes {
         controller = controller.watches_shared_stream_with(
             sandboxes.touched(),
@@ -168,6 +174,8 @@ pub async fn reconcile(
         None => start(&run, &namespace, &ctx, &mut new).await?,
     };
     outcome.apply(&mut new, run.metadata.generation, crate::now());
+    ctx.kind_state::<SkillUsage>()
+        .record(run.metadata.uid.as_deref(), &mut new);
     let next = next_look(&run, &new, &outcome, recheck_after);
     Ok(Pass::then(new, next))
 }

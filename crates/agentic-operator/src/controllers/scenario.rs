@@ -81,6 +81,7 @@ fn context_with(client: kube::Client, registry: agentic_oci::RegistryOptions) ->
         skill_fetcher: None,
         credential_proxy: agentic_core::sandbox::CredentialProxy::default(),
         skill_prefetch: None,
+        trace_receiver: None,
         // Policy stores a scenario leaves unlisted never list: not a wait worth the
         // operator's.
         trust_policy_list_wait: Duration::from_millis(100),

@@ -220,6 +220,11 @@ impl Watches {
         }
     }
 
+    /// The namespace watched (`None`: every namespace).
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
     /// The watch of the `K`s of this scope (every cluster-scoped `K`), opened by the first
     /// controller that follows them.
     pub fn of<K: Reconciled>(&mut self) -> Subscriptions<Guarded<K>> {

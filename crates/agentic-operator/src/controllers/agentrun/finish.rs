@@ -17,6 +17,7 @@ use crate::context::{Context, SandboxBackend};
 use crate::controllers::pipeline::Pass;
 use crate::controllers::support::owner_of;
 use crate::error::Result;
+use crate::otlp::usage::SkillUsage;
 
 /// The status is written first, so a run is never left unfinished without its sandbox: the
 /// sandbox of a run the operator ended goes in the pass after (also after a restart in
@@ -36,7 +37,11 @@ pub(super) async fn finished(
         ctx.settings.run_defaults.ttl
     };
     let action = expire_finished(&ctx.client, namespace, run, KIND, &old, defaults).await?;
-    Ok(Pass::then(old, action))
+    // Loads its agent reported as it exited, after the end was recorded.
+    let mut status = old;
+    ctx.kind_state::<SkillUsage>()
+        .record(run.metadata.uid.as_deref(), &mut status);
+    Ok(Pass::then(status, action))
 }
 
 impl Expiring for AgentRun {

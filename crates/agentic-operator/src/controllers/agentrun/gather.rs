@@ -64,6 +64,7 @@ impl Gathered {
             file_sources: &self.file_sources,
             fetcher: ctx.settings.skill_fetcher.as_ref(),
             credential_proxy: &ctx.settings.credential_proxy,
+            trace_receiver: ctx.settings.trace_receiver.as_ref(),
             policies: self.policies.as_ref().map_err(String::as_str),
             default_signatures: &self.default_signatures,
         }
