@@ -787,6 +787,7 @@ where
                 image,
                 skill_type: skill.skill_type,
                 verification,
+                ..PinnedSkill::default()
             })
         })
         .collect()

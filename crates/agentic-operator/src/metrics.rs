@@ -629,6 +629,7 @@ mod tests {
         let finished = status(Some(20), Some(80), Some(AgentRunPhase::Succeeded));
         metrics.run_transitioned(&run("u1"), &started, &finished);
         metrics.swept("Pod", 1);
+        metrics.skill_loaded("team-a", "java");
         let exported = exported_series(&metrics.encode());
 
         for (file, queries) in [

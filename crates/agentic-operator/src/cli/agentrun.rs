@@ -72,7 +72,7 @@ enum AgentRunCommand {
         #[arg(long, short = 'f')]
         follow: bool,
     },
-    /// Show the skills a run mounted and how often its agent loaded each
+    /// Show a run's skills and how often its agent loaded each
     ///
     /// From the run's status: each pinned skill with its source, loads and first load, then
     /// the names the agent loaded that the run did not mount. Loads are what the agent

@@ -38,9 +38,17 @@ pub(super) async fn finished(
     };
     let action = expire_finished(&ctx.client, namespace, run, KIND, &old, defaults).await?;
     // Loads its agent reported as it exited, after the end was recorded.
-    let mut status = old;
-    ctx.kind_state::<SkillUsage>()
-        .record(run.metadata.uid.as_deref(), &mut status);
+    let usage = ctx.kind_state::<SkillUsage>();
+    let uid = run.metadata.uid.as_deref();
+    let mut status = old.clone();
+    usage.record(uid, &mut status);
+    if status != old {
+        // The cache keeps a finished run's status trimmed, and the status is applied whole:
+        // the loads go into the status as the API server has it.
+        let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), namespace);
+        status = runs.get(&run.name_any()).await?.status.unwrap_or_default();
+        usage.record(uid, &mut status);
+    }
     Ok(Pass::then(status, action))
 }
 
