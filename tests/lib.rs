@@ -13,8 +13,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agentic_api::{
-    Agent, AgentParam, AgentRun, AgentRunPhase, AgentSpec, ObjectRef, ParamType, SkillCard,
-    SkillCardSpec,
+    Agent, AgentParam, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, ParamType,
+    SkillCard, SkillCardSpec,
 };
 use agentic_core::sandbox::CredentialProxyMode;
 use agentic_oci::{RegistryClient, RegistryOptions};
@@ -1097,5 +1097,32 @@ pub async fn wait_finished(
             "{name} did not finish within {bound:?}: {run:#?}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The run `name` of the Agent `agent` running the goose test image: its scripted model
+/// calls `load_skill` with each of `loads` in order (`GOOSE_HARNESS_LOADS`), then answers.
+pub fn goose_run(
+    name: &str,
+    agent: &str,
+    instructions: &str,
+    loads: &[&str],
+    (startup_deadline_seconds, active_deadline_seconds): (i32, i64),
+) -> AgentRun {
+    AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: agent.into(),
+            instructions: Some(instructions.into()),
+            env: vec![EnvVar {
+                name: "GOOSE_HARNESS_LOADS".into(),
+                value: Some(loads.join(" ")),
+                ..EnvVar::default()
+            }],
+            startup_deadline_seconds: Some(startup_deadline_seconds),
+            active_deadline_seconds: Some(active_deadline_seconds),
+            ..AgentRunSpec::default()
+        },
+        status: None,
     }
 }

@@ -14,16 +14,14 @@
 use std::collections::BTreeMap;
 
 use agentic_api::{
-    AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, SkillCard, SkillCardSpec,
-    SkillType,
+    AgentRun, AgentRunPhase, AgentSpec, ObjectRef, SkillCard, SkillCardSpec, SkillType,
 };
 use agentic_integration_tests::{
-    Operator, agent_log, apply, condition, goose_bin, has_condition, llm_agent_spec, meta,
-    node_env, operator_binary, push, ready_agent, wait_finished, wait_for, write_skill,
+    Operator, agent_log, apply, condition, goose_bin, goose_run, has_condition, llm_agent_spec,
+    meta, node_env, operator_binary, push, ready_agent, wait_finished, wait_for, write_skill,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_testenv::{GitFile, GitServer, push_goose_image, push_operator_image};
-use k8s_openapi::api::core::v1::EnvVar;
 use kube::Api;
 use serde_json::Value;
 
@@ -279,22 +277,13 @@ async fn goose_lists_exactly_the_ready_skills_and_loads_them_from_the_read_only_
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(
         &runs,
-        &AgentRun {
-            metadata: meta("goose-run"),
-            spec: AgentRunSpec {
-                agent_ref: "migrator".into(),
-                instructions: Some("Upgrade the service to Java 21.".into()),
-                env: vec![EnvVar {
-                    name: "GOOSE_HARNESS_LOADS".into(),
-                    value: Some(loads.join(" ")),
-                    ..EnvVar::default()
-                }],
-                startup_deadline_seconds: Some(STARTUP_DEADLINE_SECONDS),
-                active_deadline_seconds: Some(ACTIVE_DEADLINE_SECONDS),
-                ..AgentRunSpec::default()
-            },
-            status: None,
-        },
+        &goose_run(
+            "goose-run",
+            "migrator",
+            "Upgrade the service to Java 21.",
+            &loads,
+            (STARTUP_DEADLINE_SECONDS, ACTIVE_DEADLINE_SECONDS),
+        ),
     )
     .await;
     let finished = wait_finished(

@@ -14,5 +14,6 @@ mod lifecycle;
 mod node;
 mod parity_node;
 mod prefetch_node;
+mod skill_usage_node;
 mod trust_revocation;
 mod workflows;
