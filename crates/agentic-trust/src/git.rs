@@ -46,18 +46,16 @@ impl AllowedSigners {
                 return Err(TrustError::InvalidAllowedSigners {
                     name: name.to_string(),
                     line: number + 1,
-                    message: format!(
-                        "more than {MAX_ALLOWED_SIGNERS} signers (MAX_ALLOWED_SIGNERS)"
-                    ),
+                    error: SignerLineError::TooMany,
                 });
             }
-            entries.push(parse_line(line).map_err(|message| {
-                TrustError::InvalidAllowedSigners {
+            entries.push(
+                parse_line(line).map_err(|error| TrustError::InvalidAllowedSigners {
                     name: name.to_string(),
                     line: number + 1,
-                    message,
-                }
-            })?);
+                    error,
+                })?,
+            );
         }
         Ok(AllowedSigners { entries })
     }
@@ -71,7 +69,24 @@ impl AllowedSigners {
     }
 }
 
-fn parse_line(line: &str) -> Result<AllowedSigner, String> {
+/// What is wrong with one line of an allowed-signers file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignerLineError {
+    #[error("expected `principals [options] keytype base64-key`")]
+    Shape,
+    #[error("unreadable {key_type} key: {error}")]
+    Key { key_type: String, error: String },
+    #[error("cert-authority signers are not supported")]
+    CertAuthority,
+    #[error("unknown option {0:?}")]
+    UnknownOption(String),
+    #[error("time {0:?} is not YYYYMMDD[HHMM[SS]][Z]")]
+    Time(String),
+    #[error("more than {MAX_ALLOWED_SIGNERS} signers (MAX_ALLOWED_SIGNERS)")]
+    TooMany,
+}
+
+fn parse_line(line: &str) -> Result<AllowedSigner, SignerLineError> {
     let (principals, rest) = split_token(line);
     let rest = rest.trim_start();
     let (options, rest) = if is_key_type(rest.split_whitespace().next().unwrap_or("")) {
@@ -81,10 +96,15 @@ fn parse_line(line: &str) -> Result<AllowedSigner, String> {
     };
     let mut fields = rest.split_whitespace();
     let (Some(key_type), Some(key_data)) = (fields.next(), fields.next()) else {
-        return Err("expected `principals [options] keytype base64-key`".to_string());
+        return Err(SignerLineError::Shape);
     };
-    let key = ssh_key::PublicKey::from_openssh(&format!("{key_type} {key_data}"))
-        .map_err(|error| format!("unreadable {key_type} key: {error}"))?;
+    let key =
+        ssh_key::PublicKey::from_openssh(&format!("{key_type} {key_data}")).map_err(|error| {
+            SignerLineError::Key {
+                key_type: key_type.to_string(),
+                error: error.to_string(),
+            }
+        })?;
     let mut signer = AllowedSigner {
         principals: principals.to_string(),
         namespaces: None,
@@ -99,10 +119,8 @@ fn parse_line(line: &str) -> Result<AllowedSigner, String> {
             "namespaces" => signer.namespaces = Some(value.to_string()),
             "valid-after" => signer.valid_after = Some(parse_time(value)?),
             "valid-before" => signer.valid_before = Some(parse_time(value)?),
-            "cert-authority" => {
-                return Err("cert-authority signers are not supported".to_string());
-            }
-            other => return Err(format!("unknown option {other:?}")),
+            "cert-authority" => return Err(SignerLineError::CertAuthority),
+            other => return Err(SignerLineError::UnknownOption(other.to_string())),
         }
     }
     Ok(signer)
@@ -147,9 +165,9 @@ fn is_key_type(token: &str) -> bool {
 }
 
 /// `YYYYMMDD[HHMM[SS]][Z]` (ssh-keygen's format), as seconds since the epoch, read as UTC.
-fn parse_time(value: &str) -> Result<i64, String> {
+fn parse_time(value: &str) -> Result<i64, SignerLineError> {
     let digits = value.strip_suffix('Z').unwrap_or(value);
-    let invalid = || format!("time {value:?} is not YYYYMMDD[HHMM[SS]][Z]");
+    let invalid = || SignerLineError::Time(value.to_string());
     if !digits.chars().all(|c| c.is_ascii_digit()) || ![8, 12, 14].contains(&digits.len()) {
         return Err(invalid());
     }

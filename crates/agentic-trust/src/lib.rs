@@ -92,7 +92,7 @@ mod verdict;
 pub use cache::{
     CacheKey, DEFAULT_CACHE_ENTRIES, MaterialDigest, UNVERIFIED_TTL, VerificationCache,
 };
-pub use git::{AllowedSigners, CommitSigners, verify_commit};
+pub use git::{AllowedSigners, CommitSigners, SignerLineError, verify_commit};
 pub use gpg::GpgKeys;
 pub use image::{
     AttachedSignature, SignatureKind, SignatureReadError, attached_signatures, verify_image,
@@ -164,10 +164,10 @@ pub enum TrustError {
     InvalidKey { name: String, message: String },
     #[error("{field}: invalid pattern: {message}")]
     InvalidPattern { field: String, message: String },
-    #[error("{name}, line {line}: {message}")]
+    #[error("{name}, line {line}: {error}")]
     InvalidAllowedSigners {
         name: String,
         line: usize,
-        message: String,
+        error: git::SignerLineError,
     },
 }

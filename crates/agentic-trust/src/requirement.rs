@@ -228,9 +228,10 @@ impl TrustRoot {
         }
         let mut authorities = Vec::new();
         for (index, authority) in root.certificate_authorities.iter().enumerate() {
-            let valid = authority.valid_for.window().map_err(|message| {
-                invalid(format!("certificateAuthorities[{index}]: {message}"))
-            })?;
+            let valid = authority
+                .valid_for
+                .window()
+                .map_err(|error| invalid(format!("certificateAuthorities[{index}]: {error}")))?;
             for (position, certificate) in authority.cert_chain.certificates.iter().enumerate() {
                 let at =
                     format!("certificateAuthorities[{index}].certChain.certificates[{position}]");
@@ -257,7 +258,7 @@ impl TrustRoot {
                             .public_key
                             .valid_for
                             .window()
-                            .map_err(|message| invalid(format!("{at}: {message}")))?;
+                            .map_err(|error| invalid(format!("{at}: {error}")))?;
                         Ok(Windowed { item, valid })
                     })
                     .collect()
@@ -358,15 +359,28 @@ struct ValidForJson {
     end: Option<String>,
 }
 
+/// A `validFor` end of a trusted root that is not an RFC 3339 time.
+#[derive(Debug, thiserror::Error)]
+#[error("validFor.{end} {text:?} is not a time: {error}")]
+struct NotATime {
+    end: &'static str,
+    text: String,
+    error: String,
+}
+
 impl ValidForJson {
     /// The window, its RFC 3339 ends read as seconds since the epoch.
-    fn window(&self) -> Result<Window, String> {
-        let seconds = |text: &Option<String>, end: &str| {
+    fn window(&self) -> Result<Window, NotATime> {
+        let seconds = |text: &Option<String>, end: &'static str| {
             text.as_deref()
                 .map(|text| {
                     text.parse::<jiff::Timestamp>()
                         .map(jiff::Timestamp::as_second)
-                        .map_err(|error| format!("validFor.{end} {text:?} is not a time: {error}"))
+                        .map_err(|error| NotATime {
+                            end,
+                            text: text.to_string(),
+                            error: error.to_string(),
+                        })
                 })
                 .transpose()
         };

@@ -241,6 +241,17 @@ fn a_bad_allowed_signers_line_is_named() {
     .expect_err("an unreadable key");
     let text = error.to_string();
     assert!(text.starts_with("policy/keys, line 3:"), "{text}");
+    assert!(
+        matches!(
+            &error,
+            agentic_trust::TrustError::InvalidAllowedSigners {
+                line: 3,
+                error: agentic_trust::SignerLineError::Key { key_type, .. },
+                ..
+            } if key_type == "ssh-ed25519"
+        ),
+        "{error:?}"
+    );
 }
 
 /// The GPG side of a [`Repo`]'s signing keys.
