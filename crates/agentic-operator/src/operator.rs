@@ -313,13 +313,22 @@ pub async fn start(
         "serving probes and metrics"
     );
     tokio::spawn(check_crds(client.clone(), readiness.clone(), stop.clone()));
+    // One export for the process: the receiver forwards the agents' spans to it, the
+    // controllers (while this replica leads) send the operator's.
+    let trace_export = options
+        .trace_collector
+        .as_deref()
+        .map(|endpoint| crate::traces::TraceExport::start(endpoint, Arc::clone(&metrics)))
+        .transpose()?;
     let receiver = crate::otlp::Receiver::new(
         options
             .otlp
             .as_ref()
             .map(|otlp| otlp.limits)
             .unwrap_or_default(),
-        None,
+        trace_export
+            .clone()
+            .map(|export| export as Arc<dyn crate::otlp::TraceSink>),
     );
     let otlp_addr = match &options.otlp {
         Some(otlp) => Some(
@@ -342,6 +351,7 @@ pub async fn start(
             metrics,
             readiness,
             receiver,
+            trace_export,
         };
         let outcome = lead(client, options, backend, served, shutdown, &stop_tx).await;
         let _ = stop_tx.send(true);
@@ -361,6 +371,7 @@ struct Served {
     readiness: Arc<Readiness>,
     /// Takes the controllers' context while this replica leads.
     receiver: Arc<crate::otlp::Receiver>,
+    trace_export: Option<Arc<crate::traces::TraceExport>>,
 }
 
 /// Waits for the Lease when asked to, then runs the controllers until `shutdown` or the loss
@@ -377,6 +388,7 @@ async fn lead(
         metrics,
         readiness,
         receiver,
+        trace_export,
     } = served;
     let mut lease = match &options.leader_election {
         Some(election) => {
@@ -410,11 +422,7 @@ async fn lead(
         sandbox_backend: backend,
         tag_refresh_interval: options.tag_refresh_interval,
         trust_policy_list_wait: crate::context::TRUST_POLICY_LIST_WAIT,
-        trace_export: options
-            .trace_collector
-            .as_deref()
-            .map(|endpoint| crate::traces::TraceExport::start(endpoint, Arc::clone(&metrics)))
-            .transpose()?,
+        trace_export,
         run_defaults: options.run_defaults,
         reconcile_concurrency: options.reconcile_concurrency,
         default_skills_namespace: default_skills_namespace(&options),

@@ -157,6 +157,18 @@ impl TraceExport {
     }
 }
 
+/// The receiver's hand-off: what a run's agent sent, scrubbed, goes to the run's trace.
+impl crate::otlp::TraceSink for TraceExport {
+    fn accept(
+        &self,
+        run: &crate::otlp::ReportingRun,
+        request: ExportTraceServiceRequest,
+        loads: &[SkillLoad],
+    ) {
+        self.agent_spans(&run.uid, &run.skills, request, loads);
+    }
+}
+
 /// Why a request never reached the collector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DropReason {
