@@ -3,6 +3,10 @@
 /// The condition every kind reports: True when the object is usable.
 pub const CONDITION_READY: &str = "Ready";
 
+/// The AgentRun condition that is True once the run has finished, with the outcome as its
+/// reason.
+pub const CONDITION_COMPLETED: &str = "Completed";
+
 /// The `status` of a `metav1.Condition`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConditionStatus {

@@ -36,7 +36,7 @@ pub use agentworkflowrun::{
     AgentWorkflowRun, AgentWorkflowRunSpec, AgentWorkflowRunStageStatus, AgentWorkflowRunStatus,
     WORKFLOW_RUN_SPEC_IMMUTABLE_MESSAGE, WORKFLOW_RUN_SPEC_IMMUTABLE_RULE,
 };
-pub use condition::{CONDITION_READY, ConditionStatus};
+pub use condition::{CONDITION_COMPLETED, CONDITION_READY, ConditionStatus};
 pub use execution::{ExecutionLimits, ExecutionMode, MAX_COST_PATTERN, RunExecution};
 pub use filemount::FileMount;
 pub use gateway::{CredentialRef, Gateway, GatewayModel, GatewaySpec, GatewayStatus};

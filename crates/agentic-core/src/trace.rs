@@ -4,12 +4,11 @@
 //! `opentelemetry.io/trace-context` annotation its sandbox carries (agent-sandbox parents its
 //! spans to it), and the agent runtime's spans re-parented when they are forwarded.
 
-use agentic_api::{AgentRun, AgentRunPhase, AgentRunStatus, PinnedSkill};
+use agentic_api::{AgentRun, AgentRunPhase, AgentRunStatus, CONDITION_COMPLETED, PinnedSkill};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sha2::{Digest, Sha256};
 
 use crate::pin::Pin;
-use crate::sandbox::CONDITION_COMPLETED;
 
 /// The annotation agent-sandbox reads a Sandbox's trace parent from: a JSON object of W3C
 /// trace-context headers, `{"traceparent":"00-<trace id>-<span id>-01"}`.

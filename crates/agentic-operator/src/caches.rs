@@ -72,6 +72,28 @@ pub struct PrefetchCaches {
 /// The key of [`PrefetchCaches::pulling`].
 pub const PULLING: &str = "pulling";
 
+impl PrefetchCaches {
+    /// The keys of a prefetch pod in [`PrefetchCaches::by_agent`]: the name of the Agent that
+    /// controls it.
+    pub fn controlling_agent(pod: &Pod) -> Vec<String> {
+        agentic_core::owners::controller_of(&pod.metadata)
+            .filter(|owner| owner.kind == <agentic_api::Agent as Resource>::kind(&()))
+            .map(|owner| vec![owner.name.clone()])
+            .unwrap_or_default()
+    }
+
+    /// The keys of a prefetch pod in [`PrefetchCaches::pulling`]: [`PULLING`] until it ends.
+    pub fn pulling(pod: &Pod) -> Vec<String> {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let ended = matches!(phase, Some("Succeeded" | "Failed"));
+        if ended || pod.metadata.deletion_timestamp.is_some() {
+            Vec::new()
+        } else {
+            vec![PULLING.to_string()]
+        }
+    }
+}
+
 impl Caches {
     /// The caches of the sandboxes, and no kind's yet.
     pub fn new(pods: Store<SandboxPod>, sandboxes: Option<Store<DynamicObject>>) -> Self {

@@ -417,7 +417,7 @@ impl Metrics {
     }
 
     /// Counts `n` requests dropped on their way to the trace collector (0 creates the series).
-    pub fn trace_dropped(&self, reason: crate::traces::DropReason, n: u64) {
+    pub fn trace_dropped(&self, reason: DropReason, n: u64) {
         self.trace_dropped
             .get_or_create(&DropLabels {
                 reason: reason.as_str(),
@@ -579,6 +579,23 @@ fn advance(counter: &Counter, total: u64) {
     let current = counter.get();
     if total > current {
         counter.inc_by(total - current);
+    }
+}
+
+/// Why a trace export request never reached the collector
+/// (`agentic_trace_requests_dropped_total{reason}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    QueueFull,
+    ExportFailed,
+}
+
+impl DropReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::QueueFull => "queue_full",
+            DropReason::ExportFailed => "export_failed",
+        }
     }
 }
 

@@ -328,7 +328,7 @@ pub async fn start(
             .unwrap_or_default(),
         trace_export
             .clone()
-            .map(|export| export as Arc<dyn crate::otlp::TraceSink>),
+            .map(|export| export as Arc<dyn crate::traces::TraceSink>),
     );
     let otlp_addr = match &options.otlp {
         Some(otlp) => Some(

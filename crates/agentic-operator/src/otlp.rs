@@ -29,11 +29,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use agentic_api::{AgentRun, AgentRunPhase, PinnedSkill};
+use agentic_api::{AgentRun, AgentRunPhase};
 use agentic_core::names::{acp_secret_name, sandbox_name};
 use agentic_core::owners::is_controlled_by;
 use agentic_core::sandbox::{OTLP_TOKEN_KEY, run_of_token};
-use agentic_otlp::{Encoding, ExportTraceServiceRequest, SkillLoad};
+use agentic_otlp::Encoding;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -47,6 +47,7 @@ use sha2::{Digest, Sha256};
 
 use crate::context::Context;
 use crate::error::Chain;
+use crate::traces::{ReportingRun, TraceSink};
 use usage::SkillUsage;
 
 /// The path OTLP/HTTP exporters post traces to.
@@ -90,24 +91,6 @@ pub struct OtlpOptions {
     /// What sandboxes are told ([`agentic_core::sandbox::TraceReceiver`]).
     pub receiver: agentic_core::sandbox::TraceReceiver,
     pub limits: Limits,
-}
-
-/// The sandbox of a run that reported, as a [`TraceSink`] learns it.
-#[derive(Clone, Debug)]
-pub struct ReportingRun {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    /// The skills its sandbox mounts, pinned (`status.skills`).
-    pub skills: Vec<PinnedSkill>,
-}
-
-/// Where an accepted request goes once scrubbed: the hand-off to the trace forwarder. It
-/// gets the request with no message content left, the run it came from (by its bearer, not
-/// by what it says), and the skill loads read from it, with their span ids. It is called on
-/// the request's task: one that does I/O queues the request and returns.
-pub trait TraceSink: Send + Sync {
-    fn accept(&self, run: &ReportingRun, request: ExportTraceServiceRequest, loads: &[SkillLoad]);
 }
 
 /// The receiver's state: the controllers' context once this replica leads, what it knows of

@@ -26,7 +26,7 @@ use opentelemetry_sdk::trace::SpanData;
 use prost::Message as _;
 use tokio::sync::mpsc;
 
-use crate::metrics::{Metrics, Observed};
+use crate::metrics::{DropReason, Metrics, Observed};
 
 /// Requests waiting for the collector. A run sends a few operator requests in its life and
 /// its agent at most the receiver's request rate; this holds bursts of hundreds of runs.
@@ -157,31 +157,28 @@ impl TraceExport {
     }
 }
 
+/// The sandbox of a run that reported, as a [`TraceSink`] learns it.
+#[derive(Clone, Debug)]
+pub struct ReportingRun {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// The skills its sandbox mounts, pinned (`status.skills`).
+    pub skills: Vec<PinnedSkill>,
+}
+
+/// Where an accepted request goes once scrubbed: the hand-off to the trace forwarder. It
+/// gets the request with no message content left, the run it came from (by its bearer, not
+/// by what it says), and the skill loads read from it, with their span ids. It is called on
+/// the request's task: one that does I/O queues the request and returns.
+pub trait TraceSink: Send + Sync {
+    fn accept(&self, run: &ReportingRun, request: ExportTraceServiceRequest, loads: &[SkillLoad]);
+}
+
 /// The receiver's hand-off: what a run's agent sent, scrubbed, goes to the run's trace.
-impl crate::otlp::TraceSink for TraceExport {
-    fn accept(
-        &self,
-        run: &crate::otlp::ReportingRun,
-        request: ExportTraceServiceRequest,
-        loads: &[SkillLoad],
-    ) {
+impl TraceSink for TraceExport {
+    fn accept(&self, run: &ReportingRun, request: ExportTraceServiceRequest, loads: &[SkillLoad]) {
         self.agent_spans(&run.uid, &run.skills, request, loads);
-    }
-}
-
-/// Why a request never reached the collector.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DropReason {
-    QueueFull,
-    ExportFailed,
-}
-
-impl DropReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropReason::QueueFull => "queue_full",
-            DropReason::ExportFailed => "export_failed",
-        }
     }
 }
 

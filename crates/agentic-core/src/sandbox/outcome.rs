@@ -15,8 +15,7 @@ use crate::conditions::{Conditions, truncate};
 use crate::names::acp_secret_name;
 use crate::reasons::AgentRunReason;
 
-/// The condition that is True once a run has finished, with the outcome as its reason.
-pub const CONDITION_COMPLETED: &str = "Completed";
+pub use agentic_api::CONDITION_COMPLETED;
 
 /// Konveyor's condition for the run's outcome: Unknown until the run ends, then True when it
 /// succeeded and False otherwise.

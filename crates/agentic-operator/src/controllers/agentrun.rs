@@ -49,8 +49,6 @@ use wakes::{RunIndexes, Wakes};
 pub(super) use wakes::{live, runs_a_policy_may_cancel};
 
 pub const KIND: &str = "AgentRun";
-/// Condition that is True once the run has finished, with the outcome as its reason.
-pub const CONDITION_COMPLETED: &str = "Completed";
 /// How often a queued run checks for a free slot, besides the watch on the Agent's runs that
 /// brings it back when one finishes or is deleted.
 const QUEUED_RETRY: std::time::Duration = std::time::Duration::from_secs(30);

@@ -158,8 +158,8 @@ impl PrefetchWatches {
         let caches = PrefetchCaches {
             nodes: nodes.store(),
             pods: pods.store(),
-            by_agent: subscriptions.index(super::agent::prefetch::controlling_agent),
-            pulling: subscriptions.index(super::agent::prefetch::pulling),
+            by_agent: subscriptions.index(PrefetchCaches::controlling_agent),
+            pulling: subscriptions.index(PrefetchCaches::pulling),
         };
         Self {
             nodes,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agentic_api::{Agent, AgentStatus, ConditionStatus, SkillCard};
 use agentic_core::conditions::{Conditions, is_ready};
-use agentic_core::owners::{controller_of, is_controlled_by};
+use agentic_core::owners::is_controlled_by;
 use agentic_core::pin::Pin;
 use agentic_core::prefetch::{
     CONDITION_SKILLS_PREFETCHED, NodeSelection, ObservedPod, PrefetchOwner, PrefetchSettings,
@@ -25,7 +25,6 @@ use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
 
-use super::KIND;
 use crate::apply::create_owned;
 use crate::caches::{Guarded, Index, PULLING, PrefetchCaches, listed};
 use crate::context::Context;
@@ -35,25 +34,6 @@ use crate::error::Chain;
 /// How soon a pass looks again when the prefetch caches have not listed yet, or a write
 /// failed.
 const RETRY: Duration = Duration::from_secs(5);
-
-/// The keys of a prefetch pod in the index by Agent: the name of the Agent that controls it.
-pub(in crate::controllers) fn controlling_agent(pod: &Pod) -> Vec<String> {
-    controller_of(&pod.metadata)
-        .filter(|owner| owner.kind == KIND)
-        .map(|owner| vec![owner.name.clone()])
-        .unwrap_or_default()
-}
-
-/// The keys of a prefetch pod in the index of those pulling: [`PULLING`] until it ends.
-pub(in crate::controllers) fn pulling(pod: &Pod) -> Vec<String> {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    let ended = matches!(phase, Some("Succeeded" | "Failed"));
-    if ended || pod.metadata.deletion_timestamp.is_some() {
-        Vec::new()
-    } else {
-        vec![PULLING.to_string()]
-    }
-}
 
 /// Whether the Agent has something to prefetch: Ready, with an image skill.
 pub(super) fn prefetching(agent: &Agent) -> Vec<String> {
@@ -69,7 +49,7 @@ pub(super) fn prefetching(agent: &Agent) -> Vec<String> {
 /// The Agent a changed prefetch pod belongs to.
 pub(super) fn agent_of_pod(pod: Arc<Guarded<Pod>>) -> Option<ObjectRef<Guarded<Agent>>> {
     let pod = pod.0.as_ref().ok()?;
-    let agent = controlling_agent(pod).pop()?;
+    let agent = PrefetchCaches::controlling_agent(pod).pop()?;
     let namespace = pod.namespace()?;
     Some(guard_ref(ObjectRef::new(&agent).within(&namespace)))
 }
