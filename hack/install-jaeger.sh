@@ -16,47 +16,11 @@ version=v1.75.0
 module_sum=h1:OWj6uKRJ8QaH+AVypRwqINGi3Q/WOchbEfp53FJK0Xk=
 module=github.com/jaegertracing/jaeger
 
-cache_dir="${AGENTIC_CACHE_DIR:-$HOME/.cache/agentic-operator}"
-dir="$cache_dir/jaeger/$version"
-bin="$dir/bin/jaeger"
-
-# A finished install records the module sum it was built from; anything else (an
-# interrupted build, another pin under the same version) starts over.
-marker="$dir/.installed"
-if [[ -x "$bin" && -f "$marker" && "$(cat "$marker")" == "$module_sum" ]]; then
-  echo "$bin"
-  exit 0
-fi
-
-if ! command -v go >/dev/null; then
-  echo "install-jaeger: go is needed to build $module@$version from the Go module proxy" >&2
-  exit 2
-fi
-# Jaeger's go.mod names a toolchain line that this machine's Go satisfies: never let it
-# trigger a download.
-export GOTOOLCHAIN=local
-
-mkdir -p "$cache_dir/jaeger"
-# One build at a time per cache; a second caller waits and then finds the result.
-exec 9>"$cache_dir/jaeger/.lock"
-flock 9
-if [[ -x "$bin" && -f "$marker" && "$(cat "$marker")" == "$module_sum" ]]; then
-  echo "$bin"
-  exit 0
-fi
-
-# The checksum database vouches for the module; this checks the pin, so a different
-# module served under the same version cannot slip in.
-actual=$(go mod download -json "$module@$version" | sed -n 's/^\t"Sum": "\(.*\)",$/\1/p')
-if [[ "$actual" != "$module_sum" ]]; then
-  echo "install-jaeger: $module@$version has sum '$actual'; the pin is $module_sum" >&2
-  exit 1
-fi
+# shellcheck source=hack/lib/go-tool.sh
+source "$(dirname "$0")/lib/go-tool.sh"
+go_tool_begin jaeger "$version" "$module" "$module_sum"
 
 echo "install-jaeger: building $module/cmd/jaeger@$version into $dir (many minutes on 2 cores)" >&2
-rm -rf "$dir"
-work=$(mktemp -d "$cache_dir/jaeger/.build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
 (
   cd "$work"
   go mod init agentic-operator.invalid/jaeger-tool >/dev/null 2>&1
@@ -78,7 +42,4 @@ fi
   echo "install-jaeger: the built jaeger does not run" >&2
   exit 1
 }
-mkdir -p "$dir"
-mv "$work/bin" "$dir/bin"
-echo "$module_sum" >"$marker"
-echo "$bin"
+go_tool_finish

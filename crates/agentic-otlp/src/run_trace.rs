@@ -15,10 +15,9 @@
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::trace::v1::Span;
 
+use crate::skills::{SKILL_NAME, SKILL_RESOURCE_NAME};
 use crate::{ExportTraceServiceRequest, SkillLoad};
 
-const SKILL_NAME: &str = "gen_ai.skill.name";
-const SKILL_RESOURCE_NAME: &str = "gen_ai.skill.resource.name";
 const SKILL_SOURCE_URI: &str = "gen_ai.skill.source.uri";
 
 /// A skill the run mounted, and where it came from (`oci://<repository>@sha256:…`, a git URL

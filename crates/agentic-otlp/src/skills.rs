@@ -19,8 +19,10 @@ const EXECUTE_TOOL: &str = "execute_tool";
 const TOOL_NAME: &str = "gen_ai.tool.name";
 const LOAD_SKILL: &str = "load_skill";
 const TOOL_ARGUMENTS: &str = "gen_ai.tool.call.arguments";
-const SKILL_NAME: &str = "gen_ai.skill.name";
-const SKILL_RESOURCE_NAME: &str = "gen_ai.skill.resource.name";
+/// The GenAI conventions' attributes of a skill on an `execute_tool` span: a harness may set
+/// them, and the forwarder sets them on the loads it moves into a run's trace.
+pub(crate) const SKILL_NAME: &str = "gen_ai.skill.name";
+pub(crate) const SKILL_RESOURCE_NAME: &str = "gen_ai.skill.resource.name";
 
 /// One skill load the agent reported, as read from its span.
 #[derive(Clone, Debug, PartialEq, Eq)]
