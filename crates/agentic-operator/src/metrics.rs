@@ -116,8 +116,8 @@ pub struct Metrics {
     prefetches: Family<PrefetchLabels, Counter>,
     prefetch_pull: Histogram,
     /// The prefetch pods whose end was counted, by uid, so each is counted once however
-    /// many passes see it.
-    prefetches_ended: Mutex<HashSet<String>>,
+    /// many passes see it; bounded, as every set of what was observed.
+    prefetches_ended: Mutex<Observed<String>>,
     /// When this process started (seconds since the epoch): a prefetch pod created before
     /// it was counted by the process that created it.
     started: i64,
