@@ -17,6 +17,8 @@
 //! No server, no Kubernetes client: everything here is a function of its input.
 
 mod decode;
+#[cfg(test)]
+mod fixtures;
 mod run_trace;
 mod scrub;
 mod skills;

@@ -108,25 +108,15 @@ fn spans_mut(request: &mut ExportTraceServiceRequest) -> impl Iterator<Item = &m
 #[cfg(test)]
 mod tests {
     use opentelemetry_proto::tonic::trace::v1::span::Link;
-    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
 
     use super::*;
+    use crate::fixtures::{request, string};
     use crate::take_skill_loads;
 
     const RUN: RunTraceIds = RunTraceIds {
         trace_id: [0xab; 16],
         root_span_id: [0xcd; 8],
     };
-
-    fn string(key: &str, value: &str) -> KeyValue {
-        KeyValue {
-            key: key.to_owned(),
-            value: Some(AnyValue {
-                value: Some(Value::StringValue(value.to_owned())),
-            }),
-            ..KeyValue::default()
-        }
-    }
 
     /// A span of goose's trace `trace`, child of `parent` (0: a root span).
     fn span(trace: u8, id: u8, parent: u8, attributes: Vec<KeyValue>) -> Span {
@@ -157,18 +147,6 @@ mod tests {
                 ),
             ],
         )
-    }
-
-    fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
-        ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                scope_spans: vec![ScopeSpans {
-                    spans,
-                    ..ScopeSpans::default()
-                }],
-                ..ResourceSpans::default()
-            }],
-        }
     }
 
     fn attribute<'a>(span: &'a Span, key: &str) -> Option<&'a str> {

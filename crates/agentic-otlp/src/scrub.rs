@@ -106,16 +106,7 @@ mod tests {
     use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 
     use super::*;
-
-    fn string(key: &str, value: &str) -> KeyValue {
-        KeyValue {
-            key: key.to_owned(),
-            value: Some(AnyValue {
-                value: Some(Value::StringValue(value.to_owned())),
-            }),
-            ..KeyValue::default()
-        }
-    }
+    use crate::fixtures::string;
 
     fn keys(attributes: &[KeyValue]) -> Vec<&str> {
         attributes.iter().map(|a| a.key.as_str()).collect()

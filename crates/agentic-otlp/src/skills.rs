@@ -117,20 +117,10 @@ fn string_attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str
 #[cfg(test)]
 mod tests {
     use opentelemetry_proto::tonic::common::v1::KeyValueList;
-    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
 
     use super::*;
+    use crate::fixtures::{request, string};
     use crate::{is_content_attribute, take_skill_loads};
-
-    fn string(key: &str, value: &str) -> KeyValue {
-        KeyValue {
-            key: key.to_owned(),
-            value: Some(AnyValue {
-                value: Some(Value::StringValue(value.to_owned())),
-            }),
-            ..KeyValue::default()
-        }
-    }
 
     fn span(id: u8, attributes: Vec<KeyValue>) -> Span {
         Span {
@@ -152,18 +142,6 @@ mod tests {
                 string("gen_ai.tool.call.result", "the skill's body"),
             ],
         )
-    }
-
-    fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
-        ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                scope_spans: vec![ScopeSpans {
-                    spans,
-                    ..ScopeSpans::default()
-                }],
-                ..ResourceSpans::default()
-            }],
-        }
     }
 
     fn load(id: u8, skill: &str, file: Option<&str>) -> SkillLoad {
