@@ -26,6 +26,7 @@
 //!   Agent's cap, deadlines, cancellation, time to live).
 //! - [`prefetch`]: which pods pull a Ready Agent's skill images onto the nodes before its
 //!   first run, and its `SkillsPrefetched` condition.
+//! - [`shard`]: which shard a namespace belongs to, and how replicas share the shards.
 //! - [`start`]: whether a run without a sandbox waits, adopts the sandbox an earlier pass
 //!   created, or has one created, from what its pass read.
 //! - [`trace`]: a run's trace id, root span and W3C trace context, and a skill's source
@@ -54,6 +55,7 @@ pub mod pin;
 pub mod prefetch;
 pub mod reasons;
 pub mod sandbox;
+pub mod shard;
 pub mod skills;
 pub mod start;
 pub mod substitution;
