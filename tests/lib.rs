@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod support;
+pub mod trace_json;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -519,6 +520,27 @@ where
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The trace of the run `run` in `jaeger` (the user's collector) once it holds the run's
+/// root span, `AgentRun <run>`. The operator sends that span last, at the status write that
+/// ends the run; its forwarder sends in order and Jaeger stores a request before answering
+/// it, so from then on every span forwarded before it is there too.
+pub async fn run_trace_in(
+    jaeger: &agentic_testenv::Jaeger,
+    run: &str,
+    trace: &agentic_core::trace::RunTrace,
+) -> serde_json::Value {
+    let root_name = format!("AgentRun {run}");
+    let trace_id = trace.trace_id_hex();
+    eventually("the run's root span in jaeger", || async {
+        let stored = jaeger.trace(&trace_id).await.ok().flatten()?;
+        trace_json::spans(&stored)
+            .iter()
+            .any(|span| span["name"] == root_name.as_str())
+            .then_some(stored)
+    })
+    .await
 }
 
 /// Waits until the run `name` is in `phase`.

@@ -5,20 +5,30 @@
 //! takes goose's spans with the run's bearer, and the run's status records exactly those
 //! loads within seconds of the run's end.
 //!
-//! Needs `GOOSE_BIN` ([`agentic_integration_tests::goose_bin`]).
+//! The operator forwards the run's trace to Jaeger, the user's collector here: read back
+//! through Jaeger's query API, the run is one trace holding the operator's spans and
+//! goose's, the loads name the skills with their pinned digests, and no message content is
+//! anywhere in it.
+//!
+//! Needs `GOOSE_BIN` ([`agentic_integration_tests::goose_bin`]) and `JAEGER_BIN`
+//! (`hack/install-jaeger.sh`).
 
 use std::time::Duration;
 
-use agentic_api::{AgentRun, AgentRunPhase, AgentSpec, ObjectRef, SkillCard, SkillCardSpec};
+use agentic_api::{AgentRun, AgentRunPhase, AgentSpec, ObjectRef, SkillCard};
 use agentic_core::sandbox::TraceReceiver;
+use agentic_core::trace::RunTrace;
+use agentic_integration_tests::trace_json::{
+    attribute, attribute_keys, hex, named, spans, spans_of_service,
+};
 use agentic_integration_tests::{
-    agent_log, apply, events_about, goose_bin, goose_run, llm_agent_spec, meta, node_env,
-    ready_agent, run_options, stop_cleanly, wait_finished,
+    agent_log, apply, events_about, goose_bin, goose_run, image_card, llm_agent_spec, node_env,
+    push, ready_agent, run_options, run_trace_in, stop_cleanly, wait_finished, write_skill,
 };
 use agentic_operator::operator::{self, BackendChoice, RunOptions};
 use agentic_operator::otlp::{Limits, OtlpOptions};
-use agentic_testenv::push_goose_image;
-use kube::Api;
+use agentic_testenv::{Jaeger, push_goose_image};
+use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -28,19 +38,15 @@ const ACTIVE_DEADLINE_SECONDS: i64 = 120;
 /// How soon after the run's end its status shows the loads: the receiver wakes the run's
 /// pass at most every 2 s (`otlp::usage::WRITE_INTERVAL`), goose exports before it exits.
 const RECORDED_WITHIN: Duration = Duration::from_secs(5);
-
-fn inline_skill(name: &str, description: &str) -> SkillCardSpec {
-    SkillCardSpec {
-        inline: Some(format!(
-            "---\nname: {name}\ndescription: {description}\n---\n# {name}\nFollow it.\n"
-        )),
-        ..SkillCardSpec::default()
-    }
-}
+/// goose's `service.name` (it sets none from `OTEL_SERVICE_NAME` here: the pod gets none).
+const GOOSE_SERVICE: &str = "goose";
+/// The operator's `service.name` (`traces::SERVICE_NAME`).
+const OPERATOR_SERVICE: &str = "agentic-operator";
 
 #[tokio::test]
-async fn goose_reports_its_skill_loads_and_the_status_records_exactly_those() {
+async fn goose_reports_its_skill_loads_and_the_status_and_the_users_collector_get_them() {
     let env = node_env().await;
+    let jaeger = Jaeger::start().await.expect("starting jaeger (JAEGER_BIN)");
     let registry = env.registry_addr().expect("the node's registry");
     let goose_image = push_goose_image(
         &registry,
@@ -65,6 +71,7 @@ async fn goose_reports_its_skill_loads_and_the_status_records_exactly_those() {
         RunOptions {
             insecure_registries: vec![registry.clone()],
             sandbox_backend: BackendChoice::Pod,
+            trace_collector: Some(jaeger.otlp_endpoint()),
             otlp: Some(OtlpOptions {
                 bind: (host, port).into(),
                 receiver: TraceReceiver {
@@ -80,6 +87,9 @@ async fn goose_reports_its_skill_loads_and_the_status_records_exactly_those() {
     .await
     .expect("the operator starts");
 
+    // Image skills: their loads carry the pinned digest as their source. beta has a
+    // supporting file the model loads too.
+    let scratch = tempfile::tempdir().expect("tempdir");
     let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
     let skills = [
         ("alpha", "Refactor with care."),
@@ -87,13 +97,16 @@ async fn goose_reports_its_skill_loads_and_the_status_records_exactly_those() {
         ("gamma", "Never loaded."),
     ];
     for (name, description) in skills {
+        let dir = write_skill(scratch.path(), name, description);
+        if name == "beta" {
+            std::fs::create_dir_all(dir.join("references")).expect("mkdir");
+            std::fs::write(dir.join("references/guide.md"), "Red, green, refactor.\n")
+                .expect("write");
+        }
+        let pushed = push(&[dir], &format!("{ns}/{name}:1")).await;
         apply(
             &cards,
-            &SkillCard {
-                metadata: meta(name),
-                spec: inline_skill(name, description),
-                status: None,
-            },
+            &image_card(name, pushed.split('@').next().expect("tagged")),
         )
         .await;
     }
@@ -108,8 +121,15 @@ async fn goose_reports_its_skill_loads_and_the_status_records_exactly_those() {
     };
     ready_agent(&client, &ns, "coder", spec).await;
 
-    // The scripted model loads alpha twice, beta once, and a skill the run did not mount.
-    let loads = ["alpha", "beta", "alpha", "baked-in"];
+    // The scripted model loads alpha twice, beta and its supporting file, and a skill the
+    // run did not mount.
+    let loads = [
+        "alpha",
+        "beta",
+        "alpha",
+        "beta/references/guide.md",
+        "baked-in",
+    ];
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(
         &runs,
@@ -158,7 +178,7 @@ async fn goose_reports_its_skill_loads_and_the_status_records_exactly_those() {
         .collect();
     assert_eq!(
         counted,
-        [("alpha", Some(2)), ("beta", Some(1)), ("gamma", None)],
+        [("alpha", Some(2)), ("beta", Some(2)), ("gamma", None)],
         "{recorded:#?}"
     );
     assert!(
@@ -177,6 +197,116 @@ async fn goose_reports_its_skill_loads_and_the_status_records_exactly_those() {
             .iter()
             .any(|e| e.reason.as_deref() == Some("UnmountedSkillLoaded")),
         "{events:#?}"
+    );
+
+    let trace = RunTrace::of_run(&finished.uid().expect("uid"));
+    let trace_id = trace.trace_id_hex();
+    // goose exported its spans before it exited, so before the run ended, and the receiver
+    // queued them for the collector before answering: they precede the root span.
+    let stored = run_trace_in(&jaeger, "usage-run", &trace).await;
+    let all = spans(&stored);
+    assert!(
+        all.iter().all(|span| span["traceId"] == trace_id.as_str()),
+        "{stored:#}"
+    );
+
+    // The operator's spans: the run's root, each skill's resolution, the sandbox, the agent.
+    let operator_spans = spans_of_service(&stored, OPERATOR_SERVICE);
+    let root = named(&operator_spans, "AgentRun usage-run");
+    assert_eq!(root["spanId"], hex(&trace.root_span_id()).as_str());
+    for name in [
+        "skill alpha",
+        "skill beta",
+        "skill gamma",
+        "sandbox create",
+        "agent start",
+        "agent run",
+    ] {
+        assert_eq!(
+            named(&operator_spans, name)["parentSpanId"],
+            root["spanId"],
+            "{name}"
+        );
+    }
+
+    // goose's spans, every one of them in the run's trace: goose starts traces of its own
+    // (it ignores TRACEPARENT), and none of them reached the collector as such.
+    let goose_spans = spans_of_service(&stored, GOOSE_SERVICE);
+    assert!(!goose_spans.is_empty(), "no span of goose's in {stored:#}");
+    let goose_traces = jaeger
+        .traces_of_service(GOOSE_SERVICE)
+        .await
+        .expect("query")
+        .expect("goose's traces");
+    let goose_trace_ids: std::collections::BTreeSet<&str> = spans(&goose_traces)
+        .iter()
+        .filter_map(|span| span["traceId"].as_str())
+        .collect();
+    assert_eq!(
+        goose_trace_ids,
+        [trace_id.as_str()].into(),
+        "goose's spans are all in the run's trace"
+    );
+
+    // Its loads, named with the skill each loaded and, for a mounted skill, its pinned
+    // source; the file goose loaded as the skill's resource.
+    let pinned = |name: &str| {
+        let skill = recorded
+            .skills
+            .iter()
+            .find(|skill| skill.name == name)
+            .expect("a pinned skill");
+        assert!(skill.image.contains("@sha256:"), "{skill:?}");
+        format!("oci://{}", skill.image)
+    };
+    let mut load_spans: Vec<(Option<&str>, Option<&str>, Option<&str>)> = goose_spans
+        .iter()
+        .filter(|span| attribute(span, "gen_ai.tool.name") == Some("load_skill"))
+        .map(|span| {
+            (
+                attribute(span, "gen_ai.skill.name"),
+                attribute(span, "gen_ai.skill.resource.name"),
+                attribute(span, "gen_ai.skill.source.uri"),
+            )
+        })
+        .collect();
+    load_spans.sort_unstable();
+    let (alpha, beta) = (pinned("alpha"), pinned("beta"));
+    assert_eq!(
+        load_spans,
+        [
+            (Some("alpha"), None, Some(alpha.as_str())),
+            (Some("alpha"), None, Some(alpha.as_str())),
+            (Some("baked-in"), None, None),
+            (Some("beta"), None, Some(beta.as_str())),
+            (
+                Some("beta"),
+                Some("references/guide.md"),
+                Some(beta.as_str())
+            ),
+        ],
+        "{stored:#}"
+    );
+
+    // No message content anywhere, though goose sent it (the content switch is on).
+    let keys = attribute_keys(&stored);
+    for content in [
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    ] {
+        assert!(
+            !keys.iter().any(|key| key == content),
+            "{content} in {stored:#}"
+        );
+    }
+    assert!(
+        !keys
+            .iter()
+            .any(|key| agentic_otlp::is_content_attribute(key)),
+        "{keys:?}"
     );
     stop_cleanly(stop, started).await;
 }

@@ -7,9 +7,10 @@ use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, S
 use agentic_core::names::{acp_secret_name, sandbox_name};
 use agentic_core::sandbox::{OTLP_TOKEN_KEY, TraceReceiver};
 use agentic_core::trace::RunTrace;
+use agentic_integration_tests::trace_json::{attribute, attribute_keys, hex, named, spans};
 use agentic_integration_tests::{
-    apply, env, eventually, image_card, kubelet, llm_agent_spec, meta, push, ready_agent, registry,
-    run_options, stop_cleanly, wait_for_sandbox, wait_phase, write_skill,
+    apply, env, image_card, kubelet, llm_agent_spec, meta, push, ready_agent, registry,
+    run_options, run_trace_in, stop_cleanly, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_operator::operator::{self, RunOptions};
 use agentic_operator::otlp::{Limits, OtlpOptions};
@@ -18,26 +19,6 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::watch;
-
-/// Every span of a trace as the query API returns it (`result.resourceSpans[].scopeSpans[]
-/// .spans[]`).
-fn spans(trace: &Value) -> Vec<&Value> {
-    trace["result"]["resourceSpans"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(spans_of)
-        .collect()
-}
-
-/// A span's string attribute.
-fn attribute<'a>(span: &'a Value, key: &str) -> Option<&'a str> {
-    span["attributes"]
-        .as_array()?
-        .iter()
-        .find(|a| a["key"] == key)?["value"]["stringValue"]
-        .as_str()
-}
 
 #[tokio::test]
 async fn jaeger_stores_what_it_is_sent_under_the_runs_trace_id() {
@@ -84,43 +65,6 @@ async fn jaeger_stores_what_it_is_sent_under_the_runs_trace_id() {
     let stored_spans = spans(&stored);
     assert_eq!(stored_spans.len(), 1, "{stored}");
     assert_eq!(attribute(stored_spans[0], "probe.key"), Some("probe-value"));
-}
-
-/// Every attribute key of every span and resource of a trace.
-fn attribute_keys(trace: &Value) -> Vec<String> {
-    let mut keys = Vec::new();
-    for resource in trace["result"]["resourceSpans"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let lists = std::iter::once(&resource["resource"]["attributes"]).chain(
-            spans_of(resource)
-                .into_iter()
-                .map(|span| &span["attributes"]),
-        );
-        for list in lists {
-            for attribute in list.as_array().into_iter().flatten() {
-                keys.push(attribute["key"].as_str().unwrap_or_default().to_owned());
-            }
-        }
-    }
-    keys
-}
-
-fn spans_of(resource: &Value) -> Vec<&Value> {
-    let mut spans = Vec::new();
-    for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
-        spans.extend(scope["spans"].as_array().into_iter().flatten());
-    }
-    spans
-}
-
-fn named<'a>(spans: &[&'a Value], name: &str) -> &'a Value {
-    spans
-        .iter()
-        .find(|span| span["name"] == name)
-        .unwrap_or_else(|| panic!("no span {name:?} in {spans:#?}"))
 }
 
 #[tokio::test]
@@ -226,18 +170,9 @@ async fn a_run_is_one_trace_in_the_users_collector() {
     .expect("JSON");
     assert_eq!(context["traceparent"], trace.traceparent());
 
-    // The root span comes last, with the outcome: once it is there, the run's spans are.
-    let root_name = "AgentRun traced";
-    let stored = eventually("the run's root span in jaeger", || async {
-        let stored = jaeger.trace(&trace.trace_id_hex()).await.ok().flatten()?;
-        spans(&stored)
-            .iter()
-            .any(|span| span["name"] == root_name)
-            .then_some(stored)
-    })
-    .await;
+    let stored = run_trace_in(&jaeger, "traced", &trace).await;
     let all = spans(&stored);
-    let root = named(&all, root_name);
+    let root = named(&all, "AgentRun traced");
     let root_id = hex(&trace.root_span_id());
     assert_eq!(root["spanId"], root_id.as_str());
     assert_eq!(root["parentSpanId"].as_str().unwrap_or_default(), "");
@@ -330,8 +265,4 @@ fn goose_request() -> Value {
             ])),
         ]}],
     }]})
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

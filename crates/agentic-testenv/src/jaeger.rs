@@ -18,6 +18,10 @@ pub const JAEGER_BIN_ENV: &str = "JAEGER_BIN";
 const NAME: &str = "jaeger";
 /// A collector pipeline starts in about a second; a busy 2-core machine gets more.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The traces the in-memory store keeps.
+const MAX_TRACES: usize = 10_000;
+/// How many traces a search returns at most; under the store's `max_traces` (see [`config`]).
+const SEARCH_DEPTH: usize = 1_000;
 
 /// A Jaeger process with an OTLP/HTTP receiver and the query API, each on a free loopback
 /// port, and in-memory storage. Stopped when dropped, and when the test process dies without
@@ -95,8 +99,12 @@ impl Jaeger {
     /// The trace `trace_id` (32 hex digits) as the query API returns it (OTLP JSON under
     /// `result`), or `None` while Jaeger has none of its spans.
     pub async fn trace(&self, trace_id: &str) -> Result<Option<serde_json::Value>> {
-        let path = format!("/api/v3/traces/{trace_id}");
-        let (code, body) = http_get(self.query, &path)
+        self.query_json(&format!("/api/v3/traces/{trace_id}")).await
+    }
+
+    /// The query API's JSON answer at `path`, `None` for its 404 (nothing found).
+    async fn query_json(&self, path: &str) -> Result<Option<serde_json::Value>> {
+        let (code, body) = http_get(self.query, path)
             .await
             .map_err(Error::io("querying jaeger at", self.query.to_string()))?;
         match code {
@@ -108,6 +116,18 @@ impl Jaeger {
                 "jaeger's {path} answered {code}: {body}"
             ))),
         }
+    }
+
+    /// Every trace holding a span of the service `service` (`service.name`), as the query API
+    /// returns them (their spans together, OTLP JSON under `result`), or `None` while there
+    /// is none.
+    pub async fn traces_of_service(&self, service: &str) -> Result<Option<serde_json::Value>> {
+        // The search needs a time window and a depth under the store's `max_traces`.
+        let path = format!(
+            "/api/v3/traces?query.service_name={service}&query.start_time_min=1970-01-01T00:00:00Z\
+             &query.start_time_max=9999-12-31T00:00:00Z&query.num_traces={SEARCH_DEPTH}"
+        );
+        self.query_json(&path).await
     }
 
     /// Pids of the processes this Jaeger started (Jaeger and its watchdog).
@@ -151,7 +171,7 @@ fn config(otlp: SocketAddr, query: SocketAddr, query_grpc: SocketAddr) -> String
             "telemetry": { "metrics": { "level": "none" }, "logs": { "level": "warn" } },
         },
         "extensions": {
-            "jaeger_storage": { "backends": { "memstore": { "memory": { "max_traces": 10_000 } } } },
+            "jaeger_storage": { "backends": { "memstore": { "memory": { "max_traces": MAX_TRACES } } } },
             "jaeger_query": {
                 "storage": { "traces": "memstore" },
                 "http": { "endpoint": query.to_string() },
