@@ -117,6 +117,61 @@ pub struct AgentSpec {
     /// The author of the agent's commits in every run, unless the run sets its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_config: Option<GitConfig>,
+
+    /// Runs the agent runtime (goose) in a container of its own beside the harness, under
+    /// another user id, as Konveyor's ADR 0017 proposes: the runtime cannot read the harness's
+    /// files, environment or credentials (the ACP key, the run's `env`, `envFrom` and
+    /// `fileMounts`); the two share `/workspace` and talk ACP on loopback. Unset: one
+    /// container, as in Konveyor. (An agentic-operator extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<AgentRuntime>,
+}
+
+/// The agent runtime's own container (ADR 0017's two-container shape).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(
+    validation = Rule::new("self.harnessUser != self.runtimeUser").message("harnessUser and runtimeUser must differ: the runtime must not be able to read the harness's files")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRuntime {
+    /// Image of the runtime container; unset: the Agent's `spec.image` (an image that holds
+    /// both the harness and the runtime, as Konveyor's agent-base does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: Option<String>,
+
+    /// The runtime's command: it must serve ACP on `127.0.0.1:$(KONVEYOR_RUNTIME_ACP_PORT)`
+    /// (Kubernetes expands the reference), for example
+    /// `[goose, serve, --host, 127.0.0.1, --port, $(KONVEYOR_RUNTIME_ACP_PORT)]`.
+    #[schemars(length(min = 1))]
+    pub command: Vec<String>,
+
+    /// The user id the harness (the `agent` container) runs as.
+    #[serde(default = "default_harness_user")]
+    #[schemars(range(min = 1))]
+    pub harness_user: i64,
+
+    /// The user id the runtime runs as; it must differ from `harnessUser`.
+    #[serde(default = "default_runtime_user")]
+    #[schemars(range(min = 1))]
+    pub runtime_user: i64,
+
+    /// The group both run as and that owns the pod's volumes (`fsGroup`): what one writes
+    /// group-writable (`chmod g=u`, umask 002) in `/workspace` the other may change. Default
+    /// 0, the convention of Konveyor's images (and OpenShift's).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub group: i64,
+}
+
+/// ADR 0017's harness user.
+fn default_harness_user() -> i64 {
+    1001
+}
+
+/// ADR 0017's goose user.
+fn default_runtime_user() -> i64 {
+    1002
 }
 
 fn default_skill_delivery() -> String {

@@ -23,7 +23,8 @@ mod skillcollection;
 mod trustpolicy;
 
 pub use agent::{
-    Agent, AgentParam, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType, SkillOrigin,
+    Agent, AgentParam, AgentRuntime, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType,
+    SkillOrigin,
 };
 pub use agentrun::{
     AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam,

@@ -2,7 +2,7 @@
 //!
 //! Konveyor's Hub (and so its console) edits an object by reading it into Konveyor's Go type,
 //! setting `spec` from the request and sending the whole object back: every spec field only
-//! this operator has (an Agent's `skillDelivery`, `maxConcurrentRuns`, `defaultSkills`, a
+//! this operator has (an Agent's `skillDelivery`, `maxConcurrentRuns`, `defaultSkills`, `runtime`, a
 //! SkillCard's `pullSecrets`, `sourceSecret`) is dropped, without an error. The operator cannot
 //! tell such an edit from a deliberate one, so it keeps nothing back; it says what went.
 //!
@@ -54,6 +54,10 @@ pub fn of_agent(spec: &AgentSpec) -> Extensions {
     }
     if let Some(capture) = spec.capture_message_content {
         fields.insert("spec.captureMessageContent".into(), json!(capture));
+    }
+    if let Some(runtime) = &spec.runtime {
+        // Dropped, the runs would quietly go back to one container that holds everything.
+        fields.insert("spec.runtime".into(), json!(runtime));
     }
     fields
 }
@@ -171,6 +175,27 @@ mod tests {
             ])
         );
         assert!(of_skill_card(&SkillCardSpec::default()).is_empty());
+    }
+
+    #[test]
+    fn the_runtime_container_is_recorded_as_set() {
+        let spec = AgentSpec {
+            runtime: Some(agentic_api::AgentRuntime {
+                image: None,
+                command: vec!["goose".into()],
+                harness_user: 1001,
+                runtime_user: 1002,
+                group: 0,
+            }),
+            ..agent("native", None, None)
+        };
+        assert_eq!(
+            of_agent(&spec),
+            Extensions::from([(
+                "spec.runtime".into(),
+                r#"{"command":["goose"],"group":0,"harnessUser":1001,"runtimeUser":1002}"#.into()
+            )])
+        );
     }
 
     /// One pass: the record and conditions it writes, and its Event.

@@ -36,6 +36,7 @@ mod lifecycle;
 mod objects;
 mod outcome;
 mod pod;
+mod runtime;
 mod telemetry;
 
 pub use credentials::{
@@ -62,6 +63,7 @@ pub use outcome::{
     run_outcome, succeeded_reason,
 };
 pub use pod::build_pod_spec;
+pub use runtime::{RUNTIME_ACP_PORT, RUNTIME_CONTAINER, RUNTIME_HOME};
 pub use telemetry::{
     RUN_NAME_ATTRIBUTE, RUN_UID_ATTRIBUTE, TraceReceiver, otlp_token, run_of_token,
 };
@@ -144,6 +146,9 @@ pub mod env {
     pub const LLM_API_KEY: &str = "KONVEYOR_LLM_API_KEY";
     /// The per-run ACP key.
     pub const ACP_SECRET_KEY: &str = "KONVEYOR_ACP_SECRET_KEY";
+    /// With the Agent's `spec.runtime`, in both containers: the loopback port the runtime
+    /// serves ACP on.
+    pub const RUNTIME_ACP_PORT: &str = "KONVEYOR_RUNTIME_ACP_PORT";
     /// The commit author's name from `spec.gitConfig`; empty when none is set.
     pub const GIT_AUTHOR_NAME: &str = "KONVEYOR_GIT_AUTHOR_NAME";
     /// The commit author's email from `spec.gitConfig`; empty when none is set.

@@ -1,6 +1,7 @@
 //! The sandbox's pod spec: one `agent` container with the contract of `docs/pod-contract.md`,
-//! after one `skill-fetch-<index>` init container per git skill and, where the Gateway's key
-//! is kept from the agent, the `credential-proxy` native sidecar.
+//! after one `skill-fetch-<index>` init container per git skill, where the Gateway's key
+//! is kept from the agent the `credential-proxy` native sidecar, and with the Agent's
+//! `spec.runtime` the `runtime` native sidecar (ADR 0011, [`super::runtime`]).
 
 use std::collections::HashMap;
 
@@ -18,6 +19,7 @@ use super::credentials::{
     CREDENTIAL_DIR, CREDENTIAL_FILE, CREDENTIAL_PROXY_CONTAINER, CREDENTIAL_PROXY_PORT,
     PLACEHOLDER_KEY, ProxyPlan,
 };
+use super::runtime::{RUNTIME_ACP_PORT, runtime_container, runtime_volumes};
 use super::{
     ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, AGENT_CONTAINER, MountedSkill, PARAMS_ANNOTATION,
     PARAMS_KEY, PARAMS_PATH, SKILL_FETCH_CONTAINER_PREFIX, SKILL_FILE, SKILLS_DIR,
@@ -27,10 +29,10 @@ use super::{
 use crate::gateway::AuthStyle;
 use crate::names::acp_secret_name;
 
-const WORKSPACE_VOLUME: &str = "workspace";
+pub(super) const WORKSPACE_VOLUME: &str = "workspace";
 const TMP_VOLUME: &str = "tmp";
 /// The `downwardAPI` volume of the skills manifest and the params.
-const RUN_FILES_VOLUME: &str = "konveyor-run";
+pub(super) const RUN_FILES_VOLUME: &str = "konveyor-run";
 /// Where a skill-fetch init container writes the skill (its emptyDir).
 const FETCH_DEST_DIR: &str = "/skill";
 /// Where a skill-fetch init container finds its credentials (the Secret's volume).
@@ -64,6 +66,9 @@ const FETCH_TMP_DIR: &str = "/tmp";
 /// - Where the Gateway's key is kept from the agent ([`SandboxInputs::credential_isolation`]),
 ///   the native sidecar `credential-proxy` from the operator's image, the only container that
 ///   mounts the Gateway's Secret; the agent gets its loopback address and a placeholder key.
+/// - With the Agent's `spec.runtime`, the native sidecar `runtime` (ADR 0011): the agent
+///   runtime under its own user id, sharing `/workspace` and the skills, not the harness's
+///   credentials; both run as non-root in one group, which owns the volumes (`fsGroup`).
 pub fn build_pod_spec(inputs: &SandboxInputs) -> PodSpec {
     let mut pull_secrets: Vec<&str> = inputs
         .skills()
@@ -75,6 +80,10 @@ pub fn build_pod_spec(inputs: &SandboxInputs) -> PodSpec {
     let mut init_containers = fetch_containers(inputs);
     if let Some(plan) = inputs.credential_isolation().proxy() {
         init_containers.push(proxy_container(plan));
+    }
+    let runtime = inputs.agent.spec.runtime.as_ref();
+    if let Some(runtime) = runtime {
+        init_containers.push(runtime_container(inputs, runtime));
     }
     PodSpec {
         init_containers: (!init_containers.is_empty()).then_some(init_containers),
@@ -96,6 +105,7 @@ pub fn build_pod_spec(inputs: &SandboxInputs) -> PodSpec {
                 type_: "RuntimeDefault".to_string(),
                 ..Default::default()
             }),
+            fs_group: runtime.map(|r| r.group),
             ..Default::default()
         }),
         ..Default::default()
@@ -124,14 +134,14 @@ fn agent_container(inputs: &SandboxInputs) -> Container {
             ..Default::default()
         }),
         volume_mounts: Some(volume_mounts(inputs)),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_string()]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        security_context: Some(unprivileged(
+            inputs
+                .agent
+                .spec
+                .runtime
+                .as_ref()
+                .map(|r| (r.harness_user, r.group)),
+        )),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         ..Default::default()
     }
@@ -239,6 +249,22 @@ fn proxy_container(plan: &ProxyPlan) -> Container {
     }
 }
 
+/// No privilege escalation, no capabilities; with `identity` (user id, group id), that
+/// non-root user and group, else the image's user.
+pub(super) fn unprivileged(identity: Option<(i64, i64)>) -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_string()]),
+            ..Default::default()
+        }),
+        run_as_user: identity.map(|(user, _)| user),
+        run_as_group: identity.map(|(_, group)| group),
+        run_as_non_root: identity.map(|_| true),
+        ..Default::default()
+    }
+}
+
 /// The security context of the operator's own containers in the pod: non-root, read-only
 /// root filesystem, no privilege escalation, no capabilities, seccomp `RuntimeDefault`.
 fn restricted_non_root() -> SecurityContext {
@@ -261,15 +287,48 @@ fn restricted_non_root() -> SecurityContext {
 /// The operator's variables first, then the run's own. `env` wins over `envFrom` in
 /// Kubernetes, so a Gateway Secret imported whole cannot override the contract.
 fn environment(inputs: &SandboxInputs) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
-    let gateway = &inputs.gateway.spec;
-    let mut vars = vec![
+    let mut vars = skill_environment(inputs);
+    vars.push(value(env::PROMPT, &inputs.params.prompt));
+    vars.push(value(env::INSTRUCTIONS, &inputs.params.instructions));
+    let (model, mut sources) = model_environment(inputs);
+    vars.extend(model);
+    vars.push(secret_key(
+        env::ACP_SECRET_KEY,
+        &acp_secret_name(inputs.sandbox_name()),
+        ACP_SECRET_KEY,
+    ));
+    if inputs.agent.spec.runtime.is_some() {
+        vars.push(value(env::RUNTIME_ACP_PORT, &RUNTIME_ACP_PORT.to_string()));
+    }
+    let author = inputs.git_author.as_ref();
+    vars.push(value(
+        env::GIT_AUTHOR_NAME,
+        author.map(|a| a.name.as_str()).unwrap_or_default(),
+    ));
+    vars.push(value(
+        env::GIT_AUTHOR_EMAIL,
+        author.map(|a| a.email.as_str()).unwrap_or_default(),
+    ));
+    vars.extend(super::telemetry::telemetry_env(inputs));
+    vars.extend(inputs.run.spec.env.iter().cloned());
+    sources.extend(inputs.run.spec.env_from.iter().cloned());
+    (vars, sources)
+}
+
+/// Where the skills are, how they are delivered, and which are rules.
+pub(super) fn skill_environment(inputs: &SandboxInputs) -> Vec<EnvVar> {
+    vec![
         value(env::SKILLS_DIR, SKILLS_DIR),
         value(env::SKILL_MODE, inputs.delivery_mode.as_str()),
         value(env::RULES, &inputs.rules().join(",")),
-        value(env::PROMPT, &inputs.params.prompt),
-        value(env::INSTRUCTIONS, &inputs.params.instructions),
-        value(env::LLM_PROVIDER, &gateway.provider),
-    ];
+    ]
+}
+
+/// The Gateway: provider, endpoint (the proxy's, where it adds the key), model and key (a
+/// placeholder behind the proxy; the whole Secret as `envFrom` when no key is named).
+pub(super) fn model_environment(inputs: &SandboxInputs) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
+    let gateway = &inputs.gateway.spec;
+    let mut vars = vec![value(env::LLM_PROVIDER, &gateway.provider)];
     let proxy = inputs.credential_isolation().proxy();
     match proxy {
         Some(plan) => vars.push(value(env::LLM_ENDPOINT, &plan.agent_endpoint())),
@@ -299,27 +358,10 @@ fn environment(inputs: &SandboxInputs) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
         }),
         None => {}
     }
-    vars.push(secret_key(
-        env::ACP_SECRET_KEY,
-        &acp_secret_name(inputs.sandbox_name()),
-        ACP_SECRET_KEY,
-    ));
-    let author = inputs.git_author.as_ref();
-    vars.push(value(
-        env::GIT_AUTHOR_NAME,
-        author.map(|a| a.name.as_str()).unwrap_or_default(),
-    ));
-    vars.push(value(
-        env::GIT_AUTHOR_EMAIL,
-        author.map(|a| a.email.as_str()).unwrap_or_default(),
-    ));
-    vars.extend(super::telemetry::telemetry_env(inputs));
-    vars.extend(inputs.run.spec.env.iter().cloned());
-    sources.extend(inputs.run.spec.env_from.iter().cloned());
     (vars, sources)
 }
 
-fn value(name: &str, value: &str) -> EnvVar {
+pub(super) fn value(name: &str, value: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),
         value: Some(value.to_string()),
@@ -453,6 +495,9 @@ fn volumes(inputs: &SandboxInputs) -> Vec<Volume> {
     for (index, checked) in inputs.file_mounts.iter().enumerate() {
         volumes.push(super::files::volume(index, checked));
     }
+    if inputs.agent.spec.runtime.is_some() {
+        volumes.extend(runtime_volumes());
+    }
     if let Some(plan) = inputs.credential_isolation().proxy() {
         volumes.push(Volume {
             name: CREDENTIAL_VOLUME.to_string(),
@@ -503,22 +548,37 @@ fn volume_mounts(inputs: &SandboxInputs) -> Vec<VolumeMount> {
         ),
         mount(RUN_FILES_VOLUME, PARAMS_PATH, true, Some(PARAMS_KEY)),
     ];
-    let owners = volume_owners(inputs.skills());
-    for (skill, owner) in inputs.skills().iter().zip(owners) {
-        mounts.push(mount(
-            &skill_volume_name(owner),
-            &skill.mount_path(),
-            true,
-            skill.sub_path.as_deref(),
-        ));
-    }
+    mounts.extend(skill_mounts(inputs));
     for (index, checked) in inputs.file_mounts.iter().enumerate() {
         mounts.push(super::files::volume_mount(index, checked));
     }
     mounts
 }
 
-fn mount(volume: &str, path: &str, read_only: bool, sub_path: Option<&str>) -> VolumeMount {
+/// Each skill's directory, read-only, from its volume (shared by the skills of one image).
+pub(super) fn skill_mounts(inputs: &SandboxInputs) -> Vec<VolumeMount> {
+    let owners = volume_owners(inputs.skills());
+    inputs
+        .skills()
+        .iter()
+        .zip(owners)
+        .map(|(skill, owner)| {
+            mount(
+                &skill_volume_name(owner),
+                &skill.mount_path(),
+                true,
+                skill.sub_path.as_deref(),
+            )
+        })
+        .collect()
+}
+
+pub(super) fn mount(
+    volume: &str,
+    path: &str,
+    read_only: bool,
+    sub_path: Option<&str>,
+) -> VolumeMount {
     VolumeMount {
         name: volume.to_string(),
         mount_path: path.to_string(),

@@ -61,14 +61,14 @@ fn gateway(credential: Option<CredentialRef>) -> Gateway {
     )
 }
 
-fn keyed_credential() -> Option<CredentialRef> {
+pub(super) fn keyed_credential() -> Option<CredentialRef> {
     Some(CredentialRef {
         secret_name: "llm-key".into(),
         key: Some("api-key".into()),
     })
 }
 
-fn java() -> MountedSkill {
+pub(super) fn java() -> MountedSkill {
     MountedSkill {
         name: "java".into(),
         description: "Java migration know-how".into(),
@@ -98,7 +98,7 @@ fn style() -> MountedSkill {
     }
 }
 
-fn notes() -> MountedSkill {
+pub(super) fn notes() -> MountedSkill {
     MountedSkill {
         name: "always-test".into(),
         description: "Always run the tests".into(),
@@ -137,16 +137,16 @@ fn owner(name: &str) -> OwnerReference {
     }
 }
 
-struct Fixture {
-    run: AgentRun,
-    agent: Agent,
-    gateway: Gateway,
-    skills: Vec<MountedSkill>,
-    fetcher: Option<SkillFetcher>,
+pub(super) struct Fixture {
+    pub(super) run: AgentRun,
+    pub(super) agent: Agent,
+    pub(super) gateway: Gateway,
+    pub(super) skills: Vec<MountedSkill>,
+    pub(super) fetcher: Option<SkillFetcher>,
 }
 
 impl Fixture {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Fixture {
             run: run_named("fix-123"),
             agent: agent(),
@@ -179,16 +179,16 @@ impl Fixture {
         )
     }
 
-    fn inputs(&self) -> SandboxInputs<'_> {
+    pub(super) fn inputs(&self) -> SandboxInputs<'_> {
         self.try_inputs().expect("valid inputs")
     }
 
-    fn pod_spec(&self) -> Value {
+    pub(super) fn pod_spec(&self) -> Value {
         serde_json::to_value(build_pod_spec(&self.inputs())).expect("serializes")
     }
 }
 
-fn container(spec: &Value) -> &Value {
+pub(super) fn container(spec: &Value) -> &Value {
     &spec["containers"][0]
 }
 
@@ -656,7 +656,7 @@ fn the_git_author_comes_from_the_run_else_the_agent() {
     assert_eq!(inputs_error(&fixture).reason().as_str(), "InvalidGitConfig");
 }
 
-fn env_var(name: &str) -> EnvVar {
+pub(super) fn env_var(name: &str) -> EnvVar {
     EnvVar {
         name: name.into(),
         value: Some("x".into()),
@@ -1419,7 +1419,7 @@ fn the_sandbox_carries_the_runs_trace_context_for_agent_sandbox() {
     );
 }
 
-fn proxied_pod_spec(fixture: &Fixture) -> Value {
+pub(super) fn proxied_pod_spec(fixture: &Fixture) -> Value {
     let proxy = CredentialProxy {
         mode: CredentialProxyMode::Preferred,
         image: Some("registry.example.com/agentic-operator:1".into()),
@@ -1565,7 +1565,7 @@ fn telemetry_env(fixture: &Fixture, receiver: &TraceReceiver) -> Vec<(String, Va
         .collect()
 }
 
-fn receiver(capture_content: bool) -> TraceReceiver {
+pub(super) fn receiver(capture_content: bool) -> TraceReceiver {
     TraceReceiver {
         endpoint: "http://agentic-operator-otlp.operators.svc:4318".into(),
         capture_content,
