@@ -138,6 +138,9 @@ pub struct Context {
     caches: std::sync::RwLock<Vec<(Option<String>, Caches)>>,
     /// The statuses this process wrote that the watch caches do not show yet.
     pub written: WrittenStatuses,
+    /// The shards this replica serves, when the work is split (`--shards`); `None`: every
+    /// namespace.
+    shards: Option<crate::shards::ShardFilter>,
 }
 
 /// The Events API rejects notes over 1 kB.
@@ -166,7 +169,27 @@ impl Context {
             kind_states: std::sync::Mutex::default(),
             caches: std::sync::RwLock::default(),
             written: WrittenStatuses::default(),
+            shards: None,
         }
+    }
+
+    /// This context, serving the namespaces of the shards `filter` keeps only.
+    #[must_use]
+    pub fn with_shards(mut self, filter: crate::shards::ShardFilter) -> Self {
+        self.shards = Some(filter).filter(|filter| !filter.is_everything());
+        self
+    }
+
+    /// The shards served, when this replica serves part of the namespaces.
+    pub fn shards(&self) -> Option<&crate::shards::ShardFilter> {
+        self.shards.as_ref()
+    }
+
+    /// Whether the objects of `namespace` are this replica's to reconcile.
+    pub fn serves(&self, namespace: &str) -> bool {
+        self.shards
+            .as_ref()
+            .is_none_or(|filter| filter.keeps(Some(namespace)))
     }
 
     /// The state a kind keeps between passes: one `T` per context, made on first use.
@@ -210,8 +233,11 @@ impl Context {
     }
 
     /// The watch caches of every namespace, when the operator watches them all (not with
-    /// `--namespaces`).
+    /// `--namespaces`) and serves them all (not a replica serving some shards).
     pub fn caches_of_every_namespace(&self) -> Option<Caches> {
+        if self.shards.is_some() {
+            return None;
+        }
         self.caches
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

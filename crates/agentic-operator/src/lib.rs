@@ -16,6 +16,7 @@ pub mod operator;
 pub mod otlp;
 pub mod recorder;
 pub mod server;
+pub mod shards;
 pub mod traces;
 pub mod written;
 

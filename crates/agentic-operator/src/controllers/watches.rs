@@ -45,6 +45,7 @@ use crate::caches::{
 };
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
+use crate::shards::ShardFilter;
 use agentic_core::prefetch::PREFETCH_LABEL;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
@@ -116,6 +117,9 @@ pub(super) struct Watches {
     pub default_collections: Option<SharedWatch<Guarded<SkillCollection>>>,
     /// With skill prefetch on: the nodes and the prefetch pods.
     pub prefetch: Option<PrefetchWatches>,
+    /// With the work split across replicas: the shards whose namespaces' objects are
+    /// cached and handed on; the others' are dropped as they arrive.
+    shards: Option<ShardFilter>,
 }
 
 /// The watches of skill prefetch: the cluster's nodes, and the pods labelled
@@ -184,8 +188,16 @@ impl Watches {
             SharedWatch::<DynamicObject>::with_type("Sandbox", api, all(), resource)
                 .trimmed(|sandbox| sandbox.data = serde_json::Value::Null)
         });
-        let default_collections = match (namespace, &ctx.settings.default_skills_namespace) {
-            (Some(watched), Some(defaults)) if watched != defaults => Some(SharedWatch::new(
+        let shards = ctx.shards().cloned();
+        // Watching another namespace, or a shard without it: the defaults' own watch.
+        let defaults_elsewhere = |defaults: &str| match namespace {
+            Some(watched) => watched != defaults,
+            None => shards
+                .as_ref()
+                .is_some_and(|shards| !shards.keeps(Some(defaults))),
+        };
+        let default_collections = match &ctx.settings.default_skills_namespace {
+            Some(defaults) if defaults_elsewhere(defaults) => Some(SharedWatch::new(
                 "SkillCollection",
                 Api::<Guarded<SkillCollection>>::namespaced(client.clone(), defaults),
                 all().labels(&format!("{DEFAULT_SKILLS_LABEL}=true")),
@@ -217,12 +229,19 @@ impl Watches {
                 }),
             sandboxes,
             default_collections,
+            shards,
         }
     }
 
     /// The namespace watched (`None`: every namespace).
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
+    }
+
+    /// Whether the watches see part of the namespaces only: another replica serves the
+    /// others (`--shards`).
+    pub fn sharded(&self) -> bool {
+        self.shards.is_some()
     }
 
     /// The watch of the `K`s of this scope (every cluster-scoped `K`), opened by the first
@@ -273,22 +292,41 @@ impl Watches {
         health: &Arc<WatchHealth>,
         stop: &impl Fn() -> Stop,
     ) -> (Vec<BoxFuture<'static, ()>>, Vec<BoxFuture<'static, bool>>) {
+        let shards = &self.shards;
         let mut started: Vec<Started> = self
             .kinds
             .into_iter()
-            .map(|(_, watch)| watch.start(health.clone(), stop()))
+            .map(|(_, watch)| watch.start(health.clone(), stop(), shards.clone()))
             .collect();
-        started.push(self.secrets.start(health.clone(), stop()));
-        started.push(self.pods.start(health.clone(), stop()));
+        started.push(
+            self.secrets
+                .sharded(shards.clone())
+                .start(health.clone(), stop()),
+        );
+        started.push(
+            self.pods
+                .sharded(shards.clone())
+                .start(health.clone(), stop()),
+        );
         if let Some(sandboxes) = self.sandboxes {
-            started.push(sandboxes.start(health.clone(), stop()));
+            started.push(
+                sandboxes
+                    .sharded(shards.clone())
+                    .start(health.clone(), stop()),
+            );
         }
+        // The default-skills namespace's own watch: read by every shard's Agents.
         if let Some(defaults) = self.default_collections {
             started.push(defaults.start(health.clone(), stop()));
         }
         if let Some(prefetch) = self.prefetch {
             started.push(prefetch.nodes.start(health.clone(), stop()));
-            started.push(prefetch.pods.start(health.clone(), stop()));
+            started.push(
+                prefetch
+                    .pods
+                    .sharded(shards.clone())
+                    .start(health.clone(), stop()),
+            );
         }
         started.into_iter().unzip()
     }
@@ -314,7 +352,13 @@ trait KindWatch: Send {
     fn subscriptions(&self) -> Box<dyn Any>;
     /// Its cache, as the census counts it and the passes read it.
     fn cache(&self) -> Arc<dyn KindCache>;
-    fn start(self: Box<Self>, health: Arc<WatchHealth>, stop: Stop) -> Started;
+    /// Starts it, keeping the objects of `shards` only when there are shards.
+    fn start(
+        self: Box<Self>,
+        health: Arc<WatchHealth>,
+        stop: Stop,
+        shards: Option<ShardFilter>,
+    ) -> Started;
 }
 
 impl<K: Reconciled> KindWatch for SharedWatch<Guarded<K>> {
@@ -326,8 +370,13 @@ impl<K: Reconciled> KindWatch for SharedWatch<Guarded<K>> {
         kind_cache(self.store())
     }
 
-    fn start(self: Box<Self>, health: Arc<WatchHealth>, stop: Stop) -> Started {
-        SharedWatch::start(*self, health, stop)
+    fn start(
+        self: Box<Self>,
+        health: Arc<WatchHealth>,
+        stop: Stop,
+        shards: Option<ShardFilter>,
+    ) -> Started {
+        SharedWatch::start(self.sharded(shards), health, stop)
     }
 }
 
@@ -517,6 +566,19 @@ where
         self
     }
 
+    /// The watch without the objects of namespaces outside `shards`, dropped before they
+    /// are cached or handed on (the API server cannot select namespaces by shard, so every
+    /// event still arrives and is decoded); cluster-scoped objects pass. `None`: all pass.
+    pub fn sharded(mut self, shards: Option<ShardFilter>) -> Self {
+        if let Some(shards) = shards {
+            self.events = self
+                .events
+                .filter(move |event| std::future::ready(kept(&shards, event)))
+                .boxed();
+        }
+        self
+    }
+
     /// The cache this watch fills.
     pub fn store(&self) -> Store<K> {
         self.writer.as_reader()
@@ -577,6 +639,19 @@ where
             }
         }
         .boxed()
+    }
+}
+
+/// Whether `shards` keeps the object of a watch event; the events without one (the start and
+/// end of a list, errors) are kept.
+fn kept<K: Resource>(shards: &ShardFilter, event: &watcher::Result<watcher::Event<K>>) -> bool {
+    match event {
+        Ok(
+            watcher::Event::Apply(object)
+            | watcher::Event::InitApply(object)
+            | watcher::Event::Delete(object),
+        ) => shards.keeps(object.meta().namespace.as_deref()),
+        _ => true,
     }
 }
 
@@ -671,6 +746,35 @@ mod tests {
             names.push(object.metadata.name.clone().unwrap_or_default());
         }
         names
+    }
+
+    #[test]
+    fn a_sharded_watch_drops_other_shards_objects_and_keeps_the_lists_bounds() {
+        use agentic_core::shard::Shards;
+        let shards = Shards::new(2);
+        let owned = ShardFilter::new(shards, [0].into());
+        let in_namespace = |namespace: &str| ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("a".into()),
+                namespace: Some(namespace.into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        for namespace in ["team-a", "team-b", "platform", "default"] {
+            let ours = shards.of(namespace) == 0;
+            for event in [
+                watcher::Event::Apply(in_namespace(namespace)),
+                watcher::Event::InitApply(in_namespace(namespace)),
+                watcher::Event::Delete(in_namespace(namespace)),
+            ] {
+                assert_eq!(kept(&owned, &Ok(event)), ours, "{namespace}");
+            }
+        }
+        let cluster_scoped = ConfigMap::default();
+        assert!(kept(&owned, &Ok(watcher::Event::Apply(cluster_scoped))));
+        assert!(kept::<ConfigMap>(&owned, &Ok(watcher::Event::Init)));
+        assert!(kept::<ConfigMap>(&owned, &Ok(watcher::Event::InitDone)));
     }
 
     #[test]

@@ -243,6 +243,15 @@ async fn sweep_kind(
             if *budget == 0 {
                 return Ok(deleted);
             }
+            // Another replica's shard: its runs are not in this cache, and it sweeps them.
+            if !object
+                .metadata
+                .namespace
+                .as_deref()
+                .is_none_or(|namespace| ctx.serves(namespace))
+            {
+                continue;
+            }
             if !cached.is_orphan(swept.selection, &object.metadata) {
                 continue;
             }

@@ -9,8 +9,8 @@
 //! card whose verification changes reaches the policies through the runs that mounted it.
 //!
 //! A cluster policy's status is written only when the operator watches every namespace: an
-//! operator watching some (`--namespaces`) sees part of the runs, and several of them would
-//! overwrite each other's blast radius.
+//! operator watching some (`--namespaces`), or a replica serving some shards (`--shards`),
+//! sees part of the runs, and several of them would overwrite each other's blast radius.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -98,14 +98,15 @@ pub(in crate::controllers) fn namespaced_controller(
 }
 
 /// The ClusterSkillTrustPolicy status controller, when the operator watches every namespace
-/// (`namespace` is `None`); otherwise nothing (see the module's documentation).
+/// (`namespace` is `None`) and serves them all (no shards held by other replicas); otherwise
+/// nothing (see the module's documentation).
 pub(in crate::controllers) fn cluster_controller(
     watches: &mut Watches,
     namespace: Option<&str>,
     ctx: &Arc<Context>,
     stop: &impl Fn() -> Stop,
 ) -> BoxFuture<'static, ()> {
-    if namespace.is_some() {
+    if namespace.is_some() || watches.sharded() {
         return Box::pin(std::future::ready(()));
     }
     let store = watches.of::<ClusterSkillTrustPolicy>().store();
