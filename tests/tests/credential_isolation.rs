@@ -5,8 +5,10 @@
 //!   the agent container names neither the Secret nor the key; a cloud-signed Gateway's key
 //!   goes to the agent as in Konveyor, and the run says why.
 //! - `required`: a run on the cloud-signed Gateway fails before it has a sandbox.
+//! - The Agents say the same before any run, in their own `CredentialIsolation`, and an
+//!   Agent's `spec.credentialProxy` overrides the operator's mode for its runs.
 
-use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, Gateway, ObjectRef};
+use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentRunSpec, Gateway, ObjectRef};
 use agentic_core::sandbox::CredentialProxyMode;
 use agentic_fixtures::{LLM_KEY, gateway, key_secret};
 use agentic_integration_tests::{
@@ -15,13 +17,18 @@ use agentic_integration_tests::{
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, Client};
 
 const OPERATOR_IMAGE: &str = "registry.example.com/agentic-operator:test";
 
 /// A namespace with the Gateways `llm` (openai, keyed, the shared fake endpoint) and
-/// `bedrock` (cloud-signed, keyed), an Agent on each, and the operator with `mode`.
-async fn scenario(prefix: &str, mode: CredentialProxyMode) -> (String, Client, Operator) {
+/// `bedrock` (cloud-signed, keyed), the Agents `proxied` and `signed` on each, and the
+/// operator with `mode`; the Agents as they were once Ready.
+async fn scenario(
+    prefix: &str,
+    mode: CredentialProxyMode,
+) -> (String, Client, Operator, [Agent; 2]) {
     let env = env().await;
     let ns = env.namespace(prefix).await.expect("namespace");
     let client = env.client();
@@ -46,19 +53,24 @@ async fn scenario(prefix: &str, mode: CredentialProxyMode) -> (String, Client, O
         ),
     )
     .await;
-    ready_agent(
+    let proxied = ready_agent(
         &client,
         &ns,
         "proxied",
         llm_agent_spec("ghcr.io/acme/harness:1"),
     )
     .await;
+    let signed = ready_agent(&client, &ns, "signed", signed_spec()).await;
+    (ns, client, operator, [proxied, signed])
+}
+
+/// An Agent on the cloud-signed Gateway `bedrock`.
+fn signed_spec() -> agentic_api::AgentSpec {
     let mut signed = llm_agent_spec("ghcr.io/acme/harness:1");
     signed.gateways = vec![ObjectRef {
         name: "bedrock".into(),
     }];
-    ready_agent(&client, &ns, "signed", signed).await;
-    (ns, client, operator)
+    signed
 }
 
 fn run(name: &str, agent: &str) -> AgentRun {
@@ -74,14 +86,41 @@ fn run(name: &str, agent: &str) -> AgentRun {
 
 fn isolation(run: &AgentRun) -> (String, String) {
     let status = run.status.as_ref().expect("status");
-    let found = condition(&status.conditions, "CredentialIsolation")
-        .unwrap_or_else(|| panic!("no CredentialIsolation: {status:#?}"));
+    status_and_reason(&status.conditions)
+}
+
+/// An Agent's `CredentialIsolation`: status, reason and message.
+fn agent_isolation(agent: &Agent) -> (String, String, String) {
+    let status = agent.status.as_ref().expect("status");
+    let (found, reason) = status_and_reason(&status.conditions);
+    let message = condition(&status.conditions, "CredentialIsolation")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    (found, reason, message)
+}
+
+fn status_and_reason(conditions: &[Condition]) -> (String, String) {
+    let found = condition(conditions, "CredentialIsolation")
+        .unwrap_or_else(|| panic!("no CredentialIsolation: {conditions:#?}"));
     (found.status.clone(), found.reason.clone())
 }
 
 #[tokio::test]
 async fn preferred_proxies_a_bearer_key_and_passes_a_cloud_signed_one_saying_so() {
-    let (ns, client, operator) = scenario("proxy-preferred", CredentialProxyMode::Preferred).await;
+    let (ns, client, operator, [proxied_agent, signed_agent]) =
+        scenario("proxy-preferred", CredentialProxyMode::Preferred).await;
+    let (status, reason, _) = agent_isolation(&proxied_agent);
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "KeyProxied"));
+    let (status, reason, message) = agent_isolation(&signed_agent);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "CloudSignedProvider")
+    );
+    assert!(
+        message.contains("Gateway bedrock")
+            && message.contains("give their agent container the key"),
+        "{message}"
+    );
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
 
@@ -118,7 +157,14 @@ async fn preferred_proxies_a_bearer_key_and_passes_a_cloud_signed_one_saying_so(
 
 #[tokio::test]
 async fn required_refuses_a_run_whose_key_would_reach_its_agent() {
-    let (ns, client, operator) = scenario("proxy-required", CredentialProxyMode::Required).await;
+    let (ns, client, operator, [_, signed_agent]) =
+        scenario("proxy-required", CredentialProxyMode::Required).await;
+    let (status, reason, message) = agent_isolation(&signed_agent);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "CloudSignedProvider")
+    );
+    assert!(message.contains("do not start"), "{message}");
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(&runs, &run("signed", "signed")).await;
     let failed = wait_phase(&runs, "signed", AgentRunPhase::Failed).await;
@@ -142,5 +188,54 @@ async fn required_refuses_a_run_whose_key_would_reach_its_agent() {
     apply(&runs, &run("proxied", "proxied")).await;
     let proxied = wait_for_sandbox(&runs, "proxied").await;
     assert_eq!(isolation(&proxied), ("True".into(), "KeyProxied".into()));
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn an_agents_setting_overrides_the_operators_mode_for_its_runs() {
+    let (ns, client, operator, _) =
+        scenario("proxy-agent-setting", CredentialProxyMode::Preferred).await;
+    // `required` on the Agent, under an operator that only prefers the proxy.
+    let mut strict = signed_spec();
+    strict.credential_proxy = Some(CredentialProxyMode::Required);
+    let strict = ready_agent(&client, &ns, "strict", strict).await;
+    let (status, reason, message) = agent_isolation(&strict);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "CloudSignedProvider")
+    );
+    assert!(message.contains("do not start"), "{message}");
+
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    apply(&runs, &run("strict", "strict")).await;
+    let failed = wait_phase(&runs, "strict", AgentRunPhase::Failed).await;
+    let status = failed.status.as_ref().expect("status");
+    let ready = condition(&status.conditions, "Ready").expect("Ready");
+    assert_eq!(ready.reason, "CredentialIsolationRequired", "{status:#?}");
+    assert!(
+        ready.message.contains("spec.credentialProxy"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(status.sandbox_name, None);
+
+    // `off` on an Agent of a keyed bearer Gateway: its runs get the key, and say so.
+    let mut open = llm_agent_spec("ghcr.io/acme/harness:1");
+    open.credential_proxy = Some(CredentialProxyMode::Off);
+    let open = ready_agent(&client, &ns, "open", open).await;
+    let (status, reason, _) = agent_isolation(&open);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "CredentialProxyOff")
+    );
+    apply(&runs, &run("open", "open")).await;
+    let started = wait_for_sandbox(&runs, "open").await;
+    assert_eq!(
+        isolation(&started),
+        ("False".into(), "CredentialProxyOff".into())
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = pods.get("open").await.expect("the sandbox's pod");
+    assert!(pod.spec.expect("spec").init_containers.is_none());
     operator.stop().await;
 }

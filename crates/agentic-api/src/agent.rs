@@ -125,6 +125,16 @@ pub struct AgentSpec {
     /// container, as in Konveyor. (An agentic-operator extension of the Konveyor API.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<AgentRuntime>,
+
+    /// Whether this Agent's runs keep the Gateway's model key out of the agent container,
+    /// behind the credential-proxy sidecar that adds it to the agent's requests: `required`
+    /// (a run whose Gateway the proxy cannot serve, such as a cloud-signed provider, does not
+    /// start), `preferred` (such a run gets the key as in Konveyor) or `off` (every run gets
+    /// the key). The `CredentialIsolation` condition says which Gateways the proxy serves.
+    /// Unset: the operator's --credential-proxy (default `preferred`). (An agentic-operator
+    /// extension of the Konveyor API.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_proxy: Option<CredentialProxyMode>,
 }
 
 /// The agent runtime's own container (ADR 0017's two-container shape).
@@ -172,6 +182,20 @@ fn default_harness_user() -> i64 {
 /// ADR 0017's goose user.
 fn default_runtime_user() -> i64 {
     1002
+}
+
+// Whether runs keep the Gateway's key behind the credential proxy (`--credential-proxy`,
+// an Agent's `spec.credentialProxy`). No doc comment: the field's is the schema's description.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CredentialProxyMode {
+    /// Runs whose key the proxy cannot serve do not start (`CredentialIsolationRequired`).
+    Required,
+    /// The proxy where it can serve; elsewhere the key goes to the agent, and the run says so.
+    #[default]
+    Preferred,
+    /// No proxy: the key goes to the agent as in Konveyor.
+    Off,
 }
 
 fn default_skill_delivery() -> String {
@@ -265,9 +289,10 @@ pub struct AgentStatus {
     pub extension_fields: BTreeMap<String, String>,
 
     /// `Ready`, `SkillDeliveryResolved` (False when `spec.skillDelivery` is not a known value),
-    /// `GatewayConfigured` (False when `spec.gateways` is empty), and `ExtensionsKept` (only
-    /// when an update removed extension fields: False, naming them, until the spec changes
-    /// again).
+    /// `GatewayConfigured` (False when `spec.gateways` is empty), `CredentialIsolation` (False
+    /// when a listed Gateway's key would reach the agent container, with the reason; absent
+    /// when no listed Gateway was read), and `ExtensionsKept` (only when an update removed
+    /// extension fields: False, naming them, until the spec changes again).
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

@@ -23,8 +23,8 @@ mod skillcollection;
 mod trustpolicy;
 
 pub use agent::{
-    Agent, AgentParam, AgentRuntime, AgentSkill, AgentSpec, AgentStatus, ObjectRef, ParamType,
-    SkillOrigin,
+    Agent, AgentParam, AgentRuntime, AgentSkill, AgentSpec, AgentStatus, CredentialProxyMode,
+    ObjectRef, ParamType, SkillOrigin,
 };
 pub use agentrun::{
     AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, PinnedSkill, RunParam,

@@ -1,13 +1,14 @@
 //! An Agent's status, decided from what it names as read: its skill set (with the
-//! default-skills collections that apply to it), its gateways, and the skill delivery it
-//! asks for.
+//! default-skills collections that apply to it), its gateways (and whether its runs' keys
+//! stay out of their agent containers), and the skill delivery it asks for.
 
-use agentic_api::{Agent, AgentStatus, CONDITION_READY, ConditionStatus, Gateway};
+use agentic_api::{Agent, AgentStatus, CONDITION_READY, ConditionStatus, Gateway, GatewaySpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::Error;
 use crate::conditions::Conditions;
 use crate::reasons::AgentReason;
+use crate::sandbox::{CONDITION_CREDENTIAL_ISOLATION, CredentialProxy, agent_credential_isolation};
 use crate::skills::{
     CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT,
     CONDITION_SKILL_DELIVERY_RESOLVED as CONDITION_SKILL_DELIVERY, DefaultCollection, Lookup,
@@ -24,11 +25,13 @@ pub struct AgentInputs<'a> {
     /// The default-skills collections that apply to it (none when it opted out or its own
     /// skills do not resolve).
     pub defaults: Vec<DefaultCollection<'a>>,
+    /// The operator's credential proxy (`--credential-proxy`, `--operator-image`).
+    pub credential_proxy: &'a CredentialProxy,
 }
 
 /// The Agent's next status, from what it names (`Ready`, the skill delivery, its gateways,
-/// its default skills and whether its rules fit its models' context windows), its old
-/// status and the time.
+/// whether their keys stay out of its runs' agent containers, its default skills and whether
+/// its rules fit its models' context windows), its old status and the time.
 pub fn decide_agent(
     agent: &Agent,
     inputs: AgentInputs<'_>,
@@ -39,6 +42,7 @@ pub fn decide_agent(
         gateways: gateway_refs,
         skills,
         defaults,
+        credential_proxy,
     } = inputs;
     let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
     let generation = agent.metadata.generation;
@@ -52,15 +56,21 @@ pub fn decide_agent(
         }
         other => (other, None),
     };
+    let read_gateways: Vec<(&str, &GatewaySpec)> = gateway_refs
+        .iter()
+        .filter_map(|(name, g)| match g {
+            Lookup::Found(g) => Some((*name, &g.spec)),
+            _ => None,
+        })
+        .collect();
+    let isolation =
+        agent_credential_isolation(&read_gateways, &credential_proxy.for_agent(&agent.spec));
     let mut rules = None;
     let ready = match (skills, resolve_gateways(&gateway_refs)) {
         (Ok(resolved), Ok(())) => {
-            let windows: Vec<i64> = gateway_refs
+            let windows: Vec<i64> = read_gateways
                 .iter()
-                .filter_map(|(_, g)| match g {
-                    Lookup::Found(g) => Some(g.spec.model.context_window),
-                    _ => None,
-                })
+                .map(|(_, spec)| spec.model.context_window)
                 .collect();
             rules = rules_fit(&resolved.rules, resolved.rule_body_bytes, &windows);
             let message = format!(
@@ -123,6 +133,12 @@ pub fn decide_agent(
     put(
         CONDITION_GATEWAY_CONFIGURED,
         Some((status, reason, &message)),
+    );
+    put(
+        CONDITION_CREDENTIAL_ISOLATION,
+        isolation
+            .as_ref()
+            .map(|(status, reason, message)| (*status, *reason, message.as_str())),
     );
     put(
         CONDITION_DEFAULT_SKILLS,

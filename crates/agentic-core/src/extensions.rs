@@ -59,6 +59,9 @@ pub fn of_agent(spec: &AgentSpec) -> Extensions {
         // Dropped, the runs would quietly go back to one container that holds everything.
         fields.insert("spec.runtime".into(), json!(runtime));
     }
+    if let Some(mode) = spec.credential_proxy {
+        fields.insert("spec.credentialProxy".into(), json!(mode));
+    }
     fields
 }
 
@@ -152,6 +155,14 @@ mod tests {
     fn only_values_unset_does_not_mean_are_recorded() {
         assert!(of_agent(&agent("native", None, None)).is_empty());
         assert!(of_agent(&agent("native", None, Some(true))).is_empty());
+        let off = AgentSpec {
+            credential_proxy: Some(agentic_api::CredentialProxyMode::Off),
+            ..agent("native", None, None)
+        };
+        assert_eq!(
+            of_agent(&off),
+            Extensions::from([("spec.credentialProxy".into(), "\"off\"".into())])
+        );
         assert_eq!(
             of_agent(&agent("inject", Some(2), Some(false))),
             Extensions::from([

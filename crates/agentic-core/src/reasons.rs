@@ -477,8 +477,27 @@ reasons! {
         /// `ExtensionsKept` False: an update removed extension fields (`skillDelivery`,
         /// `maxConcurrentRuns`, `defaultSkills`), as a client that does not know them does.
         ExtensionFieldsDropped,
+        /// `CredentialIsolation` True: the `credential-proxy` sidecar adds the key of every
+        /// keyed Gateway the Agent lists.
+        KeyProxied,
+        /// `CredentialIsolation` True: no Gateway the Agent lists names a Secret.
+        NoCredential,
+        /// `CredentialIsolation` False: a Gateway's provider signs requests with cloud
+        /// credentials, which the proxy does not add.
+        CloudSignedProvider,
+        /// `CredentialIsolation` False: a Gateway has no `spec.endpoint` to forward to.
+        NoEndpoint,
+        /// `CredentialIsolation` False: a Gateway's `spec.credentialRef` names no key.
+        WholeSecretImported,
+        /// `CredentialIsolation` False: a Gateway's `spec.endpoint` is not a URL the proxy
+        /// forwards to.
+        UnsupportedEndpoint,
+        /// `CredentialIsolation` False: the Agent's `spec.credentialProxy` (or else the
+        /// operator's `--credential-proxy`) is `off`.
+        CredentialProxyOff,
     }
     errors [
+        OperatorImageNotSet,
         SkillCardNotFound,
         SkillCardNotReady,
         DuplicateSkillName,
@@ -569,10 +588,12 @@ reasons! {
         /// `CredentialIsolation` False: the Gateway's `spec.endpoint` is not a URL the proxy
         /// forwards to.
         UnsupportedEndpoint,
-        /// `CredentialIsolation` False: the operator runs with `--credential-proxy=off`.
+        /// `CredentialIsolation` False: the Agent's `spec.credentialProxy` (or else the
+        /// operator's `--credential-proxy`) is `off`.
         CredentialProxyOff,
-        /// The operator runs with `--credential-proxy=required` and the run's key cannot be
-        /// kept from its agent (`CredentialIsolation` says why): the run does not start.
+        /// The Agent's `spec.credentialProxy` (or else the operator's `--credential-proxy`)
+        /// is `required` and the run's key cannot be kept from its agent
+        /// (`CredentialIsolation` says why): the run does not start.
         CredentialIsolationRequired,
     }
     errors [

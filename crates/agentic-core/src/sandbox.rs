@@ -41,8 +41,8 @@ mod telemetry;
 
 pub use credentials::{
     CONDITION_CREDENTIAL_ISOLATION, CREDENTIAL_DIR, CREDENTIAL_FILE, CREDENTIAL_PROXY_CONTAINER,
-    CREDENTIAL_PROXY_PORT, CredentialIsolation, CredentialProxy, CredentialProxyMode,
-    PLACEHOLDER_KEY, ProxyPlan, credential_isolation,
+    CREDENTIAL_PROXY_PORT, CredentialIsolation, CredentialProxy, CredentialProxyMode, Exposure,
+    IsolationReason, PLACEHOLDER_KEY, ProxyPlan, agent_credential_isolation, credential_isolation,
 };
 pub use events::run_events;
 pub use files::{

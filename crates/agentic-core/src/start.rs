@@ -17,9 +17,9 @@ use crate::params::resolve_run;
 use crate::pin::Pin;
 use crate::reasons::{AgentRunReason, ErrorReason};
 use crate::sandbox::{
-    CredentialIsolation, CredentialProxy, CredentialProxyMode, FileMountSources, MountedSkill,
-    RunOutcome, SandboxInputs, SkillFetcher, SourceLookup, cancelled, file_mount_sources,
-    pinned_skills,
+    CredentialIsolation, CredentialProxy, CredentialProxyMode, Exposure, FileMountSources,
+    MountedSkill, RunOutcome, SandboxInputs, SkillFetcher, SourceLookup, cancelled,
+    file_mount_sources, pinned_skills,
 };
 use crate::skills::{
     Lookup, check_agent, malformed_detail, resolve_skill_delivery, select_gateway,
@@ -138,6 +138,7 @@ fn decide<'a>(inputs: &StartInputs<'a>) -> Result<StartPlan<'a>, RunOutcome> {
         return Err(RunOutcome::pending(AgentRunReason::SkillBlocked, why));
     }
     let delivery = resolve_skill_delivery(&agent.spec.skill_delivery);
+    let proxy = inputs.credential_proxy.for_agent(&agent.spec);
     let sandbox = SandboxInputs::new(
         run,
         agent,
@@ -154,8 +155,8 @@ fn decide<'a>(inputs: &StartInputs<'a>) -> Result<StartPlan<'a>, RunOutcome> {
         Error::OperatorImageNotSet { .. } => pending(&e, ""),
         _ => failed(&e, ""),
     })?
-    .with_credential_proxy(inputs.credential_proxy);
-    if inputs.credential_proxy.mode == CredentialProxyMode::Required
+    .with_credential_proxy(&proxy);
+    if proxy.mode == CredentialProxyMode::Required
         && let CredentialIsolation::Exposed(why) = sandbox.credential_isolation()
     {
         return Err(isolation_required(
@@ -226,15 +227,15 @@ fn default_not_admitted(
         })
 }
 
-/// A run under `--credential-proxy=required` whose key would reach its agent, for `why`:
-/// it waits for the operator's image, which a restart with the flag brings; any other reason
-/// is the Gateway's, and the run fails.
-fn isolation_required(why: AgentRunReason, isolation: CredentialIsolation) -> RunOutcome {
-    let (_, _, detail) = isolation.condition();
+/// A run whose Agent (or else the operator) requires the credential proxy and whose key would
+/// reach its agent, for `why`: it waits for the operator's image, which a restart with the
+/// flag brings; any other reason is the Gateway's, and the run fails.
+fn isolation_required(why: Exposure, isolation: CredentialIsolation) -> RunOutcome {
+    let (_, _, detail) = isolation.condition::<AgentRunReason>();
     let message = format!(
-        "the operator runs with --credential-proxy=required and {detail}; the run does not start"
+        "the credential proxy is required (the Agent's spec.credentialProxy, or else the operator's --credential-proxy) and {detail}; the run does not start"
     );
-    let outcome = if why == AgentRunReason::Error(ErrorReason::OperatorImageNotSet) {
+    let outcome = if why == Exposure::OperatorImageNotSet {
         RunOutcome::pending(AgentRunReason::CredentialIsolationRequired, message)
     } else {
         RunOutcome::failed(AgentRunReason::CredentialIsolationRequired, message)

@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::conditions::find_condition;
+use crate::sandbox::CredentialProxyMode;
 
 fn at(seconds: i64) -> Time {
     Time(Timestamp::from_second(seconds).expect("a time"))
@@ -55,6 +56,7 @@ fn an_agent_whose_gateway_is_ready_is_ready_and_says_how_skills_are_delivered() 
         gateways: vec![("llm", Lookup::Found(&gateway))],
         skills: no_skills(),
         defaults: Vec::new(),
+        credential_proxy: &CredentialProxy::default(),
     };
     let status = decide_agent(&agent, inputs, AgentStatus::default(), &at(10));
     assert_eq!(ready(&status), ("True", "AgentReady"));
@@ -73,6 +75,7 @@ fn a_missing_gateway_makes_the_agent_not_ready_and_deciding_again_changes_nothin
             gateways: vec![("llm", Lookup::Missing)],
             skills: no_skills(),
             defaults: Vec::new(),
+            credential_proxy: &CredentialProxy::default(),
         };
         decide_agent(&agent, inputs, old, &now)
     };
@@ -83,4 +86,65 @@ fn a_missing_gateway_makes_the_agent_not_ready_and_deciding_again_changes_nothin
         again, first,
         "the same inputs decide the same status, times included"
     );
+}
+
+#[test]
+fn a_cloud_signed_gateway_makes_the_agent_say_its_runs_get_the_key_and_its_setting_counts() {
+    let mut gateway = gateway();
+    gateway.spec.provider = "aws-bedrock".into();
+    gateway.spec.credential_ref = Some(agentic_api::CredentialRef {
+        secret_name: "llm-key".into(),
+        key: Some("api-key".into()),
+    });
+    let operator = CredentialProxy {
+        mode: CredentialProxyMode::Preferred,
+        image: Some("registry.test/operator:1".into()),
+    };
+    let decide = |agent: &Agent| {
+        let inputs = AgentInputs {
+            gateways: vec![("llm", Lookup::Found(&gateway))],
+            skills: no_skills(),
+            defaults: Vec::new(),
+            credential_proxy: &operator,
+        };
+        decide_agent(agent, inputs, AgentStatus::default(), &at(10))
+    };
+    let mut agent = agent();
+    let status = decide(&agent);
+    let isolation = find_condition(&status.conditions, CONDITION_CREDENTIAL_ISOLATION)
+        .expect("a CredentialIsolation condition");
+    assert_eq!(
+        (isolation.status.as_str(), isolation.reason.as_str()),
+        ("False", "CloudSignedProvider")
+    );
+    assert!(
+        !isolation.message.contains("do not start"),
+        "{}",
+        isolation.message
+    );
+    // Advisory: the Agent stays Ready, its runs decide for themselves.
+    assert_eq!(ready(&status), ("True", "AgentReady"));
+
+    agent.spec.credential_proxy = Some(CredentialProxyMode::Required);
+    let status = decide(&agent);
+    let isolation = find_condition(&status.conditions, CONDITION_CREDENTIAL_ISOLATION)
+        .expect("a CredentialIsolation condition");
+    assert!(
+        isolation.message.contains("do not start"),
+        "{}",
+        isolation.message
+    );
+}
+
+#[test]
+fn an_agent_whose_gateway_was_not_read_says_nothing_of_isolation() {
+    let agent = agent();
+    let inputs = AgentInputs {
+        gateways: vec![("llm", Lookup::Missing)],
+        skills: no_skills(),
+        defaults: Vec::new(),
+        credential_proxy: &CredentialProxy::default(),
+    };
+    let status = decide_agent(&agent, inputs, AgentStatus::default(), &at(10));
+    assert!(find_condition(&status.conditions, CONDITION_CREDENTIAL_ISOLATION).is_none());
 }

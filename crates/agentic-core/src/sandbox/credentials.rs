@@ -4,10 +4,10 @@
 //! forwards to the Gateway's endpoint; the agent gets the proxy's loopback address and a
 //! placeholder. Otherwise the key goes to the agent as before, and the run says why.
 
-use agentic_api::{ConditionStatus, CredentialRef, GatewaySpec};
+use agentic_api::{AgentSpec, ConditionStatus, CredentialRef, GatewaySpec};
 
 use crate::gateway::{AuthStyle, auth_style, models_url};
-use crate::reasons::{AgentRunReason, ErrorReason};
+use crate::reasons::{AgentReason, AgentRunReason, ErrorReason};
 
 /// The run's condition that says whether its agent container can read the model key.
 pub const CONDITION_CREDENTIAL_ISOLATION: &str = "CredentialIsolation";
@@ -23,18 +23,9 @@ pub const CREDENTIAL_DIR: &str = "/run/konveyor/gateway-credential";
 /// The file of the key in [`CREDENTIAL_DIR`].
 pub const CREDENTIAL_FILE: &str = "api-key";
 
-/// `--credential-proxy`: whether runs get the credential proxy, and whether a run whose key
-/// cannot be kept from its agent may start.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CredentialProxyMode {
-    /// Runs whose key the proxy cannot serve do not start (`CredentialIsolationRequired`).
-    Required,
-    /// The proxy where it can serve; elsewhere the key goes to the agent, and the run says so.
-    #[default]
-    Preferred,
-    /// No proxy: the key goes to the agent as in Konveyor.
-    Off,
-}
+/// `--credential-proxy`, or an Agent's `spec.credentialProxy`: whether runs get the
+/// credential proxy, and whether a run whose key cannot be kept from its agent may start.
+pub use agentic_api::CredentialProxyMode;
 
 /// The operator's side of the proxy: the mode and the image it runs from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -43,6 +34,18 @@ pub struct CredentialProxy {
     pub mode: CredentialProxyMode,
     /// The operator's image (`--operator-image`), whose binary is the proxy.
     pub image: Option<String>,
+}
+
+impl CredentialProxy {
+    /// The proxy for runs of an Agent of `spec`: its `spec.credentialProxy`, when set,
+    /// overrides the operator's mode.
+    #[must_use]
+    pub fn for_agent(&self, spec: &AgentSpec) -> Self {
+        Self {
+            mode: spec.credential_proxy.unwrap_or(self.mode),
+            image: self.image.clone(),
+        }
+    }
 }
 
 /// The sidecar of a run whose key the proxy adds.
@@ -77,8 +80,84 @@ pub enum CredentialIsolation {
     /// The Gateway names no Secret: there is no key to hold.
     NoCredential,
     /// The key goes to the agent container, for this reason.
-    Exposed(AgentRunReason),
+    Exposed(Exposure),
 }
+
+/// Why a Gateway's key goes to the agent container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exposure {
+    /// The provider signs requests with cloud credentials.
+    CloudSignedProvider,
+    /// The Gateway has no `spec.endpoint`.
+    NoEndpoint,
+    /// `spec.credentialRef` names no key.
+    WholeSecretImported,
+    /// `spec.endpoint` is not a URL the proxy forwards to.
+    UnsupportedEndpoint,
+    /// The mode is `off`.
+    CredentialProxyOff,
+    /// The operator has no image to run the proxy from.
+    OperatorImageNotSet,
+}
+
+impl Exposure {
+    /// Why, for a condition's message.
+    fn because(self) -> &'static str {
+        match self {
+            Self::CloudSignedProvider => {
+                "the provider signs requests with cloud credentials, which the proxy does not add"
+            }
+            Self::NoEndpoint => {
+                "the Gateway has no spec.endpoint, so the harness picks its provider's default and the proxy has nowhere to forward"
+            }
+            Self::WholeSecretImported => {
+                "spec.credentialRef names no key, so the whole Secret goes to the agent as environment variables"
+            }
+            Self::UnsupportedEndpoint => {
+                "spec.endpoint is not an http:// or https:// URL the proxy can forward to"
+            }
+            Self::CredentialProxyOff => {
+                "the credential proxy is off (the Agent's spec.credentialProxy, or else the operator's --credential-proxy)"
+            }
+            Self::OperatorImageNotSet => {
+                "the operator has no --operator-image to run the proxy from"
+            }
+        }
+    }
+}
+
+/// The reasons of a kind's [`CONDITION_CREDENTIAL_ISOLATION`]: a run's and an Agent's spell
+/// them alike.
+pub trait IsolationReason: From<Exposure> {
+    /// True: the proxy adds the key.
+    const KEY_PROXIED: Self;
+    /// True: there is no key.
+    const NO_CREDENTIAL: Self;
+}
+
+macro_rules! isolation_reasons {
+    ($($kind:ident),+) => {$(
+        impl From<Exposure> for $kind {
+            fn from(exposure: Exposure) -> Self {
+                match exposure {
+                    Exposure::CloudSignedProvider => Self::CloudSignedProvider,
+                    Exposure::NoEndpoint => Self::NoEndpoint,
+                    Exposure::WholeSecretImported => Self::WholeSecretImported,
+                    Exposure::UnsupportedEndpoint => Self::UnsupportedEndpoint,
+                    Exposure::CredentialProxyOff => Self::CredentialProxyOff,
+                    Exposure::OperatorImageNotSet => Self::Error(ErrorReason::OperatorImageNotSet),
+                }
+            }
+        }
+
+        impl IsolationReason for $kind {
+            const KEY_PROXIED: Self = Self::KeyProxied;
+            const NO_CREDENTIAL: Self = Self::NoCredential;
+        }
+    )+};
+}
+
+isolation_reasons!(AgentRunReason, AgentReason);
 
 impl CredentialIsolation {
     /// The proxy's plan, when there is one.
@@ -90,11 +169,11 @@ impl CredentialIsolation {
     }
 
     /// The run's [`CONDITION_CREDENTIAL_ISOLATION`]: status, reason and message.
-    pub fn condition(&self) -> (ConditionStatus, AgentRunReason, String) {
+    pub fn condition<R: IsolationReason>(&self) -> (ConditionStatus, R, String) {
         match self {
             Self::Proxied(plan) => (
                 ConditionStatus::True,
-                AgentRunReason::KeyProxied,
+                R::KEY_PROXIED,
                 format!(
                     "the {CREDENTIAL_PROXY_CONTAINER} sidecar adds the key to requests to {}; the agent container holds a placeholder",
                     plan.upstream
@@ -102,47 +181,84 @@ impl CredentialIsolation {
             ),
             Self::NoCredential => (
                 ConditionStatus::True,
-                AgentRunReason::NoCredential,
+                R::NO_CREDENTIAL,
                 "the Gateway has no spec.credentialRef: the sandbox holds no model key".to_string(),
             ),
-            Self::Exposed(reason) => (
+            Self::Exposed(exposure) => (
                 ConditionStatus::False,
-                *reason,
+                R::from(*exposure),
                 format!(
                     "the agent container can read the Gateway's key: {}",
-                    exposed_because(*reason)
+                    exposure.because()
                 ),
             ),
         }
     }
 }
 
-/// Why the key goes to the agent, for the condition's message.
-fn exposed_because(reason: AgentRunReason) -> &'static str {
-    match reason {
-        AgentRunReason::CloudSignedProvider => {
-            "the provider signs requests with cloud credentials, which the proxy does not add"
-        }
-        AgentRunReason::NoEndpoint => {
-            "the Gateway has no spec.endpoint, so the harness picks its provider's default and the proxy has nowhere to forward"
-        }
-        AgentRunReason::WholeSecretImported => {
-            "spec.credentialRef names no key, so the whole Secret goes to the agent as environment variables"
-        }
-        AgentRunReason::UnsupportedEndpoint => {
-            "spec.endpoint is not an http:// or https:// URL the proxy can forward to"
-        }
-        AgentRunReason::CredentialProxyOff => "the operator runs with --credential-proxy=off",
-        AgentRunReason::Error(ErrorReason::OperatorImageNotSet) => {
-            "the operator has no --operator-image to run the proxy from"
-        }
-        _ => "the proxy cannot serve this Gateway",
+/// An Agent's [`CONDITION_CREDENTIAL_ISOLATION`], from the Gateways it lists as read (by
+/// name) under `proxy` (the operator's, with the Agent's setting applied): False when a run
+/// on one of them would give its agent the key, with the first such Gateway's reason and
+/// each named in the message; True when none would; `None` when no Gateway was read (the
+/// Agent lists none, and runs name their own; or none could be read, and the Agent is not
+/// Ready).
+pub fn agent_credential_isolation(
+    gateways: &[(&str, &GatewaySpec)],
+    proxy: &CredentialProxy,
+) -> Option<(ConditionStatus, AgentReason, String)> {
+    let decided: Vec<(&str, CredentialIsolation)> = gateways
+        .iter()
+        .map(|(name, spec)| (*name, credential_isolation(spec, proxy)))
+        .collect();
+    let exposed: Vec<(&str, Exposure)> = decided
+        .iter()
+        .filter_map(|(name, isolation)| match isolation {
+            CredentialIsolation::Exposed(why) => Some((*name, *why)),
+            _ => None,
+        })
+        .collect();
+    if let Some((_, first)) = exposed.first() {
+        let each: Vec<String> = exposed
+            .iter()
+            .map(|(name, why)| format!("Gateway {name}: {}", why.because()))
+            .collect();
+        let consequence = if proxy.mode == CredentialProxyMode::Required {
+            "the credential proxy is required, so runs on these Gateways do not start"
+        } else {
+            "runs on these Gateways give their agent container the key"
+        };
+        let message = format!("{consequence}; {}", each.join("; "));
+        return Some((ConditionStatus::False, AgentReason::from(*first), message));
     }
+    if decided.is_empty() {
+        return None;
+    }
+    let proxied: Vec<&str> = decided
+        .iter()
+        .filter(|(_, isolation)| isolation.proxy().is_some())
+        .map(|(name, _)| *name)
+        .collect();
+    Some(if proxied.is_empty() {
+        (
+            ConditionStatus::True,
+            AgentReason::NoCredential,
+            "no Gateway has a spec.credentialRef: runs hold no model key".to_string(),
+        )
+    } else {
+        (
+            ConditionStatus::True,
+            AgentReason::KeyProxied,
+            format!(
+                "the {CREDENTIAL_PROXY_CONTAINER} sidecar adds the key of Gateway(s) {}; agent containers hold a placeholder",
+                proxied.join(", ")
+            ),
+        )
+    })
 }
 
 /// What a run's sandbox does with the key of a Gateway of `spec`, under `proxy`.
 pub fn credential_isolation(spec: &GatewaySpec, proxy: &CredentialProxy) -> CredentialIsolation {
-    use AgentRunReason as R;
+    use Exposure as R;
     let Some(CredentialRef { secret_name, key }) = &spec.credential_ref else {
         return CredentialIsolation::NoCredential;
     };
@@ -162,7 +278,7 @@ pub fn credential_isolation(spec: &GatewaySpec, proxy: &CredentialProxy) -> Cred
         return CredentialIsolation::Exposed(R::UnsupportedEndpoint);
     };
     let Some(image) = &proxy.image else {
-        return CredentialIsolation::Exposed(R::Error(ErrorReason::OperatorImageNotSet));
+        return CredentialIsolation::Exposed(R::OperatorImageNotSet);
     };
     CredentialIsolation::Proxied(ProxyPlan {
         image: image.clone(),
@@ -233,7 +349,7 @@ mod tests {
         let plan = anthropic.proxy().expect("proxied");
         assert_eq!(plan.auth, AuthStyle::Anthropic);
         assert_eq!(plan.agent_endpoint(), "http://127.0.0.1:4001");
-        let (status, reason, _) = anthropic.condition();
+        let (status, reason, _) = anthropic.condition::<AgentRunReason>();
         assert_eq!(
             (status, reason),
             (ConditionStatus::True, AgentRunReason::KeyProxied)
@@ -242,7 +358,7 @@ mod tests {
 
     #[test]
     fn each_gateway_the_proxy_cannot_serve_says_why() {
-        use AgentRunReason as R;
+        use Exposure as R;
         let cases = [
             (
                 spec("aws_bedrock", Some("https://b.example.com"), Some("k")),
@@ -266,16 +382,19 @@ mod tests {
                 R::UnsupportedEndpoint,
             ),
         ];
+        let mut messages = std::collections::BTreeMap::new();
         for (spec, reason) in cases {
             let isolation = credential_isolation(&spec, &preferred());
             assert_eq!(isolation, CredentialIsolation::Exposed(reason), "{spec:?}");
             let (status, written, message) = isolation.condition();
-            assert_eq!((status, written), (ConditionStatus::False, reason));
-            assert!(
-                !message.contains("proxy cannot serve this Gateway"),
-                "{message}"
+            assert_eq!(
+                (status, written),
+                (ConditionStatus::False, AgentRunReason::from(reason))
             );
+            messages.insert(message, reason);
         }
+        // Each reason has its own explanation: four reasons, four messages.
+        assert_eq!(messages.len(), 4, "{messages:?}");
         let no_image = CredentialProxy {
             image: None,
             ..preferred()
@@ -285,7 +404,7 @@ mod tests {
                 &spec("openai", Some("https://o.example.com"), Some("k")),
                 &no_image
             ),
-            CredentialIsolation::Exposed(R::Error(ErrorReason::OperatorImageNotSet))
+            CredentialIsolation::Exposed(R::OperatorImageNotSet)
         );
         let off = CredentialProxy {
             mode: CredentialProxyMode::Off,
@@ -315,5 +434,120 @@ mod tests {
                 CredentialIsolation::NoCredential
             );
         }
+    }
+
+    #[test]
+    fn a_run_and_an_agent_spell_each_reason_alike() {
+        use Exposure as E;
+        for exposure in [
+            E::CloudSignedProvider,
+            E::NoEndpoint,
+            E::WholeSecretImported,
+            E::UnsupportedEndpoint,
+            E::CredentialProxyOff,
+            E::OperatorImageNotSet,
+        ] {
+            assert_eq!(
+                AgentRunReason::from(exposure).as_str(),
+                AgentReason::from(exposure).as_str()
+            );
+            assert_eq!(
+                AgentReason::from(exposure).as_str(),
+                format!("{exposure:?}")
+            );
+        }
+        assert_eq!(
+            AgentRunReason::KEY_PROXIED.as_str(),
+            AgentReason::KEY_PROXIED.as_str()
+        );
+        assert_eq!(
+            AgentRunReason::NO_CREDENTIAL.as_str(),
+            AgentReason::NO_CREDENTIAL.as_str()
+        );
+    }
+
+    #[test]
+    fn an_agents_setting_overrides_the_operators_mode_and_unset_keeps_it() {
+        let operator = preferred();
+        let mut agent = AgentSpec::default();
+        assert_eq!(operator.for_agent(&agent), operator);
+        for mode in [
+            CredentialProxyMode::Required,
+            CredentialProxyMode::Preferred,
+            CredentialProxyMode::Off,
+        ] {
+            agent.credential_proxy = Some(mode);
+            let effective = operator.for_agent(&agent);
+            assert_eq!(effective.mode, mode);
+            assert_eq!(effective.image, operator.image);
+        }
+    }
+
+    #[test]
+    fn an_agent_is_isolated_when_every_gateway_it_lists_keeps_the_key_from_its_runs() {
+        let openai = spec("openai", Some("https://o.example.com/v1"), Some("k"));
+        let bedrock = spec("aws-bedrock", Some("https://b.example.com"), Some("k"));
+        let mut keyless = spec("openai", Some("https://o.example.com"), None);
+        keyless.credential_ref = None;
+
+        assert_eq!(agent_credential_isolation(&[], &preferred()), None);
+
+        let (status, reason, message) =
+            agent_credential_isolation(&[("llm", &openai), ("local", &keyless)], &preferred())
+                .expect("a condition");
+        assert_eq!(
+            (status, reason),
+            (ConditionStatus::True, AgentReason::KeyProxied)
+        );
+        assert!(
+            message.contains("llm") && !message.contains("local"),
+            "{message}"
+        );
+
+        let (status, reason, _) =
+            agent_credential_isolation(&[("local", &keyless)], &preferred()).expect("a condition");
+        assert_eq!(
+            (status, reason),
+            (ConditionStatus::True, AgentReason::NoCredential)
+        );
+
+        let listed = [("llm", &openai), ("bedrock", &bedrock)];
+        let (status, reason, message) =
+            agent_credential_isolation(&listed, &preferred()).expect("a condition");
+        assert_eq!(
+            (status, reason),
+            (ConditionStatus::False, AgentReason::CloudSignedProvider)
+        );
+        assert!(
+            message.contains("Gateway bedrock: ") && !message.contains("Gateway llm"),
+            "{message}"
+        );
+        assert!(
+            message.contains("give their agent container the key"),
+            "{message}"
+        );
+
+        let required = CredentialProxy {
+            mode: CredentialProxyMode::Required,
+            ..preferred()
+        };
+        let (_, _, message) = agent_credential_isolation(&listed, &required).expect("a condition");
+        assert!(message.contains("do not start"), "{message}");
+
+        // `off` exposes every keyed Gateway; the first listed gives the reason.
+        let off = CredentialProxy {
+            mode: CredentialProxyMode::Off,
+            ..preferred()
+        };
+        let (status, reason, message) =
+            agent_credential_isolation(&listed, &off).expect("a condition");
+        assert_eq!(
+            (status, reason),
+            (ConditionStatus::False, AgentReason::CredentialProxyOff)
+        );
+        assert!(
+            message.contains("Gateway llm: ") && message.contains("Gateway bedrock: "),
+            "{message}"
+        );
     }
 }

@@ -190,7 +190,7 @@ impl RunOutcome {
         };
         conditions.set(CONDITION_ACP_READY, acp_status, acp_reason, &acp_message);
         if let Some(isolation) = &self.credential_isolation {
-            let (status, reason, message) = isolation.condition();
+            let (status, reason, message) = isolation.condition::<AgentRunReason>();
             conditions.set(CONDITION_CREDENTIAL_ISOLATION, status, reason, &message);
         }
         status.secret_key_ref = status

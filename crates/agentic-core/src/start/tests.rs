@@ -623,7 +623,7 @@ fn required_refuses_a_cloud_signed_gateway_and_waits_for_a_missing_image() {
     assert_eq!(
         outcome.credential_isolation,
         Some(Box::new(CredentialIsolation::Exposed(
-            AgentRunReason::CloudSignedProvider
+            Exposure::CloudSignedProvider
         )))
     );
     assert!(
@@ -639,7 +639,7 @@ fn required_refuses_a_cloud_signed_gateway_and_waits_for_a_missing_image() {
     };
     assert_eq!(
         inputs.credential_isolation(),
-        &CredentialIsolation::Exposed(AgentRunReason::CloudSignedProvider)
+        &CredentialIsolation::Exposed(Exposure::CloudSignedProvider)
     );
 
     // Without the operator's image the run waits for a restart with it.
@@ -651,4 +651,39 @@ fn required_refuses_a_cloud_signed_gateway_and_waits_for_a_missing_image() {
     let outcome = read.blocked();
     assert_eq!(outcome.reason, AgentRunReason::CredentialIsolationRequired);
     assert!(!outcome.phase.is_finished());
+}
+
+#[test]
+fn the_agents_credential_proxy_setting_overrides_the_operators_either_way() {
+    let operator = |mode| CredentialProxy {
+        mode,
+        image: Some("registry/operator:1".into()),
+    };
+    let with_agent_setting = |read: &mut Read, mode| {
+        read.agent.as_mut().expect("an Agent").spec.credential_proxy = Some(mode);
+    };
+
+    // The Agent requires what the operator only prefers: the cloud-signed run is refused.
+    let mut read = Read::startable();
+    read.gateway = Some(keyed_gateway("aws-bedrock"));
+    read.credential_proxy = operator(CredentialProxyMode::Preferred);
+    with_agent_setting(&mut read, CredentialProxyMode::Required);
+    let outcome = read.blocked();
+    assert_eq!(outcome.reason, AgentRunReason::CredentialIsolationRequired);
+    assert!(
+        outcome.message.contains("spec.credentialProxy"),
+        "{}",
+        outcome.message
+    );
+
+    // The Agent turns off what the operator requires: the run starts with the key.
+    read.credential_proxy = operator(CredentialProxyMode::Required);
+    with_agent_setting(&mut read, CredentialProxyMode::Off);
+    let StartPlan::Create(inputs) = read.plan() else {
+        panic!("expected a sandbox to create, got {:?}", read.plan());
+    };
+    assert_eq!(
+        inputs.credential_isolation(),
+        &CredentialIsolation::Exposed(Exposure::CredentialProxyOff)
+    );
 }

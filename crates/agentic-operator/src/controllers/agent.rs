@@ -11,6 +11,7 @@ use agentic_core::conditions::find_condition;
 use agentic_core::events::{StatusEvent, condition_events};
 use agentic_core::prefetch::CONDITION_SKILLS_PREFETCHED;
 use agentic_core::reasons::AgentReason;
+use agentic_core::sandbox::CONDITION_CREDENTIAL_ISOLATION;
 use agentic_core::skills::{
     CONDITION_DEFAULT_SKILLS, CONDITION_GATEWAY_CONFIGURED, CONDITION_RULES_FIT_CONTEXT, CardRef,
     DefaultCollection, DefaultScope, Lookup, ResolvedSkills, collection_cards, resolve_skills,
@@ -151,6 +152,7 @@ impl Reconciled for Agent {
                 CONDITION_READY,
                 CONDITION_SKILL_DELIVERY,
                 CONDITION_GATEWAY_CONFIGURED,
+                CONDITION_CREDENTIAL_ISOLATION,
                 CONDITION_DEFAULT_SKILLS,
                 CONDITION_RULES_FIT_CONTEXT,
                 CONDITION_SKILLS_PREFETCHED,
@@ -198,6 +200,7 @@ pub async fn reconcile(
             .collect(),
         skills,
         defaults: defaults.iter().map(default_collection).collect(),
+        credential_proxy: &ctx.settings.credential_proxy,
     };
     let now = crate::now();
     let mut status = decide_agent(&agent, inputs, old, &now);
