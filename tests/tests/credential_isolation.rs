@@ -155,32 +155,36 @@ async fn preferred_proxies_a_bearer_key_and_passes_a_cloud_signed_one_saying_so(
     operator.stop().await;
 }
 
-#[tokio::test]
-async fn required_refuses_a_run_whose_key_would_reach_its_agent() {
-    let (ns, client, operator, [_, signed_agent]) =
-        scenario("proxy-required", CredentialProxyMode::Required).await;
-    let (status, reason, message) = agent_isolation(&signed_agent);
+/// `agent`, on the cloud-signed Gateway under `required`, says its runs do not start; a run
+/// of it (named as it) fails without a sandbox, saying why. Returns the run's message.
+async fn refused(agent: &Agent, runs: &Api<AgentRun>) -> String {
+    let (status, reason, message) = agent_isolation(agent);
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("False", "CloudSignedProvider")
     );
     assert!(message.contains("do not start"), "{message}");
-    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
-    apply(&runs, &run("signed", "signed")).await;
-    let failed = wait_phase(&runs, "signed", AgentRunPhase::Failed).await;
-    let status = failed.status.as_ref().expect("status");
-    let ready = condition(&status.conditions, "Ready").expect("Ready");
-    assert_eq!(ready.reason, "CredentialIsolationRequired", "{status:#?}");
-    assert!(
-        ready.message.contains("cloud credentials"),
-        "{}",
-        ready.message
-    );
+    let name = agent.metadata.name.as_deref().expect("a name");
+    apply(runs, &run(name, name)).await;
+    let failed = wait_phase(runs, name, AgentRunPhase::Failed).await;
     assert_eq!(
         isolation(&failed),
         ("False".into(), "CloudSignedProvider".into())
     );
+    let status = failed.status.as_ref().expect("status");
     assert_eq!(status.sandbox_name, None);
+    let ready = condition(&status.conditions, "Ready").expect("Ready");
+    assert_eq!(ready.reason, "CredentialIsolationRequired", "{status:#?}");
+    ready.message.clone()
+}
+
+#[tokio::test]
+async fn required_refuses_a_run_whose_key_would_reach_its_agent() {
+    let (ns, client, operator, [_, signed_agent]) =
+        scenario("proxy-required", CredentialProxyMode::Required).await;
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    let message = refused(&signed_agent, &runs).await;
+    assert!(message.contains("cloud credentials"), "{message}");
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     assert!(pods.get_opt("signed").await.expect("read").is_none());
 
@@ -199,25 +203,9 @@ async fn an_agents_setting_overrides_the_operators_mode_for_its_runs() {
     let mut strict = signed_spec();
     strict.credential_proxy = Some(CredentialProxyMode::Required);
     let strict = ready_agent(&client, &ns, "strict", strict).await;
-    let (status, reason, message) = agent_isolation(&strict);
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", "CloudSignedProvider")
-    );
-    assert!(message.contains("do not start"), "{message}");
-
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
-    apply(&runs, &run("strict", "strict")).await;
-    let failed = wait_phase(&runs, "strict", AgentRunPhase::Failed).await;
-    let status = failed.status.as_ref().expect("status");
-    let ready = condition(&status.conditions, "Ready").expect("Ready");
-    assert_eq!(ready.reason, "CredentialIsolationRequired", "{status:#?}");
-    assert!(
-        ready.message.contains("spec.credentialProxy"),
-        "{}",
-        ready.message
-    );
-    assert_eq!(status.sandbox_name, None);
+    let message = refused(&strict, &runs).await;
+    assert!(message.contains("spec.credentialProxy"), "{message}");
 
     // `off` on an Agent of a keyed bearer Gateway: its runs get the key, and say so.
     let mut open = llm_agent_spec("ghcr.io/acme/harness:1");
