@@ -12,6 +12,7 @@ mod chart;
 mod chart_readme;
 mod cli;
 mod credential_isolation;
+mod credential_proxy_stream;
 mod faults;
 mod gateways;
 mod git_skills;
