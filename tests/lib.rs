@@ -468,6 +468,7 @@ pub fn run_options(ns: &str) -> RunOptions {
         metrics_addr: ([127, 0, 0, 1], 0).into(),
         secure_metrics: None,
         leader_election: None,
+        shards: None,
         tag_refresh_interval: Duration::from_secs(60),
         run_defaults: RunDefaults::default(),
         reconcile_concurrency: agentic_operator::context::DEFAULT_RECONCILE_CONCURRENCY,

@@ -29,6 +29,7 @@ mod reasons;
 mod runs;
 mod samples;
 mod scripts;
+mod sharding;
 mod skill_sign;
 mod skillcards;
 mod sweep;

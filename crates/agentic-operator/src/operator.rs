@@ -55,6 +55,9 @@ pub struct RunOptions {
     pub secure_metrics: Option<server::SecureMetrics>,
     /// Hold a Lease before reconciling; None reconciles at once.
     pub leader_election: Option<LeaderElection>,
+    /// Split the namespaces into shards and serve those whose Leases this replica holds
+    /// (`--shards` over 1); replaces `leader_election`. None: one replica serves all.
+    pub shards: Option<crate::shards::leases::ShardLeasing>,
     pub tag_refresh_interval: Duration,
     pub run_defaults: RunDefaults,
     /// The user's trace collector (OTLP/HTTP base URL) that runs' traces are exported to;
@@ -439,6 +442,16 @@ async fn lead(
             }
         }),
     };
+    if let Some(leasing) = options.shards.clone() {
+        let sharded = Sharded {
+            client,
+            settings,
+            metrics,
+            readiness,
+            receiver,
+        };
+        return serve_shards(sharded, leasing, &options, shutdown).await;
+    }
     let leading = Arc::clone(&metrics);
     leading.set_leader(true);
     let ctx = Arc::new(Context::new(client, settings, metrics));
@@ -492,6 +505,167 @@ async fn lead(
     controllers.await;
     if let Some(lease) = lease {
         lease.release().await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// What the controllers of each set of shards are started with.
+struct Sharded {
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+    receiver: Arc<crate::otlp::Receiver>,
+}
+
+/// The controllers serving a set of shards.
+struct Serving {
+    shards: BTreeSet<u32>,
+    stop: watch::Sender<bool>,
+    /// Aborted when dropped: nothing outlives the set it served.
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Serving {
+    /// Starts the controllers for the namespaces of `shards`, with a context of their own:
+    /// nothing cached or remembered for other shards carries over.
+    fn start(sharded: &Sharded, scope: &Scope, filter: crate::shards::ShardFilter) -> Self {
+        let shards = filter.owned().clone();
+        let ctx = Arc::new(
+            Context::new(
+                sharded.client.clone(),
+                sharded.settings.clone(),
+                Arc::clone(&sharded.metrics),
+            )
+            .with_shards(filter),
+        );
+        sharded.receiver.set_context(Some(Arc::clone(&ctx)));
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(controllers::run_until_shutdown(
+            ctx,
+            scope.clone(),
+            Arc::clone(&sharded.readiness),
+            stopped,
+        ));
+        tracing::info!(?shards, "serving shards");
+        Self {
+            shards,
+            stop,
+            task: Some(task),
+        }
+    }
+
+    /// Stops taking work and lets in-flight passes finish until `until`, then drops them
+    /// (each pass is idempotent, as after a kill).
+    async fn stop(mut self, until: Instant) {
+        let _ = self.stop.send(true);
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout_at(until, &mut task).await.is_err()
+        {
+            task.abort();
+            let _ = task.await;
+        }
+        tracing::info!(shards = ?self.shards, "stopped serving shards");
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Serves the shards whose Leases this replica holds, starting the controllers again
+/// whenever that set changes, until `shutdown`; then releases every Lease. A shard is
+/// served only while its Lease is confirmed, and given up (released) only once its
+/// controllers have stopped.
+async fn serve_shards(
+    sharded: Sharded,
+    leasing: crate::shards::leases::ShardLeasing,
+    options: &RunOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    use crate::shards::leases::{RENEW_INTERVAL, STOP_MARGIN, ShardLeases};
+    if leasing.lease_duration <= STOP_MARGIN + RENEW_INTERVAL {
+        anyhow::bail!(
+            "sharding: the lease duration ({:?}) must be longer than {:?}",
+            leasing.lease_duration,
+            STOP_MARGIN + RENEW_INTERVAL
+        );
+    }
+    let shards = leasing.shards;
+    let api: Api<Lease> = Api::namespaced(sharded.client.clone(), &leasing.namespace);
+    let owner = service_account_owner(&leasing.namespace);
+    tracing::info!(
+        shards = shards.count(),
+        namespace = %leasing.namespace,
+        identity = %leasing.identity,
+        "sharding: taking this replica's share of the shard Leases"
+    );
+    let mut leases = ShardLeases::new(api, leasing, owner);
+    let mut serving: Option<Serving> = None;
+    let mut tick = tokio::time::interval(RENEW_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let broken = loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => break None,
+            broken = watches_broken(&sharded.readiness.watches, options.watch_failure_timeout) => {
+                break Some(broken);
+            }
+        }
+        // A look that outlasts the first deadline is cut short: what it did not confirm lapses.
+        let look = match leases.deadline() {
+            Some(deadline) => tokio::time::timeout_at(deadline, leases.look())
+                .await
+                .unwrap_or_default(),
+            None => leases.look().await,
+        };
+        leases.lapse(Instant::now());
+        let held = leases.held();
+        let wanted: BTreeSet<u32> = held
+            .iter()
+            .filter(|shard| !look.release.contains(shard))
+            .copied()
+            .collect();
+        if serving.as_ref().map(|s| &s.shards) != Some(&wanted) {
+            if let Some(old) = serving.take() {
+                // A shard no longer held stops at once; otherwise passes in flight finish
+                // while every Lease is still valid.
+                let until = if old.shards.is_subset(&held) {
+                    leases.deadline().unwrap_or_else(Instant::now)
+                } else {
+                    Instant::now()
+                };
+                old.stop(until).await;
+            }
+            if !wanted.is_empty() {
+                let filter = crate::shards::ShardFilter::new(shards, wanted);
+                serving = Some(Serving::start(&sharded, &options.scope, filter));
+            }
+            sharded.readiness.set_standby(serving.is_none());
+            sharded.metrics.set_leader(serving.is_some());
+        }
+        leases.release(&look.release).await;
+    };
+    if let Some(old) = serving.take() {
+        let until = match broken {
+            Some(_) => Instant::now(),
+            None => leases.deadline().unwrap_or_else(Instant::now),
+        };
+        old.stop(until).await;
+    }
+    sharded.receiver.set_context(None);
+    sharded.metrics.set_leader(false);
+    leases.release_all().await;
+    if let Some(broken) = broken {
+        anyhow::bail!(
+            "{broken}; stopped reconciling and released the shards so that the other replicas \
+             take them over (--watch-failure-seconds)"
+        );
     }
     tracing::info!("stopped");
     Ok(())
@@ -830,6 +1004,7 @@ mod tests {
             metrics_addr: ([127, 0, 0, 1], 0).into(),
             secure_metrics: None,
             leader_election: None,
+            shards: None,
             tag_refresh_interval: Duration::from_secs(300),
             run_defaults: RunDefaults::default(),
             reconcile_concurrency: crate::context::DEFAULT_RECONCILE_CONCURRENCY,

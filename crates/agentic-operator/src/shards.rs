@@ -1,6 +1,8 @@
 //! Sharding: the namespaces split between replicas by [`agentic_core::shard`], each shard
-//! served by the replica holding its Lease, and the filter that keeps a
+//! served by the replica holding its Lease ([`leases`]), and the filter that keeps a
 //! replica's watches to the namespaces of the shards it holds ([`ShardFilter`]).
+
+pub mod leases;
 
 use std::collections::BTreeSet;
 

@@ -19,6 +19,7 @@ use crate::controllers::Scope;
 use crate::error::Chain;
 use crate::operator::{BackendChoice, LeaderElection, RunOptions, SkillPrefetch};
 use crate::server::SecureMetrics;
+use crate::shards::leases::ShardLeasing;
 
 /// Kubernetes operator for AI coding agents and their skills (konveyor.io/v1alpha1).
 #[derive(Debug, Parser)]
@@ -215,6 +216,14 @@ pub struct RunArgs {
         value_parser = lease_name
     )]
     pub leader_election_lease: String,
+
+    /// Split the namespaces into this many shards, each served by one replica: the replicas
+    /// share them out through Leases in $POD_NAMESPACE (`<leader-election-lease>-shard-<i>`),
+    /// and take over a stopped replica's within the lease duration (15 s). 1 keeps one
+    /// replica serving every namespace (with --leader-elect, the others on standby). Every
+    /// replica must be given the same number.
+    #[arg(long, env = "AGENTIC_SHARDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub shards: u32,
 
     /// Seconds the operator's watches may keep failing (the API server refuses or does not
     /// answer them) before the operator stops reconciling and exits, so that its restart, or
@@ -434,7 +443,24 @@ fn run_credential_proxy(args: CredentialProxyArgs) -> ExitCode {
 
 fn run_operator(args: RunArgs) -> ExitCode {
     init_logging(args.log_format);
-    let leader_election = if args.leader_elect {
+    let shards = if args.shards > 1 {
+        let Ok(namespace) = std::env::var("POD_NAMESPACE") else {
+            tracing::error!("--shards needs POD_NAMESPACE (the namespace of the shard Leases)");
+            return ExitCode::from(USAGE_ERROR);
+        };
+        Some(ShardLeasing {
+            namespace,
+            prefix: args.leader_election_lease.clone(),
+            identity: std::env::var("POD_NAME")
+                .unwrap_or_else(|_| format!("agentic-operator-{:016x}", rand::random::<u64>())),
+            shards: agentic_core::shard::Shards::new(args.shards),
+            lease_duration: Duration::from_secs(15),
+        })
+    } else {
+        None
+    };
+    // The shard Leases replace the leader's: each replica serves its share.
+    let leader_election = if args.leader_elect && shards.is_none() {
         let Ok(namespace) = std::env::var("POD_NAMESPACE") else {
             tracing::error!("--leader-elect needs POD_NAMESPACE (the namespace of the Lease)");
             return ExitCode::from(USAGE_ERROR);
@@ -460,6 +486,7 @@ fn run_operator(args: RunArgs) -> ExitCode {
             cert_and_key: args.metrics_tls_cert.zip(args.metrics_tls_key),
         }),
         leader_election,
+        shards,
         tag_refresh_interval: Duration::from_secs(args.tag_refresh_seconds.max(10)),
         reconcile_concurrency: args.reconcile_concurrency,
         default_skills_namespace: args.default_skills_namespace,

@@ -166,7 +166,12 @@ pub async fn run_until_shutdown(
 ) {
     let namespaces: Vec<Option<String>> = match scope {
         Scope::All => vec![None],
-        Scope::Namespaces(list) => list.into_iter().map(Some).collect(),
+        // Another replica's shards are not even watched.
+        Scope::Namespaces(list) => list
+            .into_iter()
+            .filter(|namespace| ctx.serves(namespace))
+            .map(Some)
+            .collect(),
     };
     let probed = namespaces.first().cloned().flatten();
     let initial_list = InitialList::probe(&ctx.client, probed.as_deref()).await;
