@@ -337,6 +337,34 @@ fn leader_election_adds_the_lease_role_and_allows_replicas() {
     assert!(!args(&without).contains(&"--leader-elect".to_owned()));
 }
 
+/// With shards, replicas mean capacity: each replica serves its share of the namespaces
+/// through the Leases of the shards and member slots, which the Role names one by one.
+#[test]
+fn shards_allow_replicas_and_name_each_shards_lease_in_the_role() {
+    let objects = render(&["--set", "shards=2,replicas=2"]);
+    let lease = format!("{RELEASE}-leader");
+    let role = find(&objects, "Role", &format!("{RELEASE}-leader-election"));
+    let mut want = lease_permissions(&lease);
+    for name in ["shard-0", "member-0", "shard-1", "member-1"] {
+        want.extend(lease_permissions(&format!("{lease}-{name}")));
+    }
+    assert_eq!(permissions(&role["rules"]), want);
+    let given = args(&objects);
+    assert!(given.contains(&"--shards=2".to_owned()), "{given:?}");
+    assert!(
+        given.contains(&format!("--leader-election-lease={lease}")),
+        "{given:?}"
+    );
+    // The shard Leases replace the leader's: no standby waits.
+    assert!(!given.contains(&"--leader-elect".to_owned()), "{given:?}");
+    assert_eq!(deployment(&objects)["spec"]["replicas"], json!(2));
+
+    let one = render(&[]);
+    assert!(!args(&one).iter().any(|arg| arg.starts_with("--shards")));
+    let stderr = run_err(&mut template_command(&["--set", "shards=0"]));
+    assert!(stderr.contains("shards"), "{stderr}");
+}
+
 #[test]
 fn replicas_without_leader_election_are_refused() {
     let stderr = run_err(&mut template_command(&["--set", "replicas=2"]));

@@ -185,6 +185,29 @@ user may get /metrics.
 {{/*
 The leader-election Lease: one per release, so two releases in a namespace never share it.
 */}}
+{{/*
+Whether the replicas hold Leases: a leader's, or a Lease per shard and member slot.
+*/}}
+{{- define "agentic-operator.leases" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.shards) 1) }}true{{ end }}
+{{- end }}
+
+{{/*
+The Leases the operator may write, as a YAML flow list: the leader's, and with shards the
+`<lease>-shard-<i>` and `<lease>-member-<i>` of each shard.
+*/}}
+{{- define "agentic-operator.leaseNames" -}}
+{{- $lease := include "agentic-operator.leaseName" . }}
+{{- $names := list $lease }}
+{{- if gt (int .Values.shards) 1 }}
+{{- range $i := until (int .Values.shards) }}
+{{- $names = append $names (printf "%s-shard-%d" $lease $i) }}
+{{- $names = append $names (printf "%s-member-%d" $lease $i) }}
+{{- end }}
+{{- end }}
+{{- toJson $names }}
+{{- end }}
+
 {{- define "agentic-operator.leaseName" -}}
 {{- default (printf "%s-leader" (include "agentic-operator.fullname" .)) .Values.leaderElection.leaseName }}
 {{- end }}
