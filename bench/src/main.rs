@@ -15,7 +15,10 @@
 //!   itself during the runs, and the operator's peak RSS (`VmHWM`);
 //! - the writes in `--idle-seconds` after convergence;
 //! - the operator's requests to the OCI registry during the runs, from its own
-//!   `agentic_registry_requests_total`. With `--trust` the skill images are signed and a
+//!   `agentic_registry_requests_total`. With `--report-loads` each run then reports three
+//!   skill loads to the operator's OTLP receiver, as goose would (see `reports.rs`), and the
+//!   requests per run include what that costs; the operator's CPU for the reports is shown
+//!   on its own. With `--trust` the skill images are signed and a
 //!   ClusterSkillTrustPolicy requires the signature, so this shows what verification costs
 //!   a run.
 //!
@@ -63,10 +66,12 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
 mod node;
+mod reports;
 mod restart;
 
 #[derive(Parser, Debug)]
 #[command(about = "Throughput and footprint of agentic-operator on the test control plane")]
+#[allow(clippy::struct_excessive_bools)] // Command-line switches.
 struct Args {
     /// How many AgentRuns to create.
     #[arg(long, default_value_t = 100)]
@@ -108,10 +113,17 @@ struct Args {
     /// finished, 5 % waiting for an Agent that does not exist); see `restart.rs`.
     #[arg(long, default_value_t = 0, conflicts_with_all = ["node", "ceiling"])]
     existing: usize,
+    /// Serve the operator's OTLP receiver and, once every run has its sandbox, report three
+    /// skill loads for each run to it with the run's bearer, as its agent would; see
+    /// `reports.rs`.
+    #[arg(long, conflicts_with_all = ["node", "ceiling", "existing"])]
+    report_loads: bool,
 }
 
 /// The Agent every run names.
 const AGENT: &str = "bench";
+/// Its skills (each SkillCard is named after its skill).
+const SKILLS: [&str; 3] = ["java-upgrade", "quarkus-config", "maven-deps"];
 /// How long a run may take to get its sandbox before the benchmark gives up.
 const CONVERGE_PER_RUN: Duration = Duration::from_millis(200);
 
@@ -157,14 +169,18 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let ns = env.namespace("bench").await?;
     let registry = env.registry_addr().context("the registry")?;
     let log = tempfile::NamedTempFile::new()?;
-    let mut child = start_operator(&operator, &args.operator_args, &env, &ns, &registry, &log)?;
+    let mut operator_args = args.operator_args.clone();
+    if args.report_loads {
+        operator_args.extend(reports::OPERATOR_ARGS.map(str::to_owned));
+    }
+    let mut child = start_operator(&operator, &operator_args, &env, &ns, &registry, &log)?;
     let pid = child.id().context("the operator's pid")?;
     eprintln!(
         "operator pid {pid}, log {}; setting up the Agent",
         log.path().display()
     );
     fixture(&client, &ns, &registry, args.trust).await?;
-    let mut metrics = operator_addr(log.path(), "metrics").await?;
+    let mut metrics = operator_addr(log.path(), PROBES_LOG, "metrics").await?;
 
     if args.ceiling {
         child.kill().await?;
@@ -188,8 +204,8 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         let spawned = Instant::now();
         let child = start_operator(&operator, &args.operator_args, &env, &ns, &registry, &log)?;
         let pid = child.id().context("the operator's pid")?;
-        let health = operator_addr(log.path(), "health").await?;
-        metrics = operator_addr(log.path(), "metrics").await?;
+        let health = operator_addr(log.path(), PROBES_LOG, "health").await?;
+        metrics = operator_addr(log.path(), PROBES_LOG, "metrics").await?;
         let ready = restart::ready(&health, spawned).await?;
         eprintln!(
             "operator pid {pid} ready {:.2} s after its start",
@@ -228,6 +244,20 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let last = seen.converged(args.runs, limit).await?;
     let elapsed = last.duration_since(started);
     let cpu_runs = processes.cpu()?.since(&cpu_before);
+    let reported = if args.report_loads {
+        let (message, field) = reports::RECEIVER_LOG;
+        let receiver = operator_addr(log.path(), message, field).await?;
+        let names: Vec<String> = (0..args.runs).map(|i| format!("run-{i:05}")).collect();
+        let cpu_before = processes.cpu()?;
+        let started = Instant::now();
+        reports::post_all(&client, &ns, &receiver, &names, &SKILLS, args.concurrency).await?;
+        let posted = started.elapsed();
+        let last = seen.recorded(args.runs, limit).await?;
+        let elapsed = last.duration_since(started);
+        Some((posted, elapsed, processes.cpu()?.since(&cpu_before)))
+    } else {
+        None
+    };
     let quiet = quiesce(&client).await?;
     let after = request_counts(&client).await?;
     let registry_during = registry_requests(&metrics).await? - registry_before;
@@ -245,6 +275,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let mut diff = subtract(&after, &before);
     // The loader's own creates.
     if let Some(n) = diff.get_mut(&("POST".into(), "agentruns".into())) {
+        *n -= args.runs as f64;
+    }
+    // The reports' reads of each run's bearer.
+    if args.report_loads
+        && let Some(n) = diff.get_mut(&("GET".into(), "secrets".into()))
+    {
         *n -= args.runs as f64;
     }
     eprintln!("idle: counting writes for {} s", args.idle_seconds);
@@ -294,7 +330,16 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         percentile(&latencies, 0.50),
         percentile(&latencies, 0.99)
     );
-    cpu_runs.print(n, elapsed);
+    cpu_runs.print("CPU during the runs", n, elapsed);
+    if let Some((posted, elapsed, cpu)) = &reported {
+        println!(
+            "  reports of {} skill loads per run: posted in {:.2} s, all counted in the runs' status after {:.2} s",
+            SKILLS.len(),
+            posted.as_secs_f64(),
+            elapsed.as_secs_f64()
+        );
+        cpu.print("CPU during the reports", n, *elapsed);
+    }
     println!("  operator CPU in all       {cpu_total:.2} s");
     println!("  operator peak RSS         {rss:.1} MB ({rss_now:.1} MB at the end)");
     println!("  quiet after               {:.1} s", quiet.as_secs_f64());
@@ -350,7 +395,7 @@ async fn fixture(client: &Client, ns: &str, registry: &str, trust: bool) -> anyh
         None
     };
     let mut names = Vec::new();
-    for skill in ["java-upgrade", "quarkus-config", "maven-deps"] {
+    for skill in SKILLS {
         let dir = write_skill(tmp.path(), skill, "A skill for the benchmark.")?;
         let pushed = push_to(registry, &[dir], &format!("bench/{skill}:1")).await?;
         if let Some((key, registry_client)) = &signing {
@@ -457,16 +502,23 @@ async fn require_signatures(
     Ok((key, registry_client))
 }
 
-/// An address the operator logs once it serves probes and metrics: `field` is `metrics` or
-/// `health`.
-async fn operator_addr(log: &std::path::Path, field: &str) -> anyhow::Result<String> {
+/// The line the operator logs once it serves probes and metrics, with the fields `metrics`
+/// and `health`.
+const PROBES_LOG: &str = "serving probes and metrics";
+
+/// An address the operator logs in its line `message`, as the field `field`.
+async fn operator_addr(
+    log: &std::path::Path,
+    message: &str,
+    field: &str,
+) -> anyhow::Result<String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let prefix = format!("{field}=");
     loop {
         let text = std::fs::read_to_string(log)?;
         let addr = text
             .lines()
-            .filter(|line| line.contains("serving probes and metrics"))
+            .filter(|line| line.contains(message))
             .find_map(|line| {
                 let (_, rest) = line.split_once(&prefix)?;
                 rest.split_whitespace().next().map(str::to_owned)
@@ -519,16 +571,19 @@ fn bench_run(name: &str) -> AgentRun {
     }
 }
 
-/// When each sandbox pod and each run's recorded sandbox was first seen, from watches.
+/// When each sandbox pod, each run's recorded sandbox and each run's recorded skill loads
+/// (`--report-loads`: a load of each of its skills) were first seen, from watches.
 struct Seen {
     pods: Arc<Mutex<HashMap<String, Instant>>>,
     runs: Arc<Mutex<HashMap<String, Instant>>>,
+    loads: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 impl Seen {
     async fn watch(client: &Client, ns: &str) -> anyhow::Result<Self> {
         let pods = Arc::new(Mutex::new(HashMap::new()));
         let runs = Arc::new(Mutex::new(HashMap::new()));
+        let loads = Arc::new(Mutex::new(HashMap::new()));
         let (listed_tx, mut listed_rx) = tokio::sync::mpsc::channel(2);
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let seen = pods.clone();
@@ -551,21 +606,26 @@ impl Seen {
             }
         });
         let api: Api<AgentRun> = Api::namespaced(client.clone(), ns);
-        let seen = runs.clone();
+        let (seen, seen_loads) = (runs.clone(), loads.clone());
         tokio::spawn(async move {
             let mut stream =
                 std::pin::pin!(watcher(api, watcher::Config::default().labels(TIMED_LABEL)));
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(watcher::Event::Apply(run) | watcher::Event::InitApply(run))
-                        if run
-                            .status
-                            .as_ref()
-                            .is_some_and(|s| s.sandbox_name.is_some()) =>
-                    {
-                        lock(&seen)
-                            .entry(run.name_any())
-                            .or_insert_with(Instant::now);
+                    Ok(watcher::Event::Apply(run) | watcher::Event::InitApply(run)) => {
+                        let Some(status) = &run.status else { continue };
+                        if status.sandbox_name.is_some() {
+                            lock(&seen)
+                                .entry(run.name_any())
+                                .or_insert_with(Instant::now);
+                        }
+                        if !status.skills.is_empty()
+                            && status.skills.iter().all(|skill| skill.loads.is_some())
+                        {
+                            lock(&seen_loads)
+                                .entry(run.name_any())
+                                .or_insert_with(Instant::now);
+                        }
                     }
                     Ok(watcher::Event::InitDone) => {
                         let _ = listed_tx.send(()).await;
@@ -577,7 +637,27 @@ impl Seen {
         for _ in 0..2 {
             listed_rx.recv().await.context("a watch ended")?;
         }
-        Ok(Self { pods, runs })
+        Ok(Self { pods, runs, loads })
+    }
+
+    /// Waits until `n` runs were seen with a load of each of their skills recorded; the last
+    /// of those moments.
+    async fn recorded(&self, n: usize, limit: Duration) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let recorded = lock(&self.loads).len();
+            if recorded >= n {
+                return Ok(lock(&self.loads)
+                    .values()
+                    .max()
+                    .copied()
+                    .unwrap_or_else(Instant::now));
+            }
+            if Instant::now() > deadline {
+                bail!("after {limit:?}: {recorded} of {n} runs with their skill loads recorded");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Waits until `n` pods and `n` runs with a sandbox were seen; the last of those moments.
@@ -821,7 +901,7 @@ async fn ceiling(
         "API server ceiling: {} runs' writes, concurrency {}",
         args.runs, args.concurrency
     );
-    cpu.print(n, elapsed);
+    cpu.print("CPU during the runs", n, elapsed);
     let (reads, writes) = print_table(
         "API requests per run (loader's)",
         &subtract(&after, &before),
@@ -904,7 +984,7 @@ impl Cpu {
 
     /// Prints each process's seconds and milliseconds per run over `n` runs, their sum per
     /// run, and the machine's stolen seconds in `elapsed`.
-    fn print(&self, n: f64, elapsed: Duration) {
+    fn print(&self, title: &str, n: f64, elapsed: Duration) {
         let per_run = |seconds: f64| seconds * 1000.0 / n;
         let processes: Vec<(&str, f64)> = self
             .operator
@@ -916,7 +996,7 @@ impl Cpu {
                 ("bench (loader, watches)", self.bench),
             ])
             .collect();
-        println!("  CPU during the runs:");
+        println!("  {title}:");
         for &(who, seconds) in &processes {
             println!(
                 "    {who:<25} {seconds:>6.2} s  {:>6.2} ms per run",
