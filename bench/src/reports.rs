@@ -9,14 +9,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentic_core::names::{acp_secret_name, sandbox_name};
 use agentic_core::sandbox::OTLP_TOKEN_KEY;
+use agentic_fixtures::{load_skill_span, otlp_string};
+use agentic_otlp::ExportTraceServiceRequest;
+use agentic_otlp::resource::v1::Resource;
+use agentic_otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use anyhow::{Context as _, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message as _;
 
 /// The operator's arguments for a round with reports: the receiver on a free loopback port
@@ -90,27 +90,15 @@ fn loads_request(run: usize, skills: &[&str]) -> ExportTraceServiceRequest {
         .iter()
         .zip(1u64..)
         .map(|(skill, n)| Span {
-            trace_id: trace_id.to_vec(),
-            span_id: n.to_be_bytes().to_vec(),
-            name: "execute_tool load_skill".into(),
-            kind: 1,
             start_time_unix_nano: now,
             end_time_unix_nano: now + 1_000_000,
-            attributes: vec![
-                string("gen_ai.operation.name", "execute_tool"),
-                string("gen_ai.tool.name", "load_skill"),
-                string(
-                    "gen_ai.tool.call.arguments",
-                    &format!(r#"{{"name":"{skill}"}}"#),
-                ),
-            ],
-            ..Span::default()
+            ..load_skill_span(trace_id.to_vec(), n.to_be_bytes().to_vec(), skill)
         })
         .collect();
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {
-                attributes: vec![string("service.name", "goose")],
+                attributes: vec![otlp_string("service.name", "goose")],
                 ..Resource::default()
             }),
             scope_spans: vec![ScopeSpans {
@@ -119,15 +107,5 @@ fn loads_request(run: usize, skills: &[&str]) -> ExportTraceServiceRequest {
             }],
             ..ResourceSpans::default()
         }],
-    }
-}
-
-fn string(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: Some(AnyValue {
-            value: Some(Value::StringValue(value.into())),
-        }),
-        ..KeyValue::default()
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, ObjectRef, SkillCard};
 use agentic_core::names::{acp_secret_name, sandbox_name};
 use agentic_core::sandbox::{OTLP_TOKEN_KEY, TraceReceiver};
+use agentic_fixtures::{load_skill_span, otlp_string as string};
 use agentic_integration_tests::{
     apply, env, events_about, eventually, kubelet, llm_agent_spec, meta, ready_agent, run_options,
     stop_cleanly, wait_for, wait_for_sandbox, wait_phase,
@@ -16,7 +17,6 @@ use agentic_integration_tests::{
 use agentic_operator::operator::{self, RunOptions};
 use agentic_operator::otlp::{Limits, OtlpOptions};
 use agentic_otlp::ExportTraceServiceRequest;
-use agentic_otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
 use agentic_otlp::resource::v1::Resource;
 use agentic_otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -34,33 +34,12 @@ const LIMITS: Limits = Limits {
     finished_grace: Duration::from_secs(1),
 };
 
-fn string(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: Some(AnyValue {
-            value: Some(Value::StringValue(value.into())),
-        }),
-        ..KeyValue::default()
-    }
-}
-
 /// goose's span of a `load_skill` call naming `skill`, with the prompt it answered.
 fn load_span(skill: &str) -> Span {
-    Span {
-        trace_id: vec![7; 16],
-        span_id: rand_id(),
-        name: "execute_tool load_skill".into(),
-        attributes: vec![
-            string("gen_ai.operation.name", "execute_tool"),
-            string("gen_ai.tool.name", "load_skill"),
-            string(
-                "gen_ai.tool.call.arguments",
-                &json!({"name": skill}).to_string(),
-            ),
-            string("gen_ai.input.messages", "the user's secret prompt"),
-        ],
-        ..Span::default()
-    }
+    let mut span = load_skill_span(vec![7; 16], rand_id(), skill);
+    span.attributes
+        .push(string("gen_ai.input.messages", "the user's secret prompt"));
+    span
 }
 
 fn rand_id() -> Vec<u8> {

@@ -1,7 +1,7 @@
 //! What the integration tests (`tests/`) and the bench (`bench/`) put on a test control
 //! plane from `agentic-testenv`: skill folders packed and pushed to its registry, a fake LLM
-//! endpoint and the Gateway that points at it, objects applied as a user would, and the
-//! command that runs the operator binary against it.
+//! endpoint and the Gateway that points at it, objects applied as a user would, the command
+//! that runs the operator binary against it, and the spans an agent reports to its receiver.
 //!
 //! Every helper returns its failure, naming what it was doing; the tests' own wrappers in
 //! `agentic-integration-tests` turn it into a panic, the bench into its error.
@@ -11,6 +11,8 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use agentic_api::{CredentialRef, Gateway, GatewayModel, GatewaySpec};
 use agentic_oci::{RegistryAuth, RegistryOptions};
+use agentic_otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
+use agentic_otlp::trace::v1::Span;
 use agentic_testenv::TestEnv;
 use anyhow::Context as _;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
@@ -249,5 +251,35 @@ fn named(name: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_string()),
         ..ObjectMeta::default()
+    }
+}
+
+/// A string attribute of an OTLP span or resource.
+pub fn otlp_string(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(value.into())),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+/// goose's span of a `load_skill` call naming `skill` in the tool's arguments (which goose
+/// exports with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+pub fn load_skill_span(trace_id: Vec<u8>, span_id: Vec<u8>, skill: &str) -> Span {
+    Span {
+        trace_id,
+        span_id,
+        name: "execute_tool load_skill".into(),
+        attributes: vec![
+            otlp_string("gen_ai.operation.name", "execute_tool"),
+            otlp_string("gen_ai.tool.name", "load_skill"),
+            otlp_string(
+                "gen_ai.tool.call.arguments",
+                &serde_json::json!({"name": skill}).to_string(),
+            ),
+        ],
+        ..Span::default()
     }
 }
