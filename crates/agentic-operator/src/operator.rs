@@ -607,6 +607,8 @@ async fn serve_shards(
     );
     let mut leases = ShardLeases::new(api, leasing, owner);
     let mut serving: Option<Serving> = None;
+    // Ready while serving nothing, like a standby.
+    sharded.readiness.set_standby(true);
     let mut tick = tokio::time::interval(RENEW_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let broken = loop {
@@ -631,7 +633,11 @@ async fn serve_shards(
             .filter(|shard| !look.release.contains(shard))
             .copied()
             .collect();
-        if serving.as_ref().map(|s| &s.shards) != Some(&wanted) {
+        let served = serving
+            .as_ref()
+            .map(|s| s.shards.clone())
+            .unwrap_or_default();
+        if served != wanted {
             if let Some(old) = serving.take() {
                 // A shard no longer held stops at once; otherwise passes in flight finish
                 // while every Lease is still valid.
@@ -642,7 +648,9 @@ async fn serve_shards(
                 };
                 old.stop(until).await;
             }
-            if !wanted.is_empty() {
+            if wanted.is_empty() {
+                sharded.receiver.set_context(None);
+            } else {
                 let filter = crate::shards::ShardFilter::new(shards, wanted);
                 serving = Some(Serving::start(&sharded, &options.scope, filter));
             }

@@ -1,6 +1,6 @@
 //! An API server in memory, for the fast tests of the real controllers (as controller-rs
 //! tests its reconciler): it keeps objects by path, answers reads, creates, server-side
-//! applies, status applies and deletes the way the API server does for what the passes
+//! applies, status applies, replaces (with their version check) and deletes the way the API server does for what the passes
 //! send, and records every request. It knows no schema, no admission and no watch: the
 //! passes under test read through the API (no caches are registered), and what they wrote
 //! is read back from here.
@@ -183,6 +183,29 @@ impl FakeApi {
                         state.admit(&mut object);
                         state.objects.insert(target, object.clone());
                         (StatusCode::CREATED, object)
+                    }
+                }
+            }
+            // A replace: refused when the version it names is not the stored one.
+            Method::PUT => {
+                let Some(mut object) = sent else {
+                    return bad_request("no object in the body");
+                };
+                let stored_version = state
+                    .objects
+                    .get(&target)
+                    .map(|stored| stored["metadata"]["resourceVersion"].clone());
+                match stored_version {
+                    None => not_found(&target),
+                    Some(version) if version != object["metadata"]["resourceVersion"] => status(
+                        StatusCode::CONFLICT,
+                        "Conflict",
+                        format!("{target} was changed since it was read"),
+                    ),
+                    Some(_) => {
+                        state.admit(&mut object);
+                        state.objects.insert(target, object.clone());
+                        (StatusCode::OK, object)
                     }
                 }
             }

@@ -445,6 +445,74 @@ mod tests {
         assert_eq!(seen.holder("l"), Some("a"));
     }
 
+    fn replica(api: &crate::controllers::fake_api::FakeApi, identity: &str) -> ShardLeases {
+        let leasing = ShardLeasing {
+            namespace: "ops".into(),
+            prefix: "lease".into(),
+            identity: identity.into(),
+            shards: Shards::new(2),
+            lease_duration: DURATION,
+        };
+        ShardLeases::new(Api::namespaced(api.client(), "ops"), leasing, None)
+    }
+
+    fn shards(list: &[u32]) -> BTreeSet<u32> {
+        list.iter().copied().collect()
+    }
+
+    /// Two replicas against one API server: the first takes both shards, gives one up to the
+    /// second once it counts it, and never do both hold one shard; when the first stops
+    /// renewing, the second takes its shard only once the Lease has expired as it saw it.
+    #[tokio::test(start_paused = true)]
+    async fn replicas_share_the_shards_and_take_over_a_silent_ones_only_after_it_expired() {
+        let api = crate::controllers::fake_api::FakeApi::default();
+        let mut a = replica(&api, "a");
+        let mut b = replica(&api, "b");
+        let disjoint = |a: &ShardLeases, b: &ShardLeases| a.held().is_disjoint(&b.held());
+
+        assert!(a.look().await.release.is_empty());
+        assert_eq!(a.held(), shards(&[0, 1]));
+        b.look().await;
+        assert_eq!(b.held(), shards(&[]));
+        assert!(disjoint(&a, &b));
+
+        // A now counts two replicas: it stops serving shard 1 (here: at once), then releases it.
+        let look = a.look().await;
+        assert_eq!(look.release, [1]);
+        a.release(&look.release).await;
+        assert_eq!(a.held(), shards(&[0]));
+        b.look().await;
+        assert_eq!(b.held(), shards(&[1]));
+        assert!(disjoint(&a, &b));
+
+        // A goes silent. Until its Lease has been unchanged for a whole duration, B waits.
+        tokio::time::advance(DURATION.saturating_sub(RENEW_INTERVAL)).await;
+        b.look().await;
+        assert_eq!(b.held(), shards(&[1]));
+        // A stops serving before anyone may take over.
+        assert_eq!(a.lapse(Instant::now()), [0]);
+        tokio::time::advance(RENEW_INTERVAL).await;
+        b.look().await;
+        assert_eq!(b.held(), shards(&[0, 1]));
+        // Back, A finds its Lease taken and its share zero while B's slot is live.
+        a.look().await;
+        assert_eq!(a.held(), shards(&[]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_cannot_renew_stops_serving_before_its_lease_could_expire() {
+        let api = crate::controllers::fake_api::FakeApi::default();
+        let mut a = replica(&api, "a");
+        a.look().await;
+        let deadline = a.deadline().expect("a deadline while holding shards");
+        assert!(deadline + STOP_MARGIN <= Instant::now() + DURATION);
+        tokio::time::advance(DURATION.saturating_sub(STOP_MARGIN + RENEW_INTERVAL)).await;
+        assert!(a.lapse(Instant::now()).is_empty());
+        tokio::time::advance(RENEW_INTERVAL).await;
+        assert_eq!(a.lapse(Instant::now()), [0, 1]);
+        assert_eq!(a.held(), shards(&[]));
+    }
+
     #[test]
     fn a_released_or_missing_lease_is_free_at_once() {
         let now = Instant::now();
