@@ -98,6 +98,8 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     reconciles: Family<PassLabels, Counter>,
     leader: Gauge,
+    /// With `--shards`: how many shards this replica serves.
+    shards_served: Gauge,
     registry_latency: Family<RegistryLabels, Histogram>,
     /// The registries that have a series of their own.
     registry_hosts: Mutex<HashSet<String>>,
@@ -138,6 +140,7 @@ impl Default for Metrics {
             })
             .set(1);
         let leader = Gauge::default();
+        let shards_served = Gauge::default();
         // 5 ms to about 80 s: a HEAD on loopback to a layer read at the fetch deadline.
         let registry_latency = Family::<RegistryLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.005, 2.0, 15))
@@ -176,8 +179,13 @@ impl Default for Metrics {
         );
         registry.register(
             "leader",
-            "1 while this replica runs the controllers (it holds the Lease, or leader election is off), 0 while it waits",
+            "1 while this replica runs the controllers (it holds the Lease, serves a shard, or leader election is off), 0 while it waits",
             leader.clone(),
+        );
+        registry.register(
+            "shards_served",
+            "The shards this replica serves (--shards); 0 without sharding",
+            shards_served.clone(),
         );
         registry.register(
             "registry_request_duration_seconds",
@@ -263,6 +271,7 @@ impl Default for Metrics {
             registry: Mutex::new(registry),
             reconciles,
             leader,
+            shards_served,
             registry_latency,
             registry_hosts: Mutex::default(),
             errors,
@@ -485,6 +494,12 @@ impl Metrics {
     /// Whether this replica runs the controllers.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// How many shards this replica serves.
+    pub fn set_shards_served(&self, shards: usize) {
+        self.shards_served
+            .set(i64::try_from(shards).unwrap_or(i64::MAX));
     }
 
     /// Times one registry request to `registry`.
@@ -757,6 +772,9 @@ mod tests {
         assert!(text.contains("agentic_leader 1"));
         metrics.set_leader(false);
         assert!(metrics.encode().contains("agentic_leader 0"));
+        assert!(metrics.encode().contains("agentic_shards_served 0"));
+        metrics.set_shards_served(2);
+        assert!(metrics.encode().contains("agentic_shards_served 2"));
     }
 
     #[test]

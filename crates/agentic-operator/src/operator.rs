@@ -656,6 +656,9 @@ async fn serve_shards(
             }
             sharded.readiness.set_standby(serving.is_none());
             sharded.metrics.set_leader(serving.is_some());
+            sharded
+                .metrics
+                .set_shards_served(serving.as_ref().map_or(0, |serving| serving.shards.len()));
         }
         leases.release(&look.release).await;
     };
@@ -668,6 +671,7 @@ async fn serve_shards(
     }
     sharded.receiver.set_context(None);
     sharded.metrics.set_leader(false);
+    sharded.metrics.set_shards_served(0);
     leases.release_all().await;
     if let Some(broken) = broken {
         anyhow::bail!(
