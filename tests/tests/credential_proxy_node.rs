@@ -46,23 +46,23 @@ const ACTIVE_DEADLINE_SECONDS: i64 = 300;
 const ROTATION_BOUND: Duration = Duration::from_secs(90);
 
 /// A key no one else uses: 32 hex digits from the time and the process.
-fn fresh_key(label: &str) -> String {
+pub(crate) fn fresh_key(label: &str) -> String {
     let seed = format!("{label} {:?} {}", Instant::now(), std::process::id());
     let digest = sha2::Sha256::digest(format!("{seed} {:?}", std::time::SystemTime::now()));
     format!("sk-{label}-{}", &hex::encode(digest)[..32])
 }
 
 /// The scripted model (`goose-fake-llm --serve`) on this machine, killed when dropped.
-struct Model {
+pub(crate) struct Model {
     child: Child,
-    address: SocketAddr,
+    pub(crate) address: SocketAddr,
     record: PathBuf,
-    release: PathBuf,
+    pub(crate) release: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Model {
-    fn start(host: std::net::Ipv4Addr, loads: &[&str]) -> Self {
+    pub(crate) fn start(host: std::net::Ipv4Addr, loads: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let record = dir.path().join("requests.jsonl");
         let release = dir.path().join("release");
@@ -94,7 +94,7 @@ impl Model {
     }
 
     /// Every request so far: method, path, `authorization` and body.
-    fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.record)
             .unwrap_or_default()
             .lines()
@@ -132,7 +132,7 @@ impl Drop for Model {
     }
 }
 
-fn is_chat_turn(request: &Value) -> bool {
+pub(crate) fn is_chat_turn(request: &Value) -> bool {
     request["path"]
         .as_str()
         .is_some_and(|path| path.ends_with("/chat/completions"))
@@ -150,7 +150,7 @@ fn is_from_proxy(request: &Value) -> bool {
     request["path"] != "/v1/models"
 }
 
-fn count(haystack: &[u8], needle: &str) -> usize {
+pub(crate) fn count(haystack: &[u8], needle: &str) -> usize {
     haystack
         .windows(needle.len())
         .filter(|window| *window == needle.as_bytes())

@@ -14,6 +14,7 @@ mod lifecycle;
 mod node;
 mod parity_node;
 mod prefetch_node;
+mod runtime_container_node;
 mod skill_usage_node;
 mod trust_revocation;
 mod workflows;
