@@ -47,8 +47,8 @@ skills_dir=${KONVEYOR_SKILLS_DIR:-/opt/skills}
 gateway_provider() {
   export GOOSE_PROVIDER=openai GOOSE_MODEL=fake-model GOOSE_DISABLE_KEYRING=1 \
     GOOSE_TELEMETRY_OFF=1 GOOSE_MODE=auto \
-    OPENAI_HOST=${KONVEYOR_LLM_ENDPOINT:?goose-harness: no KONVEYOR_LLM_ENDPOINT} \
-    OPENAI_API_KEY=${KONVEYOR_LLM_API_KEY:-}
+    OPENAI_HOST="${KONVEYOR_LLM_ENDPOINT:?goose-harness: no KONVEYOR_LLM_ENDPOINT}" \
+    OPENAI_API_KEY="${KONVEYOR_LLM_API_KEY:-}"
 }
 
 # Within `seconds`, until `file` holds `text`; fails after.
@@ -76,6 +76,7 @@ if [ "${1:-}" = runtime ]; then
     echo "runtime-id: $(id -u):$(id -g)"
     echo "runtime-environ: $(base64 </proc/1/environ | tr -d '\n')"
     echo "runtime-mounts: $(tar -czf - -C / workspace tmp home/runtime opt/skills run 2>/dev/null | base64 | tr -d '\n')"
+    # shellcheck disable=SC2012 # ls's own words for paths that must be missing
     echo "runtime-harness-files: $(ls -d /etc/harness-credentials /run/konveyor/params.json 2>&1 | tr '\n' ' ')"
     echo "runtime-processes: $(for p in /proc/[0-9]*; do stat -c %u "$p"; done | sort -u | tr '\n' ' ')"
     echo "from the runtime" >>/workspace/shared.txt
