@@ -22,7 +22,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentic_api::{
-    AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, Gateway, ObjectRef, SkillCard, SkillCardSpec,
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentRuntime, AgentSpec, Gateway, ObjectRef, SkillCard,
+    SkillCardSpec,
 };
 use agentic_fixtures::{gateway, key_secret};
 use agentic_integration_tests::{
@@ -157,8 +158,23 @@ pub(crate) fn count(haystack: &[u8], needle: &str) -> usize {
         .count()
 }
 
-#[tokio::test]
-async fn goose_reaches_its_model_only_through_the_proxy_which_alone_holds_the_rotating_key() {
+/// A namespace of the test node with the operator (and its image, for the proxy), the
+/// scripted model on this machine loading `java-upgrade`, the Gateway `model` keyed by the
+/// Secret `model-key` holding `key`, the inline skill `java-upgrade` with `skill_body`, and the
+/// Ready Agent `migrator` running the goose test image, with `runtime` when given.
+pub(crate) struct GooseBehindTheProxy {
+    pub(crate) model: Model,
+    pub(crate) operator: Operator,
+    pub(crate) ns: String,
+    pub(crate) client: kube::Client,
+}
+
+pub(crate) async fn goose_behind_the_proxy(
+    namespace: &str,
+    key: &str,
+    skill_body: &str,
+    runtime: Option<AgentRuntime>,
+) -> GooseBehindTheProxy {
     let env = node_env().await;
     let registry = env.registry_addr().expect("the node's registry");
     let goose_image = push_goose_image(
@@ -174,7 +190,7 @@ async fn goose_reaches_its_model_only_through_the_proxy_which_alone_holds_the_ro
     let host = env.node_host_address().expect("the node's bridge address");
     let model = Model::start(host, &["java-upgrade"]);
 
-    let ns = env.namespace("proxy").await.expect("namespace");
+    let ns = env.namespace(namespace).await.expect("namespace");
     let client = env.client();
     let operator = Operator::start_with_operator_image(
         client.clone(),
@@ -183,9 +199,8 @@ async fn goose_reaches_its_model_only_through_the_proxy_which_alone_holds_the_ro
         vec![registry.clone()],
         &operator_image,
     );
-    let (first_key, second_key) = (fresh_key("first"), fresh_key("second"));
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    apply(&secrets, &key_secret("model-key", &first_key)).await;
+    apply(&secrets, &key_secret("model-key", key)).await;
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), &ns);
     let endpoint = format!("http://{}", model.address);
     apply(
@@ -199,10 +214,9 @@ async fn goose_reaches_its_model_only_through_the_proxy_which_alone_holds_the_ro
         &SkillCard {
             metadata: meta("java"),
             spec: SkillCardSpec {
-                inline: Some(
-                    "---\nname: java-upgrade\ndescription: Upgrade Java.\n---\nUse records.\n"
-                        .into(),
-                ),
+                inline: Some(format!(
+                    "---\nname: java-upgrade\ndescription: Upgrade Java.\n---\n{skill_body}\n"
+                )),
                 ..SkillCardSpec::default()
             },
             status: None,
@@ -223,9 +237,28 @@ async fn goose_reaches_its_model_only_through_the_proxy_which_alone_holds_the_ro
         skill_cards: vec![ObjectRef {
             name: "java".into(),
         }],
+        runtime,
         ..llm_agent_spec(goose_image)
     };
     ready_agent(&client, &ns, "migrator", spec).await;
+    GooseBehindTheProxy {
+        model,
+        operator,
+        ns,
+        client,
+    }
+}
+
+#[tokio::test]
+async fn goose_reaches_its_model_only_through_the_proxy_which_alone_holds_the_rotating_key() {
+    let (first_key, second_key) = (fresh_key("first"), fresh_key("second"));
+    let GooseBehindTheProxy {
+        model,
+        operator,
+        ns,
+        client,
+    } = goose_behind_the_proxy("proxy", &first_key, "Use records.", None).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
 
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(

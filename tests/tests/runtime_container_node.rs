@@ -19,24 +19,17 @@
 //! Needs `GOOSE_BIN`, as `goose_node` does.
 
 use std::io::Read as _;
-use std::path::Path;
 
-use agentic_api::{
-    AgentRun, AgentRunPhase, AgentRunSpec, AgentRuntime, AgentSpec, FileMount, Gateway, ObjectRef,
-    SkillCard, SkillCardSpec,
-};
-use agentic_fixtures::{gateway, key_secret};
-use agentic_integration_tests::{
-    Operator, agent_log, apply, env_var, goose_bin, has_condition, llm_agent_spec, log_values,
-    meta, node_env, operator_binary, ready_agent, wait_finished, wait_for,
-};
-use agentic_operator::context::SandboxBackend;
-use agentic_testenv::{push_goose_image, push_operator_image};
+use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRuntime, FileMount};
+use agentic_fixtures::key_secret;
+use agentic_integration_tests::{agent_log, apply, env_var, log_values, meta, wait_finished};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, Secret, SecretKeySelector};
 use kube::Api;
 
-use super::credential_proxy_node::{Model, count, fresh_key, is_chat_turn};
+use super::credential_proxy_node::{
+    GooseBehindTheProxy, count, fresh_key, goose_behind_the_proxy, is_chat_turn,
+};
 
 const STARTUP_DEADLINE_SECONDS: i32 = 300;
 const ACTIVE_DEADLINE_SECONDS: i64 = 300;
@@ -61,81 +54,23 @@ fn value<'a>(log: &'a str, prefix: &str) -> &'a str {
 
 #[tokio::test]
 async fn goose_in_its_own_container_shares_the_workspace_but_not_the_harness_credentials() {
-    let env = node_env().await;
-    let registry = env.registry_addr().expect("the node's registry");
-    let goose_image = push_goose_image(
-        &registry,
-        &goose_bin(),
-        Path::new(env!("CARGO_BIN_EXE_goose-fake-llm")),
-    )
-    .await
-    .expect("the goose image is pushed");
-    let operator_image = push_operator_image(&registry, operator_binary())
-        .await
-        .expect("the operator image is pushed");
-    let host = env.node_host_address().expect("the node's bridge address");
-    let model = Model::start(host, &["java-upgrade"]);
-    std::fs::write(&model.release, b"").expect("the model holds no answer");
-
-    let ns = env.namespace("twobox").await.expect("namespace");
-    let client = env.client();
-    let operator = Operator::start_with_operator_image(
-        client.clone(),
-        &ns,
-        SandboxBackend::Pod,
-        vec![registry.clone()],
-        &operator_image,
-    );
     let (model_key, git_token) = (fresh_key("model"), fresh_key("git"));
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    apply(&secrets, &key_secret("model-key", &model_key)).await;
-    apply(&secrets, &key_secret("git-token", &git_token)).await;
-    let gateways: Api<Gateway> = Api::namespaced(client.clone(), &ns);
-    let endpoint = format!("http://{}", model.address);
-    apply(
-        &gateways,
-        &gateway("model", "openai", &endpoint, Some("model-key")),
-    )
-    .await;
-    let cards: Api<SkillCard> = Api::namespaced(client.clone(), &ns);
-    apply(
-        &cards,
-        &SkillCard {
-            metadata: meta("java"),
-            spec: SkillCardSpec {
-                inline: Some(format!(
-                    "---\nname: java-upgrade\ndescription: Upgrade Java.\n---\n{SKILL_BODY}\n"
-                )),
-                ..SkillCardSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await;
-    wait_for(&cards, "java", "Ready", |card: &SkillCard| {
-        card.status
-            .as_ref()
-            .is_some_and(|s| has_condition(&s.conditions, "Ready", "True", "SkillValid"))
-    })
-    .await;
-    let spec = AgentSpec {
-        prompt: Some("You migrate Java code.".into()),
-        gateways: vec![ObjectRef {
-            name: "model".into(),
-        }],
-        skill_cards: vec![ObjectRef {
-            name: "java".into(),
-        }],
-        runtime: Some(AgentRuntime {
-            image: None,
-            command: vec!["/usr/local/bin/goose-harness".into(), "runtime".into()],
-            harness_user: 1001,
-            runtime_user: 1002,
-            group: 0,
-        }),
-        ..llm_agent_spec(goose_image)
+    let runtime = AgentRuntime {
+        image: None,
+        command: vec!["/usr/local/bin/goose-harness".into(), "runtime".into()],
+        harness_user: 1001,
+        runtime_user: 1002,
+        group: 0,
     };
-    ready_agent(&client, &ns, "migrator", spec).await;
+    let GooseBehindTheProxy {
+        model,
+        operator,
+        ns,
+        client,
+    } = goose_behind_the_proxy("twobox", &model_key, SKILL_BODY, Some(runtime)).await;
+    std::fs::write(&model.release, b"").expect("the model holds no answer");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    apply(&secrets, &key_secret("git-token", &git_token)).await;
 
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     apply(
