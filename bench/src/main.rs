@@ -1,5 +1,6 @@
 //! `make bench`: the operator's throughput and footprint on the test control plane.
-//! With `--node`, a run's start on a real node instead: see `node.rs`.
+//! With `--node`, a run's start on a real node instead: see `node.rs`. With `--proxy`, the
+//! credential proxy's latency and memory instead, without a cluster: see `proxy.rs`.
 //!
 //! Starts kube-apiserver + etcd and an OCI registry from `agentic-testenv` (no node, no
 //! agent-sandbox controller: the `pod` backend, so only the operator writes), runs the
@@ -66,6 +67,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
 mod node;
+mod proxy;
 mod reports;
 mod restart;
 
@@ -89,6 +91,16 @@ struct Args {
     /// `node.rs`.
     #[arg(long, conflicts_with = "ceiling")]
     node: bool,
+    /// Measure the credential proxy instead (no cluster): the latency it adds to a request
+    /// and its memory, over this many requests each way (default 2000); see `proxy.rs`.
+    #[arg(
+        long,
+        value_name = "REQUESTS",
+        num_args = 0..=1,
+        default_missing_value = "2000",
+        conflicts_with_all = ["ceiling", "node", "report_loads"]
+    )]
+    proxy: Option<usize>,
     /// With `--node`: have the operator prefetch skill images onto the node
     /// (`--skill-prefetch=all`, its image pushed to the node's registry) and start each cold
     /// run this many seconds after its Agent turned Ready. Without it the node bench runs
@@ -144,6 +156,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn bench(args: Args) -> anyhow::Result<()> {
+    if let Some(requests) = args.proxy {
+        return proxy::bench(&args.operator, requests).await;
+    }
     if args.node {
         return node::bench(&args).await;
     }

@@ -24,6 +24,10 @@
 //! separate images the later ones (its `Created` and `Started` too) are dropped, so their
 //! `skills` milestone is the last of the Events seen (each start's line gives the count).
 //!
+//! One more run, of one skill, has the `credential-proxy` sidecar (its Agent sets
+//! `spec.credentialProxy: preferred`; every other Agent sets `off`): next to the run of one
+//! skill without it, what the sidecar adds to a start.
+//!
 //! Skills come from separate images (one SkillCard each) or from one multi-skill image (a
 //! SkillCollection). Warm rounds reuse images the node already holds; cold rounds push
 //! images with new bytes first, so the kubelet pulls every skill image for the first time.
@@ -39,8 +43,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentic_api::{
-    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, ObjectRef, SkillCard, SkillCardSpec,
-    SkillCollection, SkillCollectionSpec,
+    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, CredentialProxyMode, ObjectRef,
+    SkillCard, SkillCardSpec, SkillCollection, SkillCollectionSpec,
 };
 use agentic_fixtures::{apply, llm_gateway, push_to, write_skill};
 use agentic_testenv::{TestEnv, TestEnvOptions, push_operator_image};
@@ -96,6 +100,10 @@ enum Scenario {
         skills: usize,
         layout: Layout,
     },
+    /// A run of one skill whose Agent keeps the model key behind the `credential-proxy`
+    /// sidecar (`spec.credentialProxy: preferred`): the `Run` of one skill plus the sidecar,
+    /// which the kubelet starts before the agent. Every other run's Agent sets `off`.
+    ProxiedRun,
 }
 
 impl Scenario {
@@ -106,6 +114,7 @@ impl Scenario {
             Scenario::UserBare,
             Scenario::BareWithVolumes,
             run(1, Layout::Separate),
+            Scenario::ProxiedRun,
             run(10, Layout::Separate),
             run(10, Layout::OneImage),
             run(30, Layout::Separate),
@@ -126,6 +135,17 @@ impl Scenario {
                 skills,
                 layout: Layout::OneImage,
             } => format!("run, {skills} skills, one image"),
+            Scenario::ProxiedRun => "run, 1 skill, credential-proxy sidecar".into(),
+        }
+    }
+
+    /// A run's skills, their layout and whether it has the credential proxy; `None` for a
+    /// bare pod.
+    fn run_shape(self) -> Option<(usize, Layout, bool)> {
+        match self {
+            Scenario::Run { skills, layout } => Some((skills, layout, false)),
+            Scenario::ProxiedRun => Some((1, Layout::Separate, true)),
+            Scenario::Bare | Scenario::UserBare | Scenario::BareWithVolumes => None,
         }
     }
 
@@ -143,6 +163,7 @@ impl Scenario {
                 skills,
                 layout: Layout::OneImage,
             } => format!("one{skills}"),
+            Scenario::ProxiedRun => "proxy1".into(),
         }
     }
 }
@@ -456,12 +477,11 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
         .stub_agent
         .clone();
     let mut operator_args = args.operator_args.clone();
+    // The credential proxy's sidecar and the prefetch pods run the operator's image.
+    let image = push_operator_image(&registry, &operator).await?;
+    operator_args.push(format!("--operator-image={image}"));
     match args.prefetch_after {
-        Some(_) => {
-            let image = push_operator_image(&registry, &operator).await?;
-            operator_args.push(format!("--operator-image={image}"));
-            operator_args.push("--skill-prefetch=all".into());
-        }
+        Some(_) => operator_args.push("--skill-prefetch=all".into()),
         None => operator_args.push("--skill-prefetch=off".into()),
     }
     let log = tempfile::NamedTempFile::new()?;
@@ -516,7 +536,7 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
             warm.entry(scenario.label()).or_default().push(sample);
         }
         for &scenario in &scenarios {
-            if !matches!(scenario, Scenario::Run { .. }) {
+            if scenario.run_shape().is_none() {
                 // The agent's image is on the node after the first start: a bare pod has no
                 // cold start to measure here.
                 continue;
@@ -604,7 +624,7 @@ impl NodeBench {
     /// new images), creates their SkillCards or SkillCollection and an Agent, and waits until
     /// the Agent is Ready with every skill. `None` for the bare pod.
     async fn prepare(&self, scenario: Scenario, tag: &str) -> anyhow::Result<Option<Prepared>> {
-        let Scenario::Run { skills, layout } = scenario else {
+        let Some((skills, layout, proxied)) = scenario.run_shape() else {
             match scenario {
                 Scenario::BareWithVolumes => self.bare_volume_sources().await?,
                 Scenario::UserBare => self.service_account_sources().await?,
@@ -628,6 +648,11 @@ impl NodeBench {
             image: self.agent_image.clone(),
             gateways: vec![ObjectRef { name: "llm".into() }],
             skill_delivery: "native".into(),
+            credential_proxy: Some(if proxied {
+                CredentialProxyMode::Preferred
+            } else {
+                CredentialProxyMode::Off
+            }),
             ..AgentSpec::default()
         };
         match layout {
