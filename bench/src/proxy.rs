@@ -7,10 +7,8 @@
 //! prints p50 and p99 of each and of their difference, and the proxy's resident memory
 //! (`VmRSS` when idle after start, after the load, and its peak `VmHWM`).
 
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context as _, bail};
 
@@ -23,18 +21,6 @@ const BODY_BYTES: usize = 16 * 1024;
 const ANSWER: &str = r#"{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}"#;
 /// Unmeasured requests each way first: connections made, allocators warm.
 const WARMUP: usize = 50;
-/// How long the proxy may take to listen.
-const STARTUP: Duration = Duration::from_secs(30);
-
-/// The proxy process, killed when dropped.
-struct ProxyProcess(Child);
-
-impl Drop for ProxyProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `requests` requests each way through the proxy of the `operator` binary.
 pub async fn bench(operator: &Path, requests: usize) -> anyhow::Result<()> {
@@ -56,26 +42,13 @@ pub async fn bench(operator: &Path, requests: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let key_file = dir.path().join("api-key");
     std::fs::write(&key_file, "sk-bench-key")?;
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-    let proxy = ProxyProcess(
-        Command::new(&operator)
-            .arg("credential-proxy")
-            .arg(format!("--listen={listen}"))
-            .arg(format!("--upstream=http://{upstream}/v1"))
-            .arg("--auth=bearer")
-            .arg(format!("--key-file={}", key_file.display()))
-            .stdout(Stdio::null())
-            .spawn()
-            .context("starting the proxy")?,
-    );
-    let pid = proxy.0.id();
-    let deadline = Instant::now() + STARTUP;
-    while tokio::net::TcpStream::connect(listen).await.is_err() {
-        if Instant::now() > deadline {
-            bail!("the proxy does not listen on {listen}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (proxy, listen) = agentic_fixtures::start_credential_proxy(
+        &operator,
+        &format!("http://{upstream}/v1"),
+        &key_file,
+    )
+    .await?;
+    let pid = proxy.id().context("the proxy's pid")?;
     let idle_rss = status_mb(pid, "VmRSS")?;
 
     // reqwest is built without a TLS provider of its own; plain http needs none, the
@@ -140,11 +113,4 @@ pub async fn bench(operator: &Path, requests: usize) -> anyhow::Result<()> {
         "  proxy RSS  idle {idle_rss:.1} MB, after the load {loaded_rss:.1} MB, peak {peak_rss:.1} MB"
     );
     Ok(())
-}
-
-/// A free loopback port: bound, then released for the proxy to take.
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }

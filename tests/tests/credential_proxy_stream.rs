@@ -6,10 +6,9 @@
 //! buffered the reply would only hand it over once the endpoint had.
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentic_integration_tests::operator_binary;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -19,27 +18,7 @@ use tokio::sync::{Mutex, oneshot};
 /// How long the endpoint holds its last event for the client's word: only a buffering proxy
 /// makes it wait that long.
 const HOLD: Duration = Duration::from_secs(60);
-/// How long the proxy process may take to listen on a busy machine.
-const STARTUP: Duration = Duration::from_secs(30);
 const KEY: &str = "sk-stream-test-key";
-
-/// The proxy process, killed when dropped.
-struct ProxyProcess(Child);
-
-impl Drop for ProxyProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A free loopback port: bound, then released for the proxy to take.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
-}
 
 /// Reads a request head (and no body: the test's request has none) from `stream`.
 async fn read_head(stream: &mut TcpStream) -> String {
@@ -88,26 +67,13 @@ async fn a_streamed_reply_reaches_the_client_event_by_event() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key_file = dir.path().join("api-key");
     std::fs::write(&key_file, KEY).expect("the key file");
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let _proxy = ProxyProcess(
-        Command::new(operator_binary())
-            .arg("credential-proxy")
-            .arg(format!("--listen={listen}"))
-            .arg(format!("--upstream=http://{upstream}/v1"))
-            .arg("--auth=bearer")
-            .arg(format!("--key-file={}", key_file.display()))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("the proxy starts"),
-    );
-    let deadline = Instant::now() + STARTUP;
-    while TcpStream::connect(listen).await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the proxy does not listen on {listen}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (_proxy, listen) = agentic_fixtures::start_credential_proxy(
+        operator_binary(),
+        &format!("http://{upstream}/v1"),
+        &key_file,
+    )
+    .await
+    .expect("the proxy listens");
 
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()

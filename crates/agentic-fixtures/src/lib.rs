@@ -93,6 +93,40 @@ pub fn operator_command(binary: &Path, testenv: &TestEnv, ns: &str) -> tokio::pr
     command
 }
 
+/// How long the credential proxy may take to listen on a busy machine.
+const PROXY_STARTUP: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The operator's `binary` as a sandbox's credential proxy, a process of its own on a free
+/// loopback port, forwarding to `upstream` with the bearer key of `key_file`; returned once
+/// it listens, with its address, killed when dropped.
+pub async fn start_credential_proxy(
+    binary: &Path,
+    upstream: &str,
+    key_file: &Path,
+) -> anyhow::Result<(tokio::process::Child, std::net::SocketAddr)> {
+    // A free port: bound, then released for the proxy to take.
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let child = tokio::process::Command::new(binary)
+        .arg("credential-proxy")
+        .arg(format!("--listen={listen}"))
+        .arg(format!("--upstream={upstream}"))
+        .arg("--auth=bearer")
+        .arg(format!("--key-file={}", key_file.display()))
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the credential proxy")?;
+    let deadline = std::time::Instant::now() + PROXY_STARTUP;
+    while tokio::net::TcpStream::connect(listen).await.is_err() {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the credential proxy does not listen on {listen}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Ok((child, listen))
+}
+
 /// The API key [`llm_server`] accepts.
 pub const LLM_KEY: &str = "sk-test";
 
