@@ -137,7 +137,7 @@ async fn preferred_proxies_a_bearer_key_and_passes_a_cloud_signed_one_saying_so(
     assert!(!agent.contains("llm-key"), "{agent}");
     assert!(
         agent
-            .contains(r#"{"name":"KONVEYOR_LLM_ENDPOINT","value":"http://127.0.0.1:4001/openai"}"#),
+            .contains(r#"{"name":"KONVEYOR_LLM_ENDPOINT","value":"http://127.0.0.1:4100/openai"}"#),
         "{agent}"
     );
 

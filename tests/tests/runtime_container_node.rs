@@ -6,7 +6,7 @@
 //! `credential-proxy` sidecar.
 //!
 //! - goose runs in the `runtime` container: the harness drives one ACP session on
-//!   `127.0.0.1:4002` to `end_turn`, and goose loads the mounted skill (the model receives the
+//!   `127.0.0.1:4001` to `end_turn`, and goose loads the mounted skill (the model receives the
 //!   skill's body as the tool's result).
 //! - The runtime cannot read the harness's credentials: the run's `GIT_TOKEN` (a Secret, in
 //!   the harness's `env`), its file mount of that Secret, the ACP key and the model key are
@@ -187,7 +187,7 @@ async fn goose_in_its_own_container_shares_the_workspace_but_not_the_harness_cre
     assert_eq!(count(&harness_environ, &git_token), 1);
     assert_eq!(count(&harness_environ, &acp_key), 1);
     let runtime_environ = decoded(&runtime, "runtime-environ: ");
-    for expected in ["HOME=/home/runtime", "KONVEYOR_RUNTIME_ACP_PORT=4002"] {
+    for expected in ["HOME=/home/runtime", "KONVEYOR_RUNTIME_ACP_PORT=4001"] {
         assert_eq!(count(&runtime_environ, expected), 1, "{expected}");
     }
     let mut files = Vec::new();

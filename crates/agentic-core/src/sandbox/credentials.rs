@@ -13,8 +13,9 @@ use crate::reasons::{AgentReason, AgentRunReason, ErrorReason};
 pub const CONDITION_CREDENTIAL_ISOLATION: &str = "CredentialIsolation";
 /// The native sidecar that adds the key.
 pub const CREDENTIAL_PROXY_CONTAINER: &str = "credential-proxy";
-/// The loopback port the proxy listens on (beside the agent's ACP port 4000).
-pub const CREDENTIAL_PROXY_PORT: u16 = 4001;
+/// The loopback port the proxy listens on: clear of the harness's ACP port 4000 and of
+/// 4001, where Konveyor's harness runs goose (its ADR 0008) and the runtime container serves.
+pub const CREDENTIAL_PROXY_PORT: u16 = 4100;
 /// What the agent container gets as `KONVEYOR_LLM_API_KEY` when the proxy adds the key:
 /// clients that refuse to start without a key start, and the value is worth nothing.
 pub const PLACEHOLDER_KEY: &str = "konveyor-credential-proxy-placeholder";
@@ -337,7 +338,7 @@ mod tests {
         let plan = openai.proxy().expect("proxied");
         assert_eq!(plan.auth, AuthStyle::Bearer);
         assert_eq!(plan.upstream, "https://llm.example.com/v1/");
-        assert_eq!(plan.agent_endpoint(), "http://127.0.0.1:4001/v1");
+        assert_eq!(plan.agent_endpoint(), "http://127.0.0.1:4100/v1");
         assert_eq!(
             (plan.secret_name.as_str(), plan.secret_key.as_str()),
             ("llm-key", "key")
@@ -348,7 +349,7 @@ mod tests {
         );
         let plan = anthropic.proxy().expect("proxied");
         assert_eq!(plan.auth, AuthStyle::Anthropic);
-        assert_eq!(plan.agent_endpoint(), "http://127.0.0.1:4001");
+        assert_eq!(plan.agent_endpoint(), "http://127.0.0.1:4100");
         let (status, reason, _) = anthropic.condition::<AgentRunReason>();
         assert_eq!(
             (status, reason),

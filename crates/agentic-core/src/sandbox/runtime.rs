@@ -23,10 +23,10 @@ use super::{
 
 /// The runtime's container.
 pub const RUNTIME_CONTAINER: &str = "runtime";
-/// The loopback port the runtime serves ACP on, for the harness: beside the harness's own
-/// [`ACP_PORT`](super::ACP_PORT) and the credential proxy's
-/// [`CREDENTIAL_PROXY_PORT`](super::CREDENTIAL_PROXY_PORT).
-pub const RUNTIME_ACP_PORT: u16 = 4002;
+/// The loopback port the runtime serves ACP on, for the harness: where Konveyor's harness
+/// reaches goose (its ADR 0008, kept by its ADR 0017 across containers), beside the harness's
+/// own [`ACP_PORT`](super::ACP_PORT).
+pub const RUNTIME_ACP_PORT: u16 = 4001;
 /// The runtime's `$HOME`, an emptyDir of its own (caches, goose's configuration).
 pub const RUNTIME_HOME: &str = "/home/runtime";
 /// The runtime's own `/tmp`: the harness's `/tmp` is not shared.

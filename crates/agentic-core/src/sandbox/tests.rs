@@ -1441,7 +1441,7 @@ fn a_proxied_key_is_mounted_into_the_sidecar_only_and_the_agent_gets_a_placehold
     };
     assert_eq!(
         value_of("KONVEYOR_LLM_ENDPOINT"),
-        json!({"name": "KONVEYOR_LLM_ENDPOINT", "value": "http://127.0.0.1:4001/v1"})
+        json!({"name": "KONVEYOR_LLM_ENDPOINT", "value": "http://127.0.0.1:4100/v1"})
     );
     assert_eq!(
         value_of("KONVEYOR_LLM_API_KEY"),
@@ -1461,7 +1461,7 @@ fn a_proxied_key_is_mounted_into_the_sidecar_only_and_the_agent_gets_a_placehold
             "image": "registry.example.com/agentic-operator:1",
             "args": [
                 "credential-proxy",
-                "--listen=127.0.0.1:4001",
+                "--listen=127.0.0.1:4100",
                 "--upstream=https://llm.example.com/v1",
                 "--auth=bearer",
                 "--key-file=/run/konveyor/gateway-credential/api-key",
@@ -1539,7 +1539,7 @@ fn the_sidecar_follows_the_git_skills_init_containers_and_speaks_anthropic_where
         .cloned();
     assert_eq!(
         endpoint,
-        Some(json!({"name": "KONVEYOR_LLM_ENDPOINT", "value": "http://127.0.0.1:4001"}))
+        Some(json!({"name": "KONVEYOR_LLM_ENDPOINT", "value": "http://127.0.0.1:4100"}))
     );
 }
 

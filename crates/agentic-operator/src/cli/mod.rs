@@ -58,7 +58,7 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct CredentialProxyArgs {
     /// Loopback address to listen on.
-    #[arg(long, default_value = "127.0.0.1:4001")]
+    #[arg(long, default_value = "127.0.0.1:4100")]
     pub listen: SocketAddr,
     /// The Gateway's spec.endpoint: every request goes there, and nowhere else.
     #[arg(long)]

@@ -6,7 +6,7 @@ use futures::StreamExt as _;
 use super::*;
 
 fn listen() -> SocketAddr {
-    "127.0.0.1:4001".parse().expect("an address")
+    "127.0.0.1:4100".parse().expect("an address")
 }
 
 fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
@@ -23,13 +23,13 @@ fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
 #[test]
 fn connect_other_hosts_and_foreign_host_headers_are_refused() {
     let get = Method::GET;
-    let own = headers(&[("host", "127.0.0.1:4001")]);
+    let own = headers(&[("host", "127.0.0.1:4100")]);
     let uri = |text: &str| text.parse::<Uri>().expect("a URI");
     assert_eq!(
         check_target(&get, &uri("/v1/models"), &own, listen()),
         Ok(())
     );
-    for host in ["localhost:4001", "[::1]:4001"] {
+    for host in ["localhost:4100", "[::1]:4100"] {
         let ok = headers(&[("host", host)]);
         assert_eq!(
             check_target(&get, &uri("/v1/models"), &ok, listen()),
@@ -49,9 +49,9 @@ fn connect_other_hosts_and_foreign_host_headers_are_refused() {
     // Origin form with another Host, or loopback at another port, is not the proxy either.
     for host in [
         "example.com",
-        "example.com:4001",
+        "example.com:4100",
         "127.0.0.1:80",
-        "127.0.0.2.example:4001",
+        "127.0.0.2.example:4100",
     ] {
         let foreign = headers(&[("host", host)]);
         assert_eq!(
@@ -64,7 +64,7 @@ fn connect_other_hosts_and_foreign_host_headers_are_refused() {
     assert_eq!(
         check_target(
             &get,
-            &uri("http://127.0.0.1:4001/v1/models"),
+            &uri("http://127.0.0.1:4100/v1/models"),
             &own,
             listen()
         ),
@@ -110,7 +110,7 @@ fn only_paths_inside_the_endpoint_are_forwarded() {
 #[test]
 fn the_agents_credentials_and_connection_headers_are_replaced_by_the_key() {
     let inbound = headers(&[
-        ("host", "127.0.0.1:4001"),
+        ("host", "127.0.0.1:4100"),
         ("authorization", "Bearer placeholder"),
         ("x-api-key", "placeholder"),
         ("api-key", "placeholder"),
@@ -351,7 +351,7 @@ async fn the_proxy_refuses_to_listen_beyond_loopback() {
         .await
         .expect("bind");
     let config = ProxyConfig {
-        listen: "0.0.0.0:4001".parse().expect("address"),
+        listen: "0.0.0.0:4100".parse().expect("address"),
         upstream: "http://127.0.0.1:1".into(),
         auth: AuthStyle::Bearer,
         key_file: "/nonexistent".into(),

@@ -127,7 +127,7 @@ fn the_runtime_is_a_native_sidecar_under_its_own_user_sharing_the_workspace_and_
             .map(|v| v["value"].clone())
     };
     for c in [agent, runtime] {
-        assert_eq!(env(c, "KONVEYOR_RUNTIME_ACP_PORT"), Some(json!("4002")));
+        assert_eq!(env(c, "KONVEYOR_RUNTIME_ACP_PORT"), Some(json!("4001")));
     }
     assert_eq!(env(runtime, "HOME"), Some(json!("/home/runtime")));
     assert_eq!(env(runtime, "KONVEYOR_RULES"), env(agent, "KONVEYOR_RULES"));
