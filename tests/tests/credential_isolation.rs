@@ -6,7 +6,8 @@
 //!   goes to the agent as in Konveyor, and the run says why.
 //! - `required`: a run on the cloud-signed Gateway fails before it has a sandbox.
 //! - The Agents say the same before any run, in their own `CredentialIsolation`, and an
-//!   Agent's `spec.credentialProxy` overrides the operator's mode for its runs.
+//!   Agent's `spec.credentialProxy` replaces the operator's `preferred` for its runs, never its
+//!   `required`.
 
 use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentRunSpec, Gateway, ObjectRef};
 use agentic_core::sandbox::CredentialProxyMode;
@@ -192,11 +193,17 @@ async fn required_refuses_a_run_whose_key_would_reach_its_agent() {
     apply(&runs, &run("proxied", "proxied")).await;
     let proxied = wait_for_sandbox(&runs, "proxied").await;
     assert_eq!(isolation(&proxied), ("True".into(), "KeyProxied".into()));
+
+    // The operator's `required` is a floor: an Agent's `off` does not lower it.
+    let mut lax = signed_spec();
+    lax.credential_proxy = Some(CredentialProxyMode::Off);
+    let lax = ready_agent(&client, &ns, "lax", lax).await;
+    refused(&lax, &runs).await;
     operator.stop().await;
 }
 
 #[tokio::test]
-async fn an_agents_setting_overrides_the_operators_mode_for_its_runs() {
+async fn an_agents_setting_replaces_the_operators_preferred_for_its_runs() {
     let (ns, client, operator, _) =
         scenario("proxy-agent-setting", CredentialProxyMode::Preferred).await;
     // `required` on the Agent, under an operator that only prefers the proxy.

@@ -131,8 +131,9 @@ pub struct AgentSpec {
     /// (a run whose Gateway the proxy cannot serve, such as a cloud-signed provider, does not
     /// start), `preferred` (such a run gets the key as in Konveyor) or `off` (every run gets
     /// the key). The `CredentialIsolation` condition says which Gateways the proxy serves.
-    /// Unset: the operator's --credential-proxy (default `preferred`). (An agentic-operator
-    /// extension of the Konveyor API.)
+    /// Unset: the operator's --credential-proxy (default `preferred`). An operator running
+    /// with --credential-proxy=required ignores this field: no Agent lowers it. (An
+    /// agentic-operator extension of the Konveyor API.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential_proxy: Option<CredentialProxyMode>,
 }

@@ -39,11 +39,17 @@ pub struct CredentialProxy {
 
 impl CredentialProxy {
     /// The proxy for runs of an Agent of `spec`: its `spec.credentialProxy`, when set,
-    /// overrides the operator's mode.
+    /// replaces the operator's `preferred` or `off`. The operator's `required` is the
+    /// cluster's floor: an Agent's author (a tenant) cannot give its runs a key the platform
+    /// team keeps from every agent.
     #[must_use]
     pub fn for_agent(&self, spec: &AgentSpec) -> Self {
+        let mode = match (self.mode, spec.credential_proxy) {
+            (CredentialProxyMode::Required, _) | (_, None) => self.mode,
+            (_, Some(agent)) => agent,
+        };
         Self {
-            mode: spec.credential_proxy.unwrap_or(self.mode),
+            mode,
             image: self.image.clone(),
         }
     }
@@ -468,19 +474,47 @@ mod tests {
     }
 
     #[test]
-    fn an_agents_setting_overrides_the_operators_mode_and_unset_keeps_it() {
-        let operator = preferred();
-        let mut agent = AgentSpec::default();
-        assert_eq!(operator.for_agent(&agent), operator);
-        for mode in [
+    fn an_agents_setting_replaces_preferred_or_off_and_unset_keeps_the_operators_mode() {
+        let modes = [
             CredentialProxyMode::Required,
             CredentialProxyMode::Preferred,
             CredentialProxyMode::Off,
+        ];
+        for operator_mode in [CredentialProxyMode::Preferred, CredentialProxyMode::Off] {
+            let operator = CredentialProxy {
+                mode: operator_mode,
+                ..preferred()
+            };
+            let mut agent = AgentSpec::default();
+            assert_eq!(operator.for_agent(&agent), operator);
+            for mode in modes {
+                agent.credential_proxy = Some(mode);
+                let effective = operator.for_agent(&agent);
+                assert_eq!(effective.mode, mode);
+                assert_eq!(effective.image, operator.image);
+            }
+        }
+    }
+
+    #[test]
+    fn the_operators_required_is_a_floor_no_agent_lowers() {
+        let operator = CredentialProxy {
+            mode: CredentialProxyMode::Required,
+            ..preferred()
+        };
+        let mut agent = AgentSpec::default();
+        for mode in [
+            None,
+            Some(CredentialProxyMode::Required),
+            Some(CredentialProxyMode::Preferred),
+            Some(CredentialProxyMode::Off),
         ] {
-            agent.credential_proxy = Some(mode);
-            let effective = operator.for_agent(&agent);
-            assert_eq!(effective.mode, mode);
-            assert_eq!(effective.image, operator.image);
+            agent.credential_proxy = mode;
+            assert_eq!(
+                operator.for_agent(&agent).mode,
+                CredentialProxyMode::Required,
+                "{mode:?}"
+            );
         }
     }
 
