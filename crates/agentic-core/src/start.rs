@@ -233,7 +233,7 @@ fn default_not_admitted(
 fn isolation_required(why: Exposure, isolation: CredentialIsolation) -> RunOutcome {
     let (_, _, detail) = isolation.condition::<AgentRunReason>();
     let message = format!(
-        "the credential proxy is required (the Agent's spec.credentialProxy, or else the operator's --credential-proxy) and {detail}; the run does not start"
+        "the credential proxy is required (the operator's --credential-proxy, or else the Agent's spec.credentialProxy) and {detail}; the run does not start"
     );
     let outcome = if why == Exposure::OperatorImageNotSet {
         RunOutcome::pending(AgentRunReason::CredentialIsolationRequired, message)

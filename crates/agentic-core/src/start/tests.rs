@@ -654,7 +654,7 @@ fn required_refuses_a_cloud_signed_gateway_and_waits_for_a_missing_image() {
 }
 
 #[test]
-fn the_agents_credential_proxy_setting_overrides_the_operators_either_way() {
+fn the_agents_credential_proxy_setting_raises_the_operators_preferred_but_never_lowers_required() {
     let operator = |mode| CredentialProxy {
         mode,
         image: Some("registry/operator:1".into()),
@@ -676,8 +676,8 @@ fn the_agents_credential_proxy_setting_overrides_the_operators_either_way() {
         outcome.message
     );
 
-    // The Agent turns off what the operator requires: the run starts with the key.
-    read.credential_proxy = operator(CredentialProxyMode::Required);
+    // The Agent turns off what the operator only prefers: the run starts with the key.
+    read.credential_proxy = operator(CredentialProxyMode::Preferred);
     with_agent_setting(&mut read, CredentialProxyMode::Off);
     let StartPlan::Create(inputs) = read.plan() else {
         panic!("expected a sandbox to create, got {:?}", read.plan());
@@ -686,4 +686,9 @@ fn the_agents_credential_proxy_setting_overrides_the_operators_either_way() {
         inputs.credential_isolation(),
         &CredentialIsolation::Exposed(Exposure::CredentialProxyOff)
     );
+
+    // The operator's `required` is a floor: the Agent's `off` leaves the run refused.
+    read.credential_proxy = operator(CredentialProxyMode::Required);
+    let outcome = read.blocked();
+    assert_eq!(outcome.reason, AgentRunReason::CredentialIsolationRequired);
 }
