@@ -188,6 +188,7 @@ const RUN_IMMUTABLE: &str =
 const WORKFLOW_RUN_IMMUTABLE: &str = "spec is immutable, except that spec.cancel may be set to true; create a new AgentWorkflowRun instead";
 const GIT_BOTH_OR_NEITHER: &str = "set both userName and userEmail, or neither";
 const FILE_MOUNT_ONE_SOURCE: &str = "set exactly one of secretName and configMapName";
+const RUNTIME_USERS_DIFFER: &str = "harnessUser and runtimeUser must differ: the runtime must not be able to read the harness's files";
 
 const COLLECTION_ONE: &str = "set exactly one of spec.image or spec.skills";
 const ENTRY_ONE: &str = "exactly one of skillCardRef, image or source must be set";
@@ -195,8 +196,9 @@ const ENTRY_SUB_PATH_RELATIVE: &str = "subPath must be relative: it must not sta
 const ENTRY_SUB_PATH_NO_DOTDOT: &str = "subPath must not contain '..' segments (Konveyor's schema takes them, but a path out of the image or repository can never hold the skill)";
 
 /// Every CEL rule message of the CRDs, each exercised by the tests below.
-const EXERCISED_RULES: [&str; 16] = [
+const EXERCISED_RULES: [&str; 17] = [
     WORKFLOW_RUN_IMMUTABLE,
+    RUNTIME_USERS_DIFFER,
     GIT_BOTH_OR_NEITHER,
     FILE_MOUNT_ONE_SOURCE,
     EXACTLY_ONE,
@@ -1119,6 +1121,56 @@ async fn references_are_object_names() {
                 json!({"image": "registry.example/skill:1", "pullSecrets": [{"name": bad}]}),
                 "spec.pullSecrets[0].name",
                 "should match",
+            )
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn the_runtime_container_runs_under_a_user_of_its_own() {
+    let agents = kind::<Agent>("cel-agent-runtime").await;
+    let command = json!(["goose", "serve", "--port", "$(KONVEYOR_RUNTIME_ACP_PORT)"]);
+    for how in [Via::Apply, Via::Create] {
+        // The defaults (ADR 0017's 1001 and 1002) differ.
+        let stored = agents
+            .accepts(
+                how,
+                "defaults",
+                json!({"image": "h:1", "runtime": {"command": command}}),
+            )
+            .await;
+        assert_eq!(
+            (
+                &stored["runtime"]["harnessUser"],
+                &stored["runtime"]["runtimeUser"]
+            ),
+            (&json!(1001), &json!(1002))
+        );
+        agents
+            .accepts(
+                how,
+                "chosen",
+                json!({"image": "h:1",
+                       "runtime": {"command": command, "harnessUser": 2000, "runtimeUser": 2001}}),
+            )
+            .await;
+        agents
+            .rejects(
+                how,
+                "same-user",
+                json!({"image": "h:1",
+                       "runtime": {"command": command, "harnessUser": 1001, "runtimeUser": 1001}}),
+                "spec.runtime",
+                RUNTIME_USERS_DIFFER,
+            )
+            .await;
+        agents
+            .rejects(
+                how,
+                "default-clash",
+                json!({"image": "h:1", "runtime": {"command": command, "runtimeUser": 1001}}),
+                "spec.runtime",
+                RUNTIME_USERS_DIFFER,
             )
             .await;
     }
