@@ -660,6 +660,18 @@ pub fn meta(name: &str) -> kube::api::ObjectMeta {
     }
 }
 
+/// A run named `name` of the Agent `agent`, nothing else set.
+pub fn agent_run(name: &str, agent: &str) -> AgentRun {
+    AgentRun {
+        metadata: meta(name),
+        spec: AgentRunSpec {
+            agent_ref: agent.into(),
+            ..AgentRunSpec::default()
+        },
+        status: None,
+    }
+}
+
 /// The agent container's log of the run's pod (the node's tests, where pods really run).
 pub async fn agent_log(client: &Client, ns: &str, run: &AgentRun) -> String {
     let pod = run

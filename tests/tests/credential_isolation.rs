@@ -9,12 +9,12 @@
 //!   Agent's `spec.credentialProxy` replaces the operator's `preferred` for its runs, never its
 //!   `required`.
 
-use agentic_api::{Agent, AgentRun, AgentRunPhase, AgentRunSpec, Gateway, ObjectRef};
+use agentic_api::{Agent, AgentRun, AgentRunPhase, Gateway, ObjectRef};
 use agentic_core::sandbox::CredentialProxyMode;
 use agentic_fixtures::{LLM_KEY, gateway, key_secret};
 use agentic_integration_tests::{
-    Operator, apply, condition, env, llm_agent_spec, meta, ready_agent, registry, wait_for_sandbox,
-    wait_phase,
+    Operator, agent_run, apply, condition, env, llm_agent_spec, ready_agent, registry,
+    wait_for_sandbox, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -74,17 +74,6 @@ fn signed_spec() -> agentic_api::AgentSpec {
     signed
 }
 
-fn run(name: &str, agent: &str) -> AgentRun {
-    AgentRun {
-        metadata: meta(name),
-        spec: AgentRunSpec {
-            agent_ref: agent.into(),
-            ..AgentRunSpec::default()
-        },
-        status: None,
-    }
-}
-
 fn isolation(run: &AgentRun) -> (String, String) {
     let status = run.status.as_ref().expect("status");
     status_and_reason(&status.conditions)
@@ -125,7 +114,7 @@ async fn preferred_proxies_a_bearer_key_and_passes_a_cloud_signed_one_saying_so(
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
 
-    apply(&runs, &run("proxied", "proxied")).await;
+    apply(&runs, &agent_run("proxied", "proxied")).await;
     let proxied = wait_for_sandbox(&runs, "proxied").await;
     assert_eq!(isolation(&proxied), ("True".into(), "KeyProxied".into()));
     let pod = pods.get("proxied").await.expect("the sandbox's pod");
@@ -142,7 +131,7 @@ async fn preferred_proxies_a_bearer_key_and_passes_a_cloud_signed_one_saying_so(
         "{agent}"
     );
 
-    apply(&runs, &run("signed", "signed")).await;
+    apply(&runs, &agent_run("signed", "signed")).await;
     let signed = wait_for_sandbox(&runs, "signed").await;
     assert_eq!(
         isolation(&signed),
@@ -166,7 +155,7 @@ async fn refused(agent: &Agent, runs: &Api<AgentRun>) -> String {
     );
     assert!(message.contains("do not start"), "{message}");
     let name = agent.metadata.name.as_deref().expect("a name");
-    apply(runs, &run(name, name)).await;
+    apply(runs, &agent_run(name, name)).await;
     let failed = wait_phase(runs, name, AgentRunPhase::Failed).await;
     assert_eq!(
         isolation(&failed),
@@ -190,7 +179,7 @@ async fn required_refuses_a_run_whose_key_would_reach_its_agent() {
     assert!(pods.get_opt("signed").await.expect("read").is_none());
 
     // A run whose key the proxy serves starts under `required` too.
-    apply(&runs, &run("proxied", "proxied")).await;
+    apply(&runs, &agent_run("proxied", "proxied")).await;
     let proxied = wait_for_sandbox(&runs, "proxied").await;
     assert_eq!(isolation(&proxied), ("True".into(), "KeyProxied".into()));
 
@@ -223,7 +212,7 @@ async fn an_agents_setting_replaces_the_operators_preferred_for_its_runs() {
         (status.as_str(), reason.as_str()),
         ("False", "CredentialProxyOff")
     );
-    apply(&runs, &run("open", "open")).await;
+    apply(&runs, &agent_run("open", "open")).await;
     let started = wait_for_sandbox(&runs, "open").await;
     assert_eq!(
         isolation(&started),

@@ -2,25 +2,15 @@
 
 use std::time::{Duration, Instant};
 
-use agentic_api::{Agent, AgentRun, AgentRunSpec, AgentSpec, ObjectRef};
+use agentic_api::{Agent, AgentRun, AgentSpec, ObjectRef};
 use agentic_integration_tests::{
-    Operator, apply, http_get, llm_gateway, meta, run_options, wait_agent_ready, wait_for_sandbox,
+    Operator, agent_run, apply, http_get, llm_gateway, meta, run_options, wait_agent_ready,
+    wait_for_sandbox,
 };
 use agentic_operator::context::SandboxBackend;
 use agentic_operator::operator::RunOptions;
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use kube::Api;
-
-fn run(name: &str) -> AgentRun {
-    AgentRun {
-        metadata: meta(name),
-        spec: AgentRunSpec {
-            agent_ref: "stub".into(),
-            ..AgentRunSpec::default()
-        },
-        status: None,
-    }
-}
 
 /// How long after an API server restart the operator may take to act on a new run. Its watches
 /// reconnect with a backoff of at most a second per error; kube-runtime's default (up to 30 s,
@@ -53,7 +43,7 @@ async fn runs_get_a_sandbox_within_seconds_of_an_api_server_restart() {
     let operator = Operator::start(client.clone(), &ns, SandboxBackend::Pod, Vec::new());
     wait_agent_ready(&agents, "stub").await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
-    apply(&runs, &run("before")).await;
+    apply(&runs, &agent_run("before", "stub")).await;
     wait_for_sandbox(&runs, "before").await;
 
     // Long enough for kube-runtime's default backoff to grow to its 30 s ceiling.
@@ -63,7 +53,7 @@ async fn runs_get_a_sandbox_within_seconds_of_an_api_server_restart() {
     let client = env.client();
     let runs: Api<AgentRun> = Api::namespaced(client, &ns);
     let restarted = Instant::now();
-    apply(&runs, &run("after")).await;
+    apply(&runs, &agent_run("after", "stub")).await;
     wait_for_sandbox(&runs, "after").await;
     let took = restarted.elapsed();
     assert!(

@@ -6,13 +6,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, ObjectRef, SkillCard};
+use agentic_api::{AgentRun, AgentRunPhase, ObjectRef, SkillCard};
 use agentic_core::names::{acp_secret_name, sandbox_name};
 use agentic_core::sandbox::{OTLP_TOKEN_KEY, TraceReceiver};
 use agentic_fixtures::{load_skill_span, otlp_string as string};
 use agentic_integration_tests::{
-    apply, env, events_about, eventually, kubelet, llm_agent_spec, meta, ready_agent, run_options,
-    stop_cleanly, wait_for, wait_for_sandbox, wait_phase,
+    agent_run, apply, env, events_about, eventually, kubelet, llm_agent_spec, ready_agent,
+    run_options, stop_cleanly, wait_for, wait_for_sandbox, wait_phase,
 };
 use agentic_operator::operator::{self, RunOptions};
 use agentic_operator::otlp::{Limits, OtlpOptions};
@@ -116,17 +116,6 @@ async fn bearer_of(client: &Client, ns: &str, run: &str) -> String {
     String::from_utf8(secret.data.expect("data")[OTLP_TOKEN_KEY].0.clone()).expect("UTF-8")
 }
 
-fn run(name: &str) -> AgentRun {
-    AgentRun {
-        metadata: meta(name),
-        spec: AgentRunSpec {
-            agent_ref: "coder".into(),
-            ..AgentRunSpec::default()
-        },
-        status: None,
-    }
-}
-
 #[tokio::test]
 async fn a_run_reports_its_own_loads_and_every_refusal_writes_nothing() {
     let env = env().await;
@@ -167,7 +156,7 @@ async fn a_run_reports_its_own_loads_and_every_refusal_writes_nothing() {
     ready_agent(&client, &ns, "coder", spec).await;
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     for name in ["reporter", "bystander", "finisher"] {
-        apply(&runs, &run(name)).await;
+        apply(&runs, &agent_run(name, "coder")).await;
         wait_for_sandbox(&runs, name).await;
     }
     let reporter = bearer_of(&client, &ns, "reporter").await;

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 
 use agentic_api::{
-    Agent, AgentRun, AgentRunPhase, AgentRunSpec, AgentSpec, Gateway, GatewayModel, GatewaySpec,
-    ObjectRef, SkillCard, SkillCardSpec,
+    Agent, AgentRun, AgentRunPhase, AgentSpec, Gateway, GatewayModel, GatewaySpec, ObjectRef,
+    SkillCard, SkillCardSpec,
 };
 use agentic_integration_tests::{
-    apply, condition, has_condition, kubelet, meta, scenario, wait_agent_ready, wait_for,
-    wait_for_sandbox, wait_phase,
+    agent_run, apply, condition, has_condition, kubelet, meta, scenario, wait_agent_ready,
+    wait_for, wait_for_sandbox, wait_phase,
 };
 use agentic_operator::context::SandboxBackend;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
@@ -78,17 +78,6 @@ async fn fixture(client: &Client, ns: &str) {
     wait_agent_ready(&agents, "coder").await;
 }
 
-fn run(name: &str) -> AgentRun {
-    AgentRun {
-        metadata: meta(name),
-        spec: AgentRunSpec {
-            agent_ref: "coder".into(),
-            ..AgentRunSpec::default()
-        },
-        status: None,
-    }
-}
-
 /// Waits until the run `name` is blocked by an object it does not control, and returns the
 /// message.
 async fn wait_name_taken(runs: &Api<AgentRun>, name: &str) -> String {
@@ -143,8 +132,8 @@ async fn a_run_never_takes_over_a_secret_of_its_name_and_leaves_config_maps_alon
         .await
         .expect("create the admin's Secret");
 
-    apply(&runs, &run("app")).await;
-    apply(&runs, &run("tool")).await;
+    apply(&runs, &agent_run("app", "coder")).await;
+    apply(&runs, &agent_run("tool", "coder")).await;
     wait_for_sandbox(&runs, "app").await;
     let message = wait_name_taken(&runs, "tool").await;
     assert!(message.contains("Secret tool-acp-key"), "{message}");
@@ -224,7 +213,7 @@ async fn a_malformed_skill_card_is_reported_on_the_agent_and_the_run_without_ret
 
     // A run of the Agent waits with the reason in its status.
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
-    apply(&runs, &run("blocked")).await;
+    apply(&runs, &agent_run("blocked", "coder")).await;
     let blocked = wait_for(&runs, "blocked", "AgentNotReady", |r: &AgentRun| {
         r.status
             .as_ref()
@@ -301,7 +290,7 @@ async fn a_run_named_past_63_characters_follows_its_pod() {
         let (ns, client, operator) = scenario("long-run-name", backend).await;
         fixture(&client, &ns).await;
         let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
-        apply(&runs, &run(&name)).await;
+        apply(&runs, &agent_run(&name, "coder")).await;
         let sandbox = wait_for_sandbox(&runs, &name)
             .await
             .status
