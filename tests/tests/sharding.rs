@@ -1,11 +1,17 @@
 //! Two replicas splitting the namespaces (`--shards 2`): each serves the namespaces of the
-//! shard whose Lease it holds, no object is written by both, and when one is killed the
+//! shard whose Lease it holds, never two replicas one shard at once, every Event posted by
+//! the replica serving its namespace's shard at that moment, and when one is killed the
 //! other takes its shard over within the lease duration plus 5 s. Real operator processes,
 //! killed with SIGKILL; no pod needs to run (the runs' sandboxes are only created), so the
 //! control plane without a node proves it.
+//!
+//! When each replica served which shards comes from its own log, which says "serving
+//! shards" before anything serves them and "stopped serving shards" after the last pass
+//! ended. A shard may legitimately move while the test runs (a replica whose renewals the
+//! API server did not confirm in time stops serving): the checks hold at every moment, not
+//! against one reading of the Leases.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Stdio;
 use std::time::Duration;
 
 use agentic_api::{AgentRun, AgentRunSpec};
@@ -16,8 +22,10 @@ use agentic_integration_tests::{
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Client};
+use serde_json::Value;
 use tokio::time::Instant;
 
 /// The operator's lease duration with `--shards` (its `run` command's).
@@ -54,8 +62,8 @@ async fn holders(client: &Client, namespace: &str) -> BTreeMap<u32, Option<Strin
     holders
 }
 
-/// The replicas (`reportingInstance`) that posted the operator's Events in `namespace`.
-async fn reporters(client: &Client, namespace: &str) -> BTreeSet<String> {
+/// The operator's Events in `namespace`.
+async fn operator_events(client: &Client, namespace: &str) -> Vec<Event> {
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     events
         .list(&ListParams::default())
@@ -64,8 +72,147 @@ async fn reporters(client: &Client, namespace: &str) -> BTreeSet<String> {
         .items
         .into_iter()
         .filter(|event| event.reporting_controller.as_deref() == Some("agentic-operator"))
+        .collect()
+}
+
+/// The replicas (`reportingInstance`) that posted the operator's Events in `namespace`.
+async fn reporters(client: &Client, namespace: &str) -> BTreeSet<String> {
+    operator_events(client, namespace)
+        .await
+        .into_iter()
         .filter_map(|event| event.reporting_instance)
         .collect()
+}
+
+/// A stretch of time over which one replica served `shards`; `until` None: still serving
+/// when its log was read.
+#[derive(Debug)]
+struct Served {
+    replica: String,
+    shards: BTreeSet<u32>,
+    from: Timestamp,
+    until: Option<Timestamp>,
+}
+
+impl Served {
+    fn covers(&self, shard: u32, at: Timestamp, end: Timestamp) -> bool {
+        self.shards.contains(&shard) && self.from <= at && at <= self.until.unwrap_or(end)
+    }
+}
+
+/// `{0, 1}`, as the operator logs a set of shards.
+fn shard_set(logged: &str) -> BTreeSet<u32> {
+    logged
+        .trim_matches(|c| c == '{' || c == '}')
+        .split(',')
+        .filter(|shard| !shard.trim().is_empty())
+        .map(|shard| shard.trim().parse().expect("a shard number"))
+        .collect()
+}
+
+/// What `replica`'s JSON log says it served, and when.
+fn served(replica: &str, log: &str) -> Vec<Served> {
+    let mut stretches: Vec<Served> = Vec::new();
+    for line in log.lines() {
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let field = |name: &str| entry[name].as_str().unwrap_or_default().to_owned();
+        let at: Timestamp = field("timestamp").parse().expect("a log timestamp");
+        match field("message").as_str() {
+            "serving shards" => stretches.push(Served {
+                replica: replica.to_owned(),
+                shards: shard_set(&field("shards")),
+                from: at,
+                until: None,
+            }),
+            "stopped serving shards" => {
+                let open = stretches
+                    .iter_mut()
+                    .rev()
+                    .find(|stretch| stretch.until.is_none())
+                    .expect("a stop follows a start");
+                assert_eq!(
+                    open.shards,
+                    shard_set(&field("shards")),
+                    "{replica}: {line}"
+                );
+                open.until = Some(at);
+            }
+            _ => {}
+        }
+    }
+    stretches
+}
+
+/// Every replica's stretches, from the logs in `logs`; `killed` names the replica killed
+/// at `killed_at`, whose open stretch ended then.
+fn all_served(
+    logs: &std::path::Path,
+    replicas: &[&str],
+    killed: Option<(&str, Timestamp)>,
+) -> Vec<Served> {
+    let mut all = Vec::new();
+    for replica in replicas {
+        let log = std::fs::read_to_string(logs.join(replica)).unwrap_or_default();
+        for mut stretch in served(replica, &log) {
+            if let Some((victim, at)) = killed
+                && victim == *replica
+                && stretch.until.is_none()
+            {
+                stretch.until = Some(at);
+            }
+            all.push(stretch);
+        }
+    }
+    all
+}
+
+/// No shard served by two replicas at one moment.
+fn assert_one_replica_per_shard(served: &[Served], end: Timestamp) {
+    for (i, first) in served.iter().enumerate() {
+        for second in &served[i + 1..] {
+            if first.replica == second.replica || first.shards.is_disjoint(&second.shards) {
+                continue;
+            }
+            let apart = first.until.unwrap_or(end) < second.from
+                || second.until.unwrap_or(end) < first.from;
+            assert!(
+                apart,
+                "two replicas served a shard at once:\n{first:?}\n{second:?}\nall: {served:#?}"
+            );
+        }
+    }
+}
+
+/// Every operator Event in `namespace` (of `shard`) was posted, and its series last
+/// observed, while its reporter served the shard.
+async fn assert_events_from_the_shards_server(
+    client: &Client,
+    namespace: &str,
+    shard: u32,
+    served: &[Served],
+    end: Timestamp,
+) {
+    for event in operator_events(client, namespace).await {
+        let reporter = event.reporting_instance.clone().unwrap_or_default();
+        let times = event
+            .event_time
+            .iter()
+            .chain(event.series.iter().map(|series| &series.last_observed_time))
+            .map(|time| time.0);
+        for at in times {
+            assert!(
+                served
+                    .iter()
+                    .any(|stretch| stretch.replica == reporter && stretch.covers(shard, at, end)),
+                "{reporter} posted {:?} ({}) in {namespace} at {at} without serving shard \
+                 {shard} then; who served what: {served:#?}",
+                event.reason,
+                event.note.as_deref().unwrap_or_default()
+            );
+        }
+    }
 }
 
 #[tokio::test]
@@ -97,14 +244,16 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
             .env("POD_NAMESPACE", &leases_namespace)
             .env("POD_NAME", identity)
             .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
+            // The operator logs to standard output.
+            .stdout(log.try_clone().expect("the log file again"))
             .stderr(log)
             .spawn()
             .expect("start agentic-operator")
     };
     let log_of =
         |identity: &str| std::fs::read_to_string(logs.path().join(identity)).unwrap_or_default();
-    let mut replicas: BTreeMap<String, tokio::process::Child> = ["replica-a", "replica-b"]
+    let identities = ["replica-a", "replica-b"];
+    let mut replicas: BTreeMap<String, tokio::process::Child> = identities
         .into_iter()
         .map(|identity| (identity.to_owned(), start(identity)))
         .collect();
@@ -116,11 +265,6 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
         (holders.values().all(Option::is_some) && distinct.len() == 2).then_some(holders)
     })
     .await;
-    let holder_of = |namespace: &str| {
-        split[&shards.of(namespace)]
-            .clone()
-            .expect("every shard held")
-    };
 
     for namespace in &namespaces {
         ready_agent(
@@ -137,15 +281,25 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
         let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
         wait_for_sandbox(&runs, "first").await;
     }
-    // Every object of a namespace was written by the replica holding its shard alone: its
-    // Events (the Agent's, the Gateway's, the run's) name that replica and no other.
+    // Every object of a namespace was written by the replica serving its shard at the time:
+    // its Events (the Agent's, the Gateway's, the run's) say so.
+    let now = Timestamp::now();
+    let so_far = all_served(logs.path(), &identities, None);
+    assert_one_replica_per_shard(&so_far, now);
     for namespace in &namespaces {
-        let reporters = reporters(&client, namespace).await;
-        assert_eq!(
-            reporters,
-            BTreeSet::from([holder_of(namespace)]),
-            "the replicas writing in {namespace} (shard {})",
-            shards.of(namespace)
+        assert_events_from_the_shards_server(
+            &client,
+            namespace,
+            shards.of(namespace),
+            &so_far,
+            now,
+        )
+        .await;
+    }
+    for identity in identities {
+        assert!(
+            so_far.iter().any(|stretch| stretch.replica == identity),
+            "{identity} served no shard: {so_far:#?}"
         );
     }
 
@@ -154,16 +308,21 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
         .iter()
         .find_map(|(shard, holder)| Some((*shard, holder.clone()?)))
         .expect("a held shard");
-    let survivor = split
-        .values()
-        .flatten()
-        .find(|holder| **holder != victim)
+    let survivor = identities
+        .into_iter()
+        .find(|identity| *identity != victim)
         .expect("another replica")
-        .clone();
+        .to_owned();
+    let victim_shard = holders(&client, &leases_namespace)
+        .await
+        .into_iter()
+        .find_map(|(shard, holder)| (holder.as_deref() == Some(victim.as_str())).then_some(shard))
+        .unwrap_or(victim_shard);
     let mut killed = replicas.remove(&victim).expect("the victim's process");
     killed.start_kill().expect("SIGKILL");
     killed.wait().await.expect("the victim exits");
     let killed_at = Instant::now();
+    let killed_at_wall = Timestamp::now();
     let orphaned = &by_shard[&victim_shard][0];
     let runs: Api<AgentRun> = Api::namespaced(client.clone(), orphaned);
     apply(&runs, &run("after")).await;
@@ -175,18 +334,30 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
     .await;
     let taken_over = killed_at.elapsed();
     wait_for_sandbox(&runs, "after").await;
-    let served = killed_at.elapsed();
+    let served_after = killed_at.elapsed();
     assert!(
         taken_over <= LEASE_DURATION + Duration::from_secs(5),
         "shard {victim_shard} taken over {taken_over:?} after the kill; the survivor's log:\n{}",
         log_of(&survivor)
     );
     eprintln!(
-        "shard taken over {taken_over:?} after the kill, its new run served after {served:?}"
+        "shard taken over {taken_over:?} after the kill, its new run served after {served_after:?}"
     );
-    assert_eq!(
-        reporters(&client, orphaned).await,
-        BTreeSet::from([victim.clone(), survivor.clone()]),
+
+    let now = Timestamp::now();
+    let all = all_served(
+        logs.path(),
+        &identities,
+        Some((victim.as_str(), killed_at_wall)),
+    );
+    eprintln!("who served what: {all:#?}");
+    assert_one_replica_per_shard(&all, now);
+    for namespace in &namespaces {
+        assert_events_from_the_shards_server(&client, namespace, shards.of(namespace), &all, now)
+            .await;
+    }
+    assert!(
+        reporters(&client, orphaned).await.contains(&survivor),
         "the run created after the kill is the survivor's"
     );
 

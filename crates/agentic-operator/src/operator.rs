@@ -532,6 +532,9 @@ impl Serving {
     /// nothing cached or remembered for other shards carries over.
     fn start(sharded: &Sharded, scope: &Scope, filter: crate::shards::ShardFilter) -> Self {
         let shards = filter.owned().clone();
+        // Said before anything serves them, as "stopped" is said after: the log brackets
+        // every moment the shards were served.
+        tracing::info!(?shards, "serving shards");
         let ctx = Arc::new(
             Context::new(
                 sharded.client.clone(),
@@ -548,7 +551,6 @@ impl Serving {
             Arc::clone(&sharded.readiness),
             stopped,
         ));
-        tracing::info!(?shards, "serving shards");
         Self {
             shards,
             stop,
@@ -620,12 +622,20 @@ async fn serve_shards(
             }
         }
         // A look that outlasts the first deadline is cut short: what it did not confirm lapses.
+        let looked = Instant::now();
         let look = match leases.deadline() {
             Some(deadline) => tokio::time::timeout_at(deadline, leases.look())
                 .await
                 .unwrap_or_default(),
             None => leases.look().await,
         };
+        let took = looked.elapsed();
+        if took > RENEW_INTERVAL {
+            tracing::warn!(
+                took = ?took,
+                "a look at the shard Leases took longer than the renewal interval; the API server is slow"
+            );
+        }
         leases.lapse(Instant::now());
         let held = leases.held();
         let wanted: BTreeSet<u32> = held
@@ -639,10 +649,18 @@ async fn serve_shards(
             .unwrap_or_default();
         if served != wanted {
             if let Some(old) = serving.take() {
-                // A shard no longer held stops at once; otherwise passes in flight finish
-                // while every Lease is still valid.
+                // Reports wait for the new set (the receiver answers that it is unavailable,
+                // which exporters retry) rather than land in a shard being given up.
+                sharded.receiver.set_context(None);
+                // A shard no longer held stops at once; otherwise passes in flight get a
+                // renewal interval to finish (each pass is idempotent, as after a kill).
+                // Waiting longer would stop renewing the shards this replica keeps: a stop
+                // that lasted until their deadline made them lapse, unserved until taken back.
                 let until = if old.shards.is_subset(&held) {
-                    leases.deadline().unwrap_or_else(Instant::now)
+                    let grace = Instant::now() + RENEW_INTERVAL;
+                    leases
+                        .deadline()
+                        .map_or(grace, |deadline| deadline.min(grace))
                 } else {
                     Instant::now()
                 };

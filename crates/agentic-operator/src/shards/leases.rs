@@ -221,9 +221,14 @@ impl ShardLeases {
             }
         }
         if self.member.is_none() {
-            for slot in shards.all() {
+            // A slot that still names this replica (its renewal was not confirmed in time)
+            // first: taking another would count this replica twice until that one expired.
+            let own = shards
+                .all()
+                .find(|slot| self.names_me(&self.leasing.member_lease(*slot)));
+            for slot in own.into_iter().chain(shards.all()) {
                 let name = self.leasing.member_lease(slot);
-                if !self.seen.held(&name, now, duration)
+                if (self.names_me(&name) || !self.seen.held(&name, now, duration))
                     && let Some(held) = self.write(&name).await
                 {
                     self.member = Some((slot, held));
@@ -259,6 +264,24 @@ impl ShardLeases {
                 None => {}
             }
         }
+        // Shards this replica stopped serving when a renewal went unconfirmed, while their
+        // Leases still name it, are taken back first, up to its share: no other replica can
+        // have taken them (a write names the version read this round), and waiting for them
+        // to expire would leave them unserved for a whole lease duration.
+        let named: Vec<u32> = shards
+            .all()
+            .filter(|shard| {
+                !self.held.contains_key(shard) && self.names_me(&self.leasing.shard_lease(*shard))
+            })
+            .take(fair.saturating_sub(self.held.len()))
+            .collect();
+        for shard in named {
+            let name = self.leasing.shard_lease(shard);
+            if let Some(held) = self.write(&name).await {
+                tracing::info!(shard, lease = %name, "took the shard's Lease back");
+                self.held.insert(shard, held);
+            }
+        }
         let takeable: BTreeSet<u32> = shards
             .all()
             .filter(|shard| {
@@ -276,6 +299,12 @@ impl ShardLeases {
             }
         }
         Look { release }
+    }
+
+    /// Whether the Lease `name`, as read this round, names this replica as its holder.
+    fn names_me(&self, name: &str) -> bool {
+        self.read.contains_key(name)
+            && self.seen.holder(name) == Some(self.leasing.identity.as_str())
     }
 
     /// Gives up the Leases of `shards` (which this replica no longer serves), so that
@@ -511,6 +540,37 @@ mod tests {
         tokio::time::advance(RENEW_INTERVAL).await;
         assert_eq!(a.lapse(Instant::now()), [0, 1]);
         assert_eq!(a.held(), shards(&[]));
+    }
+
+    /// A replica whose renewals went unconfirmed for a while (a slow API server) stops
+    /// serving; its Leases still name it, so it takes back the same shards and slot at its
+    /// next look, and the other replica's shards do not move.
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_lapsed_takes_its_own_leases_back_and_nothing_moves() {
+        let api = crate::controllers::fake_api::FakeApi::default();
+        let mut a = replica(&api, "a");
+        let mut b = replica(&api, "b");
+        a.look().await;
+        b.look().await;
+        let look = a.look().await;
+        a.release(&look.release).await;
+        b.look().await;
+        assert_eq!((a.held(), b.held()), (shards(&[0]), shards(&[1])));
+
+        // A's looks stall; B keeps renewing. A stops serving before its Lease could expire.
+        tokio::time::advance(DURATION.saturating_sub(STOP_MARGIN)).await;
+        b.look().await;
+        assert_eq!(a.lapse(Instant::now()), [0]);
+        assert_eq!(a.held(), shards(&[]));
+
+        a.look().await;
+        b.look().await;
+        assert_eq!((a.held(), b.held()), (shards(&[0]), shards(&[1])));
+        // Its slot was taken back too: B still counts two replicas and keeps its one shard.
+        tokio::time::advance(DURATION).await;
+        a.look().await;
+        assert!(b.look().await.release.is_empty());
+        assert_eq!((a.held(), b.held()), (shards(&[0]), shards(&[1])));
     }
 
     #[test]
