@@ -107,7 +107,8 @@ otherwise. tests/tests/chart.rs compares them with the documented list.
   resources: ["services"]
   verbs: ["create", "delete", "get", "list"]
 # Run sandboxes as Pods (pod backend) and follow the pods of Sandboxes; delete the
-# sandbox of a run that was cancelled or ran past a deadline, or that no longer exists.
+# sandbox of a run that was cancelled or ran past a deadline, or that no longer exists;
+# write a changed Gateway Secret's version on the pods whose credential proxy mounts it.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["create", "delete", "get", "list", "patch", "watch"]

@@ -36,6 +36,7 @@ mod lifecycle;
 mod objects;
 mod outcome;
 mod pod;
+mod rotation;
 mod runtime;
 mod telemetry;
 
@@ -63,6 +64,10 @@ pub use outcome::{
     run_outcome, succeeded_reason,
 };
 pub use pod::build_pod_spec;
+pub use rotation::{
+    CREDENTIAL_SECRET_ANNOTATION, CREDENTIAL_VERSION_ANNOTATION, CredentialRefresh,
+    credential_refresh, credential_secret,
+};
 pub use runtime::{RUNTIME_ACP_PORT, RUNTIME_CONTAINER, RUNTIME_HOME};
 pub use telemetry::{
     RUN_NAME_ATTRIBUTE, RUN_UID_ATTRIBUTE, TraceReceiver, otlp_token, run_of_token,

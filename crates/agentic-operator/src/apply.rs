@@ -54,6 +54,32 @@ where
     Ok(api.patch(name, &params(), &Patch::Apply(&value)).await?)
 }
 
+/// Applies the annotation `key: value` to the pod `name` with `uid`, a pod made by another
+/// writer (agent-sandbox's controller) or by this operator's create: under the operator's
+/// field manager and without force, so that the operator owns that annotation alone and
+/// never takes a field another manager holds (a conflict comes back as an error). The UID
+/// in the body is a precondition: a pod replaced under the name is not written.
+pub async fn annotate_pod(
+    api: &Api<k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+    uid: &str,
+    key: &str,
+    value: &str,
+) -> Result<()> {
+    let patch = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "uid": uid, "annotations": {key: value}},
+    });
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
 /// How often an object blocked by a foreign object holding one of its names checks again,
 /// besides the watches that usually bring it back sooner.
 pub const NAME_TAKEN_RETRY: std::time::Duration = std::time::Duration::from_secs(15);

@@ -17,7 +17,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::Store;
 
-pub use index::{Index, Maintained};
+pub use index::{Index, Indexed, Maintained};
 pub use initial_list::InitialList;
 pub use sandbox_pod::SandboxPod;
 

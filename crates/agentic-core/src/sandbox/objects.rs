@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
+use super::rotation::credential_secret_annotation;
 use super::telemetry::otlp_token;
 use super::{
     ACP_PORT, ACP_PORT_NAME, ACP_SECRET_KEY, ANNOTATIONS_LEFT_FOR_OTHERS_BYTES, MANAGED_BY,
@@ -176,12 +177,12 @@ pub fn build_inline_skill_config_map(
 }
 
 /// The sandbox as a bare Pod (the `pod` backend), named `<sandbox>` and owned by the run,
-/// annotated with the skills manifest, the params, the pinned skills and the run's trace
-/// context.
+/// annotated with the skills manifest, the params, the pinned skills, the run's trace
+/// context and the Secret its credential proxy mounts.
 pub fn build_pod(inputs: &SandboxInputs, owner: OwnerReference) -> Pod {
     let mut metadata = run_object_metadata(inputs, inputs.sandbox_name().to_string(), owner);
     let mut annotations = sandbox_annotations(inputs);
-    annotations.extend(inputs.annotations.files.clone());
+    annotations.extend(pod_annotations(inputs));
     metadata.annotations = Some(annotations);
     Pod {
         metadata,
@@ -216,8 +217,8 @@ pub fn build_acp_service(inputs: &SandboxInputs, owner: OwnerReference) -> Servi
 }
 
 /// The sandbox as an agent-sandbox `agents.x-k8s.io/v1beta1` `Sandbox`, owned by the run:
-/// `spec.podTemplate` carries the run's labels, the annotations of the skills manifest and
-/// the params, and [`build_pod_spec`]; the Sandbox itself carries the pinned skills and the
+/// `spec.podTemplate` carries the run's labels, the annotations of the skills manifest, the
+/// params and the Secret the credential proxy mounts, and [`build_pod_spec`]; the Sandbox itself carries the pinned skills and the
 /// run's trace context ([`TRACE_CONTEXT_ANNOTATION`]); and
 /// `spec.service: true` asks for a headless Service (selecting the pod) so clients reach the
 /// ACP port at `<sandbox>.<namespace>.svc`.
@@ -254,13 +255,22 @@ pub fn build_sandbox(inputs: &SandboxInputs, owner: OwnerReference) -> Result<Va
             "podTemplate": {
                 "metadata": {
                     "labels": inputs.labels(),
-                    "annotations": inputs.annotations.files,
+                    "annotations": pod_annotations(inputs),
                 },
                 "spec": pod_spec,
             },
             "service": true,
         },
     }))
+}
+
+/// The pod's annotations (the Sandbox's pod template's): the files of its `downwardAPI`
+/// volume, and the Secret its credential proxy mounts, whose changes the operator passes on
+/// to the kubelet ([`super::rotation`]).
+fn pod_annotations(inputs: &SandboxInputs) -> BTreeMap<String, String> {
+    let mut annotations = inputs.annotations.files.clone();
+    annotations.extend(credential_secret_annotation(inputs));
+    annotations
 }
 
 /// The sandbox's own annotations (the Pod's, with the `pod` backend): the pinned skills,

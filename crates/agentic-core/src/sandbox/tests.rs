@@ -1501,6 +1501,36 @@ fn a_proxied_key_is_mounted_into_the_sidecar_only_and_the_agent_gets_a_placehold
     );
 }
 
+/// The pod of either backend names the Secret its proxy mounts, for the operator to find
+/// it by when that Secret changes; a pod without a proxy names none.
+#[test]
+fn a_proxied_pod_of_either_backend_names_the_secret_its_proxy_mounts() {
+    let fixture = Fixture::new();
+    let proxy = CredentialProxy {
+        mode: CredentialProxyMode::Preferred,
+        image: Some("registry.example.com/agentic-operator:1".into()),
+    };
+    let proxied = fixture.inputs().with_credential_proxy(&proxy);
+    let pod = build_pod(&proxied, owner("fix-123"));
+    assert_eq!(credential_secret(&pod.metadata, None), Some("llm-key"));
+    let annotations = pod.metadata.annotations.as_ref().expect("annotations");
+    assert!(!annotations.contains_key(CREDENTIAL_VERSION_ANNOTATION));
+    let sandbox = build_sandbox(&proxied, owner("fix-123")).expect("serializes");
+    assert_eq!(
+        sandbox["spec"]["podTemplate"]["metadata"]["annotations"][CREDENTIAL_SECRET_ANNOTATION],
+        "llm-key"
+    );
+    // Written by the operator on the pod alone: never in what agent-sandbox copies.
+    assert!(sandbox.to_string().contains(CREDENTIAL_SECRET_ANNOTATION));
+    assert!(!sandbox.to_string().contains(CREDENTIAL_VERSION_ANNOTATION));
+
+    let unproxied = fixture.inputs();
+    let pod = build_pod(&unproxied, owner("fix-123"));
+    assert_eq!(credential_secret(&pod.metadata, None), None);
+    let sandbox = build_sandbox(&unproxied, owner("fix-123")).expect("serializes");
+    assert!(!sandbox.to_string().contains(CREDENTIAL_SECRET_ANNOTATION));
+}
+
 #[test]
 fn the_sidecar_follows_the_git_skills_init_containers_and_speaks_anthropic_where_asked() {
     let mut fixture = Fixture::new();

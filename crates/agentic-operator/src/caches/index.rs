@@ -1,6 +1,7 @@
 //! Indexes of a watch's cache: the objects of a namespace by a name each one refers to (the
-//! runs by the Agent they wait on, the Agents by the SkillCards they list), kept as the watch
-//! changes. A watch mapper asks an index for the objects a changed object concerns instead of
+//! runs by the Agent they wait on, the Agents by the SkillCards they list, the live sandbox
+//! pods by the Secret their credential proxy mounts), kept as the watch changes. A watch
+//! mapper asks an index for the objects a changed object concerns instead of
 //! scanning the cache: with 100,000 runs cached, a scan per event made the first list after a
 //! restart cost N² and stalled the operator for minutes.
 
@@ -9,8 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use kube::Resource;
+use kube::api::ObjectMeta;
 
-use super::Guarded;
+use super::{Guarded, SandboxPod};
 
 /// The names of the `K`s of each namespace under each key their `keys` function gives. An
 /// object with no key costs nothing: indexes over runs give keys to unfinished runs only, so
@@ -84,7 +86,7 @@ impl Entries {
     }
 }
 
-fn named(meta: &kube::api::ObjectMeta) -> Named {
+fn named(meta: &ObjectMeta) -> Named {
     (
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
@@ -154,24 +156,56 @@ impl<K> Index<K> {
     }
 }
 
-impl<K: Resource> Index<K> {
+/// A cached object an index keys: its metadata, and the object its keys are read from when
+/// it has one (a kind's object that did not deserialize has none, and no key).
+pub trait Indexed {
+    type Object;
+    fn metadata(&self) -> &ObjectMeta;
+    fn object(&self) -> Option<&Self::Object>;
+}
+
+impl<K: Resource> Indexed for Guarded<K> {
+    type Object = K;
+
+    fn metadata(&self) -> &ObjectMeta {
+        self.meta()
+    }
+
+    fn object(&self) -> Option<&K> {
+        self.0.as_ref().ok()
+    }
+}
+
+impl Indexed for SandboxPod {
+    type Object = SandboxPod;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn object(&self) -> Option<&SandboxPod> {
+        Some(self)
+    }
+}
+
+impl<K> Index<K> {
     /// `object`, created or changed: under the keys it gives now, and no others.
-    pub fn applied(&self, object: &Guarded<K>) {
-        let keys = object.0.as_ref().map(self.keys).unwrap_or_default();
-        self.write().insert(named(object.meta()), keys);
+    pub fn applied<C: Indexed<Object = K>>(&self, object: &C) {
+        let keys = object.object().map(self.keys).unwrap_or_default();
+        self.write().insert(named(object.metadata()), keys);
     }
 
     /// `object`, deleted: under no key.
-    pub fn deleted(&self, object: &Guarded<K>) {
-        self.write().remove(&named(object.meta()));
+    pub fn deleted<C: Indexed<Object = K>>(&self, object: &C) {
+        self.write().remove(&named(object.metadata()));
     }
 
     /// The index of exactly `objects`, as a watch holds them after it has listed.
-    pub fn relisted(&self, objects: &[Arc<Guarded<K>>]) {
+    pub fn relisted<C: Indexed<Object = K>>(&self, objects: &[Arc<C>]) {
         let mut rebuilt = Entries::default();
         for object in objects {
-            if let Ok(valid) = &object.0 {
-                rebuilt.insert(named(object.meta()), (self.keys)(valid));
+            if let Some(valid) = object.object() {
+                rebuilt.insert(named(object.metadata()), (self.keys)(valid));
             }
         }
         *self.write() = rebuilt;
@@ -185,16 +219,20 @@ pub trait Maintained<C>: Send + Sync {
     fn relisted(&self, objects: &[Arc<C>]);
 }
 
-impl<K: Resource + Send + Sync> Maintained<Guarded<K>> for Index<K> {
-    fn applied(&self, object: &Guarded<K>) {
+impl<C> Maintained<C> for Index<C::Object>
+where
+    C: Indexed,
+    C::Object: 'static,
+{
+    fn applied(&self, object: &C) {
         Index::applied(self, object);
     }
 
-    fn deleted(&self, object: &Guarded<K>) {
+    fn deleted(&self, object: &C) {
         Index::deleted(self, object);
     }
 
-    fn relisted(&self, objects: &[Arc<Guarded<K>>]) {
+    fn relisted(&self, objects: &[Arc<C>]) {
         Index::relisted(self, objects);
     }
 }

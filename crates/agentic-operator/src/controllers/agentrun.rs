@@ -6,8 +6,10 @@
 //! `agentic_core::start::plan_start` decides to wait, adopt or create; [`create`] admits the
 //! run under the caps and creates its objects under the admission lock. Once the sandbox
 //! exists the run only observes it ([`judge`]): a later change to an Agent or SkillCard never
-//! changes a running sandbox. A finished run's pass is [`finish`]'s. The wrapper
-//! (`controllers::pipeline`) writes the status and raises the Events.
+//! changes a running sandbox, but for the key its credential proxy reads: a change of that
+//! Secret is passed on to the pod's kubelet ([`rotation`]). A finished run's pass is
+//! [`finish`]'s. The wrapper (`controllers::pipeline`) writes the status and raises the
+//! Events.
 
 use std::sync::Arc;
 
@@ -37,6 +39,7 @@ mod create;
 mod finish;
 mod gather;
 mod judge;
+mod rotation;
 mod sweep;
 mod wakes;
 
@@ -44,7 +47,7 @@ mod wakes;
 pub use crate::caches::sandbox_resource;
 pub use sweep::MAX_CANDIDATES_PER_PASS;
 pub(super) use sweep::{SweepScope, sweep};
-use wakes::{RunIndexes, Wakes};
+use wakes::{ProxiedPods, RunIndexes, Wakes};
 #[cfg(test)]
 pub(super) use wakes::{live, runs_a_policy_may_cancel};
 
@@ -77,6 +80,7 @@ pub(super) fn controller(
     let wakes = Arc::new(Wakes::new(
         store.clone(),
         RunIndexes::kept_by(&runs),
+        ProxiedPods::kept_by(&watches.pods),
         namespace_cap,
     ));
     let mut controller = Controller::for_shared_stream(runs.applied(), store.clone())

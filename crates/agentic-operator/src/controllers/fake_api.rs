@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 pub struct Recorded {
     pub method: Method,
     pub path: String,
+    pub query: String,
     pub body: String,
 }
 
@@ -120,6 +121,7 @@ impl FakeApi {
         state.requests.push(Recorded {
             method: method.clone(),
             path: path.to_string(),
+            query: query.to_string(),
             body: String::from_utf8_lossy(body).into_owned(),
         });
         let sent: Option<Value> = serde_json::from_slice(body).ok();

@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 
 use super::fake_api::FakeApi;
 use super::pipeline::{Reconcile, Reconciled, guarded};
-use crate::caches::{Caches, Guarded, KindCache};
+use crate::caches::{Caches, Guarded, KindCache, SecretMeta};
 use crate::context::{Context, RunDefaults, SandboxBackend, Settings};
 use crate::error::Result;
 use crate::metrics::Metrics;
@@ -37,6 +37,31 @@ where
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
     writer.as_reader()
+}
+
+/// The metadata of the Secret `name` of the scenario's namespace at `version`, as the
+/// Secret watch caches it.
+pub fn secret_meta(name: &str, version: &str) -> SecretMeta {
+    use kube::core::PartialObjectMetaExt as _;
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(NS.into()),
+        resource_version: Some(version.into()),
+        ..Default::default()
+    }
+    .into_response_partial::<k8s_openapi::api::core::v1::Secret>()
+}
+
+/// The writer of a Secret metadata cache that has listed `secrets`, for a scenario to change
+/// them later.
+pub fn secrets_writer(secrets: Vec<SecretMeta>) -> Writer<SecretMeta> {
+    let mut writer = Writer::<SecretMeta>::default();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for secret in secrets {
+        writer.apply_watcher_event(&watcher::Event::InitApply(secret));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    writer
 }
 
 /// Watch caches holding these kinds' caches and no sandbox: the passes read any other kind

@@ -40,7 +40,7 @@ pub(super) use super::support::Stop;
 use super::support::api_for;
 use super::watch_health::WatchHealth;
 use crate::caches::{
-    Caches, Guarded, Index, InitialList, KindCache, KindStore, Maintained, PrefetchCaches,
+    Caches, Guarded, Index, Indexed, InitialList, KindCache, KindStore, Maintained, PrefetchCaches,
     SandboxPod, SecretMeta, sandbox_resource,
 };
 use crate::context::{Context, SandboxBackend};
@@ -502,12 +502,14 @@ where
     }
 }
 
-impl<K> Subscriptions<Guarded<K>>
+impl<C> Subscriptions<C>
 where
-    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    C: Indexed + Resource + Clone + 'static,
+    C::DynamicType: Eq + Hash + Clone,
+    C::Object: 'static,
 {
-    /// An index of the `K`s under the names `keys` gives each, kept by this watch.
-    pub fn index(&self, keys: fn(&K) -> Vec<String>) -> Index<K> {
+    /// An index of the cached objects under the names `keys` gives each, kept by this watch.
+    pub fn index(&self, keys: fn(&C::Object) -> Vec<String>) -> Index<C::Object> {
         let index = Index::new(keys);
         self.maintain(Arc::new(index.clone()));
         index

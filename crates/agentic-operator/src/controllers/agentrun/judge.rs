@@ -14,7 +14,7 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::sandbox_resource;
+use super::{rotation, sandbox_resource};
 use crate::caches::listed;
 use crate::context::{Context, SandboxBackend};
 use crate::controllers::trustpolicy::policies_of;
@@ -32,7 +32,8 @@ pub(super) struct SandboxState {
 }
 
 /// A run whose status records its sandbox `name`, judged by it: its end confirmed from the
-/// API server, never concluded from a cache.
+/// API server, never concluded from a cache. While it goes on, a new version of the Secret
+/// its credential proxy mounts is passed on to its pod ([`rotation`]).
 pub(super) async fn started(
     run: &AgentRun,
     namespace: &str,
@@ -45,6 +46,9 @@ pub(super) async fn started(
     if world.cached && judged.outcome.phase.is_finished() {
         let world = read_sandbox(ctx, namespace, name).await?;
         return Ok(judge(run, ctx, status, &world));
+    }
+    if !judged.outcome.phase.is_finished() {
+        rotation::pass_on(ctx, namespace, world.pod.as_ref()).await?;
     }
     Ok(judged)
 }

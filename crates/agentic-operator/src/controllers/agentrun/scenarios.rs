@@ -8,7 +8,9 @@ use super::reconcile;
 use super::wakes::{runs_waiting_on_agent, runs_waiting_on_secret};
 use crate::controllers::agentworkflow::scenarios::ready_agent;
 use crate::controllers::fake_api::FakeApi;
-use crate::controllers::scenario::{NS, context, object, pass, ready, status_after_pass};
+use crate::controllers::scenario::{
+    NS, caches_with, context, object, pass, ready, secret_meta, secrets_writer, status_after_pass,
+};
 
 fn run(name: &str, agent: &str) -> AgentRun {
     object(json!({
@@ -248,5 +250,96 @@ async fn a_finished_run_is_deleted_once_its_time_to_live_is_over_and_not_before(
     assert!(
         seconds(&earliest) <= left && left <= seconds(&latest),
         "{action:?}"
+    );
+}
+
+/// A run going on in the pod `fix-bug`, whose credential proxy mounts the Secret `llm-key`
+/// and which was last told of `told` (a version of that Secret).
+fn proxied_pod(told: Option<&str>) -> Pod {
+    let mut annotations = json!({"konveyor.io/credential-secret": "llm-key"});
+    if let Some(version) = told {
+        annotations["konveyor.io/credential-version"] = version.into();
+    }
+    object(json!({
+        "metadata": {
+            "name": "fix-bug", "uid": "uid-pod-fix-bug", "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun", "name": "fix-bug",
+                "uid": "uid-run-fix-bug", "controller": true
+            }],
+        },
+        "status": {"phase": "Running"},
+    }))
+}
+
+/// The Secret's change reaches the live run's pod as one annotation, applied under the
+/// operator's field manager without force (the pod of agent-sandbox is its controller's), and
+/// only while it differs: the pass after it writes nothing.
+#[tokio::test]
+async fn a_live_runs_pod_is_told_each_new_version_of_its_proxys_secret_once() {
+    let api = FakeApi::default();
+    let mut live = run("fix-bug", "coder");
+    live.status = Some(
+        serde_json::from_value(json!({"phase": "Pending", "sandboxName": "fix-bug"}))
+            .expect("a status"),
+    );
+    api.put(&live);
+    api.put(&proxied_pod(None));
+    let ctx = context(&api);
+    let mut secrets = secrets_writer(vec![secret_meta("llm-key", "7")]);
+    ctx.register_caches(
+        Some(NS),
+        caches_with(Vec::new()).with_secrets(secrets.as_reader()),
+    );
+    let pod_writes = || -> Vec<_> {
+        api.writes()
+            .into_iter()
+            .filter(|w| w.path.ends_with("/pods/fix-bug"))
+            .collect()
+    };
+
+    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    let written = pod_writes();
+    assert_eq!(written.len(), 1, "{:?}", api.writes());
+    assert_eq!(written[0].method, http::Method::PATCH);
+    assert!(
+        written[0].query.contains("fieldManager=agentic-operator"),
+        "{:?}",
+        written[0]
+    );
+    assert!(!written[0].query.contains("force"), "{:?}", written[0]);
+    let body: serde_json::Value = serde_json::from_str(&written[0].body).expect("JSON");
+    assert_eq!(
+        body,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "fix-bug", "uid": "uid-pod-fix-bug",
+                "annotations": {"konveyor.io/credential-version": "7"},
+            },
+        })
+    );
+
+    // Told: nothing more until the Secret changes again.
+    api.put(&proxied_pod(Some("7")));
+    api.clear_requests();
+    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    assert!(pod_writes().is_empty(), "{:?}", api.writes());
+    secrets.apply_watcher_event(&kube::runtime::watcher::Event::Apply(secret_meta(
+        "llm-key", "8",
+    )));
+    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    let written = pod_writes();
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert!(
+        written[0]
+            .body
+            .contains(r#""konveyor.io/credential-version":"8""#)
     );
 }

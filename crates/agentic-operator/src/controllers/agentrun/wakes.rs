@@ -1,8 +1,9 @@
 //! What wakes an AgentRun: the mappers of its controller's watches, from a changed Agent,
 //! Secret, run, trust policy, pod or Sandbox to the runs it concerns. Each asks an index of
-//! the run cache kept as the watch changes ([`RunIndexes`]), never a scan of the cache: the
-//! objects a mapper visits are the runs it may wake, however many finished runs are cached
-//! (with 30,000 runs cached, a scan per event stalled a restarted operator for minutes).
+//! the run cache kept as the watch changes ([`RunIndexes`]), or of the pod cache
+//! ([`ProxiedPods`]), never a scan of a cache: the objects a mapper visits are the runs it
+//! may wake, however many finished runs are cached (with 30,000 runs cached, a scan per
+//! event stalled a restarted operator for minutes).
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use agentic_core::conditions::find_condition;
 use agentic_core::names::sandbox_name;
 use agentic_core::owners::{controlling_run, controlling_sandbox};
 use agentic_core::reasons::AgentRunReason;
-use agentic_core::sandbox::{FileSourceKind, file_mount_source};
+use agentic_core::sandbox::{FileSourceKind, credential_secret, file_mount_source};
 use agentic_core::trust::may_cancel;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -22,7 +23,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use super::super::support::{MEMBERS, cached, cached_named, guard_ref, member_if, related};
-use super::super::watches::Subscriptions;
+use super::super::watches::{SharedWatch, Subscriptions};
 use crate::caches::{Guarded, Index, SandboxPod, SecretMeta, valid};
 
 /// A run the AgentRun controller reconciles.
@@ -83,19 +84,53 @@ impl RunIndexes {
     }
 }
 
+/// The live sandbox pods whose credential proxy mounts a Secret, by that Secret's name
+/// ([`proxied_secret`]), and the pod cache they are read back from.
+pub(in crate::controllers) struct ProxiedPods {
+    pods: Store<SandboxPod>,
+    by_secret: Index<SandboxPod>,
+}
+
+impl ProxiedPods {
+    /// The index, kept up to date by the pods' watch.
+    pub fn kept_by(pods: &SharedWatch<SandboxPod>) -> Self {
+        let subscriptions = pods.subscriptions();
+        Self {
+            pods: subscriptions.store(),
+            by_secret: subscriptions.index(proxied_secret),
+        }
+    }
+
+    /// The live pods of `namespace` whose proxy mounts the Secret `secret`.
+    fn mounting(&self, namespace: &str, secret: &str) -> Vec<Arc<SandboxPod>> {
+        self.by_secret
+            .get(namespace, secret)
+            .into_iter()
+            .filter_map(|pod| self.pods.get(&ObjectRef::new(&pod).within(namespace)))
+            .collect()
+    }
+}
+
 /// The mappers of the AgentRun controller's watches.
 pub(in crate::controllers) struct Wakes {
     runs: Store<Guarded<AgentRun>>,
     indexes: RunIndexes,
+    proxied: ProxiedPods,
     /// Whether runs queue on their namespace (a namespace cap) rather than their Agent.
     namespace_cap: bool,
 }
 
 impl Wakes {
-    pub fn new(runs: Store<Guarded<AgentRun>>, indexes: RunIndexes, namespace_cap: bool) -> Self {
+    pub fn new(
+        runs: Store<Guarded<AgentRun>>,
+        indexes: RunIndexes,
+        proxied: ProxiedPods,
+        namespace_cap: bool,
+    ) -> Self {
         Self {
             runs,
             indexes,
+            proxied,
             namespace_cap,
         }
     }
@@ -120,14 +155,20 @@ impl Wakes {
     }
 
     /// A Secret created, changed or deleted: the runs waiting to start whose file mounts
-    /// read it.
+    /// read it, and the live runs whose credential proxy mounts it (their pass tells their
+    /// pod's kubelet, which then rewrites the Secret's volume at once).
     pub fn secret_changed(&self, secret: &SecretMeta) -> Vec<RunKey> {
-        related(
+        let mut woken = related(
             &self.runs,
             secret,
             |ns, name| self.indexes.waiting_on_secret.get(ns, name),
             |runs, ns, name| runs_waiting_on_secret(runs, ns, name),
-        )
+        );
+        let namespace = secret.namespace().unwrap_or_default();
+        for pod in self.proxied.mounting(&namespace, &secret.name_any()) {
+            woken.extend(self.pod_changed(&pod));
+        }
+        woken
     }
 
     /// A run changed by a watch event (not listed): when it has finished, the runs queued
@@ -327,6 +368,16 @@ pub(in crate::controllers) fn live(run: &AgentRun) -> Vec<String> {
     member_if(is_live(run))
 }
 
+/// The keys of the index of live sandbox pods by the Secret their credential proxy mounts
+/// (its annotation, the cache keeping no spec): none for a pod that has ended or is going,
+/// whose volumes no kubelet updates any more.
+fn proxied_secret(pod: &SandboxPod) -> Vec<String> {
+    credential_secret(&pod.metadata, pod.status.as_ref())
+        .map(str::to_string)
+        .into_iter()
+        .collect()
+}
+
 /// The keys of the index of unfinished runs by their sandbox's name: a finished run no
 /// longer follows its pods.
 fn sandbox_of(run: &AgentRun) -> Vec<String> {
@@ -411,7 +462,9 @@ pub fn runs_of_pod<'a>(
 mod tests {
     use super::*;
     use crate::controllers::scenario::{NS, object, store_of};
-    use agentic_core::sandbox::{SANDBOX_API_VERSION, SANDBOX_KIND};
+    use agentic_core::sandbox::{CREDENTIAL_SECRET_ANNOTATION, SANDBOX_API_VERSION, SANDBOX_KIND};
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
     use serde_json::{Value, json};
 
     fn run(name: &str, spec: Value, status: Value) -> AgentRun {
@@ -450,7 +503,40 @@ mod tests {
                 json!({"agentRef": "coder"}),
                 json!({"phase": "Running", "sandboxName": sandbox_name("live")}),
             ),
+            run(
+                "proxied",
+                json!({"agentRef": "coder"}),
+                json!({"phase": "Running", "sandboxName": sandbox_name("proxied")}),
+            ),
         ]
+    }
+
+    /// The pod of the `pod` backend of the run `run`, in `phase`, its proxy mounting `secret`.
+    fn run_pod(run: &str, phase: &str, secret: Option<&str>) -> SandboxPod {
+        let annotations = secret.map(|s| json!({CREDENTIAL_SECRET_ANNOTATION: s}));
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": sandbox_name(run),
+                "namespace": NS,
+                "annotations": annotations,
+                "ownerReferences": [{
+                    "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun", "name": run,
+                    "uid": "u", "controller": true
+                }]
+            },
+            "status": {"phase": phase},
+        }))
+        .expect("a pod")
+    }
+
+    fn pod_store(pods: Vec<SandboxPod>) -> Store<SandboxPod> {
+        let mut writer = Writer::<SandboxPod>::default();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for pod in pods {
+            writer.apply_watcher_event(&watcher::Event::InitApply(pod));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        writer.as_reader()
     }
 
     fn pod_of_sandbox(sandbox: &str) -> SandboxPod {
@@ -474,14 +560,27 @@ mod tests {
         names
     }
 
-    /// Every mapper over a cache of `finished` finished runs beside [`wakeable`]: what each
-    /// woke, and how many runs the lookups visited in all.
+    /// Every mapper over a cache of `finished` finished runs beside [`wakeable`], each with
+    /// a pod whose proxy mounted the Secret `creds`: what each woke, and how many runs and
+    /// pods the lookups visited in all.
     fn wake_all(finished_runs: usize, namespace_cap: bool) -> (Vec<Vec<String>>, usize) {
         let mut runs = wakeable();
-        runs.extend((0..finished_runs).map(|i| finished(&format!("done-{i}"))));
+        let mut pods = vec![
+            run_pod("live", "Running", None),
+            run_pod("proxied", "Running", Some("creds")),
+        ];
+        for i in 0..finished_runs {
+            let name = format!("done-{i}");
+            pods.push(run_pod(&name, "Succeeded", Some("creds")));
+            runs.push(finished(&name));
+        }
         let store = store_of(runs);
         let indexes = RunIndexes::of(&store.state());
-        let wakes = Wakes::new(store, indexes, namespace_cap);
+        let pods = pod_store(pods);
+        let by_secret = Index::new(proxied_secret);
+        by_secret.relisted(&pods.state());
+        let proxied = ProxiedPods { pods, by_secret };
+        let wakes = Wakes::new(store, indexes, proxied, namespace_cap);
         let agent: Agent =
             object(json!({"metadata": {"name": "coder"}, "spec": {"image": "harness:1"}}));
         let secret: SecretMeta =
@@ -502,7 +601,7 @@ mod tests {
         ];
         (
             woken.into_iter().map(names).collect(),
-            wakes.indexes.visited(),
+            wakes.indexes.visited() + wakes.proxied.by_secret.visited(),
         )
     }
 
@@ -513,10 +612,10 @@ mod tests {
             woken,
             [
                 vec!["mounting", "queued", "waiting"],
-                vec!["mounting"],
+                vec!["mounting", "proxied"],
                 vec!["queued"],
                 vec!["queued"],
-                vec!["live"],
+                vec!["live", "proxied"],
                 vec!["live"],
             ]
         );

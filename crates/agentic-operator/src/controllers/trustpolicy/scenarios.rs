@@ -24,7 +24,8 @@ use crate::context::Context;
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::fake_registry::FakeRegistry;
 use crate::controllers::scenario::{
-    NS, caches_with, context_reading, object, pass, ready, ready_message, store_of,
+    NS, caches_with, context_reading, object, pass, ready, ready_message, secret_meta,
+    secrets_writer, store_of,
 };
 use crate::controllers::watches::kind_cache;
 use crate::controllers::{agent, agentrun, skillcard};
@@ -514,19 +515,6 @@ async fn a_policy_that_does_not_deserialize_fails_the_cards_closed() {
     );
 }
 
-/// The metadata of the Secret `name` of the scenario's namespace at `version`, as the
-/// Secret watch caches it.
-fn secret_meta(name: &str, version: &str) -> crate::caches::SecretMeta {
-    use kube::core::PartialObjectMetaExt as _;
-    k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(NS.into()),
-        resource_version: Some(version.into()),
-        ..Default::default()
-    }
-    .into_response_partial::<k8s_openapi::api::core::v1::Secret>()
-}
-
 #[tokio::test]
 async fn a_policys_key_secret_is_read_once_until_its_resource_version_changes() {
     let scene = Scene::new(true).await;
@@ -543,10 +531,7 @@ async fn a_policys_key_secret_is_read_once_until_its_resource_version_changes() 
             json!({"keys": [{"secretKeyRef": {"name": "signing-key", "key": "cosign.pub"}}]}),
         ),
     );
-    let mut secrets = Writer::<crate::caches::SecretMeta>::default();
-    secrets.apply_watcher_event(&watcher::Event::Init);
-    secrets.apply_watcher_event(&watcher::Event::InitApply(secret_meta("signing-key", "1")));
-    secrets.apply_watcher_event(&watcher::Event::InitDone);
+    let mut secrets = secrets_writer(vec![secret_meta("signing-key", "1")]);
     let caches = policy_caches(Vec::new(), vec![policy]).with_secrets(secrets.as_reader());
     scene.ctx.register_caches(Some(NS), caches);
     let key_reads = || {
