@@ -23,6 +23,7 @@ use std::io::Read as _;
 use agentic_api::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRuntime, FileMount};
 use agentic_fixtures::key_secret;
 use agentic_integration_tests::{agent_log, apply, env_var, log_values, meta, wait_finished};
+use agentic_operator::context::SandboxBackend;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod, Secret, SecretKeySelector};
 use kube::Api;
@@ -67,7 +68,14 @@ async fn goose_in_its_own_container_shares_the_workspace_but_not_the_harness_cre
         operator,
         ns,
         client,
-    } = goose_behind_the_proxy("twobox", &model_key, SKILL_BODY, Some(runtime)).await;
+    } = goose_behind_the_proxy(
+        "twobox",
+        SandboxBackend::Pod,
+        &model_key,
+        SKILL_BODY,
+        Some(runtime),
+    )
+    .await;
     std::fs::write(&model.release, b"").expect("the model holds no answer");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     apply(&secrets, &key_secret("git-token", &git_token)).await;
