@@ -363,6 +363,19 @@ fn shards_allow_replicas_and_name_each_shards_lease_in_the_role() {
     assert!(!args(&one).iter().any(|arg| arg.starts_with("--shards")));
     let stderr = run_err(&mut template_command(&["--set", "shards=0"]));
     assert!(stderr.contains("shards"), "{stderr}");
+
+    // Server-side sharded watches: only with shards, and only when asked for.
+    assert!(!given.iter().any(|arg| arg.starts_with("--shard-watch")));
+    let server = render(&["--set", "shards=2,replicas=2,shardWatch=server"]);
+    assert!(args(&server).contains(&"--shard-watch=server".to_owned()));
+    let single = render(&["--set", "shardWatch=server"]);
+    assert!(
+        !args(&single)
+            .iter()
+            .any(|arg| arg.starts_with("--shard-watch"))
+    );
+    let stderr = run_err(&mut template_command(&["--set", "shardWatch=both"]));
+    assert!(stderr.contains("shardWatch"), "{stderr}");
 }
 
 #[test]

@@ -12,14 +12,15 @@
 //! against one reading of the Leases.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::Duration;
 
 use agentic_api::{AgentRun, AgentRunSpec};
-use agentic_core::shard::Shards;
+use agentic_core::shard::{ShardHash, Shards};
 use agentic_integration_tests::{
-    apply, env, eventually, llm_agent_spec, meta, operator_binary, operator_command, ready_agent,
-    wait_for_sandbox,
+    apply, env, eventually, llm_agent_spec, meta, operator_binary, ready_agent, wait_for_sandbox,
 };
+use agentic_testenv::{TestEnv, TestEnvOptions};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
@@ -215,6 +216,45 @@ async fn assert_events_from_the_shards_server(
     }
 }
 
+/// Replica `identity` of a `--shards 2` operator over `namespaces` (none: every namespace),
+/// with `extra` flags, its Leases in `leases_namespace`, its JSON log in `logs`.
+fn start_replica(
+    env: &TestEnv,
+    identity: &str,
+    namespaces: &[String],
+    extra: &[&str],
+    leases_namespace: &str,
+    logs: &Path,
+) -> tokio::process::Child {
+    let log = std::fs::File::create(logs.join(identity)).expect("a log file");
+    let mut command = tokio::process::Command::new(operator_binary());
+    command
+        .args(["run", "--sandbox-backend", "pod"])
+        .args([
+            "--health-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .args(
+            namespaces
+                .iter()
+                .flat_map(|namespace| ["--namespace", namespace]),
+        )
+        .args(["--shards", &SHARDS.to_string(), "--log-format", "json"])
+        .args(extra)
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env("POD_NAMESPACE", leases_namespace)
+        .env("POD_NAME", identity)
+        .env("RUST_LOG", "info")
+        // The operator logs to standard output.
+        .stdout(log.try_clone().expect("the log file again"))
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start agentic-operator")
+}
+
 #[tokio::test]
 async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_when_it_dies() {
     let env = env().await;
@@ -234,21 +274,14 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
 
     let logs = tempfile::tempdir().expect("a folder for the logs");
     let start = |identity: &str| {
-        let mut command = operator_command(operator_binary(), env, &namespaces[0]);
-        for namespace in &namespaces[1..] {
-            command.args(["--namespace", namespace]);
-        }
-        let log = std::fs::File::create(logs.path().join(identity)).expect("a log file");
-        command
-            .args(["--shards", &SHARDS.to_string(), "--log-format", "json"])
-            .env("POD_NAMESPACE", &leases_namespace)
-            .env("POD_NAME", identity)
-            .env("RUST_LOG", "info")
-            // The operator logs to standard output.
-            .stdout(log.try_clone().expect("the log file again"))
-            .stderr(log)
-            .spawn()
-            .expect("start agentic-operator")
+        start_replica(
+            env,
+            identity,
+            &namespaces,
+            &[],
+            &leases_namespace,
+            logs.path(),
+        )
     };
     let log_of =
         |identity: &str| std::fs::read_to_string(logs.path().join(identity)).unwrap_or_default();
@@ -364,4 +397,134 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
     let mut last = replicas.remove(&survivor).expect("the survivor's process");
     last.start_kill().expect("SIGKILL");
     let _ = last.wait().await;
+}
+
+/// `--shard-watch=server` on an API server with KEP-5866 on (the test environment turns its
+/// feature gate on): the list a replica's watches make returns its shards' objects only, each
+/// replica of two watching every namespace says the API server filters for it, and each
+/// namespace's objects are still served by its shard's replica alone. A control plane of
+/// this test's own, as the replicas watch every namespace.
+#[tokio::test]
+async fn with_server_side_shard_watches_the_api_server_sends_each_replica_its_shards_only() {
+    let env = TestEnv::start(TestEnvOptions::default())
+        .await
+        .expect("a control plane of this test's own");
+    let client = env.client();
+    let shards = Shards::with_hash(SHARDS, ShardHash::Fnv1a);
+    let leases_namespace = env.namespace("shard-leases").await.expect("namespace");
+    // Names whose FNV-1a hashes fall in either half (generated ones share their high bits).
+    let namespaces = ["platform", "team-a"].map(str::to_owned);
+    let by_shard: BTreeMap<u32, String> = namespaces
+        .iter()
+        .map(|namespace| (shards.of(namespace), namespace.clone()))
+        .collect();
+    assert_eq!(by_shard.len(), 2, "one namespace in each shard");
+    for namespace in &namespaces {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        apply(
+            &api,
+            &k8s_openapi::api::core::v1::Namespace {
+                metadata: meta(namespace),
+                ..Default::default()
+            },
+        )
+        .await;
+    }
+
+    let logs = tempfile::tempdir().expect("a folder for the logs");
+    let identities = ["replica-a", "replica-b"];
+    let mut replicas: Vec<tokio::process::Child> = identities
+        .iter()
+        .map(|identity| {
+            start_replica(
+                &env,
+                identity,
+                &[],
+                &["--shard-watch", "server"],
+                &leases_namespace,
+                logs.path(),
+            )
+        })
+        .collect();
+    for namespace in &namespaces {
+        ready_agent(
+            &client,
+            namespace,
+            "coder",
+            llm_agent_spec("harness.invalid/agent:1"),
+        )
+        .await;
+    }
+
+    // What a replica's watches ask for: its shard's objects, and the API server says so.
+    for (shard, namespace) in &by_shard {
+        let selector = shards
+            .selector(&BTreeSet::from([*shard]))
+            .expect("FNV-1a shards have a selector");
+        assert!(agentic_operator::shards::selector::applied(&client, &selector).await);
+        let agents: Api<agentic_api::Agent> = Api::all(
+            agentic_operator::shards::selector::selecting(&client, &selector),
+        );
+        let listed: BTreeSet<String> = agents
+            .list(&ListParams::default())
+            .await
+            .expect("a sharded list")
+            .items
+            .into_iter()
+            .filter_map(|agent| agent.metadata.namespace)
+            .collect();
+        assert_eq!(listed, BTreeSet::from([namespace.clone()]), "shard {shard}");
+    }
+
+    for namespace in &namespaces {
+        let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
+        apply(&runs, &run("first")).await;
+    }
+    for namespace in &namespaces {
+        let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
+        wait_for_sandbox(&runs, "first").await;
+    }
+    // Each replica serves one shard, its watches filtered by the API server.
+    eventually(
+        "each replica to serve one shard, filtered by the API server",
+        || async {
+            let held = holders(&client, &leases_namespace).await;
+            let distinct: BTreeSet<_> = held.values().flatten().cloned().collect();
+            if distinct.len() < 2 {
+                return None;
+            }
+            held.iter()
+                .all(|(shard, holder)| {
+                    let log =
+                        std::fs::read_to_string(logs.path().join(holder.as_deref().unwrap_or("")))
+                            .unwrap_or_default();
+                    let selector = shards
+                        .selector(&BTreeSet::from([*shard]))
+                        .expect("a selector");
+                    log.lines().any(|line| {
+                        line.contains("the API server sends this replica its shards' objects only")
+                            && line.contains(&selector)
+                    })
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    let now = Timestamp::now();
+    let served = all_served(logs.path(), &identities, None);
+    assert_one_replica_per_shard(&served, now);
+    for namespace in &namespaces {
+        assert_events_from_the_shards_server(
+            &client,
+            namespace,
+            shards.of(namespace),
+            &served,
+            now,
+        )
+        .await;
+    }
+    for replica in &mut replicas {
+        replica.start_kill().expect("SIGKILL");
+        let _ = replica.wait().await;
+    }
 }

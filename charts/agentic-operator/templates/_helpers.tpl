@@ -194,6 +194,14 @@ Whether the replicas hold Leases: a leader's, or a Lease per shard and member sl
 {{- end }}
 
 {{/*
+`--shard-watch=server` when the shards are the API server's hash ranges; empty otherwise
+(`client`, the default, or a single shard).
+*/}}
+{{- define "agentic-operator.shardWatchArg" -}}
+{{- if and (gt (int .Values.shards) 1) (eq .Values.shardWatch "server") }}--shard-watch=server{{ end }}
+{{- end }}
+
+{{/*
 The Leases the operator may write, as a YAML flow list: the leader's, and with shards the
 `<lease>-shard-<i>` and `<lease>-member-<i>` of each shard.
 */}}

@@ -2,46 +2,133 @@
 //! its name that every replica and every version of the operator computes alike, and each
 //! replica takes its fair share of the shards.
 //!
-//! The hash is the first eight bytes of the SHA-256 of the namespace's name, read big-endian,
-//! mapped onto the shards by multiplication (its high bits) rather than a remainder: SHA-256
-//! is specified and fixed, unlike std's randomly seeded hasher, and well mixed, unlike
-//! FNV-1a, whose high bits barely move with the last characters of short names (`team-1`,
-//! `team-2`). A namespace's runs, their caps and their admissions therefore stay with one
-//! replica.
+//! The hash is 64 bits, mapped onto the shards by multiplication (its high bits), so that
+//! each shard is one contiguous range of hashes. Two hashes, chosen per installation:
+//! - [`ShardHash::Sha256`] (the default): the first eight bytes of the SHA-256 of the name,
+//!   read big-endian. Specified and fixed, unlike std's randomly seeded hasher, and well
+//!   mixed. The API server cannot select by it, so a replica that watches every namespace
+//!   receives every object and drops the other shards' itself.
+//! - [`ShardHash::Fnv1a`]: the 64-bit FNV-1a of the name, the hash the API server computes
+//!   for a KEP-5866 shard selector (`shardRange(object.metadata.namespace, …)`), so that it
+//!   sends each replica its own shards' objects only. Its high bits barely move with the
+//!   last characters of short names: `team-1` and `team-2` usually share a shard.
+//!
+//! Either way a namespace's runs, their caps and their admissions stay with one replica.
 
 use std::collections::BTreeSet;
+use std::hash::Hasher as _;
 
 use sha2::{Digest, Sha256};
 
-/// The number of shards of an installation (`--shards`): at least one.
+/// The hash a namespace's shard is read from; every replica of an installation uses the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShardHash {
+    /// The first eight bytes of SHA-256, big-endian.
+    #[default]
+    Sha256,
+    /// 64-bit FNV-1a, as the API server hashes for a shard selector.
+    Fnv1a,
+}
+
+impl ShardHash {
+    fn of(self, namespace: &str) -> u64 {
+        match self {
+            Self::Sha256 => {
+                let digest = Sha256::digest(namespace.as_bytes());
+                let mut first = [0u8; 8];
+                first.copy_from_slice(&digest[..8]);
+                u64::from_be_bytes(first)
+            }
+            Self::Fnv1a => {
+                let mut hasher = fnv::FnvHasher::default();
+                hasher.write(namespace.as_bytes());
+                hasher.finish()
+            }
+        }
+    }
+}
+
+/// The shards of an installation (`--shards`, at least one) and the hash that places a
+/// namespace in one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shards(u32);
+pub struct Shards {
+    count: u32,
+    hash: ShardHash,
+}
 
 impl Shards {
-    /// `count` shards; zero is taken as one.
+    /// `count` shards by SHA-256; zero is taken as one.
     pub fn new(count: u32) -> Self {
-        Self(count.max(1))
+        Self::with_hash(count, ShardHash::Sha256)
+    }
+
+    /// `count` shards by `hash`; zero is taken as one.
+    pub fn with_hash(count: u32, hash: ShardHash) -> Self {
+        Self {
+            count: count.max(1),
+            hash,
+        }
     }
 
     /// How many there are.
     pub fn count(self) -> u32 {
-        self.0
+        self.count
+    }
+
+    /// The hash that places namespaces.
+    pub fn hash(self) -> ShardHash {
+        self.hash
     }
 
     /// Every shard's index, from 0.
     pub fn all(self) -> std::ops::Range<u32> {
-        0..self.0
+        0..self.count
     }
 
     /// The shard of `namespace`, in `0..count`.
     pub fn of(self, namespace: &str) -> u32 {
-        let digest = Sha256::digest(namespace.as_bytes());
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&digest[..8]);
-        let hash = u64::from_be_bytes(first);
-        let shard = (u128::from(hash) * u128::from(self.0)) >> 64;
-        // Below `self.0`, a u32, by construction.
+        self.of_hash(self.hash.of(namespace))
+    }
+
+    /// The shard of a name that hashes to `hash`: its high bits, scaled to the count.
+    fn of_hash(self, hash: u64) -> u32 {
+        let shard = (u128::from(hash) * u128::from(self.count)) >> 64;
+        // Below `self.count`, a u32, by construction.
         u32::try_from(shard).unwrap_or(0)
+    }
+
+    /// The first hash of `shard`'s range: the least `h` with `h * count >> 64 == shard`.
+    fn start(self, shard: u32) -> u128 {
+        let count = u128::from(self.count);
+        (u128::from(shard) << 64).div_ceil(count)
+    }
+
+    /// The KEP-5866 shard selector of the namespaces of `owned`, one `shardRange` per run of
+    /// consecutive shards: what the API server filters by. None with [`ShardHash::Sha256`],
+    /// which it cannot compute, or when `owned` is empty.
+    pub fn selector(self, owned: &BTreeSet<u32>) -> Option<String> {
+        if self.hash != ShardHash::Fnv1a {
+            return None;
+        }
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for &shard in owned.iter().filter(|shard| **shard < self.count) {
+            match ranges.last_mut() {
+                Some((_, end)) if *end == shard => *end = shard + 1,
+                _ => ranges.push((shard, shard + 1)),
+            }
+        }
+        let terms: Vec<String> = ranges
+            .into_iter()
+            .map(|(first, end)| {
+                // The API server reads 16 hex digits, and 2^64 as the end of the last range.
+                format!(
+                    "shardRange(object.metadata.namespace, '0x{:016x}', '0x{:016x}')",
+                    self.start(first),
+                    self.start(end)
+                )
+            })
+            .collect();
+        (!terms.is_empty()).then(|| terms.join(" || "))
     }
 }
 
@@ -124,6 +211,70 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The API server's FNV-1a (KEP-5866), as a v1.36.3 kube-apiserver answered: with the
+    /// selector of `[0, 2^63)` it listed `platform` and none of the others.
+    #[test]
+    fn fnv1a_shards_are_the_api_servers_hash_ranges() {
+        let halves = Shards::with_hash(2, ShardHash::Fnv1a);
+        assert_eq!(
+            halves.selector(&set(&[0])).as_deref(),
+            Some(
+                "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')"
+            )
+        );
+        assert_eq!(
+            halves.selector(&set(&[1])).as_deref(),
+            Some(
+                "shardRange(object.metadata.namespace, '0x8000000000000000', '0x10000000000000000')"
+            )
+        );
+        assert_eq!(halves.of("platform"), 0);
+        for namespace in [
+            "team-a",
+            "team-b",
+            "team-c",
+            "agents",
+            "default2",
+            "kube-system",
+        ] {
+            assert_eq!(halves.of(namespace), 1, "{namespace}");
+        }
+        // Its weakness, and the reason it is not the default: similar names share a shard.
+        assert_eq!(
+            ShardHash::Fnv1a.of("team-a") >> 48,
+            ShardHash::Fnv1a.of("team-c") >> 48
+        );
+    }
+
+    #[test]
+    fn a_selector_covers_exactly_the_owned_shards_ranges() {
+        let shards = Shards::with_hash(3, ShardHash::Fnv1a);
+        // Consecutive shards make one range; the ranges meet with no gap.
+        assert_eq!(
+            shards.selector(&set(&[0, 1])).as_deref(),
+            Some(
+                "shardRange(object.metadata.namespace, '0x0000000000000000', '0xaaaaaaaaaaaaaaab')"
+            )
+        );
+        assert_eq!(
+            shards.selector(&set(&[0, 2])).as_deref(),
+            Some(
+                "shardRange(object.metadata.namespace, '0x0000000000000000', '0x5555555555555556') \
+                 || shardRange(object.metadata.namespace, '0xaaaaaaaaaaaaaaab', '0x10000000000000000')"
+            )
+        );
+        // Every hash at a range's edge lands in the shard the selector gives it.
+        for shard in shards.all() {
+            let start = u64::try_from(shards.start(shard)).expect("below 2^64");
+            assert_eq!(shards.of_hash(start), shard);
+            if shard > 0 {
+                assert_eq!(shards.of_hash(start - 1), shard - 1);
+            }
+        }
+        assert_eq!(shards.selector(&set(&[])), None);
+        assert_eq!(Shards::new(2).selector(&set(&[0])), None);
     }
 
     #[test]

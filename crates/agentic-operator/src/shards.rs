@@ -3,6 +3,7 @@
 //! replica's watches to the namespaces of the shards it holds ([`ShardFilter`]).
 
 pub mod leases;
+pub mod selector;
 
 use std::collections::BTreeSet;
 
@@ -36,6 +37,12 @@ impl ShardFilter {
     /// The shards held.
     pub fn owned(&self) -> &BTreeSet<u32> {
         &self.owned
+    }
+
+    /// The KEP-5866 selector of the namespaces of the shards held, when the shards are the
+    /// API server's hash ranges (`--shard-watch=server`).
+    pub fn selector(&self) -> Option<String> {
+        self.shards.selector(&self.owned)
     }
 }
 

@@ -583,7 +583,10 @@ impl ControlPlane {
             // The test node's kubelet serves on 127.0.0.1 only; the node is called
             // `localhost`, so its Hostname address reaches it.
             .arg("--kubelet-preferred-address-types=Hostname,InternalIP")
-            .arg("--profiling=false");
+            .arg("--profiling=false")
+            // Server-side sharded lists and watches (KEP-5866, alpha in 1.36), which the
+            // operator's `--shard-watch=server` asks for.
+            .arg("--feature-gates=ShardedListAndWatch=true");
         if bins.controller_manager.is_none() {
             // No controller-manager creates `default` ServiceAccounts; see the type docs.
             apiserver.arg("--disable-admission-plugins=ServiceAccount");

@@ -118,6 +118,27 @@ impl From<CredentialProxyArg> for CredentialProxyMode {
     }
 }
 
+/// `--shard-watch`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShardWatch {
+    /// Namespaces placed by SHA-256; a replica watching every namespace drops the other
+    /// shards' objects itself.
+    Client,
+    /// Namespaces placed by the API server's hash (64-bit FNV-1a), which filters each
+    /// replica's watches to its shards (KEP-5866); the replica filters itself where the API
+    /// server does not.
+    Server,
+}
+
+impl From<ShardWatch> for agentic_core::shard::ShardHash {
+    fn from(watch: ShardWatch) -> Self {
+        match watch {
+            ShardWatch::Client => Self::Sha256,
+            ShardWatch::Server => Self::Fnv1a,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -224,6 +245,20 @@ pub struct RunArgs {
     /// replica must be given the same number.
     #[arg(long, env = "AGENTIC_SHARDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub shards: u32,
+
+    /// With --shards over 1 and every namespace watched: `server` asks the API server for
+    /// this replica's shards' objects only (KEP-5866 sharded list and watch, alpha in
+    /// Kubernetes 1.36 behind its ShardedListAndWatch feature gate), instead of receiving
+    /// every object and dropping the other shards'. It places namespaces by the API server's
+    /// hash, so every replica must be given the same value, and changing it moves namespaces
+    /// between replicas. Where the API server does not filter, the replica does.
+    #[arg(
+        long,
+        env = "AGENTIC_SHARD_WATCH",
+        value_enum,
+        default_value = "client"
+    )]
+    pub shard_watch: ShardWatch,
 
     /// Seconds the operator's watches may keep failing (the API server refuses or does not
     /// answer them) before the operator stops reconciling and exits, so that its restart, or
@@ -453,7 +488,7 @@ fn run_operator(args: RunArgs) -> ExitCode {
             prefix: args.leader_election_lease.clone(),
             identity: std::env::var("POD_NAME")
                 .unwrap_or_else(|_| format!("agentic-operator-{:016x}", rand::random::<u64>())),
-            shards: agentic_core::shard::Shards::new(args.shards),
+            shards: agentic_core::shard::Shards::with_hash(args.shards, args.shard_watch.into()),
             lease_duration: Duration::from_secs(15),
         })
     } else {

@@ -35,6 +35,7 @@ use tokio::sync::watch;
 
 use crate::caches::{Caches, InitialList};
 use crate::context::Context;
+pub use watches::WatchOptions;
 use watches::{Stop, Watches};
 
 pub use pipeline::{Pass, Reconciled};
@@ -121,7 +122,7 @@ pub struct Controllers {
 pub fn controllers(
     ctx: Arc<Context>,
     namespace: Option<&str>,
-    initial_list: InitialList,
+    options: &WatchOptions,
     health: &Arc<watch_health::WatchHealth>,
     shutdown: watch::Receiver<bool>,
 ) -> Controllers {
@@ -131,7 +132,7 @@ pub fn controllers(
             let _ = rx.wait_for(|stop| *stop).await;
         })
     };
-    let mut watches = Watches::new(&ctx, namespace, initial_list);
+    let mut watches = Watches::new(&ctx, namespace, options);
     let w = &mut watches;
     let mut runs = vec![
         skillcard::controller(w, &ctx, &stop),
@@ -176,6 +177,14 @@ pub async fn run_until_shutdown(
     let probed = namespaces.first().cloned().flatten();
     let initial_list = InitialList::probe(&ctx.client, probed.as_deref()).await;
     tracing::info!(?initial_list, "how the watches list");
+    let shard_selector = match (namespaces.as_slice(), ctx.shards()) {
+        ([None], Some(shards)) => server_side_shards(&ctx.client, shards).await,
+        _ => None,
+    };
+    let options = WatchOptions {
+        initial_list,
+        shard_selector,
+    };
     let mut runs = Vec::new();
     let mut listed = Vec::new();
     let mut caches = Vec::new();
@@ -184,7 +193,7 @@ pub async fn run_until_shutdown(
         let started = controllers(
             ctx.clone(),
             ns.as_deref(),
-            initial_list,
+            &options,
             &readiness.watches,
             shutdown.clone(),
         );
@@ -222,6 +231,21 @@ pub async fn run_until_shutdown(
         sweep,
         census::census(&ctx.metrics, &caches, shutdown)
     );
+}
+
+/// The shard selector of `shards` when the API server filters by it (KEP-5866); None when
+/// the shards are not its hash ranges (`--shard-watch=client`) or it does not.
+async fn server_side_shards(
+    client: &kube::Client,
+    shards: &crate::shards::ShardFilter,
+) -> Option<String> {
+    let selector = shards.selector()?;
+    if crate::shards::selector::applied(client, &selector).await {
+        tracing::info!(%selector, "the API server sends this replica its shards' objects only");
+        Some(selector)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -314,7 +338,13 @@ mod tests {
         let ctx = context(&api);
         let (_, shutdown) = watch::channel(false);
         let health = Arc::default();
-        let started = controllers(ctx.clone(), None, InitialList::Paginated, &health, shutdown);
+        let started = controllers(
+            ctx.clone(),
+            None,
+            &WatchOptions::default(),
+            &health,
+            shutdown,
+        );
         let cached: BTreeSet<String> = started
             .caches
             .kinds()

@@ -39,8 +39,14 @@ use crate::error::{Chain, Error, Result};
 /// namespaced kind's in the watched namespace (or all) and the object's own, a cluster
 /// kind's in the cluster.
 pub trait KindScope<K>: Sized {
-    /// The API a watch of the `K`s in `namespace` (`None`: every namespace) lists from.
-    fn watch_api(client: &kube::Client, namespace: Option<&str>) -> Api<Guarded<K>>;
+    /// The API a watch of the `K`s in `namespace` (`None`: every namespace) lists from:
+    /// through `namespaced` for a namespaced kind (it may select this replica's shards),
+    /// `cluster` otherwise.
+    fn watch_api(
+        cluster: &kube::Client,
+        namespaced: &kube::Client,
+        namespace: Option<&str>,
+    ) -> Api<Guarded<K>>;
     /// The API `object`'s status is written through.
     fn status_api(client: &kube::Client, object: &K, kind: &'static str) -> Result<Api<K>>;
 }
@@ -49,7 +55,11 @@ impl<K> KindScope<K> for k8s_openapi::NamespaceResourceScope
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
 {
-    fn watch_api(client: &kube::Client, namespace: Option<&str>) -> Api<Guarded<K>> {
+    fn watch_api(
+        _: &kube::Client,
+        client: &kube::Client,
+        namespace: Option<&str>,
+    ) -> Api<Guarded<K>> {
         match namespace {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
@@ -67,7 +77,7 @@ where
     K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>,
 {
     /// Every scope watches the whole cluster's: they apply in every namespace.
-    fn watch_api(client: &kube::Client, _: Option<&str>) -> Api<Guarded<K>> {
+    fn watch_api(client: &kube::Client, _: &kube::Client, _: Option<&str>) -> Api<Guarded<K>> {
         Api::all(client.clone())
     }
 

@@ -94,6 +94,9 @@ impl Backoff for WatchBackoff {
 /// objects around them); [`Watches::start`] then starts them.
 pub(super) struct Watches {
     client: Client,
+    /// The client of the namespaced kinds' watches: [`Watches::client`], or one that asks
+    /// the API server for this replica's shards only.
+    namespaced_client: Client,
     namespace: Option<String>,
     /// How every watch of this scope gets the objects that exist when it starts.
     initial_list: InitialList,
@@ -122,6 +125,17 @@ pub(super) struct Watches {
     shards: Option<ShardFilter>,
 }
 
+/// How the watches list, and what they ask the API server for.
+#[derive(Clone, Debug, Default)]
+pub struct WatchOptions {
+    /// How each watch gets the objects that exist when it starts.
+    pub initial_list: InitialList,
+    /// The KEP-5866 shard selector of this replica's shards, for the namespaced kinds
+    /// watched across every namespace (`--shard-watch=server`), once the API server was
+    /// seen to filter by it.
+    pub shard_selector: Option<String>,
+}
+
 /// The watches of skill prefetch: the cluster's nodes, and the pods labelled
 /// [`PREFETCH_LABEL`] (not a run's pods: those carry the run label), cached without their
 /// spec, with the indexes the Agent's pass reads them by.
@@ -132,12 +146,14 @@ pub(super) struct PrefetchWatches {
 }
 
 impl PrefetchWatches {
+    /// `cluster` lists the nodes, `namespaced` the pods.
     fn new(
-        client: &Client,
+        cluster: &Client,
+        namespaced: &Client,
         namespace: Option<&str>,
         config: &impl Fn() -> watcher::Config,
     ) -> Self {
-        let nodes = SharedWatch::new("Node", Api::all(client.clone()), config()).trimmed(
+        let nodes = SharedWatch::new("Node", Api::all(cluster.clone()), config()).trimmed(
             |node: &mut Node| {
                 // The images and volumes a node reports are most of its bytes; whether runs
                 // can land on it needs none of them.
@@ -150,7 +166,7 @@ impl PrefetchWatches {
         );
         let pods = SharedWatch::new(
             "Pod",
-            api_for(client, namespace),
+            api_for(namespaced, namespace),
             config().labels(PREFETCH_LABEL),
         )
         .trimmed(|pod: &mut Guarded<Pod>| {
@@ -175,9 +191,17 @@ impl PrefetchWatches {
 
 impl Watches {
     /// The watches of `namespace` (`None`: of every namespace), not started yet.
-    pub fn new(ctx: &Context, namespace: Option<&str>, initial_list: InitialList) -> Self {
+    pub fn new(ctx: &Context, namespace: Option<&str>, options: &WatchOptions) -> Self {
         let client: &Client = &ctx.client;
+        let initial_list = options.initial_list;
         let all = || initial_list.config();
+        // The namespaced kinds' watches of every namespace ask the API server for this
+        // replica's shards only, when it was seen to filter by them.
+        let namespaced = match (&options.shard_selector, namespace) {
+            (Some(selector), None) => crate::shards::selector::selecting(client, selector),
+            _ => client.clone(),
+        };
+        let client = &namespaced;
         let not_runs = format!("!{RUN_LABEL}");
         let sandboxes = (ctx.settings.sandbox_backend == SandboxBackend::AgentSandbox).then(|| {
             let resource = sandbox_resource();
@@ -199,7 +223,8 @@ impl Watches {
         let default_collections = match &ctx.settings.default_skills_namespace {
             Some(defaults) if defaults_elsewhere(defaults) => Some(SharedWatch::new(
                 "SkillCollection",
-                Api::<Guarded<SkillCollection>>::namespaced(client.clone(), defaults),
+                // Another shard's namespace: not to be filtered by this replica's shards.
+                Api::<Guarded<SkillCollection>>::namespaced(ctx.client.clone(), defaults),
                 all().labels(&format!("{DEFAULT_SKILLS_LABEL}=true")),
             )),
             _ => None,
@@ -208,10 +233,11 @@ impl Watches {
             .settings
             .skill_prefetch
             .is_some()
-            .then(|| PrefetchWatches::new(client, namespace, &all));
+            .then(|| PrefetchWatches::new(&ctx.client, client, namespace, &all));
         Self {
             prefetch,
-            client: client.clone(),
+            client: ctx.client.clone(),
+            namespaced_client: namespaced.clone(),
             namespace: namespace.map(str::to_string),
             initial_list,
             kinds: Vec::new(),
@@ -256,7 +282,11 @@ impl Watches {
         if let Some(subscriptions) = opened {
             return *subscriptions;
         }
-        let api = <K::Scope as KindScope<K>>::watch_api(&self.client, self.namespace.as_deref());
+        let api = <K::Scope as KindScope<K>>::watch_api(
+            &self.client,
+            &self.namespaced_client,
+            self.namespace.as_deref(),
+        );
         let watch = SharedWatch::new(K::KIND, api, self.initial_list.config())
             .trimmed(|object: &mut Guarded<K>| {
                 if let Ok(object) = &mut object.0 {
