@@ -216,6 +216,25 @@ async fn assert_events_from_the_shards_server(
     }
 }
 
+/// An Agent `coder` in each of `namespaces` and a run `first` of it, once it has its sandbox.
+async fn first_runs_served(client: &Client, namespaces: &[String]) {
+    for namespace in namespaces {
+        ready_agent(
+            client,
+            namespace,
+            "coder",
+            llm_agent_spec("harness.invalid/agent:1"),
+        )
+        .await;
+        let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
+        apply(&runs, &run("first")).await;
+    }
+    for namespace in namespaces {
+        let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
+        wait_for_sandbox(&runs, "first").await;
+    }
+}
+
 /// Replica `identity` of a `--shards 2` operator over `namespaces` (none: every namespace),
 /// with `extra` flags, its Leases in `leases_namespace`, its JSON log in `logs`.
 fn start_replica(
@@ -299,21 +318,7 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
     })
     .await;
 
-    for namespace in &namespaces {
-        ready_agent(
-            &client,
-            namespace,
-            "coder",
-            llm_agent_spec("harness.invalid/agent:1"),
-        )
-        .await;
-        let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
-        apply(&runs, &run("first")).await;
-    }
-    for namespace in &namespaces {
-        let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
-        wait_for_sandbox(&runs, "first").await;
-    }
+    first_runs_served(&client, &namespaces).await;
     // Every object of a namespace was written by the replica serving its shard at the time:
     // its Events (the Agent's, the Gateway's, the run's) say so.
     let now = Timestamp::now();
@@ -446,15 +451,7 @@ async fn with_server_side_shard_watches_the_api_server_sends_each_replica_its_sh
             )
         })
         .collect();
-    for namespace in &namespaces {
-        ready_agent(
-            &client,
-            namespace,
-            "coder",
-            llm_agent_spec("harness.invalid/agent:1"),
-        )
-        .await;
-    }
+    first_runs_served(&client, &namespaces).await;
 
     // What a replica's watches ask for: its shard's objects, and the API server says so.
     for (shard, namespace) in &by_shard {
@@ -476,14 +473,6 @@ async fn with_server_side_shard_watches_the_api_server_sends_each_replica_its_sh
         assert_eq!(listed, BTreeSet::from([namespace.clone()]), "shard {shard}");
     }
 
-    for namespace in &namespaces {
-        let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
-        apply(&runs, &run("first")).await;
-    }
-    for namespace in &namespaces {
-        let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
-        wait_for_sandbox(&runs, "first").await;
-    }
     // Each replica serves one shard, its watches filtered by the API server.
     eventually(
         "each replica to serve one shard, filtered by the API server",
