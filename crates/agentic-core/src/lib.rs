@@ -31,6 +31,7 @@
 //!   created, or has one created, from what its pass read.
 //! - [`trace`]: a run's trace id, root span and W3C trace context, and a skill's source
 //!   URI as trace attributes name it.
+//! - [`finished`]: what the operator keeps of a finished run, and when each expires.
 //! - [`trust`]: which trust policies apply to a skill, the `Verified` verdict on its pin,
 //!   the pin a card keeps when its tag moves, and the runs a revocation reaches.
 //! - [`events`]: the Events a status change raises.
@@ -46,6 +47,7 @@ pub mod conditions;
 mod error;
 pub mod events;
 pub mod extensions;
+pub mod finished;
 pub mod gateway;
 pub mod git;
 pub mod names;

@@ -51,6 +51,14 @@ impl Runs {
         )
     }
 
+    /// Adds the run `namespace/name` with `uid` (one without a UID is left out).
+    pub fn insert(&mut self, namespace: &str, name: &str, uid: &str) {
+        if !uid.is_empty() {
+            self.0
+                .insert((namespace.to_string(), name.to_string()), uid.to_string());
+        }
+    }
+
     /// The UID of the run `name` in `namespace`, when it exists.
     pub fn uid(&self, namespace: &str, name: &str) -> Option<&str> {
         self.0
@@ -236,6 +244,19 @@ mod tests {
                 run: "fix".into(),
                 replaced_by: None
             }
+        );
+    }
+
+    #[test]
+    fn a_run_added_by_name_counts_as_existing() {
+        let mut runs = Runs::default();
+        runs.insert("team", "fix", "u-fix");
+        runs.insert("team", "no-uid", "");
+        assert_eq!(runs.uid("team", "fix"), Some("u-fix"));
+        assert_eq!(runs.uid("team", "no-uid"), None);
+        assert_eq!(
+            verdict(&owned_by_run("fix-sandbox", "fix", "u-fix"), &runs),
+            Verdict::Keep(Kept::RunExists)
         );
     }
 

@@ -30,6 +30,7 @@ use agentic_api::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::conditions::{Conditions, is_ready, remove_condition};
+use crate::finished::FinishedRuns;
 use crate::pin::Pin;
 use crate::reasons::{AgentRunReason, SkillCardReason};
 
@@ -797,46 +798,38 @@ where
 /// revokes or did not verify, and every run held before its start ([`held_before_start`])
 /// whose `intended` skills (its Agent's, with their cards' verification) it revokes or did
 /// not verify; live runs first, then by namespace and name; at most
-/// [`MAX_BLAST_RADIUS_ENTRIES`] entries, with the count of them all.
+/// [`MAX_BLAST_RADIUS_ENTRIES`] entries, with the count of them all. The cache holds
+/// `runs` whole and the `finished` ones as compact entries.
 pub fn blast_radius<'a>(
     cluster: &[ClusterSkillTrustPolicy],
     namespaced: &[SkillTrustPolicy],
     policy: &PolicyId,
     runs: impl IntoIterator<Item = &'a AgentRun>,
+    finished: &FinishedRuns,
     intended: impl Fn(&AgentRun) -> Vec<PinnedSkill>,
 ) -> (i64, Vec<AffectedRun>) {
     let mut by_namespace: std::collections::BTreeMap<String, Policies> =
         std::collections::BTreeMap::default();
     let mut affected: Vec<(bool, AffectedRun)> = Vec::new();
-    for run in runs {
-        let namespace = run.metadata.namespace.clone().unwrap_or_default();
-        if !policy.covers(&namespace) {
-            continue;
+    let mut count = |namespace: &str,
+                     name: &str,
+                     phase: Option<agentic_api::AgentRunPhase>,
+                     skills: &[PinnedSkill]| {
+        if !policy.covers(namespace) {
+            return;
         }
         let policies = by_namespace
-            .entry(namespace.clone())
-            .or_insert_with(|| Policies::new(cluster, namespaced, &namespace));
-        let Some(status) = &run.status else {
-            continue;
-        };
-        let live = !status
-            .phase
-            .is_some_and(agentic_api::AgentRunPhase::is_finished);
-        let held;
-        let skills = if held_before_start(run) {
-            held = intended(run);
-            &held
-        } else {
-            &status.skills
-        };
+            .entry(namespace.to_string())
+            .or_insert_with(|| Policies::new(cluster, namespaced, namespace));
+        let live = !phase.is_some_and(agentic_api::AgentRunPhase::is_finished);
         for pinned in skills {
             if let Some(reason) = affected_skill(policies, policy, pinned) {
                 affected.push((
                     live,
                     AffectedRun {
-                        namespace: namespace.clone(),
-                        name: run.metadata.name.clone().unwrap_or_default(),
-                        phase: status.phase,
+                        namespace: namespace.to_string(),
+                        name: name.to_string(),
+                        phase,
                         skill: pinned.name.clone(),
                         image: pinned.image.clone(),
                         reason: reason.to_string(),
@@ -844,6 +837,23 @@ pub fn blast_radius<'a>(
                 ));
             }
         }
+    };
+    for run in runs {
+        let Some(status) = &run.status else {
+            continue;
+        };
+        let namespace = run.metadata.namespace.as_deref().unwrap_or_default();
+        let name = run.metadata.name.as_deref().unwrap_or_default();
+        if held_before_start(run) {
+            if policy.covers(namespace) {
+                count(namespace, name, status.phase, &intended(run));
+            }
+        } else {
+            count(namespace, name, status.phase, &status.skills);
+        }
+    }
+    for (namespace, name, run) in finished.iter() {
+        count(namespace, name, Some(run.phase), &run.skills);
     }
     let runs: BTreeSet<(&str, &str)> = affected
         .iter()

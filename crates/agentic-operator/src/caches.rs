@@ -1,8 +1,10 @@
 //! The watch caches the controllers keep, one set per watched scope, and the shapes the
 //! objects are cached in. Below both the context and the controllers: it names no
-//! controller and no kind the operator reconciles, so a pass and the context can read it
+//! controller, and no kind the operator reconciles but in the shape of the finished runs
+//! kept out of the run cache ([`FinishedRunCache`]), so a pass and the context can read it
 //! without importing each other.
 
+mod finished_runs;
 mod index;
 mod initial_list;
 mod sandbox_pod;
@@ -17,6 +19,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::Store;
 
+pub use finished_runs::{Diverted, FinishedRunCache, RunName};
 pub use index::{Index, Indexed, Maintained};
 pub use initial_list::InitialList;
 pub use sandbox_pod::SandboxPod;
@@ -55,6 +58,8 @@ pub struct Caches {
     pub secrets: Option<Store<SecretMeta>>,
     /// With skill prefetch on: the nodes and the prefetch pods.
     pub prefetch: Option<PrefetchCaches>,
+    /// The finished runs, kept out of the run cache, when the AgentRun controller runs.
+    pub finished_runs: Option<FinishedRunCache>,
 }
 
 /// What an Agent's prefetch pass reads: the nodes, and the prefetch pods (without their
@@ -103,6 +108,7 @@ impl Caches {
             sandboxes,
             secrets: None,
             prefetch: None,
+            finished_runs: None,
         }
     }
 
@@ -117,6 +123,13 @@ impl Caches {
     #[must_use]
     pub fn with_prefetch(mut self, prefetch: Option<PrefetchCaches>) -> Self {
         self.prefetch = prefetch;
+        self
+    }
+
+    /// These caches with the finished runs kept out of the run cache.
+    #[must_use]
+    pub fn with_finished_runs(mut self, finished_runs: Option<FinishedRunCache>) -> Self {
+        self.finished_runs = finished_runs;
         self
     }
 

@@ -367,6 +367,18 @@ impl Context {
         error: &Error,
         cap: Duration,
     ) -> Action {
+        Action::requeue(self.failed(kind, obj, error, cap))
+    }
+
+    /// Counts and logs a failed pass over `obj`: how long to wait before the next, doubling
+    /// with every consecutive failure up to `cap`.
+    pub fn failed<K: Resource>(
+        &self,
+        kind: &'static str,
+        obj: &K,
+        error: &Error,
+        cap: Duration,
+    ) -> Duration {
         self.metrics.failed(kind, error.reason());
         let delay = self.backoff.failed(key_of(kind, obj)).min(cap);
         tracing::warn!(
@@ -378,7 +390,7 @@ impl Context {
             retry_in = ?delay,
             "reconcile failed"
         );
-        Action::requeue(delay)
+        delay
     }
 
     /// Forgets an object's failures after a successful pass.

@@ -304,14 +304,28 @@ async fn authenticate(
 ) -> Result<AgentRun, Refused> {
     let unknown = || Refused(StatusCode::UNAUTHORIZED, "the bearer is not a run's".into());
     let (namespace, name) = run_of_token(token).ok_or_else(unknown)?;
-    let runs = ctx
-        .caches(namespace)
-        .and_then(|caches| caches.of::<AgentRun>())
-        .ok_or_else(unknown)?;
-    let cached = runs
-        .get(&ObjectRef::new(name).within(namespace))
-        .ok_or_else(unknown)?;
-    let run = cached.0.as_ref().map_err(|_| unknown())?.clone();
+    let caches = ctx.caches(namespace).ok_or_else(unknown)?;
+    let cached = caches
+        .of::<AgentRun>()
+        .and_then(|runs| runs.get(&ObjectRef::new(name).within(namespace)));
+    let run = match cached {
+        Some(cached) => cached.0.as_ref().map_err(|_| unknown())?.clone(),
+        // A finished run is cached as a compact entry: one reporting as it ends (within
+        // the grace after it) is read whole.
+        None if caches
+            .finished_runs
+            .as_ref()
+            .is_some_and(|finished| finished.contains(namespace, name)) =>
+        {
+            let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), namespace);
+            runs.get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .ok_or_else(unknown)?
+        }
+        None => return Err(unknown()),
+    };
     let uid = run.metadata.uid.clone().ok_or_else(unknown)?;
     let expected = match receiver.known_token(&uid) {
         Known::Hash(hash) => hash,

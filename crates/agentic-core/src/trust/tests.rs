@@ -558,7 +558,14 @@ fn the_blast_radius_counts_runs_held_before_start_by_their_intended_skills() {
         Some("queued") => vec![mounted("pdf", &revoked, None)],
         _ => Vec::new(),
     };
-    let (count, entries) = blast_radius(std::slice::from_ref(&kill), &[], &id, &runs, intended);
+    let (count, entries) = blast_radius(
+        std::slice::from_ref(&kill),
+        &[],
+        &id,
+        &runs,
+        &FinishedRuns::default(),
+        intended,
+    );
     assert_eq!(count, 1);
     assert_eq!(
         entries
@@ -599,7 +606,14 @@ fn every_policy_revoking_a_mounted_skill_counts_it() {
     )];
     for policy in &policies {
         let id = PolicyId::of_cluster(policy);
-        let (count, entries) = blast_radius(&policies, &[], &id, &runs, nothing_intended);
+        let (count, entries) = blast_radius(
+            &policies,
+            &[],
+            &id,
+            &runs,
+            &FinishedRuns::default(),
+            nothing_intended,
+        );
         assert_eq!((count, entries.len()), (1, 1), "{id}");
     }
 }
@@ -649,6 +663,7 @@ fn the_blast_radius_lists_live_runs_first_and_counts_runs_once() {
         &[],
         &id,
         &runs,
+        &FinishedRuns::default(),
         nothing_intended,
     );
     assert_eq!(count, 2);
@@ -664,6 +679,18 @@ fn the_blast_radius_lists_live_runs_first_and_counts_runs_once() {
             ("finished", "java", SkillCardReason::Revoked.as_str())
         ]
     );
+    // The finished run kept as a compact entry instead counts the same.
+    let mut finished = FinishedRuns::default();
+    assert_eq!(finished.keep(&runs[0]), crate::finished::Kept::Scheduled);
+    let compact = blast_radius(
+        std::slice::from_ref(&kill),
+        &[],
+        &id,
+        &runs[1..],
+        &finished,
+        nothing_intended,
+    );
+    assert_eq!(compact, (count, entries));
 }
 
 #[test]
@@ -717,6 +744,7 @@ fn the_blast_radius_counts_unverified_mounts_and_revoked_signers() {
         &[],
         &id,
         &runs,
+        &FinishedRuns::default(),
         nothing_intended,
     );
     assert_eq!(count, 2);
@@ -761,6 +789,7 @@ fn the_blast_radius_is_capped_but_counts_everything() {
         &[],
         &id,
         &runs,
+        &FinishedRuns::default(),
         nothing_intended,
     );
     assert_eq!(
@@ -804,6 +833,7 @@ fn a_namespaced_policys_blast_radius_stays_in_its_namespace() {
         std::slice::from_ref(&kill),
         &id,
         &runs,
+        &FinishedRuns::default(),
         nothing_intended,
     );
     assert_eq!(count, 1);
@@ -1204,6 +1234,7 @@ fn every_verified_signer_is_recorded_and_each_reaches_its_revocations() {
         &[],
         &PolicyId::of_cluster(&cancel_second),
         [&live],
+        &FinishedRuns::default(),
         nothing_intended,
     );
     assert_eq!((count, entries.len()), (1, 1));

@@ -8,8 +8,9 @@
 //! exists the run only observes it ([`judge`]): a later change to an Agent or SkillCard never
 //! changes a running sandbox, but for the key its credential proxy reads: a change of that
 //! Secret is passed on to the pod's kubelet ([`rotation`]). A finished run's pass is
-//! [`finish`]'s. The wrapper (`controllers::pipeline`) writes the status and raises the
-//! Events.
+//! [`finish`]'s; finished runs are kept out of the run cache and the controller's queue,
+//! and passed when due ([`finished_runs`]). The wrapper (`controllers::pipeline`) writes
+//! the status and raises the Events.
 
 use std::sync::Arc;
 
@@ -29,14 +30,15 @@ use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{namespace_of, owner_of};
 use super::watches::{Stop, Watches};
 use crate::apply::NAME_TAKEN_RETRY;
+use crate::caches::FinishedRunCache;
 use crate::context::Context;
 use crate::error::Result;
 use crate::otlp::usage::SkillUsage;
 use create::Created;
 
-mod cache;
 mod create;
 mod finish;
+mod finished_runs;
 mod gather;
 mod judge;
 mod rotation;
@@ -72,6 +74,8 @@ pub(super) fn controller(
 ) -> BoxFuture<'static, ()> {
     let runs = watches.of::<AgentRun>();
     let store = runs.store();
+    let (finished, due) = FinishedRunCache::new(ctx.settings.run_defaults.ttl);
+    watches.keep_finished_runs(&runs, finished.clone());
     let namespace_cap = ctx
         .settings
         .run_defaults
@@ -107,10 +111,11 @@ pub(super) fn controller(
             Wakes::on(&wakes, Wakes::pod_changed),
         );
     // The runs whose agents reported skill loads, so that their pass records them.
-    let reported = ctx
-        .kind_state::<SkillUsage>()
-        .wakes(watches.namespace().map(str::to_owned));
-    controller = controller.reconcile_on(reported);
+    let usage = ctx.kind_state::<SkillUsage>();
+    let namespace = watches.namespace().map(str::to_owned);
+    controller = controller.reconcile_on(usage.wakes(namespace.clone()));
+    let finished_passes =
+        finished_runs::drive(finished, due, usage.wakes(namespace), ctx.clone(), stop());
     if let Some(sandboxes) = &mut watches.sandboxes {
         controller = controller.watches_shared_stream_with(
             sandboxes.touched(),
@@ -119,7 +124,10 @@ pub(super) fn controller(
         );
     }
     let policy = Policy::backing_off(reconcile, ctx);
-    run_controller(controller, store, policy, ctx.clone(), stop)
+    let live = run_controller(controller, store, policy, ctx.clone(), stop);
+    Box::pin(async move {
+        tokio::join!(live, finished_passes);
+    })
 }
 
 impl Reconciled for AgentRun {
@@ -142,14 +150,6 @@ impl Reconciled for AgentRun {
         if let Some(export) = &ctx.settings.trace_export {
             export.run_written(self, old, new);
         }
-    }
-
-    fn trim_cached(&mut self) {
-        cache::trim_finished(self);
-    }
-
-    fn settled(&self) -> bool {
-        wakes::is_finished(self)
     }
 }
 

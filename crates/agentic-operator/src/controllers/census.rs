@@ -10,6 +10,7 @@ use agentic_core::reasons::AgentRunReason;
 use kube::ResourceExt;
 use tokio::sync::watch;
 
+use super::pipeline::Reconciled;
 use crate::caches::{Caches, ObjectKey, valid};
 use crate::metrics::Metrics;
 
@@ -47,10 +48,27 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
             .or_default()
             .extend(cache.phases());
     }
+    // The finished runs kept out of the run cache, by phase and reason; counted, not
+    // listed (a namespace is in one scope, so none is counted twice).
+    let mut finished: BTreeMap<(&'static str, String), i64> = BTreeMap::new();
+    for runs in caches.iter().filter_map(|c| c.finished_runs.as_ref()) {
+        for ((phase, reason), n) in runs.lock().counts() {
+            *finished.entry((phase, reason.to_owned())).or_default() += n;
+        }
+    }
+    let runs_kind = <AgentRun as Reconciled>::KIND;
+    if !finished.is_empty() {
+        kinds.entry(runs_kind).or_default();
+    }
     for (kind, objects) in kinds {
         let mut counts: BTreeMap<&'static str, i64> = BTreeMap::new();
         for phase in objects.into_values() {
             *counts.entry(phase).or_default() += 1;
+        }
+        if kind == runs_kind {
+            for ((phase, _), n) in &finished {
+                *counts.entry(phase).or_default() += n;
+            }
         }
         let counts: Vec<(String, i64)> = counts
             .into_iter()
@@ -86,6 +104,9 @@ fn count_objects(metrics: &Metrics, caches: &[Caches]) {
                 .or_default() += 1;
         }
         *by_reason.entry((phase, reason)).or_default() += 1;
+    }
+    for ((phase, reason), n) in finished {
+        *by_reason.entry((phase.to_owned(), reason)).or_default() += n;
     }
     metrics.set_runs(
         &by_reason.into_iter().collect::<Vec<_>>(),

@@ -206,6 +206,7 @@ pub async fn run_until_shutdown(
             sweep_scopes.push(agentrun::SweepScope {
                 namespace: ns.clone(),
                 runs,
+                finished_runs: started.caches.finished_runs.clone(),
                 workflow_runs,
             });
         }

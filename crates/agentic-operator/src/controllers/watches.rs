@@ -40,8 +40,8 @@ pub(super) use super::support::Stop;
 use super::support::api_for;
 use super::watch_health::WatchHealth;
 use crate::caches::{
-    Caches, Guarded, Index, Indexed, InitialList, KindCache, KindStore, Maintained, PrefetchCaches,
-    SandboxPod, SecretMeta, sandbox_resource,
+    Caches, Diverted, FinishedRunCache, Guarded, Index, Indexed, InitialList, KindCache,
+    KindStore, Maintained, PrefetchCaches, SandboxPod, SecretMeta, sandbox_resource,
 };
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
@@ -123,6 +123,9 @@ pub(super) struct Watches {
     /// With the work split across replicas: the shards whose namespaces' objects are
     /// cached and handed on; the others' are dropped as they arrive.
     shards: Option<ShardFilter>,
+    /// The finished runs the runs' watch keeps out of its cache, once the AgentRun
+    /// controller asked for them.
+    finished_runs: Option<FinishedRunCache>,
 }
 
 /// How the watches list, and what they ask the API server for.
@@ -256,7 +259,19 @@ impl Watches {
             sandboxes,
             default_collections,
             shards,
+            finished_runs: None,
         }
+    }
+
+    /// Keeps the finished runs of the runs' watch in `finished_runs` instead of its cache
+    /// (`runs` is that watch's subscriptions), for every reader of this scope's caches.
+    pub fn keep_finished_runs(
+        &mut self,
+        runs: &Subscriptions<Guarded<agentic_api::AgentRun>>,
+        finished_runs: FinishedRunCache,
+    ) {
+        runs.divert(Arc::new(finished_runs.clone()));
+        self.finished_runs = Some(finished_runs);
     }
 
     /// The namespace watched (`None`: every namespace).
@@ -309,7 +324,8 @@ impl Watches {
             self.sandboxes.as_ref().map(SharedWatch::store),
         )
         .with_secrets(self.secrets.store())
-        .with_prefetch(self.prefetch.as_ref().map(|p| p.caches.clone()));
+        .with_prefetch(self.prefetch.as_ref().map(|p| p.caches.clone()))
+        .with_finished_runs(self.finished_runs.clone());
         self.kinds
             .iter()
             .fold(caches, |caches, (_, watch)| caches.with_kind(watch.cache()))
@@ -451,6 +467,8 @@ struct Subscribed<K> {
     changed: Vec<UnboundedSender<Arc<K>>>,
     /// The indexes of the cache, kept up to date before any subscriber hears of a change.
     indexes: Vec<Arc<dyn Maintained<K>>>,
+    /// Where the objects kept out of the cache go, if any are ([`Subscriptions::divert`]).
+    diverted: Option<Arc<dyn Diverted<K>>>,
 }
 
 impl<K> Default for Subscribed<K> {
@@ -461,6 +479,7 @@ impl<K> Default for Subscribed<K> {
             deleted: Vec::new(),
             changed: Vec::new(),
             indexes: Vec::new(),
+            diverted: None,
         }
     }
 }
@@ -516,6 +535,17 @@ where
             .unwrap_or_else(PoisonError::into_inner)
             .indexes
             .push(index);
+    }
+
+    /// Keeps the objects `diverted` takes out of the cache: one listed is left out of the
+    /// list, one changed into one it takes leaves the cache as if deleted (so that what it
+    /// held is freed: a finished run's slot), and no controller of the kind is handed
+    /// either.
+    pub fn divert(&self, diverted: Arc<dyn Diverted<K>>) {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .diverted = Some(diverted);
     }
 
     fn subscribe(
@@ -648,6 +678,12 @@ where
         let mut subscribed =
             std::mem::take(&mut *subscribed.lock().unwrap_or_else(PoisonError::into_inner));
         let cache = writer.as_reader();
+        let events = match subscribed.diverted.clone() {
+            Some(diverted) => events
+                .filter_map(move |event| std::future::ready(divert(diverted.as_ref(), event)))
+                .boxed(),
+            None => events,
+        };
         let mut events = reflector::reflector(writer, events).boxed();
         async move {
             let watching = async {
@@ -672,6 +708,42 @@ where
         }
         .boxed()
     }
+}
+
+/// `event` as the cache takes it once `diverted` has kept what it takes: a listed object
+/// it keeps is left out of the list (`None`), a changed one it keeps leaves the cache as a
+/// delete; a delete, and a change to an object it does not keep, are passed on for it to
+/// forget too.
+fn divert<K>(
+    diverted: &dyn Diverted<K>,
+    event: watcher::Result<watcher::Event<K>>,
+) -> Option<watcher::Result<watcher::Event<K>>> {
+    let event = match event {
+        Ok(event) => event,
+        Err(error) => return Some(Err(error)),
+    };
+    let event = match event {
+        watcher::Event::Init => {
+            diverted.listing();
+            watcher::Event::Init
+        }
+        watcher::Event::InitApply(object) if diverted.keep(&object) => return None,
+        watcher::Event::InitDone => {
+            diverted.listed();
+            watcher::Event::InitDone
+        }
+        watcher::Event::Apply(object) if diverted.keep(&object) => watcher::Event::Delete(object),
+        watcher::Event::Apply(object) => {
+            diverted.forget(&object);
+            watcher::Event::Apply(object)
+        }
+        watcher::Event::Delete(object) => {
+            diverted.forget(&object);
+            watcher::Event::Delete(object)
+        }
+        listed @ watcher::Event::InitApply(_) => listed,
+    };
+    Some(Ok(event))
 }
 
 /// Whether `shards` keeps the object of a watch event; the events without one (the start and
@@ -878,6 +950,94 @@ mod tests {
         };
         deliver(event, writer, &mut subscribers);
         subscribers
+    }
+
+    /// Keeps the ConfigMaps named `done-…` out of the cache, and what it was told.
+    #[derive(Default)]
+    struct KeepsDone(Mutex<Vec<String>>);
+
+    impl KeepsDone {
+        fn heard(&self, what: String) {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(what);
+        }
+    }
+
+    impl Diverted<ConfigMap> for KeepsDone {
+        fn keep(&self, object: &ConfigMap) -> bool {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let kept = name.starts_with("done");
+            if kept {
+                self.heard(format!("keep {name}"));
+            }
+            kept
+        }
+        fn listing(&self) {
+            self.heard("listing".into());
+        }
+        fn listed(&self) {
+            self.heard("listed".into());
+        }
+        fn forget(&self, object: &ConfigMap) {
+            self.heard(format!(
+                "forget {}",
+                object.metadata.name.clone().unwrap_or_default()
+            ));
+        }
+    }
+
+    #[test]
+    fn a_diverted_object_stays_out_of_the_cache_and_of_the_kinds_controller() {
+        let diverted = KeepsDone::default();
+        let (applied_tx, mut applied_rx) = unbounded();
+        let (deleted_tx, mut deleted_rx) = unbounded();
+        let mut subscribers = Subscribed {
+            applied: vec![applied_tx],
+            deleted: vec![deleted_tx],
+            ..Subscribed::default()
+        };
+        let mut writer = Writer::default();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(config_map("done-listed")),
+            watcher::Event::InitApply(config_map("live")),
+            watcher::Event::InitDone,
+            // A live object that ends: out of the cache, heard of as deleted.
+            watcher::Event::Apply(config_map("live")),
+            watcher::Event::Apply(config_map("done-now")),
+            watcher::Event::Delete(config_map("done-listed")),
+        ] {
+            if let Some(Ok(event)) = divert(&diverted, Ok(event)) {
+                deliver(event, &mut writer, &mut subscribers);
+            }
+        }
+        let cached: Vec<String> = writer
+            .as_reader()
+            .state()
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(cached, ["live"]);
+        assert_eq!(names(&mut applied_rx), ["live", "live"]);
+        assert_eq!(names(&mut deleted_rx), ["done-now", "done-listed"]);
+        let heard = diverted
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        assert_eq!(
+            heard,
+            [
+                "listing",
+                "keep done-listed",
+                "listed",
+                "forget live",
+                "keep done-now",
+                "forget done-listed"
+            ]
+        );
     }
 
     #[test]

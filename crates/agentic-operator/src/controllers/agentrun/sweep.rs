@@ -31,7 +31,7 @@ use kube::runtime::reflector::Store;
 use kube::{Api, Resource, ResourceExt};
 use tokio::sync::watch;
 
-use crate::caches::{Guarded, sandbox_resource};
+use crate::caches::{FinishedRunCache, Guarded, sandbox_resource};
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
 
@@ -73,6 +73,8 @@ impl Swept {
 pub(crate) struct SweepScope {
     pub namespace: Option<String>,
     pub runs: Store<Guarded<AgentRun>>,
+    /// The finished runs, kept out of `runs`.
+    pub finished_runs: Option<FinishedRunCache>,
     pub workflow_runs: Store<Guarded<AgentWorkflowRun>>,
 }
 
@@ -88,13 +90,21 @@ impl Known {
     fn of(scope: &SweepScope) -> Self {
         let runs = scope.runs.state();
         let workflow_runs = scope.workflow_runs.state();
-        let uids = runs
+        let mut uids: BTreeSet<String> = runs
             .iter()
             .filter_map(|r| r.meta().uid.clone())
-            .chain(workflow_runs.iter().filter_map(|r| r.meta().uid.clone()));
+            .chain(workflow_runs.iter().filter_map(|r| r.meta().uid.clone()))
+            .collect();
+        let mut known = Runs::from_metadata(runs.iter().map(|run| run.meta()));
+        if let Some(finished) = &scope.finished_runs {
+            for (namespace, name, run) in finished.lock().iter() {
+                known.insert(namespace, name, &run.uid);
+                uids.insert(run.uid.to_string());
+            }
+        }
         Self {
-            runs: Runs::from_metadata(runs.iter().map(|run| run.meta())),
-            live: uids.collect(),
+            runs: known,
+            live: uids,
         }
     }
 

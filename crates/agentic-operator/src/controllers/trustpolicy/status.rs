@@ -22,6 +22,7 @@ use agentic_api::{
 };
 use agentic_core::conditions::find_condition;
 use agentic_core::events::{StatusEvent, condition_events};
+use agentic_core::finished::FinishedRuns;
 use agentic_core::trust::status::policy_status;
 use agentic_core::trust::{PolicyId, blast_radius, held_before_start, intended_skills};
 use futures::future::BoxFuture;
@@ -208,10 +209,11 @@ impl RunsSeen {
         before != now
     }
 
-    /// Forgets a deleted run; whether it mounted a skill.
+    /// Forgets a deleted run, or a finished one (the run cache hands those on as deleted:
+    /// it keeps them apart, and a list does not hand them on); whether it mounted a skill.
     fn forget(&self, run: &AgentRun) -> bool {
         let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.remove(&Self::key(run)).is_some()
+        seen.remove(&Self::key(run)).is_some() || Self::fingerprint(run).is_some()
     }
 }
 
@@ -312,7 +314,14 @@ async fn status_of(
                 valid(&caches.state_of()).into_iter().cloned().collect();
             let runs = caches.state_of::<AgentRun>();
             let intended = |run: &AgentRun| held_runs_skills(ctx, run);
-            blast_radius(&cluster, &namespaced, id, valid(&runs), intended)
+            let none = FinishedRuns::default();
+            match &caches.finished_runs {
+                Some(finished) => {
+                    let finished = finished.lock();
+                    blast_radius(&cluster, &namespaced, id, valid(&runs), &finished, intended)
+                }
+                None => blast_radius(&cluster, &namespaced, id, valid(&runs), &none, intended),
+            }
         }
         None => (0, Vec::new()),
     };

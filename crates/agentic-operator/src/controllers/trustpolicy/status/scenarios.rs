@@ -213,6 +213,11 @@ fn only_a_change_of_what_a_run_mounted_or_of_its_phase_requeues_the_policies() {
     live.status.as_mut().expect("a status").phase = Some(AgentRunPhase::Failed);
     assert!(seen.changed(&live), "a new phase");
     assert!(seen.forget(&live), "a deleted run that mounted a skill");
+    let unseen = run(NS, "old", "Succeeded", DIGEST);
+    assert!(
+        seen.forget(&unseen),
+        "a finished run no list handed on (kept apart from the run cache) that mounted a skill"
+    );
     let mut bare = run(NS, "bare", "Running", DIGEST);
     bare.status.as_mut().expect("a status").skills.clear();
     assert!(!seen.changed(&bare), "a run that mounted nothing");
