@@ -186,12 +186,12 @@ impl FinishedRuns {
         let Some((name, run)) = in_namespace.remove_entry(name) else {
             return false;
         };
-        let namespace = match in_namespace.is_empty() {
-            true => self.runs.remove_entry(namespace).map(|(ns, _)| ns),
-            false => self
-                .runs
+        let namespace = if in_namespace.is_empty() {
+            self.runs.remove_entry(namespace).map(|(ns, _)| ns)
+        } else {
+            self.runs
                 .get_key_value(namespace)
-                .map(|(ns, _)| Arc::clone(ns)),
+                .map(|(ns, _)| Arc::clone(ns))
         };
         if let (Some(at), Some(namespace)) = (run.expires_at, namespace) {
             self.expiries.remove(&(at, namespace, name));
