@@ -72,6 +72,18 @@ fn revoking(revoked: Revocations, action: RevocationAction) -> TrustPolicy {
     }
 }
 
+/// The blast radius of the cluster policy `policy` (`id`) alone over `runs`, none of them
+/// kept apart as finished.
+fn cluster_radius<'a>(
+    policy: &ClusterSkillTrustPolicy,
+    id: &PolicyId,
+    runs: impl IntoIterator<Item = &'a AgentRun>,
+    intended: impl Fn(&AgentRun) -> Vec<PinnedSkill>,
+) -> (i64, Vec<AffectedRun>) {
+    let none = FinishedRuns::default();
+    blast_radius(std::slice::from_ref(policy), &[], id, runs, &none, intended)
+}
+
 #[test]
 fn patterns_match_whole_names_with_single_and_double_stars() {
     for (pattern, text) in [
@@ -558,14 +570,7 @@ fn the_blast_radius_counts_runs_held_before_start_by_their_intended_skills() {
         Some("queued") => vec![mounted("pdf", &revoked, None)],
         _ => Vec::new(),
     };
-    let (count, entries) = blast_radius(
-        std::slice::from_ref(&kill),
-        &[],
-        &id,
-        &runs,
-        &FinishedRuns::default(),
-        intended,
-    );
+    let (count, entries) = cluster_radius(&kill, &id, &runs, intended);
     assert_eq!(count, 1);
     assert_eq!(
         entries
@@ -658,14 +663,7 @@ fn the_blast_radius_lists_live_runs_first_and_counts_runs_once() {
         ),
     ];
     let id = PolicyId::of_cluster(&kill);
-    let (count, entries) = blast_radius(
-        std::slice::from_ref(&kill),
-        &[],
-        &id,
-        &runs,
-        &FinishedRuns::default(),
-        nothing_intended,
-    );
+    let (count, entries) = cluster_radius(&kill, &id, &runs, nothing_intended);
     assert_eq!(count, 2);
     let listed: Vec<(&str, &str, &str)> = entries
         .iter()
@@ -739,14 +737,7 @@ fn the_blast_radius_counts_unverified_mounts_and_revoked_signers() {
             vec![mounted("s", &pin, Some(other_policys))],
         ),
     ];
-    let (count, entries) = blast_radius(
-        std::slice::from_ref(&audit),
-        &[],
-        &id,
-        &runs,
-        &FinishedRuns::default(),
-        nothing_intended,
-    );
+    let (count, entries) = cluster_radius(&audit, &id, &runs, nothing_intended);
     assert_eq!(count, 2);
     assert_eq!(
         entries
@@ -784,14 +775,7 @@ fn the_blast_radius_is_capped_but_counts_everything() {
         })
         .collect();
     let id = PolicyId::of_cluster(&kill);
-    let (count, entries) = blast_radius(
-        std::slice::from_ref(&kill),
-        &[],
-        &id,
-        &runs,
-        &FinishedRuns::default(),
-        nothing_intended,
-    );
+    let (count, entries) = cluster_radius(&kill, &id, &runs, nothing_intended);
     assert_eq!(
         count,
         i64::try_from(MAX_BLAST_RADIUS_ENTRIES + 5).expect("small")
