@@ -40,8 +40,8 @@ pub(super) use super::support::Stop;
 use super::support::api_for;
 use super::watch_health::WatchHealth;
 use crate::caches::{
-    Caches, Diverted, FinishedRunCache, Guarded, Index, Indexed, InitialList, KindCache,
-    KindStore, Maintained, PrefetchCaches, SandboxPod, SecretMeta, sandbox_resource,
+    Caches, Diverted, FinishedRunCache, Guarded, Index, Indexed, InitialList, KindCache, KindStore,
+    Maintained, PrefetchCaches, SandboxPod, SecretMeta, sandbox_resource,
 };
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
