@@ -65,6 +65,11 @@ impl Runs {
             .get(&(namespace.to_string(), name.to_string()))
             .map(String::as_str)
     }
+
+    /// The UIDs of the runs.
+    pub fn uids(&self) -> impl Iterator<Item = &str> {
+        self.0.values().map(String::as_str)
+    }
 }
 
 /// Why an object is kept.
@@ -253,6 +258,7 @@ mod tests {
         runs.insert("team", "fix", "u-fix");
         runs.insert("team", "no-uid", "");
         assert_eq!(runs.uid("team", "fix"), Some("u-fix"));
+        assert_eq!(runs.uids().collect::<Vec<_>>(), ["u-fix"]);
         assert_eq!(runs.uid("team", "no-uid"), None);
         assert_eq!(
             verdict(&owned_by_run("fix-sandbox", "fix", "u-fix"), &runs),

@@ -80,39 +80,59 @@ pub(crate) struct SweepScope {
 
 /// The runs a pass starts from, as the caches show them.
 struct Known {
-    /// The AgentRuns, by namespace and name.
+    /// The AgentRuns of the run cache, by namespace and name.
     runs: Runs,
-    /// The UIDs of every AgentRun and AgentWorkflowRun.
+    /// The UIDs of the AgentRuns of the run cache and of every AgentWorkflowRun.
     live: BTreeSet<String>,
+    /// The finished runs, kept apart from the run cache: looked up by the names an object
+    /// gives, not copied for each pass (they are most of the runs).
+    finished: Option<FinishedRunCache>,
 }
 
 impl Known {
     fn of(scope: &SweepScope) -> Self {
         let runs = scope.runs.state();
         let workflow_runs = scope.workflow_runs.state();
-        let mut uids: BTreeSet<String> = runs
+        let uids = runs
             .iter()
             .filter_map(|r| r.meta().uid.clone())
-            .chain(workflow_runs.iter().filter_map(|r| r.meta().uid.clone()))
-            .collect();
-        let mut known = Runs::from_metadata(runs.iter().map(|run| run.meta()));
-        if let Some(finished) = &scope.finished_runs {
-            for (namespace, name, run) in finished.lock().iter() {
-                known.insert(namespace, name, &run.uid);
-                uids.insert(run.uid.to_string());
-            }
-        }
+            .chain(workflow_runs.iter().filter_map(|r| r.meta().uid.clone()));
         Self {
-            runs: known,
-            live: uids,
+            runs: Runs::from_metadata(runs.iter().map(|run| run.meta())),
+            live: uids.collect(),
+            finished: scope.finished_runs.clone(),
         }
     }
 
+    /// An object is an orphan when neither the cached runs nor the finished ones keep it
+    /// (a run's name is either cached or finished, never both).
     fn is_orphan(&self, selection: Selection, object: &ObjectMeta) -> bool {
+        let finished = self.finished_named_by(object);
         match selection {
-            Selection::Labelled => verdict(object, &self.runs).is_orphan(),
-            Selection::RunOwned => owned_verdict(object, &self.live).is_orphan(),
+            Selection::Labelled => {
+                verdict(object, &self.runs).is_orphan() && verdict(object, &finished).is_orphan()
+            }
+            Selection::RunOwned => {
+                let uids = finished.uids().map(str::to_owned).collect();
+                owned_verdict(object, &self.live).is_orphan()
+                    && owned_verdict(object, &uids).is_orphan()
+            }
         }
+    }
+
+    /// The finished runs `object`'s owner references name, in its namespace.
+    fn finished_named_by(&self, object: &ObjectMeta) -> Runs {
+        let mut named = Runs::default();
+        let (Some(finished), Some(namespace)) = (&self.finished, &object.namespace) else {
+            return named;
+        };
+        let finished = finished.lock();
+        for owner in object.owner_references.iter().flatten() {
+            if let Some(run) = finished.get(namespace, &owner.name) {
+                named.insert(namespace, &owner.name, &run.uid);
+            }
+        }
+        named
     }
 }
 
@@ -373,6 +393,53 @@ async fn fresh_verdict(
                 live.extend(fresh.and_then(|m| m.uid));
             }
             Ok(owned_verdict(meta, &live))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_core::sandbox::TtlDefaults;
+    use kube::core::DeserializeGuard;
+    use serde_json::json;
+
+    use super::*;
+    use crate::caches::Diverted;
+    use crate::controllers::scenario::{NS, object, store_of};
+
+    /// An object of the run `run` (UID `uid`): labelled for it, or (`labelled` false) a
+    /// token Secret Konveyor's Hub made, owned by it.
+    fn owned_by(run: &str, uid: &str, labelled: bool) -> ObjectMeta {
+        serde_json::from_value(json!({
+            "name": format!("{run}-object"), "namespace": NS,
+            "labels": if labelled { json!({agentic_core::sandbox::RUN_LABEL: run}) } else { json!({}) },
+            "ownerReferences": [{
+                "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun", "name": run,
+                "uid": uid, "controller": true
+            }],
+        }))
+        .expect("metadata")
+    }
+
+    #[test]
+    fn the_objects_of_a_finished_run_kept_apart_are_not_orphans() {
+        let (finished, _due) = FinishedRunCache::new(TtlDefaults::default());
+        let done: AgentRun = object(json!({
+            "metadata": {"name": "done", "uid": "u-done"},
+            "spec": {"agentRef": "coder"},
+            "status": {"phase": "Succeeded"},
+        }));
+        assert!(finished.keep(&DeserializeGuard(Ok(done))));
+        let known = Known::of(&SweepScope {
+            namespace: Some(NS.into()),
+            runs: store_of(Vec::<AgentRun>::new()),
+            finished_runs: Some(finished),
+            workflow_runs: store_of(Vec::<AgentWorkflowRun>::new()),
+        });
+        for (selection, labelled) in [(Selection::Labelled, true), (Selection::RunOwned, false)] {
+            assert!(!known.is_orphan(selection, &owned_by("done", "u-done", labelled)));
+            assert!(known.is_orphan(selection, &owned_by("done", "u-old", labelled)));
+            assert!(known.is_orphan(selection, &owned_by("gone", "u-gone", labelled)));
         }
     }
 }
