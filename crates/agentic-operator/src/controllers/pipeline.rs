@@ -110,12 +110,7 @@ pub trait Reconciled:
     /// What the kind records once `new` is written (runs: the metrics of their transitions).
     fn written(&self, _ctx: &Context, _old: &Self::Status, _new: &Self::Status) {}
 
-    /// The object as its watch caches it: without what no reader of the cache needs (a
-    /// finished run's spec). Every pass and mapper of every kind reads the cached object, so
-    /// what this drops must be what none of them reads.
-    fn trim_cached(&mut self) {}
-
-    /// Whether the object's passes only keep time (a finished run's expiry): after a list,
+    /// Whether the object's passes only keep time (a finished workflow run's expiry): after a list,
     /// its pass comes after those of the objects that may still change.
     fn settled(&self) -> bool {
         false

@@ -303,11 +303,6 @@ impl Watches {
             self.namespace.as_deref(),
         );
         let watch = SharedWatch::new(K::KIND, api, self.initial_list.config())
-            .trimmed(|object: &mut Guarded<K>| {
-                if let Ok(object) = &mut object.0 {
-                    object.trim_cached();
-                }
-            })
             .settling(|object| object.0.as_ref().is_ok_and(K::settled));
         let subscriptions = watch.subscriptions();
         // What was under the key was not the kind's watch, which cannot be: replaced whole,
