@@ -186,6 +186,27 @@ fn assert_one_replica_per_shard(served: &[Served], end: Timestamp) {
     }
 }
 
+/// Who served what until now, read from the replicas' logs in `logs` (`killed`: the replica
+/// killed at that time), checked at every moment: never two replicas on one shard, and every
+/// operator Event of `namespaces` posted by a replica serving its namespace's shard then.
+async fn assert_served_one_replica_at_a_time(
+    client: &Client,
+    shards: Shards,
+    namespaces: &[String],
+    logs: &Path,
+    replicas: &[&str],
+    killed: Option<(&str, Timestamp)>,
+) -> Vec<Served> {
+    let now = Timestamp::now();
+    let served = all_served(logs, replicas, killed);
+    assert_one_replica_per_shard(&served, now);
+    for namespace in namespaces {
+        assert_events_from_the_shards_server(client, namespace, shards.of(namespace), &served, now)
+            .await;
+    }
+    served
+}
+
 /// Every operator Event in `namespace` (of `shard`) was posted, and its series last
 /// observed, while its reporter served the shard.
 async fn assert_events_from_the_shards_server(
@@ -321,19 +342,15 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
     first_runs_served(&client, &namespaces).await;
     // Every object of a namespace was written by the replica serving its shard at the time:
     // its Events (the Agent's, the Gateway's, the run's) say so.
-    let now = Timestamp::now();
-    let so_far = all_served(logs.path(), &identities, None);
-    assert_one_replica_per_shard(&so_far, now);
-    for namespace in &namespaces {
-        assert_events_from_the_shards_server(
-            &client,
-            namespace,
-            shards.of(namespace),
-            &so_far,
-            now,
-        )
-        .await;
-    }
+    let so_far = assert_served_one_replica_at_a_time(
+        &client,
+        shards,
+        &namespaces,
+        logs.path(),
+        &identities,
+        None,
+    )
+    .await;
     for identity in identities {
         assert!(
             so_far.iter().any(|stretch| stretch.replica == identity),
@@ -382,18 +399,16 @@ async fn two_replicas_split_the_namespaces_and_one_takes_over_the_others_shard_w
         "shard taken over {taken_over:?} after the kill, its new run served after {served_after:?}"
     );
 
-    let now = Timestamp::now();
-    let all = all_served(
+    let all = assert_served_one_replica_at_a_time(
+        &client,
+        shards,
+        &namespaces,
         logs.path(),
         &identities,
         Some((victim.as_str(), killed_at_wall)),
-    );
+    )
+    .await;
     eprintln!("who served what: {all:#?}");
-    assert_one_replica_per_shard(&all, now);
-    for namespace in &namespaces {
-        assert_events_from_the_shards_server(&client, namespace, shards.of(namespace), &all, now)
-            .await;
-    }
     assert!(
         reporters(&client, orphaned).await.contains(&survivor),
         "the run created after the kill is the survivor's"
@@ -499,19 +514,15 @@ async fn with_server_side_shard_watches_the_api_server_sends_each_replica_its_sh
         },
     )
     .await;
-    let now = Timestamp::now();
-    let served = all_served(logs.path(), &identities, None);
-    assert_one_replica_per_shard(&served, now);
-    for namespace in &namespaces {
-        assert_events_from_the_shards_server(
-            &client,
-            namespace,
-            shards.of(namespace),
-            &served,
-            now,
-        )
-        .await;
-    }
+    assert_served_one_replica_at_a_time(
+        &client,
+        shards,
+        &namespaces,
+        logs.path(),
+        &identities,
+        None,
+    )
+    .await;
     for replica in &mut replicas {
         replica.start_kill().expect("SIGKILL");
         let _ = replica.wait().await;
