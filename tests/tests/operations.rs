@@ -16,7 +16,7 @@ use agentic_integration_tests::{
     wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_oci::{RegistryClient, RegistryOptions};
-use agentic_operator::caches::InitialList;
+use agentic_operator::caches::{FinishedRunsWatched, InitialList, LIVE_RUNS, finished_runs_of};
 use agentic_operator::context::{Context, RunDefaults, SandboxBackend, Settings};
 use agentic_operator::controllers::{self, Readiness, Scope};
 use agentic_operator::metrics::Metrics;
@@ -201,6 +201,113 @@ async fn the_api_server_is_found_to_stream_initial_lists() {
     assert_eq!(
         InitialList::probe(&client, None).await,
         InitialList::Streaming
+    );
+}
+
+/// The AgentRun CRD declares `status.phase` selectable, so the operator watches the finished
+/// runs apart from the live ones (every other test of this binary runs its operator that way;
+/// the one watch of every run, for a CRD without the field, runs in the controllers'
+/// scenarios). What that relies on, as the API server does it: the live runs' selector
+/// leaves the finished out of a list, each finished phase lists alone, and a live run that
+/// finishes leaves the live runs' watch with a delete.
+#[tokio::test]
+async fn the_api_server_selects_runs_by_phase_so_finished_runs_are_watched_apart() {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{ListParams, WatchEvent, WatchParams};
+
+    let env = env().await;
+    let ns = env.namespace("ops-phase").await.expect("namespace");
+    let client = env.client();
+    assert_eq!(
+        FinishedRunsWatched::probe(&client, Some(&ns)).await,
+        FinishedRunsWatched::Apart
+    );
+    assert_eq!(
+        FinishedRunsWatched::probe(&client, None).await,
+        FinishedRunsWatched::Apart
+    );
+    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
+    for name in ["live", "done", "ending"] {
+        let run: AgentRun = serde_json::from_value(json!({
+            "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
+            "metadata": {"name": name},
+            "spec": {"agentRef": "absent"},
+        }))
+        .expect("an AgentRun");
+        apply(&runs, &run).await;
+    }
+    let set_phase = |name: &'static str, phase: &'static str| {
+        let runs = runs.clone();
+        async move {
+            runs.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": phase}})),
+            )
+            .await
+            .expect("a status patch");
+        }
+    };
+    set_phase("done", "Succeeded").await;
+    set_phase("ending", "Running").await;
+    let names = |selector: String| {
+        let runs = runs.clone();
+        async move {
+            let mut names: Vec<String> = runs
+                .list_metadata(&ListParams::default().fields(&selector))
+                .await
+                .expect("a list by phase")
+                .items
+                .into_iter()
+                .filter_map(|run| run.metadata.name)
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    assert_eq!(names(LIVE_RUNS.to_string()).await, ["ending", "live"]);
+    assert_eq!(
+        names(finished_runs_of(AgentRunPhase::Succeeded)).await,
+        ["done"]
+    );
+    assert!(
+        names(finished_runs_of(AgentRunPhase::Failed))
+            .await
+            .is_empty()
+    );
+
+    // A streamed list of the live runs, then `ending` fails: it leaves with a delete.
+    let params = WatchParams {
+        field_selector: Some(LIVE_RUNS.to_string()),
+        bookmarks: true,
+        send_initial_events: true,
+        ..WatchParams::default()
+    };
+    let mut events = runs.watch(&params, "0").await.expect("a watch").boxed();
+    let mut listed = Vec::new();
+    let mut failed = false;
+    let left = tokio::time::timeout(CONVERGE, async {
+        while let Some(event) = events.try_next().await.expect("a watch event") {
+            match event {
+                WatchEvent::Added(run) => listed.push(run.metadata.name.unwrap_or_default()),
+                WatchEvent::Bookmark(_) if !failed => {
+                    failed = true;
+                    set_phase("ending", "Failed").await;
+                }
+                WatchEvent::Deleted(run) => return run.metadata.name,
+                _ => {}
+            }
+        }
+        None
+    })
+    .await
+    .expect("the live runs' watch hears of the run that failed in time");
+    listed.sort();
+    assert_eq!(listed, ["ending", "live"], "the live runs listed");
+    assert_eq!(left.as_deref(), Some("ending"));
+    assert_eq!(
+        names(finished_runs_of(AgentRunPhase::Failed)).await,
+        ["ending"]
     );
 }
 

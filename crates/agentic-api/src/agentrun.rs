@@ -42,6 +42,7 @@ pub const SPEC_IMMUTABLE_MESSAGE: &str =
     status = "AgentRunStatus",
     shortname = "ar",
     category = "konveyor",
+    selectable = ".status.phase",
     printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agentRef"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(

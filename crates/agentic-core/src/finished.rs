@@ -252,14 +252,18 @@ impl FinishedRuns {
     }
 
     /// The list that began at `started` ([`FinishedRuns::listing`]) has ended: the runs it
-    /// did not show (nor a watch event since) are gone.
-    pub fn listed(&mut self, started: u64) {
+    /// did not show (nor a watch event since) are gone. A list of the runs of one `phase`
+    /// (the operator watches each finished phase apart where the API server selects runs by
+    /// phase) drops only runs of that phase; `None`: a list of every run.
+    pub fn listed(&mut self, started: u64, phase: Option<AgentRunPhase>) {
         let gone: Vec<(Arc<str>, Box<str>)> = self
             .runs
             .iter()
             .flat_map(|(namespace, runs)| {
                 runs.iter()
-                    .filter(|(_, run)| run.listed < started)
+                    .filter(|(_, run)| {
+                        run.listed < started && phase.is_none_or(|phase| run.phase == phase)
+                    })
                     .map(move |(name, _)| (Arc::clone(namespace), name.clone()))
             })
             .collect();

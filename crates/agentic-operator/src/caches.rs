@@ -19,7 +19,9 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::reflector::Store;
 
-pub use finished_runs::{Diverted, FinishedRunCache, RunName};
+pub use finished_runs::{
+    Diverted, FinishedRunCache, FinishedRunsWatched, LIVE_RUNS, RunName, finished_runs_of,
+};
 pub use index::{Index, Indexed, Maintained};
 pub use initial_list::InitialList;
 pub use sandbox_pod::SandboxPod;

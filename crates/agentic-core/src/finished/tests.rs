@@ -199,7 +199,23 @@ fn a_list_forgets_the_runs_it_no_longer_shows() {
     let started = runs.listing();
     runs.keep(&ended("b", "Failed", "AgentFailed", "t", coder()));
     runs.keep(&ended("c", "Succeeded", "AgentSucceeded", "s", coder()));
-    runs.listed(started);
+    runs.listed(started, None);
+    let mut names: Vec<&str> = runs.iter().map(|(_, name, _)| name).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["b", "c"]);
+}
+
+#[test]
+fn a_list_of_one_phase_forgets_only_runs_of_that_phase() {
+    let mut runs = FinishedRuns::new(TtlDefaults::default());
+    runs.keep(&ended("a", "Succeeded", "AgentSucceeded", "s", coder()));
+    runs.keep(&ended("b", "Failed", "AgentFailed", "t", coder()));
+    runs.keep(&ended("c", "Succeeded", "AgentSucceeded", "s", coder()));
+    // The Succeeded runs' watch lists again and shows `c` only; the Failed runs' watch,
+    // listing on its own, has not shown `b` since, and `b` stays.
+    let started = runs.listing();
+    runs.keep(&ended("c", "Succeeded", "AgentSucceeded", "s", coder()));
+    runs.listed(started, Some(AgentRunPhase::Succeeded));
     let mut names: Vec<&str> = runs.iter().map(|(_, name, _)| name).collect();
     names.sort_unstable();
     assert_eq!(names, ["b", "c"]);

@@ -132,6 +132,7 @@ pub(super) fn controller(
 
 impl Reconciled for AgentRun {
     const KIND: &'static str = KIND;
+    const LIVE_FIELDS: Option<&'static str> = Some(crate::caches::LIVE_RUNS);
 
     fn phase(&self) -> &'static str {
         self.status

@@ -33,7 +33,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use crate::caches::{Caches, InitialList};
+use crate::caches::{Caches, FinishedRunsWatched, InitialList};
 use crate::context::Context;
 pub use watches::WatchOptions;
 use watches::{Stop, Watches};
@@ -52,7 +52,9 @@ pub enum Scope {
     Namespaces(Vec<String>),
 }
 
-/// What `/readyz` reports: ready once every watch has completed its first list, and also
+/// What `/readyz` reports: ready once every watch has completed its first list (but the
+/// finished runs' watches, where those are apart: nothing a new run needs waits for them),
+/// and also
 /// while the replica waits for leadership. A standby replica is healthy and must count as
 /// available, or a rolling update would wait forever for a new pod that cannot lead before
 /// the old one goes.
@@ -181,9 +183,12 @@ pub async fn run_until_shutdown(
         ([None], Some(shards)) => server_side_shards(&ctx.client, shards).await,
         _ => None,
     };
+    let finished_runs = FinishedRunsWatched::probe(&ctx.client, probed.as_deref()).await;
+    tracing::info!(?finished_runs, "how the finished runs are watched");
     let options = WatchOptions {
         initial_list,
         shard_selector,
+        finished_runs,
     };
     let mut runs = Vec::new();
     let mut listed = Vec::new();

@@ -110,6 +110,13 @@ pub trait Reconciled:
     /// What the kind records once `new` is written (runs: the metrics of their transitions).
     fn written(&self, _ctx: &Context, _old: &Self::Status, _new: &Self::Status) {}
 
+    /// The field selector of the objects not finished, for a kind whose finished objects
+    /// are watched apart where the API server selects them ([`FinishedRunsWatched`]); `None`:
+    /// one watch of every object.
+    ///
+    /// [`FinishedRunsWatched`]: crate::caches::FinishedRunsWatched
+    const LIVE_FIELDS: Option<&'static str> = None;
+
     /// Whether the object's passes only keep time (a finished workflow run's expiry): after a list,
     /// its pass comes after those of the objects that may still change.
     fn settled(&self) -> bool {

@@ -28,7 +28,7 @@ use kube::Resource;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use agentic_api::{DEFAULT_SKILLS_LABEL, SkillCollection};
+use agentic_api::{AgentRun, AgentRunPhase, DEFAULT_SKILLS_LABEL, SkillCollection};
 use agentic_core::sandbox::{PARAMS_ANNOTATION, RUN_LABEL, SKILLS_MANIFEST_ANNOTATION};
 use backon::BackoffBuilder as _;
 use kube::api::DynamicObject;
@@ -40,8 +40,9 @@ pub(super) use super::support::Stop;
 use super::support::api_for;
 use super::watch_health::WatchHealth;
 use crate::caches::{
-    Caches, Diverted, FinishedRunCache, Guarded, Index, Indexed, InitialList, KindCache, KindStore,
-    Maintained, PrefetchCaches, SandboxPod, SecretMeta, sandbox_resource,
+    Caches, Diverted, FinishedRunCache, FinishedRunsWatched, Guarded, Index, Indexed, InitialList,
+    KindCache, KindStore, Maintained, PrefetchCaches, SandboxPod, SecretMeta, finished_runs_of,
+    sandbox_resource,
 };
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
@@ -123,9 +124,20 @@ pub(super) struct Watches {
     /// With the work split across replicas: the shards whose namespaces' objects are
     /// cached and handed on; the others' are dropped as they arrive.
     shards: Option<ShardFilter>,
-    /// The finished runs the runs' watch keeps out of its cache, once the AgentRun
-    /// controller asked for them.
+    /// The finished runs, kept out of the runs' cache, once the AgentRun controller asked
+    /// for them.
     finished_runs: Option<FinishedRunCache>,
+    /// How the finished runs are watched.
+    finished_runs_watched: FinishedRunsWatched,
+    /// With [`FinishedRunsWatched::Apart`]: the watch of each finished phase, and the live
+    /// runs' watch, whose subscribers hear of the runs that leave it and which lists first.
+    finished_runs_apart: Option<FinishedRunWatches>,
+}
+
+/// The watches of the finished runs apart from the live ones'.
+struct FinishedRunWatches {
+    phases: Vec<SharedWatch<Guarded<AgentRun>>>,
+    live: Subscriptions<Guarded<AgentRun>>,
 }
 
 /// How the watches list, and what they ask the API server for.
@@ -137,6 +149,9 @@ pub struct WatchOptions {
     /// watched across every namespace (`--shard-watch=server`), once the API server was
     /// seen to filter by it.
     pub shard_selector: Option<String>,
+    /// How the finished runs are watched: apart from the live ones where the API server
+    /// selects runs by phase.
+    pub finished_runs: FinishedRunsWatched,
 }
 
 /// The watches of skill prefetch: the cluster's nodes, and the pods labelled
@@ -260,17 +275,45 @@ impl Watches {
             default_collections,
             shards,
             finished_runs: None,
+            finished_runs_watched: options.finished_runs,
+            finished_runs_apart: None,
         }
     }
 
-    /// Keeps the finished runs of the runs' watch in `finished_runs` instead of its cache
-    /// (`runs` is that watch's subscriptions), for every reader of this scope's caches.
+    /// Keeps the finished runs in `finished_runs` instead of the runs' cache (`runs` is the
+    /// runs' watch), for every reader of this scope's caches: filled by a watch of each
+    /// finished phase with [`FinishedRunsWatched::Apart`], else by the runs' watch, which
+    /// diverts them.
     pub fn keep_finished_runs(
         &mut self,
-        runs: &Subscriptions<Guarded<agentic_api::AgentRun>>,
+        runs: &Subscriptions<Guarded<AgentRun>>,
         finished_runs: FinishedRunCache,
     ) {
-        runs.divert(Arc::new(finished_runs.clone()));
+        match self.finished_runs_watched {
+            FinishedRunsWatched::Apart => {
+                let phases = [AgentRunPhase::Succeeded, AgentRunPhase::Failed]
+                    .into_iter()
+                    .map(|phase| {
+                        let api = <<AgentRun as Resource>::Scope as KindScope<AgentRun>>::watch_api(
+                            &self.client,
+                            &self.namespaced_client,
+                            self.namespace.as_deref(),
+                        );
+                        let config = self.initial_list.config().fields(&finished_runs_of(phase));
+                        let watch = SharedWatch::new(KIND_FINISHED_RUN, api, config);
+                        watch
+                            .subscriptions()
+                            .divert(finished_runs.feed(Some(phase)));
+                        watch
+                    })
+                    .collect();
+                self.finished_runs_apart = Some(FinishedRunWatches {
+                    phases,
+                    live: runs.clone(),
+                });
+            }
+            FinishedRunsWatched::WithTheLive => runs.divert(finished_runs.feed(None)),
+        }
         self.finished_runs = Some(finished_runs);
     }
 
@@ -302,7 +345,11 @@ impl Watches {
             &self.namespaced_client,
             self.namespace.as_deref(),
         );
-        let watch = SharedWatch::new(K::KIND, api, self.initial_list.config())
+        let config = match (self.finished_runs_watched, K::LIVE_FIELDS) {
+            (FinishedRunsWatched::Apart, Some(live)) => self.initial_list.config().fields(live),
+            _ => self.initial_list.config(),
+        };
+        let watch = SharedWatch::new(K::KIND, api, config)
             .settling(|object| object.0.as_ref().is_ok_and(K::settled));
         let subscriptions = watch.subscriptions();
         // What was under the key was not the kind's watch, which cannot be: replaced whole,
@@ -334,6 +381,26 @@ impl Watches {
         stop: &impl Fn() -> Stop,
     ) -> (Vec<BoxFuture<'static, ()>>, Vec<BoxFuture<'static, bool>>) {
         let shards = &self.shards;
+        // The finished runs' watches start once the live runs have listed, and /readyz does
+        // not wait for them: a restart over many finished runs serves the live ones first.
+        let mut after_the_live = Vec::new();
+        if let Some(FinishedRunWatches { phases, live }) = self.finished_runs_apart {
+            for watch in phases {
+                let live_listed = wait_ready(live.store());
+                let (run, _listed) = watch
+                    .telling_deletes_to(&live)
+                    .sharded(shards.clone())
+                    .start(health.clone(), stop());
+                after_the_live.push(
+                    async move {
+                        if live_listed.await {
+                            run.await;
+                        }
+                    }
+                    .boxed(),
+                );
+            }
+        }
         let mut started: Vec<Started> = self
             .kinds
             .into_iter()
@@ -369,9 +436,14 @@ impl Watches {
                     .start(health.clone(), stop()),
             );
         }
-        started.into_iter().unzip()
+        let (mut runs, listed): (Vec<_>, Vec<_>) = started.into_iter().unzip();
+        runs.extend(after_the_live);
+        (runs, listed)
     }
 }
+
+/// What `/readyz` and the logs call the watches of the finished runs.
+const KIND_FINISHED_RUN: &str = "AgentRun (finished)";
 
 /// `store`, as the cache of the `K`s.
 pub(super) fn kind_cache<K: Reconciled>(store: Store<Guarded<K>>) -> Arc<dyn KindCache> {
@@ -488,6 +560,19 @@ where
 {
     store: Store<K>,
     subscribed: Arc<Mutex<Subscribed<K>>>,
+}
+
+impl<K> Clone for Subscriptions<K>
+where
+    K: Resource + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            subscribed: Arc::clone(&self.subscribed),
+        }
+    }
 }
 
 impl<K> Subscriptions<K>
@@ -608,6 +693,28 @@ where
             subscribed: Arc::default(),
             settled: |_| false,
         }
+    }
+
+    /// The watch, handing what leaves its cache (an object deleted, or diverted once
+    /// changed) to the subscribers of `other`'s deletes too: for a second watch of the same
+    /// kind that selects what leaves `other`'s selection (a finished phase of the runs), so
+    /// that what a finished run frees is heard once it is kept where it goes.
+    fn telling_deletes_to(self, other: &Subscriptions<K>) -> Self {
+        let (touched, deleted) = {
+            let other = other
+                .subscribed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            (other.touched.clone(), other.deleted.clone())
+        };
+        let mut mine = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        mine.touched.extend(touched);
+        mine.deleted.extend(deleted);
+        drop(mine);
+        self
     }
 
     /// The watch, handing on the objects `settled` picks after the others when it lists.

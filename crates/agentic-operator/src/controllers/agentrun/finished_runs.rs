@@ -186,12 +186,10 @@ mod tests {
     /// (at most 30 s: a pass is a few requests to the fake API server).
     async fn drive_until(api: &FakeApi, runs: &[AgentRun], done: impl Fn(&FakeApi) -> bool) {
         let (finished, due) = FinishedRunCache::new(TtlDefaults::default());
+        let feed = finished.feed(None);
         for run in runs {
             api.put(run);
-            assert!(crate::caches::Diverted::keep(
-                &finished,
-                &DeserializeGuard(Ok(run.clone()))
-            ));
+            assert!(feed.keep(&DeserializeGuard(Ok(run.clone()))));
         }
         let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
         let stop: Stop = Box::pin(stop_rx.map(|_| ()));

@@ -180,10 +180,20 @@ pub(crate) async fn sweep(
     let Some(interval) = interval.filter(|i| !i.is_zero()) else {
         return;
     };
+    // The finished runs too, when they are watched apart: a sandbox of a finished run
+    // not listed yet is not an orphan.
     let listed = futures::future::join_all(scopes.iter().flat_map(|s| {
+        let finished = s.finished_runs.clone();
         [
             s.runs.wait_until_ready().boxed(),
             s.workflow_runs.wait_until_ready().boxed(),
+            async move {
+                if let Some(finished) = finished {
+                    finished.listed().await;
+                }
+                Ok(())
+            }
+            .boxed(),
         ]
     }));
     tokio::select! {
@@ -404,7 +414,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::caches::Diverted;
     use crate::controllers::scenario::{NS, object, store_of};
 
     /// An object of the run `run` (UID `uid`): labelled for it, or (`labelled` false) a
@@ -429,7 +438,7 @@ mod tests {
             "spec": {"agentRef": "coder"},
             "status": {"phase": "Succeeded"},
         }));
-        assert!(finished.keep(&DeserializeGuard(Ok(done))));
+        assert!(finished.feed(None).keep(&DeserializeGuard(Ok(done))));
         let known = Known::of(&SweepScope {
             namespace: Some(NS.into()),
             runs: store_of(Vec::<AgentRun>::new()),

@@ -289,6 +289,9 @@ impl Counted {
     }
 }
 
+/// How soon a policy's pass looks again while the finished runs are listing.
+const FINISHED_RUNS_LISTING_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The status of the policy `id` from the runs and policies in `caches` (none: no run is
 /// watched, so none is counted) and the keys it names.
 async fn status_of(
@@ -305,6 +308,15 @@ async fn status_of(
             .wait(&id.to_string(), generation, std::time::Instant::now())
     {
         return Ok(Pass::then(old.clone(), Action::requeue(wait)));
+    }
+    if let Some(finished) = caches.as_ref().and_then(|c| c.finished_runs.as_ref())
+        && !finished.is_listed()
+    {
+        // Counted now, the blast radius would leave out the finished runs still listing.
+        return Ok(Pass::then(
+            old.clone(),
+            Action::requeue(FINISHED_RUNS_LISTING_RETRY),
+        ));
     }
     let blast = match &caches {
         Some(caches) => {
