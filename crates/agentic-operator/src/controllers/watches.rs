@@ -1142,6 +1142,63 @@ mod tests {
         );
     }
 
+    /// A watch of ConfigMaps that never reaches an API server: only its subscriptions and
+    /// hand-offs are used.
+    fn unwatched() -> SharedWatch<ConfigMap> {
+        let never = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, tower::BoxError>("not called".into())
+        });
+        let api = Api::namespaced(Client::new(never, "ns"), "ns");
+        SharedWatch::new("ConfigMap", api, watcher::Config::default())
+    }
+
+    #[tokio::test]
+    async fn a_second_watch_tells_the_firsts_followers_of_what_it_takes_in_once_kept() {
+        // The live objects' watch, followed by a controller of the kind and by others.
+        let live = unwatched();
+        let followed = live.subscriptions();
+        let mut applied = followed.applied();
+        let mut touched = followed.touched();
+        let mut deleted = followed.deleted();
+        // The finished objects' watch, which keeps them all apart.
+        let finished = unwatched();
+        let kept = Arc::new(KeepsDone::default());
+        finished.subscriptions().divert(kept.clone());
+        let finished = finished.telling_deletes_to(&followed);
+        let mut subscribers = std::mem::take(
+            &mut *finished
+                .subscribed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        let diverted = subscribers.diverted.clone().expect("a diversion");
+        let mut writer = Writer::default();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(config_map("done-listed")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(config_map("done-now")),
+        ] {
+            if let Some(Ok(event)) = divert(diverted.as_ref(), Ok(event)) {
+                deliver(event, &mut writer, &mut subscribers);
+            }
+        }
+        // Listed: kept, nobody told. Finished now: kept first, then the followers hear.
+        assert!(writer.as_reader().state().is_empty());
+        assert_eq!(names(&mut touched), ["done-now"]);
+        assert_eq!(names(&mut deleted), ["done-now"]);
+        assert!(names(&mut applied).is_empty(), "not the kind's controller");
+        let heard = kept
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        assert_eq!(
+            heard,
+            ["listing", "keep done-listed", "listed", "keep done-now"]
+        );
+    }
+
     #[test]
     fn each_subscriber_gets_what_it_follows() {
         let (applied_tx, mut applied_rx) = unbounded();
