@@ -311,6 +311,37 @@ async fn the_api_server_selects_runs_by_phase_so_finished_runs_are_watched_apart
     );
 }
 
+/// An operator watching several namespaces is ready once their watches have listed, and
+/// stops. Before, `/readyz` waited on the watch caches' own readiness, which kube-runtime
+/// signals to the last waiter only: with the kind's controller, `/readyz` and the finished
+/// runs' watches waiting on one cache, some never woke, and with several namespaces the
+/// operator stayed unready (and its finished runs' watches never started) for good.
+#[tokio::test]
+async fn an_operator_watching_several_namespaces_is_ready_and_stops() {
+    let env = env().await;
+    let mut namespaces = Vec::new();
+    for i in 0..6 {
+        namespaces.push(
+            env.namespace(&format!("ops-many-{i}"))
+                .await
+                .expect("namespace"),
+        );
+    }
+    let operator = agentic_integration_tests::Operator::start_watching(
+        env.client(),
+        namespaces,
+        SandboxBackend::Pod,
+        Vec::new(),
+        None,
+    );
+    eventually("the operator watching six namespaces is ready", || {
+        let ready = operator.readiness.is_ready();
+        async move { ready.then_some(()) }
+    })
+    .await;
+    operator.stop().await;
+}
+
 #[tokio::test]
 async fn readiness_stays_unavailable_while_the_watches_cannot_list() {
     let env = env().await;

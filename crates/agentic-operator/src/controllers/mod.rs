@@ -217,10 +217,12 @@ pub async fn run_until_shutdown(
         }
         caches.push(started.caches);
     }
+    let (every_watch_listed, sweep_after) = watch::channel(false);
     let mark_ready = async move {
         let listed = futures::future::join_all(listed).await;
         if listed.into_iter().all(|listed| listed) {
             readiness.listed.store(true, Ordering::Relaxed);
+            every_watch_listed.send_replace(true);
             tracing::info!("every watch has listed; ready");
         }
     };
@@ -229,6 +231,7 @@ pub async fn run_until_shutdown(
         ctx.clone(),
         sweep_scopes,
         ctx.settings.run_defaults.orphan_sweep_interval,
+        sweep_after,
         shutdown.clone(),
     );
     tokio::join!(

@@ -386,14 +386,14 @@ impl Watches {
         let mut after_the_live = Vec::new();
         if let Some(FinishedRunWatches { phases, live }) = self.finished_runs_apart {
             for watch in phases {
-                let live_listed = wait_ready(live.store());
+                let live_listed = live.listed();
                 let (run, _listed) = watch
                     .telling_deletes_to(&live)
                     .sharded(shards.clone())
                     .start(health.clone(), stop());
                 after_the_live.push(
                     async move {
-                        if live_listed.await {
+                        if live_listed.wait().await {
                             run.await;
                         }
                     }
@@ -493,13 +493,20 @@ impl<K: Reconciled> KindWatch for SharedWatch<Guarded<K>> {
     }
 }
 
-/// True once the watch behind `store` has listed; false when it stopped before that.
-async fn wait_ready<K>(store: Store<K>) -> bool
-where
-    K: kube::runtime::reflector::Lookup + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store.wait_until_ready().await.is_ok()
+/// Whether a watch has listed once, for any number of waiters.
+///
+/// Not the store's own `wait_until_ready`: kube-runtime keeps that as a oneshot channel that
+/// wakes only the waiter that polled it last, so with several waiters on one store (the
+/// kind's controller, `/readyz`, the finished runs' watches, the orphan sweep) all but one
+/// could wait forever. With several namespaces watched that left `/readyz` at 503 for good.
+#[derive(Clone)]
+pub(super) struct Listed(tokio::sync::watch::Receiver<bool>);
+
+impl Listed {
+    /// True once the watch has listed; false when it stopped before that.
+    pub async fn wait(mut self) -> bool {
+        self.0.wait_for(|listed| *listed).await.is_ok()
+    }
 }
 
 /// The watch of one kind in one scope, its cache, and who follows it.
@@ -515,6 +522,8 @@ where
     dyntype: K::DynamicType,
     /// Who follows it, shared with its [`Subscriptions`] until it starts.
     subscribed: Arc<Mutex<Subscribed<K>>>,
+    /// Turned true once it has listed; dropped (so false for good) if it stops before.
+    listed: tokio::sync::watch::Sender<bool>,
     /// The objects whose passes only keep time (a finished run's expiry): after a list they
     /// are handed on after the others, so that a restart over many finished runs reaches
     /// the live ones first.
@@ -560,6 +569,7 @@ where
 {
     store: Store<K>,
     subscribed: Arc<Mutex<Subscribed<K>>>,
+    listed: Listed,
 }
 
 impl<K> Clone for Subscriptions<K>
@@ -571,6 +581,7 @@ where
         Self {
             store: self.store.clone(),
             subscribed: Arc::clone(&self.subscribed),
+            listed: self.listed.clone(),
         }
     }
 }
@@ -583,6 +594,11 @@ where
     /// The cache the watch fills.
     pub fn store(&self) -> Store<K> {
         self.store.clone()
+    }
+
+    /// Whether the watch has listed.
+    pub fn listed(&self) -> Listed {
+        self.listed.clone()
     }
 
     /// The objects created or changed, for the controller of the kind: a deleted object has
@@ -691,6 +707,7 @@ where
             writer: Writer::new(dyntype.clone()),
             dyntype,
             subscribed: Arc::default(),
+            listed: tokio::sync::watch::Sender::new(false),
             settled: |_| false,
         }
     }
@@ -758,13 +775,14 @@ where
         Subscriptions {
             store: self.store(),
             subscribed: Arc::clone(&self.subscribed),
+            listed: Listed(self.listed.subscribe()),
         }
     }
 
     /// Starts the watch: the future that runs it until `shutdown` and then closes the
     /// subscribers' channels, and the one that finishes once it has listed.
     pub fn start(self, health: Arc<WatchHealth>, shutdown: Stop) -> Started {
-        let ready = Box::pin(wait_ready(self.store()));
+        let ready = Box::pin(Listed(self.listed.subscribe()).wait());
         (self.run(health, shutdown), ready)
     }
 
@@ -775,6 +793,7 @@ where
             writer,
             dyntype,
             subscribed,
+            listed,
             settled,
         } = self;
         let mut subscribed =
@@ -791,7 +810,13 @@ where
             let watching = async {
                 while let Some(event) = events.next().await {
                     match event {
-                        Ok(event) => fan_out(event, &cache, &dyntype, settled, &mut subscribed),
+                        Ok(event) => {
+                            let list_ended = matches!(event, watcher::Event::InitDone);
+                            fan_out(event, &cache, &dyntype, settled, &mut subscribed);
+                            if list_ended {
+                                listed.send_replace(true);
+                            }
+                        }
                         Err(error) if expired(&error) => {
                             tracing::debug!(kind, "watch expired; relisting");
                         }

@@ -22,7 +22,6 @@ use agentic_api::{AgentRun, AgentWorkflowRun};
 use agentic_core::owners::controlling_run;
 use agentic_core::sandbox::RUN_LABEL;
 use agentic_core::sweep::{Runs, Verdict, owned_verdict, verdict};
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Preconditions};
@@ -170,34 +169,33 @@ fn swept_kinds(backend: SandboxBackend) -> Vec<Swept> {
 }
 
 /// Sweeps each watched scope (a namespace, or `None` for all) with the AgentRun cache of
-/// that scope, every `interval`, until `shutdown` turns true; `None` never sweeps.
+/// that scope, every `interval`, until `shutdown` turns true; `None` never sweeps. The first
+/// pass waits until `listed` (every watch has listed) turns true, and the finished runs
+/// too, when they are watched apart: a sandbox of a finished run not listed yet is not an
+/// orphan.
 pub(crate) async fn sweep(
     ctx: Arc<Context>,
     scopes: Vec<SweepScope>,
     interval: Option<Duration>,
+    mut listed: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let Some(interval) = interval.filter(|i| !i.is_zero()) else {
         return;
     };
-    // The finished runs too, when they are watched apart: a sandbox of a finished run
-    // not listed yet is not an orphan.
-    let listed = futures::future::join_all(scopes.iter().flat_map(|s| {
-        let finished = s.finished_runs.clone();
-        [
-            s.runs.wait_until_ready().boxed(),
-            s.workflow_runs.wait_until_ready().boxed(),
-            async move {
-                if let Some(finished) = finished {
-                    finished.listed().await;
-                }
-                Ok(())
-            }
-            .boxed(),
-        ]
-    }));
+    let finished_listed = futures::future::join_all(
+        scopes
+            .iter()
+            .filter_map(|s| s.finished_runs.clone())
+            .map(|finished| async move { finished.listed().await }),
+    );
+    let everything_listed = async {
+        let listed = listed.wait_for(|listed| *listed).await.is_ok();
+        finished_listed.await;
+        listed
+    };
     tokio::select! {
-        listed = listed => if listed.iter().any(Result::is_err) { return },
+        listed = everything_listed => if !listed { return },
         _ = shutdown.wait_for(|stop| *stop) => return,
     }
     for kind in swept_kinds(ctx.settings.sandbox_backend) {
