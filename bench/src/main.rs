@@ -70,6 +70,7 @@ mod node;
 mod proxy;
 mod reports;
 mod restart;
+mod spread;
 
 #[derive(Parser, Debug)]
 #[command(about = "Throughput and footprint of agentic-operator on the test control plane")]
@@ -130,6 +131,22 @@ struct Args {
     /// `reports.rs`.
     #[arg(long, conflicts_with_all = ["node", "ceiling", "existing"])]
     report_loads: bool,
+    /// Spread the runs, existing and timed, over this many namespaces, each with the Agent,
+    /// Gateway and SkillCards the runs need; their names are picked so that each of
+    /// `--shards` shards holds as many, the same names whatever `--replicas`. Default 1, or
+    /// 16 with `--replicas` over 1; see `spread.rs`.
+    #[arg(long, conflicts_with_all = ["node", "ceiling", "report_loads"])]
+    namespaces: Option<usize>,
+    /// With `--existing`: restart this many operator processes over the existing runs,
+    /// sharing the namespaces (`agentic-operator run --shards`, each named in the shard
+    /// Leases), and create the timed runs once they have split the shards. 1 restarts one
+    /// operator without sharding, as a single replica runs.
+    #[arg(long, default_value_t = 1, conflicts_with_all = ["node", "ceiling", "report_loads"])]
+    replicas: usize,
+    /// The shards the namespaces are spread over, and the replicas' `--shards` with
+    /// `--replicas` over 1.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    shards: u32,
 }
 
 /// The Agent every run names.
@@ -173,6 +190,25 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             args.operator.display()
         )
     })?;
+    let spread = args
+        .namespaces
+        .unwrap_or(if args.replicas > 1 { 16 } else { 1 });
+    if spread == 0 || args.replicas == 0 {
+        bail!("--namespaces and --replicas must be at least 1");
+    }
+    let shards = agentic_core::shard::Shards::new(args.shards);
+    if args.replicas > 1 {
+        if args.existing == 0 {
+            bail!("--replicas over 1 restarts the operator over existing runs: give --existing");
+        }
+        if args.replicas > args.shards as usize || spread < args.shards as usize {
+            bail!(
+                "--replicas {} over --shards {} and --namespaces {spread}: every replica needs a shard and every shard a namespace",
+                args.replicas,
+                args.shards
+            );
+        }
+    }
     eprintln!("starting the control plane and registry");
     let env = TestEnv::start(TestEnvOptions {
         with_agent_sandbox: false,
@@ -183,66 +219,93 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     })
     .await?;
     let client = env.client();
-    let ns = env.namespace("bench").await?;
+    let namespaces = if spread == 1 && args.replicas == 1 {
+        vec![env.namespace("bench").await?]
+    } else {
+        let names = spread::pick_namespaces(spread, shards);
+        spread::create_namespaces(&client, &names).await?;
+        names
+    };
+    let ns = namespaces[0].clone();
     let registry = env.registry_addr().context("the registry")?;
     let log = tempfile::NamedTempFile::new()?;
     let mut operator_args = args.operator_args.clone();
     if args.report_loads {
         operator_args.extend(reports::OPERATOR_ARGS.map(str::to_owned));
     }
-    let mut child = start_operator(&operator, &operator_args, &env, &ns, &registry, &log)?;
+    let mut child = start_operator(
+        &operator,
+        &operator_args,
+        &env,
+        &namespaces,
+        &registry,
+        &log,
+        None,
+    )?;
     let pid = child.id().context("the operator's pid")?;
     eprintln!(
-        "operator pid {pid}, log {}; setting up the Agent",
-        log.path().display()
+        "operator pid {pid}, log {}; setting up the Agent in {} namespace(s)",
+        log.path().display(),
+        namespaces.len()
     );
-    fixture(&client, &ns, &registry, args.trust).await?;
-    let mut metrics = operator_addr(log.path(), PROBES_LOG, "metrics").await?;
+    fixture(&client, &namespaces, &registry, args.trust).await?;
+    let metrics = operator_addr(log.path(), PROBES_LOG, "metrics").await?;
 
     if args.ceiling {
         child.kill().await?;
-        let report = ceiling(&client, &ns, &args, &Processes::of(&env, None)?).await?;
+        let report = ceiling(&client, &ns, &args, &Processes::of(&env, &[])?).await?;
         println!("{report}");
         return Ok(());
     }
 
-    let (mut child, pid, log, restart) = if args.existing > 0 {
+    let (mut replicas, restart) = if args.existing > 0 {
         child.kill().await?;
         let skills = restart::pinned_skills(&client, &ns).await?;
         let (waiting, finished) = restart::split(args.existing);
-        eprintln!("operator stopped; creating {finished} finished and {waiting} waiting runs");
-        let loaded =
-            restart::existing_runs(&client, &ns, args.existing, args.concurrency, &skills).await?;
         eprintln!(
-            "created in {:.1} s; restarting the operator",
-            loaded.as_secs_f64()
+            "operator stopped; creating {finished} finished and {waiting} waiting runs in {} namespace(s)",
+            namespaces.len()
         );
-        let log = tempfile::NamedTempFile::new()?;
-        let spawned = Instant::now();
-        let child = start_operator(&operator, &args.operator_args, &env, &ns, &registry, &log)?;
-        let pid = child.id().context("the operator's pid")?;
-        let health = operator_addr(log.path(), PROBES_LOG, "health").await?;
-        metrics = operator_addr(log.path(), PROBES_LOG, "metrics").await?;
-        let ready = restart::ready(&health, spawned).await?;
+        let loaded = restart::existing_runs(
+            &client,
+            &namespaces,
+            args.existing,
+            args.concurrency,
+            &skills,
+        )
+        .await?;
         eprintln!(
-            "operator pid {pid} ready {:.2} s after its start",
-            ready.as_secs_f64()
+            "created in {:.1} s; restarting {} operator(s)",
+            loaded.as_secs_f64(),
+            args.replicas
         );
-        (child, pid, log, Some((spawned, ready, cpu_seconds(pid)?)))
+        let (replicas, restart) =
+            restart_replicas(&operator, &args, &env, &namespaces, &registry, shards).await?;
+        (replicas, Some((loaded, restart)))
     } else {
-        (child, pid, log, None)
+        let replica = Replica {
+            identity: "operator".into(),
+            child,
+            pid,
+            log,
+            metrics,
+            at_ready: None,
+        };
+        (vec![replica], None)
     };
-    let processes = Processes::of(&env, Some(pid))?;
-    let seen = Seen::watch(&client, &ns).await?;
+    let pids: Vec<u32> = replicas.iter().map(|replica| replica.pid).collect();
+    let processes = Processes::of(&env, &pids)?;
+    let one_namespace = (namespaces.len() == 1).then_some(ns.as_str());
+    let seen = Seen::watch(&client, one_namespace).await?;
     let cpu_before = processes.cpu()?;
-    let registry_before = registry_requests(&metrics).await?;
+    let registry_before = registry_requests_of(&replicas).await?;
     let before = request_counts(&client).await?;
     let created = Arc::new(Mutex::new(HashMap::new()));
     let started = Instant::now();
-    let runs: Api<AgentRun> = Api::namespaced(client.clone(), &ns);
     futures::stream::iter(0..args.runs)
         .map(|i| {
-            let runs = runs.clone();
+            let runs: Api<AgentRun> =
+                Api::namespaced(client.clone(), spread::namespace_of(i, &namespaces));
             let created = created.clone();
             async move {
                 let name = format!("run-{i:05}");
@@ -267,7 +330,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let cpu_runs = processes.cpu()?.since(&cpu_before);
     let reported = if args.report_loads {
         let (message, field) = reports::RECEIVER_LOG;
-        let receiver = operator_addr(log.path(), message, field).await?;
+        let receiver = operator_addr(replicas[0].log.path(), message, field).await?;
         let names: Vec<String> = (0..args.runs).map(|i| format!("run-{i:05}")).collect();
         let cpu_before = processes.cpu()?;
         let started = Instant::now();
@@ -281,7 +344,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     };
     let quiet = quiesce(&client).await?;
     let after = request_counts(&client).await?;
-    let registry_during = registry_requests(&metrics).await? - registry_before;
+    let registry_during = registry_requests_of(&replicas).await? - registry_before;
 
     let latencies = {
         let created = lock(&created);
@@ -309,25 +372,57 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
     let idle_after = request_counts(&client).await?;
     let idle = subtract(&idle_after, &idle_before);
-    let cpu_total = cpu_seconds(pid)?;
-    let rss = peak_rss_mb(pid)?;
-    let rss_now = status_mb(pid, "VmRSS")?;
-    child.kill().await?;
-    drop(log);
+    let mut ends = Vec::new();
+    for replica in &mut replicas {
+        let end = ReplicaEnd {
+            cpu: cpu_seconds(replica.pid)?,
+            peak_rss: peak_rss_mb(replica.pid)?,
+            rss: status_mb(replica.pid, "VmRSS")?,
+            served: (args.replicas > 1)
+                .then(|| std::fs::read_to_string(replica.log.path()).map(|l| spread::served(&l)))
+                .transpose()?,
+        };
+        ends.push(end);
+    }
+    for replica in &mut replicas {
+        replica.child.kill().await?;
+    }
+    let cpu_total: f64 = ends.iter().map(|end| end.cpu).sum();
 
     let n = args.runs as f64;
     println!(
         "agentic-operator bench: {} runs, concurrency {}",
         args.runs, args.concurrency
     );
-    if let Some((spawned, ready, cpu_at_ready)) = restart {
+    if namespaces.len() > 1 || replicas.len() > 1 {
+        println!(
+            "  {} namespaces ({}), runs spread round-robin; {}",
+            namespaces.len(),
+            namespaces.join(", "),
+            if replicas.len() > 1 {
+                format!("{} replicas, --shards {}", replicas.len(), args.shards)
+            } else {
+                "one replica, not sharded".to_owned()
+            }
+        );
+    }
+    if let Some((loaded, Restart { spawned, ready })) = restart {
         let (waiting, finished) = restart::split(args.existing);
         let first = lock(&seen.pods).values().min().copied();
         println!(
-            "  restart over {} existing runs ({finished} finished, {waiting} waiting)",
-            args.existing
+            "  restart over {} existing runs ({finished} finished, {waiting} waiting), created in {:.1} s",
+            args.existing,
+            loaded.as_secs_f64()
         );
-        println!("    ready after             {:.2} s", ready.as_secs_f64());
+        println!(
+            "    ready after             {:.2} s{}",
+            ready.as_secs_f64(),
+            if replicas.len() > 1 {
+                " (every shard served, each replica's watches listed)"
+            } else {
+                ""
+            }
+        );
         println!(
             "    first new sandbox after {:.2} s from the start, {:.2} s from the first create",
             first.map_or(f64::NAN, |at| at.duration_since(spawned).as_secs_f64()),
@@ -337,6 +432,11 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             "    last new sandbox after  {:.2} s from the first create",
             last.duration_since(started).as_secs_f64()
         );
+        let cpu_at_ready: f64 = replicas
+            .iter()
+            .filter_map(|replica| replica.at_ready.as_ref())
+            .map(|at| at.cpu)
+            .sum();
         println!("    CPU by ready            {cpu_at_ready:.2} s");
     }
     println!("  loader's creates took     {:.2} s", loaded.as_secs_f64());
@@ -361,8 +461,31 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         );
         cpu.print("CPU during the reports", n, *elapsed);
     }
-    println!("  operator CPU in all       {cpu_total:.2} s");
-    println!("  operator peak RSS         {rss:.1} MB ({rss_now:.1} MB at the end)");
+    if let [end] = ends.as_slice() {
+        println!("  operator CPU in all       {cpu_total:.2} s");
+        println!(
+            "  operator peak RSS         {:.1} MB ({:.1} MB at the end)",
+            replicas[0].peak_rss(end),
+            end.rss
+        );
+        if let Some(at) = &replicas[0].at_ready {
+            println!(
+                "    peak RSS by ready {:.1} MB, from ready on {:.1} MB",
+                at.peak_rss, end.peak_rss
+            );
+        }
+    } else {
+        println!(
+            "  operators' CPU in all     {cpu_total:.2} s ({} replicas)",
+            replicas.len()
+        );
+    }
+    if namespaces.len() > 1 || replicas.len() > 1 {
+        println!("  per replica:");
+        for (replica, end) in replicas.iter().zip(&ends) {
+            replica.print(end, &namespaces, shards, args.existing, args.runs);
+        }
+    }
     println!("  quiet after               {:.1} s", quiet.as_secs_f64());
     let (reads, writes) = print_table("API requests per run (operator's)", &diff, n);
     println!("  per run: {reads:.2} reads, {writes:.2} writes");
@@ -384,20 +507,237 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One operator process of a round.
+struct Replica {
+    /// Its name in the shard Leases (`POD_NAME`); "operator" when not sharded.
+    identity: String,
+    child: tokio::process::Child,
+    pid: u32,
+    log: tempfile::NamedTempFile,
+    /// Where it serves `/metrics`.
+    metrics: String,
+    /// What it had spent when the operator (all replicas) reported ready, after a restart.
+    at_ready: Option<AtReady>,
+}
+
+/// A replica when the replicas reported ready.
+struct AtReady {
+    /// CPU seconds since its start.
+    cpu: f64,
+    /// Its peak RSS since its start, in MB; the peak is then reset, so that the peak at the
+    /// end says the peak from ready on.
+    peak_rss: f64,
+    /// What it served (sharded replicas).
+    served: Option<spread::Served>,
+}
+
+/// A replica at the end of a round, before it is stopped.
+struct ReplicaEnd {
+    /// CPU seconds since its start.
+    cpu: f64,
+    /// Its peak RSS since its start or, after a restart, since ready; in MB.
+    peak_rss: f64,
+    /// Its RSS now, in MB.
+    rss: f64,
+    served: Option<spread::Served>,
+}
+
+impl Replica {
+    /// Its peak RSS over its whole life, in MB.
+    fn peak_rss(&self, end: &ReplicaEnd) -> f64 {
+        self.at_ready
+            .as_ref()
+            .map_or(end.peak_rss, |at| at.peak_rss.max(end.peak_rss))
+    }
+
+    /// A line or two on what it served and spent.
+    fn print(
+        &self,
+        end: &ReplicaEnd,
+        namespaces: &[String],
+        shards: agentic_core::shard::Shards,
+        existing: usize,
+        runs: usize,
+    ) {
+        let served = end
+            .served
+            .as_ref()
+            .map_or_else(|| shards.all().collect(), |served| served.shards.clone());
+        let mine = spread::namespaces_in(namespaces, shards, &served);
+        let sets = end.served.as_ref().map_or(String::new(), |served| {
+            format!(", {} set(s) of shards served since its start", served.sets)
+        });
+        let at_ready = self.at_ready.as_ref();
+        let changed = at_ready
+            .and_then(|at| at.served.as_ref())
+            .zip(end.served.as_ref())
+            .is_some_and(|(then, now)| then.shards != now.shards);
+        println!(
+            "    {} (pid {}): shards {served:?}{}, {} namespaces ({}), {} existing and {} new runs{sets}",
+            self.identity,
+            self.pid,
+            if changed {
+                " (changed after ready)"
+            } else {
+                ""
+            },
+            mine.len(),
+            mine.join(", "),
+            spread::runs_in(existing, namespaces, shards, &served),
+            spread::runs_in(runs, namespaces, shards, &served),
+        );
+        println!(
+            "      CPU by ready {:.2} s, in all {:.2} s; peak RSS {:.1} MB (by ready {:.1} MB, from ready on {:.1} MB), {:.1} MB at the end",
+            at_ready.map_or(f64::NAN, |at| at.cpu),
+            end.cpu,
+            self.peak_rss(end),
+            at_ready.map_or(f64::NAN, |at| at.peak_rss),
+            end.peak_rss,
+            end.rss
+        );
+    }
+}
+
+/// When the replicas of a restart were started, and how long until they reported ready.
+struct Restart {
+    spawned: Instant,
+    ready: Duration,
+}
+
+/// Starts `args.replicas` operator processes over `namespaces` (sharded when more than one)
+/// and waits until they are ready: one replica's `/readyz`, or several having split the
+/// shards and listed their own. Each one's CPU and peak RSS are noted then, and its peak
+/// reset.
+async fn restart_replicas(
+    operator: &std::path::Path,
+    args: &Args,
+    env: &TestEnv,
+    namespaces: &[String],
+    registry: &str,
+    shards: agentic_core::shard::Shards,
+) -> anyhow::Result<(Vec<Replica>, Restart)> {
+    let leases = if args.replicas > 1 {
+        Some(env.namespace("bench-leases").await?)
+    } else {
+        None
+    };
+    let spawned = Instant::now();
+    let mut replicas = Vec::new();
+    for r in 0..args.replicas {
+        let identity = if args.replicas > 1 {
+            format!("replica-{}", char::from(b'a' + (r % 26) as u8))
+        } else {
+            "operator".to_owned()
+        };
+        let sharding = leases.as_deref().map(|leases| Sharding {
+            leases_namespace: leases,
+            identity: &identity,
+            shards: args.shards,
+        });
+        let log = tempfile::NamedTempFile::new()?;
+        let child = start_operator(
+            operator,
+            &args.operator_args,
+            env,
+            namespaces,
+            registry,
+            &log,
+            sharding,
+        )?;
+        let pid = child.id().context("the operator's pid")?;
+        replicas.push((identity, child, pid, log));
+    }
+    let mut started = Vec::new();
+    for (identity, child, pid, log) in replicas {
+        let metrics = operator_addr(log.path(), PROBES_LOG, "metrics").await?;
+        eprintln!("{identity}: pid {pid}, log {}", log.path().display());
+        started.push(Replica {
+            identity,
+            child,
+            pid,
+            log,
+            metrics,
+            at_ready: None,
+        });
+    }
+    let (ready, served) = if let [replica] = started.as_slice() {
+        let health = operator_addr(replica.log.path(), PROBES_LOG, "health").await?;
+        (restart::ready(&health, spawned).await?, vec![None])
+    } else {
+        let logs: Vec<&std::path::Path> = started.iter().map(|r| r.log.path()).collect();
+        let (ready, served) = spread::wait_split(&logs, shards, spawned).await?;
+        (ready, served.into_iter().map(Some).collect())
+    };
+    for (replica, served) in started.iter_mut().zip(served) {
+        let at = AtReady {
+            cpu: cpu_seconds(replica.pid)?,
+            peak_rss: peak_rss_mb(replica.pid)?,
+            served,
+        };
+        spread::reset_peak_rss(replica.pid)?;
+        eprintln!(
+            "{} ready {:.2} s after the start: {:.2} s of CPU, peak RSS {:.1} MB{}",
+            replica.identity,
+            ready.as_secs_f64(),
+            at.cpu,
+            at.peak_rss,
+            at.served
+                .as_ref()
+                .map_or(String::new(), |s| format!(", shards {:?}", s.shards))
+        );
+        replica.at_ready = Some(at);
+    }
+    Ok((started, Restart { spawned, ready }))
+}
+
+/// `agentic_registry_requests_total` summed over `replicas`.
+async fn registry_requests_of(replicas: &[Replica]) -> anyhow::Result<f64> {
+    let mut total = 0.0;
+    for replica in replicas {
+        total += registry_requests(&replica.metrics).await?;
+    }
+    Ok(total)
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How a replica of a sharded round is started.
+#[derive(Clone, Copy)]
+struct Sharding<'a> {
+    /// Where the shard Leases are (`POD_NAMESPACE`).
+    leases_namespace: &'a str,
+    /// Its name in them (`POD_NAME`).
+    identity: &'a str,
+    /// `--shards`.
+    shards: u32,
 }
 
 fn start_operator(
     binary: &std::path::Path,
     extra_args: &[String],
     env: &TestEnv,
-    ns: &str,
+    namespaces: &[String],
     registry: &str,
     log: &tempfile::NamedTempFile,
+    sharding: Option<Sharding<'_>>,
 ) -> anyhow::Result<tokio::process::Child> {
-    operator_command(binary, env, ns)
-        .args(["--insecure-registry", registry])
+    let mut command = operator_command(binary, env, &namespaces[0]);
+    command
+        .args(
+            namespaces[1..]
+                .iter()
+                .flat_map(|namespace| ["--namespace", namespace]),
+        )
+        .args(["--insecure-registry", registry]);
+    if let Some(sharding) = sharding {
+        command
+            .args(["--shards", &sharding.shards.to_string()])
+            .env("POD_NAMESPACE", sharding.leases_namespace)
+            .env("POD_NAME", sharding.identity);
+    }
+    command
         .args(extra_args)
         .stdout(log.reopen()?)
         .stderr(log.reopen()?)
@@ -405,17 +745,22 @@ fn start_operator(
         .with_context(|| format!("starting {}", binary.display()))
 }
 
-/// The Gateway `llm`, three image SkillCards, and the Agent `bench` using them, Ready. With
-/// `trust`, the images are signed and a ClusterSkillTrustPolicy requires it first.
-async fn fixture(client: &Client, ns: &str, registry: &str, trust: bool) -> anyhow::Result<()> {
+/// The Gateway `llm`, three image SkillCards, and the Agent `bench` using them, Ready, in
+/// each of `namespaces`. With `trust`, the images are signed and a ClusterSkillTrustPolicy
+/// requires it first.
+async fn fixture(
+    client: &Client,
+    namespaces: &[String],
+    registry: &str,
+    trust: bool,
+) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
-    let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
     let signing = if trust {
         Some(require_signatures(client, registry).await?)
     } else {
         None
     };
-    let mut names = Vec::new();
+    let mut images = Vec::new();
     for skill in SKILLS {
         let dir = write_skill(tmp.path(), skill, "A skill for the benchmark.")?;
         let pushed = push_to(registry, &[dir], &format!("bench/{skill}:1")).await?;
@@ -426,43 +771,59 @@ async fn fixture(client: &Client, ns: &str, registry: &str, trust: bool) -> anyh
                 .with_context(|| format!("signing {pushed}"))?;
         }
         let tagged = pushed.split('@').next().unwrap_or(&pushed).to_string();
+        images.push((skill, tagged));
+    }
+    for ns in namespaces {
+        let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
+        for (skill, tagged) in &images {
+            apply(
+                &cards,
+                &SkillCard {
+                    metadata: meta(skill),
+                    spec: SkillCardSpec {
+                        image: Some(tagged.clone()),
+                        skill_type: SkillType::Skill,
+                        ..SkillCardSpec::default()
+                    },
+                    status: None,
+                },
+            )
+            .await?;
+        }
+        llm_gateway(client, ns).await?;
+        let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
         apply(
-            &cards,
-            &SkillCard {
-                metadata: meta(skill),
-                spec: SkillCardSpec {
-                    image: Some(tagged),
-                    skill_type: SkillType::Skill,
-                    ..SkillCardSpec::default()
+            &agents,
+            &Agent {
+                metadata: meta(AGENT),
+                spec: AgentSpec {
+                    image: "harness.invalid/agent:1".into(),
+                    gateways: vec![ObjectRef { name: "llm".into() }],
+                    skill_cards: SKILLS
+                        .iter()
+                        .map(|name| ObjectRef {
+                            name: (*name).into(),
+                        })
+                        .collect(),
+                    skill_delivery: "native".into(),
+                    ..AgentSpec::default()
                 },
                 status: None,
             },
         )
         .await?;
-        names.push(skill);
     }
-    llm_gateway(client, ns).await?;
+    for ns in namespaces {
+        agent_ready(client, ns, signing.is_some()).await?;
+    }
+    Ok(())
+}
+
+/// Waits until the Agent `bench` in `ns` is Ready with every skill pinned (and, when
+/// `signed`, every SkillCard verified).
+async fn agent_ready(client: &Client, ns: &str, signed: bool) -> anyhow::Result<()> {
+    let cards: Api<SkillCard> = Api::namespaced(client.clone(), ns);
     let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
-    apply(
-        &agents,
-        &Agent {
-            metadata: meta(AGENT),
-            spec: AgentSpec {
-                image: "harness.invalid/agent:1".into(),
-                gateways: vec![ObjectRef { name: "llm".into() }],
-                skill_cards: names
-                    .iter()
-                    .map(|name| ObjectRef {
-                        name: (*name).into(),
-                    })
-                    .collect(),
-                skill_delivery: "native".into(),
-                ..AgentSpec::default()
-            },
-            status: None,
-        },
-    )
-    .await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let agent = agents.get(AGENT).await?;
@@ -471,9 +832,9 @@ async fn fixture(client: &Client, ns: &str, registry: &str, trust: bool) -> anyh
             .conditions
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True");
-        if ready && status.skills.len() == names.len() {
-            if signing.is_some() {
-                for name in &names {
+        if ready && status.skills.len() == SKILLS.len() {
+            if signed {
+                for name in SKILLS {
                     let verification = cards.get(name).await?.status.and_then(|s| s.verification);
                     if verification.as_ref().map(|v| v.state) != Some(VerificationState::Verified) {
                         bail!("SkillCard {name} is Ready but not verified: {verification:?}");
@@ -483,7 +844,10 @@ async fn fixture(client: &Client, ns: &str, registry: &str, trust: bool) -> anyh
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("the Agent never turned Ready: {:?}", status.conditions);
+            bail!(
+                "the Agent in {ns} never turned Ready: {:?}",
+                status.conditions
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -601,12 +965,16 @@ struct Seen {
 }
 
 impl Seen {
-    async fn watch(client: &Client, ns: &str) -> anyhow::Result<Self> {
+    /// Watches the runs and pods of `ns`, or of every namespace.
+    async fn watch(client: &Client, ns: Option<&str>) -> anyhow::Result<Self> {
         let pods = Arc::new(Mutex::new(HashMap::new()));
         let runs = Arc::new(Mutex::new(HashMap::new()));
         let loads = Arc::new(Mutex::new(HashMap::new()));
         let (listed_tx, mut listed_rx) = tokio::sync::mpsc::channel(2);
-        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let api: Api<Pod> = ns.map_or_else(
+            || Api::all(client.clone()),
+            |ns| Api::namespaced(client.clone(), ns),
+        );
         let seen = pods.clone();
         let tx = listed_tx.clone();
         tokio::spawn(async move {
@@ -626,7 +994,10 @@ impl Seen {
                 }
             }
         });
-        let api: Api<AgentRun> = Api::namespaced(client.clone(), ns);
+        let api: Api<AgentRun> = ns.map_or_else(
+            || Api::all(client.clone()),
+            |ns| Api::namespaced(client.clone(), ns),
+        );
         let (seen, seen_loads) = (runs.clone(), loads.clone());
         tokio::spawn(async move {
             let mut stream =
@@ -897,7 +1268,7 @@ async fn ceiling(
         skills,
         recorder,
     });
-    let seen = Seen::watch(client, ns).await?;
+    let seen = Seen::watch(client, Some(ns)).await?;
     let cpu_before = processes.cpu()?;
     let before = request_counts(client).await?;
     let started = Instant::now();
@@ -944,7 +1315,8 @@ async fn ceiling(
 /// sum compares the operator with the ceiling more steadily than runs/s when the machine is
 /// shared; the time the hypervisor gave to other guests (steal) says how shared it was.
 struct Processes {
-    operator: Option<u32>,
+    /// The operator's processes: one, one per replica, or none.
+    operators: Vec<u32>,
     apiserver: u32,
     etcd: u32,
 }
@@ -952,7 +1324,7 @@ struct Processes {
 /// CPU seconds of [`Processes`] and the machine's stolen seconds, at one moment or between
 /// two.
 struct Cpu {
-    /// `None` in a `--ceiling` round.
+    /// Summed over the replicas; `None` in a `--ceiling` round.
     operator: Option<f64>,
     apiserver: f64,
     etcd: f64,
@@ -961,7 +1333,7 @@ struct Cpu {
 }
 
 impl Processes {
-    fn of(env: &TestEnv, operator: Option<u32>) -> anyhow::Result<Self> {
+    fn of(env: &TestEnv, operators: &[u32]) -> anyhow::Result<Self> {
         let named = |name: &str| {
             env.pids()
                 .into_iter()
@@ -972,7 +1344,7 @@ impl Processes {
                 .with_context(|| format!("no {name} process in the test environment"))
         };
         Ok(Self {
-            operator,
+            operators: operators.to_vec(),
             apiserver: named("kube-apiserver")?,
             etcd: named("etcd")?,
         })
@@ -980,7 +1352,15 @@ impl Processes {
 
     fn cpu(&self) -> anyhow::Result<Cpu> {
         Ok(Cpu {
-            operator: self.operator.map(cpu_seconds).transpose()?,
+            operator: if self.operators.is_empty() {
+                None
+            } else {
+                let mut sum = 0.0;
+                for pid in &self.operators {
+                    sum += cpu_seconds(*pid)?;
+                }
+                Some(sum)
+            },
             apiserver: cpu_seconds(self.apiserver)?,
             etcd: cpu_seconds(self.etcd)?,
             bench: cpu_seconds(std::process::id())?,

@@ -485,7 +485,15 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
         None => operator_args.push("--skill-prefetch=off".into()),
     }
     let log = tempfile::NamedTempFile::new()?;
-    let mut child = start_operator(&operator, &operator_args, &env, &ns, &registry, &log)?;
+    let mut child = start_operator(
+        &operator,
+        &operator_args,
+        &env,
+        std::slice::from_ref(&ns),
+        &registry,
+        &log,
+        None,
+    )?;
     eprintln!(
         "operator pid {}, log {}",
         child.id().unwrap_or_default(),

@@ -13,6 +13,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
+use crate::spread::namespace_of;
+
 /// The share of existing runs left waiting, in percent; the rest are finished.
 const WAITING_PERCENT: usize = 5;
 /// The Agent the waiting runs name, which never exists.
@@ -26,22 +28,21 @@ pub fn split(n: usize) -> (usize, usize) {
     (waiting, n - waiting)
 }
 
-/// Creates `n` existing runs in `ns` ([`split`]), `concurrency` requests at a time; how long
-/// that took.
+/// Creates `n` existing runs ([`split`]) spread over `namespaces` (run `i` in
+/// [`namespace_of`]), `concurrency` requests at a time; how long that took.
 pub async fn existing_runs(
     client: &Client,
-    ns: &str,
+    namespaces: &[String],
     n: usize,
     concurrency: usize,
     skills: &[(String, String)],
 ) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let (waiting, _) = split(n);
-    let runs: Api<AgentRun> = Api::namespaced(client.clone(), ns);
     let finished_status = finished_status(skills);
     futures::stream::iter(0..n)
         .map(|i| {
-            let runs = runs.clone();
+            let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace_of(i, namespaces));
             let status = (i >= waiting).then(|| finished_status.clone());
             async move {
                 let name = format!("{EXISTING_PREFIX}{i:06}");
