@@ -504,6 +504,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         1.0,
     );
     println!("  idle writes: {idle_writes:.0}");
+    if replicas.len() > 1 {
+        println!(
+            "  (leases: with --replicas, also the replicas' shard Leases: each reads {} and renews its own every 2 s, whatever the runs)",
+            2 * args.shards
+        );
+    }
     Ok(())
 }
 
