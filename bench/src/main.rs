@@ -143,10 +143,25 @@ struct Args {
     /// operator without sharding, as a single replica runs.
     #[arg(long, default_value_t = 1, conflicts_with_all = ["node", "ceiling", "report_loads"])]
     replicas: usize,
+    /// With `--namespaces` over 1: the operator watches every namespace (`all`, as the chart
+    /// installs it by default; sharded replicas then receive every object and drop the
+    /// other shards'), or each of the bench's namespaces (`listed`, `--namespace` for each;
+    /// sharded replicas then watch only their shards' namespaces).
+    #[arg(long, value_enum, default_value = "all")]
+    watch: WatchScope,
     /// The shards the namespaces are spread over, and the replicas' `--shards` with
     /// `--replicas` over 1.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     shards: u32,
+}
+
+/// `--watch`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum WatchScope {
+    /// Every namespace.
+    All,
+    /// The bench's namespaces, each with `--namespace`.
+    Listed,
 }
 
 /// The Agent every run names.
@@ -237,7 +252,10 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         &operator,
         &operator_args,
         &env,
-        &namespaces,
+        Watched {
+            namespaces: &namespaces,
+            scope: args.watch,
+        },
         &registry,
         &log,
         None,
@@ -396,9 +414,13 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     );
     if namespaces.len() > 1 || replicas.len() > 1 {
         println!(
-            "  {} namespaces ({}), runs spread round-robin; {}",
+            "  {} namespaces ({}), runs spread round-robin, {}; {}",
             namespaces.len(),
             namespaces.join(", "),
+            match args.watch {
+                WatchScope::All => "every namespace watched",
+                WatchScope::Listed => "each watched with --namespace",
+            },
             if replicas.len() > 1 {
                 format!("{} replicas, --shards {}", replicas.len(), args.shards)
             } else {
@@ -570,9 +592,12 @@ impl Replica {
             .as_ref()
             .map_or_else(|| shards.all().collect(), |served| served.shards.clone());
         let mine = spread::namespaces_in(namespaces, shards, &served);
-        let sets = end.served.as_ref().map_or(String::new(), |served| {
-            format!(", {} set(s) of shards served since its start", served.sets)
-        });
+        let sets = end
+            .served
+            .as_ref()
+            .map_or(", not sharded".to_owned(), |served| {
+                format!(", {} set(s) of shards served since its start", served.sets)
+            });
         let at_ready = self.at_ready.as_ref();
         let changed = at_ready
             .and_then(|at| at.served.as_ref())
@@ -645,7 +670,10 @@ async fn restart_replicas(
             operator,
             &args.operator_args,
             env,
-            namespaces,
+            Watched {
+                namespaces,
+                scope: args.watch,
+            },
             registry,
             &log,
             sharding,
@@ -709,6 +737,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The namespaces an operator serves, and how it watches them.
+#[derive(Clone, Copy)]
+struct Watched<'a> {
+    namespaces: &'a [String],
+    /// Ignored for a single namespace, which is always watched alone.
+    scope: WatchScope,
+}
+
 /// How a replica of a sharded round is started.
 #[derive(Clone, Copy)]
 struct Sharding<'a> {
@@ -724,19 +760,45 @@ fn start_operator(
     binary: &std::path::Path,
     extra_args: &[String],
     env: &TestEnv,
-    namespaces: &[String],
+    watched: Watched<'_>,
     registry: &str,
     log: &tempfile::NamedTempFile,
     sharding: Option<Sharding<'_>>,
 ) -> anyhow::Result<tokio::process::Child> {
-    let mut command = operator_command(binary, env, &namespaces[0]);
-    command
-        .args(
-            namespaces[1..]
-                .iter()
-                .flat_map(|namespace| ["--namespace", namespace]),
-        )
-        .args(["--insecure-registry", registry]);
+    let Watched { namespaces, scope } = watched;
+    // One namespace is always watched alone, as the bench always did.
+    let scope = if namespaces.len() > 1 {
+        scope
+    } else {
+        WatchScope::Listed
+    };
+    let mut command = match scope {
+        WatchScope::Listed => {
+            let mut command = operator_command(binary, env, &namespaces[0]);
+            command.args(
+                namespaces[1..]
+                    .iter()
+                    .flat_map(|namespace| ["--namespace", namespace]),
+            );
+            command
+        }
+        // `operator_command`'s, without a namespace.
+        WatchScope::All => {
+            let mut command = tokio::process::Command::new(binary);
+            command
+                .args(["run", "--sandbox-backend", "pod"])
+                .args([
+                    "--health-addr",
+                    "127.0.0.1:0",
+                    "--metrics-addr",
+                    "127.0.0.1:0",
+                ])
+                .env("KUBECONFIG", env.kubeconfig_path())
+                .kill_on_drop(true);
+            command
+        }
+    };
+    command.args(["--insecure-registry", registry]);
     if let Some(sharding) = sharding {
         command
             .args(["--shards", &sharding.shards.to_string()])

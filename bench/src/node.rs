@@ -489,7 +489,10 @@ pub async fn bench(args: &Args) -> anyhow::Result<()> {
         &operator,
         &operator_args,
         &env,
-        std::slice::from_ref(&ns),
+        crate::Watched {
+            namespaces: std::slice::from_ref(&ns),
+            scope: crate::WatchScope::Listed,
+        },
         &registry,
         &log,
         None,
