@@ -294,11 +294,7 @@ impl Watches {
                 let phases = [AgentRunPhase::Succeeded, AgentRunPhase::Failed]
                     .into_iter()
                     .map(|phase| {
-                        let api = <<AgentRun as Resource>::Scope as KindScope<AgentRun>>::watch_api(
-                            &self.client,
-                            &self.namespaced_client,
-                            self.namespace.as_deref(),
-                        );
+                        let api = self.api_of::<AgentRun>();
                         let config = self.initial_list.config().fields(&finished_runs_of(phase));
                         let watch = SharedWatch::new(KIND_FINISHED_RUN, api, config);
                         watch
@@ -340,11 +336,7 @@ impl Watches {
         if let Some(subscriptions) = opened {
             return *subscriptions;
         }
-        let api = <K::Scope as KindScope<K>>::watch_api(
-            &self.client,
-            &self.namespaced_client,
-            self.namespace.as_deref(),
-        );
+        let api = self.api_of::<K>();
         let config = match (self.finished_runs_watched, K::LIVE_FIELDS) {
             (FinishedRunsWatched::Apart, Some(live)) => self.initial_list.config().fields(live),
             _ => self.initial_list.config(),
@@ -357,6 +349,15 @@ impl Watches {
         self.kinds.retain(|(kind, _)| *kind != key);
         self.kinds.push((key, Box::new(watch)));
         subscriptions
+    }
+
+    /// What the watches of the `K`s of this scope ask the API server.
+    fn api_of<K: Reconciled>(&self) -> Api<Guarded<K>> {
+        <K::Scope as KindScope<K>>::watch_api(
+            &self.client,
+            &self.namespaced_client,
+            self.namespace.as_deref(),
+        )
     }
 
     /// The caches the watches keep.
