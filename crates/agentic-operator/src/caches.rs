@@ -233,3 +233,15 @@ where
 pub fn valid<K>(state: &[Arc<Guarded<K>>]) -> Vec<&K> {
     state.iter().filter_map(|g| g.0.as_ref().ok()).collect()
 }
+
+/// A client of an API server that answers every request with `status` and `body`: for the
+/// probes' tests.
+#[cfg(test)]
+fn answering(status: u16, body: &'static str) -> kube::Client {
+    let service = tower::service_fn(move |_: http::Request<kube::client::Body>| async move {
+        let mut response = http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+        *response.status_mut() = http::StatusCode::from_u16(status).expect("a valid status code");
+        Ok::<_, tower::BoxError>(response)
+    });
+    kube::Client::new(service, "default")
+}

@@ -240,6 +240,7 @@ impl Diverted<Guarded<AgentRun>> for Feed {
 
 #[cfg(test)]
 mod tests {
+    use super::super::answering;
     use super::*;
     use futures::FutureExt;
     use kube::core::DeserializeGuard;
@@ -339,18 +340,6 @@ mod tests {
         assert!(!cache.contains("team", "done"));
         assert!(cache.contains("team", "broke"));
         assert!(cache.is_listed(), "listed once is for good");
-    }
-
-    /// A client of an API server that answers every request with `status` and `body`.
-    fn answering(status: u16, body: &'static str) -> Client {
-        let service = tower::service_fn(move |_: http::Request<kube::client::Body>| async move {
-            let mut response =
-                http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
-            *response.status_mut() =
-                http::StatusCode::from_u16(status).expect("a valid status code");
-            Ok::<_, tower::BoxError>(response)
-        });
-        Client::new(service, "default")
     }
 
     #[tokio::test]

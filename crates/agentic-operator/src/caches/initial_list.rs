@@ -110,21 +110,8 @@ where
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-    use http_body_util::Full;
-
+    use super::super::answering;
     use super::*;
-
-    /// A client of an API server that answers every request with `status` and `body`.
-    fn answering(status: u16, body: &'static str) -> Client {
-        let service = tower::service_fn(move |_: http::Request<kube::client::Body>| async move {
-            let mut response = http::Response::new(Full::new(Bytes::from(body)));
-            *response.status_mut() =
-                http::StatusCode::from_u16(status).expect("a valid status code");
-            Ok::<_, tower::BoxError>(response)
-        });
-        Client::new(service, "default")
-    }
 
     #[tokio::test]
     async fn an_api_server_that_refuses_streaming_is_listed_in_pages() {
