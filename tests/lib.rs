@@ -453,7 +453,7 @@ where
     panic!("{name}: timed out waiting for {what}; last state: {last:#?}");
 }
 
-pub use agentic_fixtures::operator_command;
+pub use agentic_fixtures::{operator_command, operator_command_watching};
 
 /// How tests run the whole operator (`operator::start`): watching `ns` with the pod backend,
 /// probes and metrics on free loopback ports, no insecure registries, no leader election, and

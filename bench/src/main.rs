@@ -54,7 +54,7 @@ use agentic_core::sandbox::{
     build_pod,
 };
 use agentic_core::skills::{Lookup, resolve_skill_delivery};
-use agentic_fixtures::{apply, llm_gateway, operator_command, push_to, write_skill};
+use agentic_fixtures::{apply, llm_gateway, operator_command_watching, push_to, write_skill};
 use agentic_oci::RegistryAuth;
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use anyhow::{Context as _, bail};
@@ -772,32 +772,11 @@ fn start_operator(
     } else {
         WatchScope::Listed
     };
-    let mut command = match scope {
-        WatchScope::Listed => {
-            let mut command = operator_command(binary, env, &namespaces[0]);
-            command.args(
-                namespaces[1..]
-                    .iter()
-                    .flat_map(|namespace| ["--namespace", namespace]),
-            );
-            command
-        }
-        // `operator_command`'s, without a namespace.
-        WatchScope::All => {
-            let mut command = tokio::process::Command::new(binary);
-            command
-                .args(["run", "--sandbox-backend", "pod"])
-                .args([
-                    "--health-addr",
-                    "127.0.0.1:0",
-                    "--metrics-addr",
-                    "127.0.0.1:0",
-                ])
-                .env("KUBECONFIG", env.kubeconfig_path())
-                .kill_on_drop(true);
-            command
-        }
+    let watched: &[String] = match scope {
+        WatchScope::Listed => namespaces,
+        WatchScope::All => &[],
     };
+    let mut command = operator_command_watching(binary, env, watched);
     command.args(["--insecure-registry", registry]);
     if let Some(sharding) = sharding {
         command

@@ -18,7 +18,8 @@ use std::time::Duration;
 use agentic_api::{AgentRun, AgentRunSpec};
 use agentic_core::shard::{ShardHash, Shards};
 use agentic_integration_tests::{
-    apply, env, eventually, llm_agent_spec, meta, operator_binary, ready_agent, wait_for_sandbox,
+    apply, env, eventually, llm_agent_spec, meta, operator_binary, operator_command_watching,
+    ready_agent, wait_for_sandbox,
 };
 use agentic_testenv::{TestEnv, TestEnvOptions};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -267,30 +268,16 @@ fn start_replica(
     logs: &Path,
 ) -> tokio::process::Child {
     let log = std::fs::File::create(logs.join(identity)).expect("a log file");
-    let mut command = tokio::process::Command::new(operator_binary());
+    let mut command = operator_command_watching(operator_binary(), env, namespaces);
     command
-        .args(["run", "--sandbox-backend", "pod"])
-        .args([
-            "--health-addr",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ])
-        .args(
-            namespaces
-                .iter()
-                .flat_map(|namespace| ["--namespace", namespace]),
-        )
         .args(["--shards", &SHARDS.to_string(), "--log-format", "json"])
         .args(extra)
-        .env("KUBECONFIG", env.kubeconfig_path())
         .env("POD_NAMESPACE", leases_namespace)
         .env("POD_NAME", identity)
         .env("RUST_LOG", "info")
         // The operator logs to standard output.
         .stdout(log.try_clone().expect("the log file again"))
         .stderr(log)
-        .kill_on_drop(true)
         .spawn()
         .expect("start agentic-operator")
 }

@@ -75,13 +75,28 @@ pub async fn push_to(registry: &str, dirs: &[PathBuf], repo_tag: &str) -> anyhow
         .with_context(|| format!("pushing {reference}"))
 }
 
-/// The command that runs `binary` as the operator for namespace `ns` of `testenv`, as its own
-/// process: the pod backend, probes and metrics on free loopback ports, killed when dropped.
-/// Callers add their flags, environment and where the output goes.
+/// The command that runs `binary` as the operator for namespace `ns` of `testenv`
+/// ([`operator_command_watching`] of that namespace alone).
 pub fn operator_command(binary: &Path, testenv: &TestEnv, ns: &str) -> tokio::process::Command {
+    operator_command_watching(binary, testenv, &[ns])
+}
+
+/// The command that runs `binary` as the operator for `namespaces` of `testenv` (none: every
+/// namespace), as its own process: the pod backend, probes and metrics on free loopback
+/// ports, killed when dropped. Callers add their flags, environment and where the output goes.
+pub fn operator_command_watching(
+    binary: &Path,
+    testenv: &TestEnv,
+    namespaces: &[impl AsRef<str>],
+) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(binary);
     command
-        .args(["run", "--namespace", ns, "--sandbox-backend", "pod"])
+        .args(["run", "--sandbox-backend", "pod"])
+        .args(
+            namespaces
+                .iter()
+                .flat_map(|namespace| ["--namespace", namespace.as_ref()]),
+        )
         .args([
             "--health-addr",
             "127.0.0.1:0",
