@@ -1,6 +1,6 @@
 //! Two operator replicas splitting the namespaces (`--shards 2`) as processes of their own,
-//! and the checks of who served which shard when, for the sharding tests
-//! (tests/tests/sharding.rs).
+//! and the checks of who served which shard when: tests/tests/sharding.rs runs them on the
+//! control plane, tests/tests/sharding_node.rs on the node.
 //!
 //! When each replica served which shards comes from its own log, which says "serving
 //! shards" before anything serves them and "stopped serving shards" after the last pass

@@ -2,9 +2,10 @@
 //! shard whose Lease it holds, never two replicas one shard at once, every Event posted by
 //! the replica serving its namespace's shard at that moment, and when one is killed the
 //! other takes its shard over within the lease duration plus 5 s. Real operator processes,
-//! killed with SIGKILL; no pod needs to run (the runs' sandboxes are only created), so the
-//! control plane without a node proves it. The replicas and the checks of who served what
-//! are [`agentic_integration_tests::sharding_support`]'s.
+//! killed with SIGKILL; here no pod runs (the runs' sandboxes are only created), on the
+//! control plane without a node. The kill test also runs on the node, a run's pod running
+//! through the kill (tests/tests/sharding_node.rs); the replicas and the checks of who
+//! served what are [`agentic_integration_tests::sharding_support`]'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 

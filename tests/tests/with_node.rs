@@ -15,6 +15,7 @@ mod node;
 mod parity_node;
 mod prefetch_node;
 mod runtime_container_node;
+mod sharding_node;
 mod skill_usage_node;
 mod trust_revocation;
 mod workflows;
