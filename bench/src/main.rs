@@ -277,21 +277,29 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     }
 
     let (mut replicas, restart) = if args.existing > 0 {
-        child.kill().await?;
-        let skills = restart::pinned_skills(&client, &ns).await?;
         let (waiting, finished) = restart::split(args.existing);
         eprintln!(
-            "operator stopped; creating {finished} finished and {waiting} waiting runs in {} namespace(s)",
+            "creating {waiting} waiting runs in {} namespace(s) and waiting for their status",
             namespaces.len()
         );
-        let loaded = restart::existing_runs(
+        let statused =
+            restart::waiting_runs(&client, &namespaces, args.existing, args.concurrency).await?;
+        child.kill().await?;
+        let skills = restart::pinned_skills(&client, &ns).await?;
+        eprintln!(
+            "{waiting} waiting runs have their status after {:.1} s; operator stopped; \
+             creating {finished} finished runs",
+            statused.as_secs_f64()
+        );
+        let loaded = restart::finished_runs(
             &client,
             &namespaces,
             args.existing,
             args.concurrency,
             &skills,
         )
-        .await?;
+        .await?
+            + statused;
         eprintln!(
             "created in {:.1} s; restarting {} operator(s)",
             loaded.as_secs_f64(),

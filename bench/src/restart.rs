@@ -1,8 +1,9 @@
 //! A restart over many existing runs (`--existing N`): what a busy platform meets on every
-//! upgrade, crash or leader change. With the operator stopped, N AgentRuns are put on the
-//! control plane: 95 % finished as the operator leaves them (phase, sandbox, pinned skills,
-//! conditions), 5 % waiting for an Agent that does not exist yet. The operator then starts
-//! over them, and the timed runs are created as soon as it reports ready.
+//! upgrade, crash or leader change. N AgentRuns are put on the control plane: 5 % waiting
+//! for an Agent that does not exist yet, created while the operator runs so that they carry
+//! the status it gives them; then, with the operator stopped, 95 % finished as the operator
+//! leaves them (phase, sandbox, pinned skills, conditions). The operator then starts over
+//! them, and the timed runs are created as soon as it reports ready.
 
 use std::time::{Duration, Instant};
 
@@ -28,9 +29,59 @@ pub fn split(n: usize) -> (usize, usize) {
     (waiting, n - waiting)
 }
 
-/// Creates `n` existing runs ([`split`]) spread over `namespaces` (run `i` in
-/// [`namespace_of`]), `concurrency` requests at a time; how long that took.
-pub async fn existing_runs(
+/// Creates the waiting runs of `n` existing ones ([`split`]; run `i` in [`namespace_of`]),
+/// `concurrency` requests at a time, while the operator still runs, and waits until it has
+/// written each one's status. A waiting run on a live cluster carries the status its
+/// operator wrote, so a restart over it has nothing to write; runs without one would make
+/// the restart write thousands of statuses that no real restart writes.
+pub async fn waiting_runs(
+    client: &Client,
+    namespaces: &[String],
+    n: usize,
+    concurrency: usize,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let (waiting, _) = split(n);
+    create_runs(client, namespaces, 0..waiting, concurrency, |_| None).await?;
+    let deadline = Instant::now() + Duration::from_secs(60) + STATUS_PER_RUN * waiting as u32;
+    loop {
+        let mut without = 0;
+        for namespace in namespaces {
+            let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace);
+            without += runs
+                .list(&kube::api::ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|run| {
+                    run.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|name| name.starts_with(EXISTING_PREFIX))
+                        && run
+                            .status
+                            .as_ref()
+                            .is_none_or(|status| status.conditions.is_empty())
+                })
+                .count();
+        }
+        if without == 0 {
+            return Ok(started.elapsed());
+        }
+        if Instant::now() > deadline {
+            bail!("{without} of {waiting} waiting runs still have no status from the operator");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// How long the operator may take to write one waiting run's status, on top of a minute.
+const STATUS_PER_RUN: Duration = Duration::from_millis(20);
+
+/// Creates the finished runs of `n` existing ones ([`split`]; run `i` in [`namespace_of`])
+/// with the operator stopped, each with the status the operator leaves on a finished run;
+/// how long that took.
+pub async fn finished_runs(
     client: &Client,
     namespaces: &[String],
     n: usize,
@@ -39,13 +90,33 @@ pub async fn existing_runs(
 ) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let (waiting, _) = split(n);
-    let finished_status = finished_status(skills);
-    futures::stream::iter(0..n)
+    let status = finished_status(skills);
+    create_runs(client, namespaces, waiting..n, concurrency, |name| {
+        let mut status = status.clone();
+        status["sandboxName"] = json!(agentic_core::names::sandbox_name(name));
+        Some(status)
+    })
+    .await?;
+    Ok(started.elapsed())
+}
+
+/// Creates existing runs `indices` over `namespaces`, `concurrency` at a time: a run with a
+/// status from `status_of` (given its name) names the bench's Agent and carries that
+/// status, one without names an Agent that never exists.
+async fn create_runs(
+    client: &Client,
+    namespaces: &[String],
+    indices: std::ops::Range<usize>,
+    concurrency: usize,
+    status_of: impl Fn(&str) -> Option<serde_json::Value>,
+) -> anyhow::Result<()> {
+    let status_of = &status_of;
+    futures::stream::iter(indices)
         .map(|i| {
             let runs: Api<AgentRun> = Api::namespaced(client.clone(), namespace_of(i, namespaces));
-            let status = (i >= waiting).then(|| finished_status.clone());
             async move {
                 let name = format!("{EXISTING_PREFIX}{i:06}");
+                let status = status_of(&name);
                 let agent = if status.is_some() {
                     super::AGENT
                 } else {
@@ -58,8 +129,7 @@ pub async fn existing_runs(
                     "spec": {"agentRef": agent, "instructions": "Upgrade the service to Java 21."},
                 }))?;
                 runs.create(&PostParams::default(), &run).await?;
-                if let Some(mut status) = status {
-                    status["sandboxName"] = json!(agentic_core::names::sandbox_name(&name));
+                if let Some(status) = status {
                     runs.patch_status(
                         &name,
                         &PatchParams::default(),
@@ -72,8 +142,7 @@ pub async fn existing_runs(
         })
         .buffer_unordered(concurrency)
         .try_collect::<()>()
-        .await?;
-    Ok(started.elapsed())
+        .await
 }
 
 /// The status a run the operator saw succeed carries: its phase and times, its pinned
