@@ -60,20 +60,35 @@ pub(super) async fn listed_policies(ctx: &Context, namespace: &str) -> Result<Po
     if let Some(caches) = ctx.caches(namespace) {
         let cluster = caches.of::<ClusterSkillTrustPolicy>();
         let namespaced = caches.of::<SkillTrustPolicy>();
-        let lists = async {
-            if let Some(store) = &cluster {
-                let _ = store.wait_until_ready().await;
-            }
-            if let Some(store) = &namespaced {
-                let _ = store.wait_until_ready().await;
-            }
-        };
-        let wait = ctx.settings.trust_policy_list_wait;
-        if tokio::time::timeout(wait, lists).await.is_err() {
+        let both_listed =
+            || cluster.as_ref().is_none_or(listed) && namespaced.as_ref().is_none_or(listed);
+        if !until(both_listed, ctx.settings.trust_policy_list_wait).await {
             report_unlisted(ctx, namespace);
         }
     }
     policies_of(ctx, namespace)
+}
+
+/// How often a pass waiting for the policies to list looks again.
+const LISTED_POLL: Duration = Duration::from_millis(50);
+
+/// Whether `done` turned true within `wait`, looking every [`LISTED_POLL`].
+///
+/// Looks rather than awaiting the stores' `wait_until_ready`: kube-runtime keeps that as a
+/// oneshot channel that wakes only the waiter that polled it last, and at a restart many
+/// card and run passes wait for the policies at once. All but one would sit out the whole
+/// wait, and then report the policies unlisted although they had listed.
+async fn until(done: impl Fn() -> bool, wait: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if done() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(LISTED_POLL).await;
+    }
 }
 
 /// The namespaces whose policies were found unlisted after the wait, reported once each.
@@ -707,6 +722,44 @@ pub(super) mod status;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn every_pass_waiting_for_the_policies_goes_on_once_they_list() {
+        use kube::runtime::reflector::store::Writer;
+        use kube::runtime::watcher::Event;
+        let mut writer = Writer::<Guarded<ClusterSkillTrustPolicy>>::default();
+        let store = writer.as_reader();
+        let wait = Duration::from_secs(30);
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { until(|| listed(&store), wait).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(waiters.iter().all(|waiter| !waiter.is_finished()));
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        let listed_at = tokio::time::Instant::now();
+        for waiter in waiters {
+            assert!(waiter.await.expect("a waiter"), "saw the list");
+        }
+        assert!(
+            listed_at.elapsed() <= LISTED_POLL,
+            "each went on within one look of the list, not at the end of the wait: {:?}",
+            listed_at.elapsed()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_waits_no_longer_than_the_wait_for_policies_that_never_list() {
+        let store = kube::runtime::reflector::store::Writer::<Guarded<SkillTrustPolicy>>::default()
+            .as_reader();
+        let started = tokio::time::Instant::now();
+        let wait = Duration::from_secs(5);
+        assert!(!until(|| listed(&store), wait).await);
+        assert!(started.elapsed() >= wait && started.elapsed() <= wait + LISTED_POLL);
+    }
 
     #[test]
     fn a_key_read_is_used_while_fresh_or_while_its_watch_holds_its_version() {
