@@ -83,6 +83,25 @@ where
     read_reference(&ctx.client, namespace, name).await
 }
 
+/// The `K` named `name` in `namespace` as its watch cache holds it, once that cache has
+/// listed: `Some(None)` when it is absent there. `None` when no listed cache of this scope
+/// holds the kind, and only a read can tell.
+pub(super) fn listed_view<K>(ctx: &Context, namespace: &str, name: &str) -> Option<Read<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let store = ctx.caches(namespace)?.of::<K>()?;
+    if !crate::caches::listed(&store) {
+        return None;
+    }
+    let key = guard_ref(ObjectRef::<K>::new(name).within(namespace));
+    Some(
+        store
+            .get(&key)
+            .map(|cached| cached.0.clone().map_err(|invalid| invalid.error)),
+    )
+}
+
 /// What a read reference is, for the pure checks in `agentic-core`.
 #[allow(clippy::ref_option)] // A `Read` is what the gather step holds.
 pub(super) fn lookup<K>(read: &Read<K>) -> Lookup<'_, K> {

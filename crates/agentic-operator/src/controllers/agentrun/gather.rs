@@ -6,8 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use agentic_api::CONDITION_READY;
 use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
+use agentic_core::conditions::find_condition;
 use agentic_core::pin::Pin;
+use agentic_core::reasons::{AgentRunReason, ErrorReason};
 use agentic_core::sandbox::{
     FileSourceKind, MountedSkill, SANDBOX_KIND, SourceLookup, file_mount_source,
 };
@@ -23,7 +26,7 @@ use kube::{Api, ResourceExt};
 use super::sandbox_resource;
 use crate::caches::listed;
 use crate::context::{Context, SandboxBackend};
-use crate::controllers::support::{Read, lookup, read_cached};
+use crate::controllers::support::{Read, listed_view, lookup, read_cached};
 use crate::controllers::trustpolicy::{SourceAuth, listed_policies, outcomes_of};
 use crate::error::Result;
 
@@ -81,10 +84,18 @@ pub(super) async fn gather(run: &AgentRun, namespace: &str, ctx: &Context) -> Re
     )
     .await?;
     let agent_ref = &run.spec.agent_ref;
-    let agent = read_cached(ctx, namespace, agent_ref, |agent| {
-        check_agent(agent_ref, Lookup::Found(agent)).is_ok()
-    })
-    .await?;
+    let seen_waiting = waits_for_its_agent(run)
+        .then(|| listed_view::<Agent>(ctx, namespace, agent_ref))
+        .flatten();
+    let agent = match seen_waiting {
+        Some(cached) => cached,
+        None => {
+            read_cached(ctx, namespace, agent_ref, |agent| {
+                check_agent(agent_ref, Lookup::Found(agent)).is_ok()
+            })
+            .await?
+        }
+    };
     let mut gathered = Gathered {
         sandbox,
         agent: None,
@@ -117,6 +128,21 @@ pub(super) async fn gather(run: &AgentRun, namespace: &str, ctx: &Context) -> Re
     }
     gathered.agent = agent;
     Ok(gathered)
+}
+
+/// Whether `run`'s status already says it waits for its Agent (missing, or not Ready).
+///
+/// Such a run is woken by the Agent's watch when the Agent changes, so the listed cache's
+/// view of it is as good as a read from the API server: a cache a moment behind cannot turn
+/// away a run that already waits. Without this a restart read the Agent of every waiting
+/// run (5,000 GETs at 100,000 runs) for the verdict their statuses already held.
+fn waits_for_its_agent(run: &AgentRun) -> bool {
+    let waiting = [ErrorReason::AgentNotFound, ErrorReason::AgentNotReady]
+        .map(|reason| AgentRunReason::Error(reason).as_str());
+    run.status
+        .as_ref()
+        .and_then(|status| find_condition(&status.conditions, CONDITION_READY))
+        .is_some_and(|ready| waiting.contains(&ready.reason.as_str()))
 }
 
 /// The pins of the Agent's cluster-wide default skills.

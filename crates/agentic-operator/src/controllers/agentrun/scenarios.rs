@@ -96,6 +96,63 @@ async fn a_run_of_a_missing_agent_waits_and_creates_nothing() {
     assert!(api.names::<Secret>(NS).is_empty());
 }
 
+/// The reads of Agents a pass made.
+fn agent_reads(api: &FakeApi) -> Vec<String> {
+    api.reads()
+        .into_iter()
+        .filter(|path| path.contains("/agents/"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pass_over_a_run_already_waiting_for_its_missing_agent_reads_and_writes_nothing() {
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+    let api = FakeApi::default();
+    api.put(&run("fix-bug", "nobody"));
+    let ctx = context(&api);
+    let mut agents = Writer::<crate::caches::Guarded<agentic_api::Agent>>::default();
+    agents.apply_watcher_event(&Event::Init);
+    agents.apply_watcher_event(&Event::InitDone);
+    ctx.register_caches(
+        Some(NS),
+        caches_with(vec![crate::controllers::watches::kind_cache(
+            agents.as_reader(),
+        )]),
+    );
+    // A new run does not trust a cache that may be a moment behind its Agent.
+    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(agent_reads(&api).len(), 1, "{:?}", api.reads());
+    let first: AgentRun = api.get(NS, "fix-bug").expect("the run");
+    let status = first.status.expect("a status");
+    assert_eq!(ready(&status.conditions).1, "AgentNotFound");
+
+    // As after a restart: the run's status already says why it waits, and the Agent's
+    // watch wakes it when that changes.
+    api.clear_requests();
+    pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    assert!(agent_reads(&api).is_empty(), "{:?}", api.reads());
+    assert!(api.writes().is_empty(), "{:?}", api.writes());
+
+    // Without a listed cache of Agents only a read can tell.
+    let unlisted = context(&api);
+    unlisted.register_caches(
+        Some(NS),
+        caches_with(vec![crate::controllers::watches::kind_cache(
+            Writer::<crate::caches::Guarded<agentic_api::Agent>>::default().as_reader(),
+        )]),
+    );
+    api.clear_requests();
+    pass::<AgentRun, _>(&api, &unlisted, "fix-bug", reconcile)
+        .await
+        .expect("a pass");
+    assert_eq!(agent_reads(&api).len(), 1, "{:?}", api.reads());
+}
+
 #[tokio::test]
 async fn a_run_cancelled_before_it_starts_ends_without_a_sandbox() {
     let api = FakeApi::default();
