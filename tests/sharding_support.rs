@@ -256,8 +256,8 @@ impl Replicas {
         std::fs::read_to_string(self.logs.path().join(identity)).unwrap_or_default()
     }
 
-    /// Waits until each replica holds one shard (whichever starts first takes both, then
-    /// gives one up to the other); returns who holds which.
+    /// Waits until each replica holds one shard (each joins, then takes its share at its
+    /// next look); returns who holds which.
     pub async fn split(&self, client: &Client) -> BTreeMap<u32, Option<String>> {
         eventually("each replica to hold one shard", || async {
             let holders = holders(client, &self.leases_namespace).await;

@@ -220,12 +220,16 @@ impl ShardLeases {
                 None => {}
             }
         }
+        // Joining afresh (no slot names this replica yet): others starting with it may not
+        // hold a slot yet either, so it takes no shard before its next look counts them.
+        let mut joining = false;
         if self.member.is_none() {
             // A slot that still names this replica (its renewal was not confirmed in time)
             // first: taking another would count this replica twice until that one expired.
             let own = shards
                 .all()
                 .find(|slot| self.names_me(&self.leasing.member_lease(*slot)));
+            joining = own.is_none();
             for slot in own.into_iter().chain(shards.all()) {
                 let name = self.leasing.member_lease(slot);
                 if (self.names_me(&name) || !self.seen.held(&name, now, duration))
@@ -245,10 +249,13 @@ impl ShardLeases {
                         .held(&self.leasing.member_lease(*slot), now, duration)
             })
             .count();
-        let fair = if self.member.is_some() {
-            fair_share(shards, live)
-        } else {
-            0
+        let fair = match &self.member {
+            // Keeps what it holds, takes nothing more: replicas started together would
+            // otherwise each count itself alone, the first would take every shard, start
+            // listing them all, and give half back at its next look.
+            Some(_) if joining => fair_share(shards, live).min(self.held.len()),
+            Some(_) => fair_share(shards, live),
+            None => 0,
         };
 
         for shard in self.held() {
@@ -489,9 +496,27 @@ mod tests {
         list.iter().copied().collect()
     }
 
-    /// Two replicas against one API server: the first takes both shards, gives one up to the
-    /// second once it counts it, and never do both hold one shard; when the first stops
-    /// renewing, the second takes its shard only once the Lease has expired as it saw it.
+    /// Replicas started together: each joins with no shard, and at its next look takes its
+    /// share of the replicas it now counts. None takes more than its share and gives it back.
+    #[tokio::test(start_paused = true)]
+    async fn replicas_started_together_take_their_shares_without_giving_any_back() {
+        let api = crate::controllers::fake_api::FakeApi::default();
+        let mut a = replica(&api, "a");
+        let mut b = replica(&api, "b");
+        for replica in [&mut a, &mut b] {
+            assert!(replica.look().await.release.is_empty());
+            assert_eq!(replica.held(), shards(&[]), "joins before it takes");
+        }
+        for replica in [&mut a, &mut b] {
+            assert!(replica.look().await.release.is_empty());
+        }
+        assert_eq!((a.held(), b.held()), (shards(&[0]), shards(&[1])));
+    }
+
+    /// Two replicas against one API server: the first, alone, takes both shards, gives one
+    /// up to the second once it counts it, and never do both hold one shard; when the first
+    /// stops renewing, the second takes its shard only once the Lease has expired as it
+    /// saw it.
     #[tokio::test(start_paused = true)]
     async fn replicas_share_the_shards_and_take_over_a_silent_ones_only_after_it_expired() {
         let api = crate::controllers::fake_api::FakeApi::default();
@@ -499,6 +524,7 @@ mod tests {
         let mut b = replica(&api, "b");
         let disjoint = |a: &ShardLeases, b: &ShardLeases| a.held().is_disjoint(&b.held());
 
+        a.look().await;
         assert!(a.look().await.release.is_empty());
         assert_eq!(a.held(), shards(&[0, 1]));
         b.look().await;
@@ -533,6 +559,7 @@ mod tests {
         let api = crate::controllers::fake_api::FakeApi::default();
         let mut a = replica(&api, "a");
         a.look().await;
+        a.look().await;
         let deadline = a.deadline().expect("a deadline while holding shards");
         assert!(deadline + STOP_MARGIN <= Instant::now() + DURATION);
         tokio::time::advance(DURATION.saturating_sub(STOP_MARGIN + RENEW_INTERVAL)).await;
@@ -550,11 +577,10 @@ mod tests {
         let api = crate::controllers::fake_api::FakeApi::default();
         let mut a = replica(&api, "a");
         let mut b = replica(&api, "b");
-        a.look().await;
-        b.look().await;
-        let look = a.look().await;
-        a.release(&look.release).await;
-        b.look().await;
+        for _ in 0..2 {
+            a.look().await;
+            b.look().await;
+        }
         assert_eq!((a.held(), b.held()), (shards(&[0]), shards(&[1])));
 
         // A's looks stall; B keeps renewing. A stops serving before its Lease could expire.
