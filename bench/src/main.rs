@@ -131,6 +131,11 @@ struct Args {
     /// `reports.rs`.
     #[arg(long, conflicts_with_all = ["node", "ceiling", "existing"])]
     report_loads: bool,
+    /// With `--existing`: create the timed runs only once the operator counts every finished
+    /// existing run (it lists them after it reports ready), so that runs/s measures new runs
+    /// beside the kept ones rather than beside the restart's lists.
+    #[arg(long, requires = "existing")]
+    settled: bool,
     /// Spread the runs, existing and timed, over this many namespaces, each with the Agent,
     /// Gateway and SkillCards the runs need; their names are picked so that each of
     /// `--shards` shards holds as many, the same names whatever `--replicas`. Default 1, or
@@ -305,8 +310,16 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             loaded.as_secs_f64(),
             args.replicas
         );
-        let (replicas, restart) =
+        let (replicas, mut restart) =
             restart_replicas(&operator, &args, &env, &namespaces, &registry, shards).await?;
+        if args.settled {
+            let after = settled(&replicas, finished, restart.spawned).await?;
+            eprintln!(
+                "every finished run counted {:.1} s after the start",
+                after.as_secs_f64()
+            );
+            restart.settled = Some(after);
+        }
         (replicas, Some((loaded, restart)))
     } else {
         let replica = Replica {
@@ -436,7 +449,15 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             }
         );
     }
-    if let Some((loaded, Restart { spawned, ready })) = restart {
+    if let Some((
+        loaded,
+        Restart {
+            spawned,
+            ready,
+            settled,
+        },
+    )) = restart
+    {
         let (waiting, finished) = restart::split(args.existing);
         let first = lock(&seen.pods).values().min().copied();
         println!(
@@ -453,6 +474,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
                 ""
             }
         );
+        if let Some(settled) = settled {
+            println!(
+                "    settled after           {:.2} s (every finished run counted; the timed runs created then)",
+                settled.as_secs_f64()
+            );
+        }
         println!(
             "    first new sandbox after {:.2} s from the start, {:.2} s from the first create",
             first.map_or(f64::NAN, |at| at.duration_since(spawned).as_secs_f64()),
@@ -641,6 +668,8 @@ impl Replica {
 struct Restart {
     spawned: Instant,
     ready: Duration,
+    /// With `--settled`: when every finished run was counted, from the start.
+    settled: Option<Duration>,
 }
 
 /// Starts `args.replicas` operator processes over `namespaces` (sharded when more than one)
@@ -729,7 +758,14 @@ async fn restart_replicas(
         );
         replica.at_ready = Some(at);
     }
-    Ok((started, Restart { spawned, ready }))
+    Ok((
+        started,
+        Restart {
+            spawned,
+            ready,
+            settled: None,
+        },
+    ))
 }
 
 /// `agentic_registry_requests_total` summed over `replicas`.
@@ -975,6 +1011,14 @@ async fn operator_addr(
 
 /// `agentic_registry_requests_total` of the operator serving metrics at `addr`.
 async fn registry_requests(addr: &str) -> anyhow::Result<f64> {
+    metric(addr, "agentic_registry_requests_total ")
+        .await?
+        .with_context(|| format!("no agentic_registry_requests_total at {addr}/metrics"))
+}
+
+/// The value of the operator's metric sample starting with `series` (its name and labels,
+/// then a space), if it has one.
+async fn metric(addr: &str, series: &str) -> anyhow::Result<Option<f64>> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
@@ -986,11 +1030,39 @@ async fn registry_requests(addr: &str) -> anyhow::Result<f64> {
     stream.read_to_string(&mut response).await?;
     response
         .lines()
-        .find_map(|line| line.strip_prefix("agentic_registry_requests_total "))
-        .with_context(|| format!("no agentic_registry_requests_total at {addr}/metrics"))?
-        .trim()
-        .parse()
-        .context("agentic_registry_requests_total is not a number")
+        .find_map(|line| line.strip_prefix(series))
+        .map(|value| {
+            value
+                .trim()
+                .parse()
+                .context("a metric that is not a number")
+        })
+        .transpose()
+}
+
+/// With `--settled`: waits until the replicas together count every finished existing run
+/// (`agentic_objects`, refreshed every 5 s), so that the timed runs meet the operator as it
+/// is once a restart is over; how long from `since`.
+async fn settled(
+    replicas: &[Replica],
+    finished: usize,
+    since: Instant,
+) -> anyhow::Result<Duration> {
+    const SUCCEEDED: &str = "agentic_objects{kind=\"AgentRun\",phase=\"Succeeded\"} ";
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let mut counted = 0.0;
+        for replica in replicas {
+            counted += metric(&replica.metrics, SUCCEEDED).await?.unwrap_or(0.0);
+        }
+        if counted >= finished as f64 {
+            return Ok(since.elapsed());
+        }
+        if Instant::now() > deadline {
+            bail!("the replicas count {counted} of {finished} finished runs after 600 s");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// The label of the timed runs, which the bench's own watch of runs selects: a restart round
