@@ -123,8 +123,9 @@ struct Args {
     #[arg(long, conflicts_with = "node")]
     trust: bool,
     /// Restart the operator over this many existing AgentRuns before the timed runs (95 %
-    /// finished, 5 % waiting for an Agent that does not exist); see `restart.rs`.
-    #[arg(long, default_value_t = 0, conflicts_with_all = ["node", "ceiling"])]
+    /// finished, 5 % waiting for an Agent that does not exist); see `restart.rs`. With
+    /// `--ceiling`, the loader's runs go beside them instead.
+    #[arg(long, default_value_t = 0, conflicts_with = "node")]
     existing: usize,
     /// Serve the operator's OTLP receiver and, once every run has its sandbox, report three
     /// skill loads for each run to it with the run's bearer, as its agent would; see
@@ -275,36 +276,27 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let metrics = operator_addr(log.path(), PROBES_LOG, "metrics").await?;
 
     if args.ceiling {
-        child.kill().await?;
+        let existing = if args.existing > 0 {
+            Some(existing_runs(&client, &namespaces, &ns, &args, || child.kill()).await?)
+        } else {
+            child.kill().await?;
+            None
+        };
         let report = ceiling(&client, &ns, &args, &Processes::of(&env, &[])?).await?;
+        if let Some(loaded) = existing {
+            let (waiting, finished) = restart::split(args.existing);
+            println!(
+                "  beside {} existing runs ({finished} finished, {waiting} waiting), created in {:.1} s",
+                args.existing,
+                loaded.as_secs_f64()
+            );
+        }
         println!("{report}");
         return Ok(());
     }
 
     let (mut replicas, restart) = if args.existing > 0 {
-        let (waiting, finished) = restart::split(args.existing);
-        eprintln!(
-            "creating {waiting} waiting runs in {} namespace(s) and waiting for their status",
-            namespaces.len()
-        );
-        let statused =
-            restart::waiting_runs(&client, &namespaces, args.existing, args.concurrency).await?;
-        child.kill().await?;
-        let skills = restart::pinned_skills(&client, &ns).await?;
-        eprintln!(
-            "{waiting} waiting runs have their status after {:.1} s; operator stopped; \
-             creating {finished} finished runs",
-            statused.as_secs_f64()
-        );
-        let loaded = restart::finished_runs(
-            &client,
-            &namespaces,
-            args.existing,
-            args.concurrency,
-            &skills,
-        )
-        .await?
-            + statused;
+        let loaded = existing_runs(&client, &namespaces, &ns, &args, || child.kill()).await?;
         eprintln!(
             "created in {:.1} s; restarting {} operator(s)",
             loaded.as_secs_f64(),
@@ -313,6 +305,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         let (replicas, mut restart) =
             restart_replicas(&operator, &args, &env, &namespaces, &registry, shards).await?;
         if args.settled {
+            let (_, finished) = restart::split(args.existing);
             let after = settled(&replicas, finished, restart.spawned).await?;
             eprintln!(
                 "every finished run counted {:.1} s after the start",
@@ -662,6 +655,36 @@ impl Replica {
             end.rss
         );
     }
+}
+
+/// Puts `args.existing` runs on the control plane ([`restart`]): the waiting ones while the
+/// operator started for the fixture runs, then, once `stop` has stopped it, the finished
+/// ones; how long that took.
+async fn existing_runs<F: std::future::Future<Output = std::io::Result<()>>>(
+    client: &Client,
+    namespaces: &[String],
+    ns: &str,
+    args: &Args,
+    stop: impl FnOnce() -> F,
+) -> anyhow::Result<Duration> {
+    let (waiting, finished) = restart::split(args.existing);
+    eprintln!(
+        "creating {waiting} waiting runs in {} namespace(s) and waiting for their status",
+        namespaces.len()
+    );
+    let statused =
+        restart::waiting_runs(client, namespaces, args.existing, args.concurrency).await?;
+    stop().await?;
+    let skills = restart::pinned_skills(client, ns).await?;
+    eprintln!(
+        "{waiting} waiting runs have their status after {:.1} s; operator stopped; \
+         creating {finished} finished runs",
+        statused.as_secs_f64()
+    );
+    let loaded =
+        restart::finished_runs(client, namespaces, args.existing, args.concurrency, &skills)
+            .await?;
+    Ok(loaded + statused)
 }
 
 /// When the replicas of a restart were started, and how long until they reported ready.
