@@ -220,6 +220,11 @@ where
 }
 
 /// Whether the watch behind `store` has listed, so that what it lacks is absent.
+///
+/// Looks with a no-op waker, which replaces the one an awaiter of `wait_until_ready` left
+/// there (kube-runtime keeps a single one): nothing in the operator awaits the stores'
+/// readiness. Waiters look again (the trust-policy wait) or wait on the
+/// watch's own signal (`/readyz`, the sweep, the finished runs' watches).
 pub fn listed<K>(store: &Store<K>) -> bool
 where
     K: kube::runtime::reflector::Lookup + Clone + 'static,
