@@ -1091,6 +1091,14 @@ mod tests {
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(what);
         }
+
+        /// What it heard so far, in order.
+        fn told(&self) -> Vec<String> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        }
     }
 
     impl Diverted<ConfigMap> for KeepsDone {
@@ -1150,11 +1158,7 @@ mod tests {
         assert_eq!(cached, ["live"]);
         assert_eq!(names(&mut applied_rx), ["live", "live"]);
         assert_eq!(names(&mut deleted_rx), ["done-now", "done-listed"]);
-        let heard = diverted
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let heard = diverted.told();
         assert_eq!(
             heard,
             [
@@ -1214,11 +1218,7 @@ mod tests {
         assert_eq!(names(&mut touched), ["done-now"]);
         assert_eq!(names(&mut deleted), ["done-now"]);
         assert!(names(&mut applied).is_empty(), "not the kind's controller");
-        let heard = kept
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let heard = kept.told();
         assert_eq!(
             heard,
             ["listing", "keep done-listed", "listed", "keep done-now"]
