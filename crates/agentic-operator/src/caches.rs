@@ -5,6 +5,7 @@
 //! without importing each other.
 
 mod finished_runs;
+mod guarded;
 mod index;
 mod initial_list;
 mod sandbox_pod;
@@ -16,19 +17,16 @@ use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
 
 pub use finished_runs::{
     Diverted, FinishedRunCache, FinishedRunsWatched, LIVE_RUNS, RunName, finished_runs_of,
 };
+pub use guarded::Guarded;
 pub use index::{Index, Indexed, Maintained};
 pub use initial_list::InitialList;
 pub use sandbox_pod::SandboxPod;
-
-/// A cached object of a kind the operator reconciles: one that does not deserialize is kept
-/// as its error, so one malformed object cannot stop a watch.
-pub type Guarded<K> = DeserializeGuard<K>;
 
 /// Secrets are watched for their names and versions only (kube asks for metadata alone for
 /// a `PartialObjectMeta`): a Secret's data never reaches the operator through a watch (a pass

@@ -242,12 +242,12 @@ impl Diverted<Guarded<AgentRun>> for Feed {
 mod tests {
     use super::super::answering;
     use super::*;
+    use crate::caches::Guarded;
     use futures::FutureExt;
-    use kube::core::DeserializeGuard;
     use serde_json::json;
 
     fn run(name: &str, phase: &str, reason: &str, ttl: Option<i32>) -> Guarded<AgentRun> {
-        DeserializeGuard(Ok(serde_json::from_value(json!({
+        Guarded(Ok(serde_json::from_value(json!({
             "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun",
             "metadata": {"name": name, "namespace": "team", "uid": "u"},
             "spec": {"agentRef": "coder", "ttlSecondsAfterFinished": ttl},

@@ -242,11 +242,10 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::ObjectMeta;
-    use kube::core::DeserializeGuard;
 
     /// A ConfigMap keyed by the values of its data.
     fn config_map(namespace: &str, name: &str, refers_to: &[&str]) -> Guarded<ConfigMap> {
-        DeserializeGuard(Ok(ConfigMap {
+        Guarded(Ok(ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some(namespace.into()),
@@ -299,7 +298,7 @@ mod tests {
         assert!(index.is_empty());
         index.applied(&config_map("a", "x", &["one"]));
         let mut malformed = config_map("a", "x", &[]);
-        malformed.0 = Err(serde_json::from_str::<DeserializeGuard<ConfigMap>>(
+        malformed.0 = Err(serde_json::from_str::<Guarded<ConfigMap>>(
             r#"{"metadata":{"name":"x","namespace":"a"},"data":7}"#,
         )
         .expect("a guard")

@@ -19,7 +19,6 @@ use agentic_core::skills::{
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
@@ -328,7 +327,7 @@ async fn read_defaults(agent: &Agent, namespace: &str, ctx: &Context) -> Result<
     let selector = format!("{DEFAULT_SKILLS_LABEL}=true");
     let mut found = Vec::new();
     for (ns, scope) in scopes {
-        let api: Api<DeserializeGuard<SkillCollection>> = Api::namespaced(ctx.client.clone(), &ns);
+        let api: Api<Guarded<SkillCollection>> = Api::namespaced(ctx.client.clone(), &ns);
         let listed = match api.list(&ListParams::default().labels(&selector)).await {
             Ok(listed) => listed,
             Err(kube::Error::Api(e)) if e.code == 403 && scope == DefaultScope::Cluster => {

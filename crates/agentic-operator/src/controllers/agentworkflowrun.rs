@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::caches::Guarded;
 use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunStatus,
 };
@@ -23,7 +24,6 @@ use agentic_core::workflow::{
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -165,12 +165,12 @@ async fn read_stage_run(
     status: &AgentWorkflowRunStatus,
     namespace: &str,
     ctx: &Context,
-) -> Result<Option<DeserializeGuard<AgentRun>>> {
+) -> Result<Option<Guarded<AgentRun>>> {
     let Some(index) = current_stage(status) else {
         return Ok(None);
     };
     let name = stage_run_name(&run.name_any(), &status.stages[index].name);
-    let guarded: Api<DeserializeGuard<AgentRun>> = Api::namespaced(ctx.client.clone(), namespace);
+    let guarded: Api<Guarded<AgentRun>> = Api::namespaced(ctx.client.clone(), namespace);
     Ok(guarded.get_opt(&name).await?)
 }
 
@@ -180,7 +180,7 @@ async fn read_stage_run(
 /// for someone else's.
 fn stage_run_of<'a>(
     run: &AgentWorkflowRun,
-    observed: Option<&'a DeserializeGuard<AgentRun>>,
+    observed: Option<&'a Guarded<AgentRun>>,
     owner_uid: &str,
 ) -> Option<StageRun<'a>> {
     Some(match observed.map(|g| &g.0) {

@@ -429,7 +429,6 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
     use kube::Client;
-    use kube::core::DeserializeGuard;
 
     use super::*;
     use crate::context::FIELD_MANAGER;
@@ -620,7 +619,7 @@ mod tests {
         let object = workflow(None);
         let (client, requests) = fake_api(&object);
         let result = guarded(
-            Arc::new(DeserializeGuard(Ok(object))),
+            Arc::new(Guarded(Ok(object))),
             context(client),
             ready_then_failed,
         )

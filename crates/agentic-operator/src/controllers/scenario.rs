@@ -9,7 +9,6 @@ use std::time::Duration;
 use agentic_api::CONDITION_READY;
 use agentic_core::conditions::find_condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
@@ -33,7 +32,7 @@ where
     let mut writer = Writer::<Guarded<K>>::default();
     writer.apply_watcher_event(&watcher::Event::Init);
     for object in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(object))));
+        writer.apply_watcher_event(&watcher::Event::InitApply(Guarded(Ok(object))));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
     writer.as_reader()
@@ -142,12 +141,7 @@ where
     R: Reconcile<K>,
 {
     let object: K = api.get(NS, name).expect("the object the pass is about");
-    guarded(
-        Arc::new(DeserializeGuard(Ok(object))),
-        Arc::clone(ctx),
-        reconcile,
-    )
-    .await
+    guarded(Arc::new(Guarded(Ok(object))), Arc::clone(ctx), reconcile).await
 }
 
 /// The `Ready` condition's status and reason, from `conditions`.

@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::caches::Guarded;
 use agentic_api::{Agent, AgentRun, PinnedSkill};
 use agentic_core::names::sandbox_name;
 use agentic_core::owners::controlling_run;
@@ -15,7 +16,6 @@ use agentic_core::sandbox::{
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ApiResource, DynamicObject, ListParams};
-use kube::core::DeserializeGuard;
 use kube::{Api, ResourceExt};
 use tokio::sync::OwnedMutexGuard;
 
@@ -176,7 +176,7 @@ where
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
-    let api: Api<DeserializeGuard<K>> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<Guarded<K>> = Api::namespaced(ctx.client.clone(), namespace);
     Ok(api
         .list(&ListParams::default())
         .await?

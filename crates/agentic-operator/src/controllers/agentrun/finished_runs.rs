@@ -153,7 +153,6 @@ mod tests {
     use agentic_core::sandbox::TtlDefaults;
     use futures::FutureExt;
     use k8s_openapi::api::core::v1::Pod;
-    use kube::core::DeserializeGuard;
     use serde_json::{Value, json};
 
     use super::*;
@@ -189,7 +188,7 @@ mod tests {
         let feed = finished.feed(None);
         for run in runs {
             api.put(run);
-            assert!(feed.keep(&DeserializeGuard(Ok(run.clone()))));
+            assert!(feed.keep(&Guarded(Ok(run.clone()))));
         }
         let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
         let stop: Stop = Box::pin(stop_rx.map(|_| ()));

@@ -408,7 +408,6 @@ async fn fresh_verdict(
 #[cfg(test)]
 mod tests {
     use agentic_core::sandbox::TtlDefaults;
-    use kube::core::DeserializeGuard;
     use serde_json::json;
 
     use super::*;
@@ -436,7 +435,7 @@ mod tests {
             "spec": {"agentRef": "coder"},
             "status": {"phase": "Succeeded"},
         }));
-        assert!(finished.feed(None).keep(&DeserializeGuard(Ok(done))));
+        assert!(finished.feed(None).keep(&Guarded(Ok(done))));
         let known = Known::of(&SweepScope {
             namespace: Some(NS.into()),
             runs: store_of(Vec::<AgentRun>::new()),

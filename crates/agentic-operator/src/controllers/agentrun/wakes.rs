@@ -590,13 +590,13 @@ mod tests {
             "metadata": {"name": "p"},
             "spec": {"action": "Cancel", "revoked": {"digests": ["sha256:ab"]}}
         }));
-        let done = kube::core::DeserializeGuard(Ok(finished("done-0")));
+        let done = Guarded(Ok(finished("done-0")));
         let woken = vec![
-            wakes.agent_changed(&kube::core::DeserializeGuard(Ok(agent))),
+            wakes.agent_changed(&Guarded(Ok(agent))),
             wakes.secret_changed(&secret),
             wakes.run_changed(&done),
             wakes.run_deleted(&done),
-            wakes.cluster_policy_changed(&kube::core::DeserializeGuard(Ok(cancelling))),
+            wakes.cluster_policy_changed(&Guarded(Ok(cancelling))),
             wakes.pod_changed(&pod_of_sandbox(&sandbox_name("live"))),
         ];
         (

@@ -12,7 +12,6 @@ use agentic_api::{
 use agentic_core::conditions::find_condition;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::core::DeserializeGuard;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
@@ -382,7 +381,7 @@ fn list<K: kube::Resource<DynamicType = ()> + Clone>(
 ) {
     writer.apply_watcher_event(&watcher::Event::Init);
     for policy in policies {
-        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(policy))));
+        writer.apply_watcher_event(&watcher::Event::InitApply(Guarded(Ok(policy))));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
 }
@@ -486,7 +485,7 @@ async fn a_policy_that_does_not_deserialize_fails_the_cards_closed() {
     let scene = Scene::new(true).await;
     let mut namespaced = Writer::<Guarded<SkillTrustPolicy>>::default();
     namespaced.apply_watcher_event(&watcher::Event::Init);
-    let broken: DeserializeGuard<SkillTrustPolicy> = serde_json::from_value(json!({
+    let broken: Guarded<SkillTrustPolicy> = serde_json::from_value(json!({
         "apiVersion": "trust.agentic-operator.io/v1alpha1",
         "kind": "SkillTrustPolicy",
         "metadata": {"name": "broken", "namespace": NS},
@@ -729,7 +728,7 @@ async fn started_run(scene: &Scene) -> ClusterPolicies {
     let ctx = &scene.ctx;
     let mut cluster = ClusterPolicies::default();
     cluster.apply_watcher_event(&watcher::Event::Init);
-    cluster.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(
+    cluster.apply_watcher_event(&watcher::Event::InitApply(Guarded(Ok(
         scene.policy("Enforce", json!({}))
     ))));
     cluster.apply_watcher_event(&watcher::Event::InitDone);
@@ -784,7 +783,7 @@ async fn run_pass(scene: &Scene) -> agentic_api::AgentRunStatus {
 /// The scene's policy changed to revoke `revoked` with `action`, as its watch brings it.
 fn revoke(scene: &Scene, policies: &mut ClusterPolicies, revoked: Value, action: &str) {
     let changed = scene.policy("Enforce", json!({"revoked": revoked, "action": action}));
-    policies.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(changed))));
+    policies.apply_watcher_event(&watcher::Event::Apply(Guarded(Ok(changed))));
 }
 
 #[tokio::test]

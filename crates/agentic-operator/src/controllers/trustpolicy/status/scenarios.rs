@@ -1,12 +1,12 @@
 //! The trust policies' status controllers' real passes against the fake API server, the
 //! runs and policies in watch caches as the operator keeps them.
 
+use crate::caches::Guarded;
 use agentic_api::{
     AffectedRun, Agent, AgentRun, AgentRunPhase, ClusterSkillTrustPolicy, SkillCard,
     SkillTrustPolicy, SkillTrustPolicyStatus,
 };
 use k8s_openapi::api::core::v1::Secret;
-use kube::core::DeserializeGuard;
 use serde_json::{Value, json};
 
 use super::{RunsSeen, reconcile_cluster, reconcile_namespaced};
@@ -182,7 +182,7 @@ async fn a_cluster_policy_counts_the_runs_of_every_namespace_when_all_are_watche
     ];
     ctx.register_caches(None, caches(runs, vec![cluster.clone()], vec![]));
     guarded(
-        std::sync::Arc::new(DeserializeGuard(Ok(cluster))),
+        std::sync::Arc::new(Guarded(Ok(cluster))),
         ctx,
         reconcile_cluster,
     )
