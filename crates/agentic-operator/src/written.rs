@@ -74,6 +74,21 @@ impl WrittenStatuses {
         cached
     }
 
+    /// Forgets the status this process wrote to `object`: its cache shows it, in a form
+    /// [`WrittenStatuses::current`] cannot compare (a settled object cached trimmed). A
+    /// status written to another object of the same name is kept.
+    pub fn forget<K: Resource>(&self, kind: &'static str, object: &K) {
+        let key = key(kind, object);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let entries = &mut entries.by_object;
+        if entries
+            .get(&key)
+            .is_some_and(|written| written.uid == object.uid())
+        {
+            entries.remove(&key);
+        }
+    }
+
     /// Remembers `status`, just written to `object`, until its cache shows it.
     pub fn remember<K, S>(&self, kind: &'static str, object: &K, status: S)
     where
@@ -144,6 +159,21 @@ mod tests {
         assert_eq!(written.current("Card", &card, "second"), "second");
         assert_eq!(written.len(), 0);
         assert_eq!(written.current("Card", &card, "third"), "third");
+    }
+
+    #[test]
+    fn a_forgotten_status_is_gone_but_not_a_namesakes() {
+        let written = WrittenStatuses::default();
+        written.remember("Run", &object("run", "u1"), "finished");
+        written.forget("Run", &object("run", "u1"));
+        assert_eq!(written.len(), 0);
+        // Written to a run created again under the name: not the cached run's to forget.
+        written.remember("Run", &object("run", "u2"), "started");
+        written.forget("Run", &object("run", "u1"));
+        assert_eq!(
+            written.current("Run", &object("run", "u2"), "cached"),
+            "started"
+        );
     }
 
     #[test]

@@ -118,10 +118,17 @@ pub trait Reconciled:
     const LIVE_FIELDS: Option<&'static str> = None;
 
     /// Whether the object's passes only keep time (a finished workflow run's expiry): after a list,
-    /// its pass comes after those of the objects that may still change.
+    /// its pass comes after those of the objects that may still change. A settled object's
+    /// status is never written again.
     fn settled(&self) -> bool {
         false
     }
+
+    /// Drops from a settled object what no reader of the cache needs, before it is cached:
+    /// for a kind whose settled objects are many, kept for days and read for little
+    /// (finished workflow runs). Nothing by default. Its passes then see the trimmed object,
+    /// which they may never write back: a settled object's status is not written again.
+    fn trim_settled(&mut self) {}
 
     /// Records in `new` the extension fields the object's spec sets and reports those an
     /// update removed since `old` recorded them ([`agentic_core::extensions`]), returning
@@ -191,9 +198,16 @@ async fn pass<K: Reconciled>(
     reconcile: impl Reconcile<K>,
 ) -> Result<Action> {
     let cached = object.status().cloned().unwrap_or_default();
-    let old = ctx
-        .written
-        .current(K::KIND, object.as_ref(), cached.clone());
+    let old = if object.settled() {
+        // Nothing writes a settled object's status again, so its cache shows the last status
+        // written, though trimmed ([`Reconciled::trim_settled`]) and then never equal to the
+        // one remembered, which would be kept for nothing.
+        ctx.written.forget(K::KIND, object.as_ref());
+        cached.clone()
+    } else {
+        ctx.written
+            .current(K::KIND, object.as_ref(), cached.clone())
+    };
     // The object the pass sees carries the status it starts from: code that reads the
     // object's own status (a workflow run's next stage) must agree with `old`.
     let object = if old == cached {

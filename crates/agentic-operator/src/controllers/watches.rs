@@ -342,7 +342,12 @@ impl Watches {
             _ => self.initial_list.config(),
         };
         let watch = SharedWatch::new(K::KIND, api, config)
-            .settling(|object| object.0.as_ref().is_ok_and(K::settled));
+            .settling(|object| object.0.as_ref().is_ok_and(K::settled))
+            .trimmed(|object: &mut Guarded<K>| {
+                if let Ok(object) = &mut object.0 {
+                    trim_if_settled(object);
+                }
+            });
         let subscriptions = watch.subscriptions();
         // What was under the key was not the kind's watch, which cannot be: replaced whole,
         // never watched twice.
@@ -440,6 +445,14 @@ impl Watches {
         let (mut runs, listed): (Vec<_>, Vec<_>) = started.into_iter().unzip();
         runs.extend(after_the_live);
         (runs, listed)
+    }
+}
+
+/// `object` as the cache of its kind keeps it: trimmed once settled (a finished workflow
+/// run: [`Reconciled::trim_settled`]), whole while it may still change.
+pub(super) fn trim_if_settled<K: Reconciled>(object: &mut K) {
+    if object.settled() {
+        object.trim_settled();
     }
 }
 
