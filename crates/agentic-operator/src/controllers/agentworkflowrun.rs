@@ -52,8 +52,7 @@ pub(super) fn controller(
     let store = runs.store();
     // Only a run not started yet waits on its workflow: a finished run is in no index.
     let waiting = runs.index(|run| {
-        let unstarted = run.status.as_ref().is_none_or(|s| !started(s));
-        if unstarted {
+        if waits_on_workflow(run) {
             vec![run.spec.workflow_ref.clone()]
         } else {
             Vec::new()
@@ -92,6 +91,12 @@ impl Reconciled for AgentWorkflowRun {
             .and_then(|s| s.phase)
             .is_some_and(AgentRunPhase::is_finished)
     }
+}
+
+/// Whether `run` waits on its workflow to take its snapshot: it has not started, nor
+/// finished (a run cancelled before it started has no stages).
+fn waits_on_workflow(run: &AgentWorkflowRun) -> bool {
+    !run.settled() && run.status.as_ref().is_none_or(|s| !started(s))
 }
 
 pub async fn reconcile(
@@ -257,7 +262,7 @@ pub fn runs_waiting_on_workflow<'a>(
     runs.into_iter()
         .filter(|r| r.namespace().as_deref() == Some(namespace))
         .filter(|r| r.spec.workflow_ref == name)
-        .filter(|r| r.status.as_ref().is_none_or(|s| !started(s)))
+        .filter(|r| waits_on_workflow(r))
         .map(ObjectRef::from_obj)
         .collect()
 }

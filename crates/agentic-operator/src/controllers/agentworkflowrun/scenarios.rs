@@ -2,6 +2,7 @@
 //! made Ready, against the fake API server.
 
 use agentic_api::{AgentRun, AgentWorkflow, AgentWorkflowRun};
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use super::reconcile;
@@ -81,9 +82,15 @@ fn a_changed_workflow_brings_back_only_its_runs_that_have_not_started() {
         "metadata": {"name": "other"},
         "spec": {"workflowRef": "release"},
     }));
-    let picked = super::runs_waiting_on_workflow([&waiting, &started, &other], NS, "flow");
-    assert_eq!(
-        picked,
-        [kube::runtime::reflector::ObjectRef::new("nightly").within(NS)]
+    let cancelled_before_it_started: AgentWorkflowRun = object(json!({
+        "metadata": {"name": "cancelled"},
+        "spec": {"workflowRef": "flow", "cancel": true},
+        "status": {"phase": "Failed"},
+    }));
+    let picked = super::runs_waiting_on_workflow(
+        [&waiting, &started, &other, &cancelled_before_it_started],
+        NS,
+        "flow",
     );
+    assert_eq!(picked, [ObjectRef::new("nightly").within(NS)]);
 }
