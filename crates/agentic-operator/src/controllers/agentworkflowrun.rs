@@ -91,10 +91,15 @@ impl Reconciled for AgentWorkflowRun {
             .and_then(|s| s.phase)
             .is_some_and(AgentRunPhase::is_finished)
     }
+
+    fn trim_settled(&mut self) {
+        trim::trim_finished(self);
+    }
 }
 
 /// Whether `run` waits on its workflow to take its snapshot: it has not started, nor
-/// finished (a run cancelled before it started has no stages).
+/// finished (a run cancelled before it started has no stages, and a finished run is cached
+/// without them).
 fn waits_on_workflow(run: &AgentWorkflowRun) -> bool {
     !run.settled() && run.status.as_ref().is_none_or(|s| !started(s))
 }
@@ -141,6 +146,11 @@ pub async fn reconcile(
 }
 
 /// A finished workflow run's pass: deleted once its time to live is over.
+///
+/// Once its cache shows the run finished, `run` is the trimmed run the cache keeps
+/// ([`trim::trim_finished`]): what this reads is all that is kept, and its only write is the
+/// deletion. The status handed back is `old` as it came, so the pipeline writes no status
+/// (and raises no Event) computed from a trimmed run.
 async fn finished(
     run: &AgentWorkflowRun,
     namespace: &str,
@@ -313,6 +323,8 @@ async fn cancel_stage_run(runs: &Api<AgentRun>, name: &str) -> Result<()> {
         Err(e) => Err(e.into()),
     }
 }
+
+mod trim;
 
 #[cfg(test)]
 mod scenarios;
