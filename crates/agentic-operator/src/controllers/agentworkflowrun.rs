@@ -11,7 +11,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::caches::Guarded;
 use agentic_api::{
     Agent, AgentRun, AgentRunPhase, AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunStatus,
 };
@@ -33,6 +32,7 @@ use super::pipeline::{Pass, Policy, Reconciled, run_controller};
 use super::support::{Read, lookup, namespace_of, owner_of, read_reference, relate};
 use super::watches::{Stop, Watches};
 use crate::apply::{Expiring, create_owned, expire_finished};
+use crate::caches::Guarded;
 use crate::context::Context;
 use crate::error::Result;
 

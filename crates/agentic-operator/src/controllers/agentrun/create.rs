@@ -5,7 +5,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::caches::Guarded;
 use agentic_api::{Agent, AgentRun, PinnedSkill};
 use agentic_core::names::sandbox_name;
 use agentic_core::owners::controlling_run;
@@ -22,6 +21,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::judge::SandboxState;
 use super::sandbox_resource;
 use crate::apply::create_owned;
+use crate::caches::Guarded;
 use crate::context::{Context, SandboxBackend};
 use crate::error::{Error, Result};
 

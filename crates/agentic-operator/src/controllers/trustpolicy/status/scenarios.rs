@@ -1,7 +1,6 @@
 //! The trust policies' status controllers' real passes against the fake API server, the
 //! runs and policies in watch caches as the operator keeps them.
 
-use crate::caches::Guarded;
 use agentic_api::{
     AffectedRun, Agent, AgentRun, AgentRunPhase, ClusterSkillTrustPolicy, SkillCard,
     SkillTrustPolicy, SkillTrustPolicyStatus,
@@ -10,7 +9,7 @@ use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 
 use super::{RunsSeen, reconcile_cluster, reconcile_namespaced};
-use crate::caches::Caches;
+use crate::caches::{Caches, Guarded};
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::pipeline::guarded;
 use crate::controllers::scenario::{
