@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod agents;
+mod api_client;
 mod cel;
 mod chart;
 mod chart_readme;

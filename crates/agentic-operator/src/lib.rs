@@ -3,6 +3,7 @@
 //! `main` only parses the command line; everything else lives here so that integration tests
 //! run the same controllers in-process against a real API server.
 
+pub mod api_client;
 pub mod apply;
 pub mod backoff;
 pub mod caches;

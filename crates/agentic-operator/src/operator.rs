@@ -230,9 +230,10 @@ async fn check_crds(client: Client, readiness: Arc<Readiness>, mut stop: watch::
 /// Runs until SIGINT or SIGTERM, then stops taking work, lets in-flight reconciles finish and
 /// releases the lease.
 pub async fn run(options: RunOptions) -> anyhow::Result<()> {
-    let client = Client::try_default()
+    let config = kube::Config::infer()
         .await
         .context("loading the kubeconfig (in-cluster or KUBECONFIG)")?;
+    let client = crate::api_client::connect(config).context("connecting to the API server")?;
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         wait_for_signal().await;

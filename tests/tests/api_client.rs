@@ -1,0 +1,115 @@
+//! The operator's client for the API server (`agentic_operator::api_client`), against the real
+//! API server through a loopback proxy that counts connections: requests multiplexed over one
+//! HTTP/2 connection, each watch on an HTTP/1.1 connection of its own.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agentic_integration_tests::env;
+use agentic_operator::api_client;
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ListParams, PostParams};
+use kube::client::Body;
+use kube::{Api, Client};
+use serde_json::json;
+
+/// Requests in flight at once: far more than one HTTP/1.1 connection could carry.
+const CONCURRENT: usize = 64;
+/// Watches held open while those requests go.
+const WATCHES: usize = 3;
+
+/// A TCP proxy to `target` on loopback; the counter is the connections it accepted.
+async fn counting_proxy(target: SocketAddr) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the proxy");
+    let addr = listener.local_addr().expect("the proxy's address");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+async fn get(client: &Client, uri: &str) -> http::Response<Body> {
+    let request = http::Request::get(uri)
+        .body(Body::empty())
+        .expect("a request");
+    client.send(request).await.expect("the API server answers")
+}
+
+#[tokio::test]
+async fn requests_share_one_http2_connection_and_each_watch_has_its_own() {
+    let env = env().await;
+    let ns = env.namespace("api-client").await.expect("namespace");
+    let apiserver: SocketAddr = env
+        .apiserver_url()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the API server's address");
+    let (proxy, accepted) = counting_proxy(apiserver).await;
+    let mut config = env.kube_config();
+    config.cluster_url = format!("https://{proxy}").parse().expect("a URL");
+    let client = api_client::connect(config).expect("a client");
+
+    let list = format!("/api/v1/namespaces/{ns}/configmaps");
+    let response = get(&client, &list).await;
+    assert!(response.status().is_success(), "{:?}", response.status());
+    assert_eq!(response.version(), http::Version::HTTP_2, "a request");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+
+    // Watches, held open (their bodies kept) while the requests below go.
+    let mut watches = Vec::new();
+    for _ in 0..WATCHES {
+        let watch = get(&client, &format!("{list}?watch=true&timeoutSeconds=60")).await;
+        assert!(watch.status().is_success(), "{:?}", watch.status());
+        assert_eq!(watch.version(), http::Version::HTTP_11, "a watch");
+        watches.push(watch);
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1 + WATCHES);
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let creates = (0..CONCURRENT).map(|i| {
+        let configmaps = configmaps.clone();
+        async move {
+            let configmap: ConfigMap = serde_json::from_value(json!({
+                "metadata": {"name": format!("c{i}")},
+                "data": {"i": i.to_string()},
+            }))
+            .expect("a ConfigMap");
+            configmaps.create(&PostParams::default(), &configmap).await
+        }
+    });
+    for created in join_all(creates).await {
+        created.expect("every create of the burst succeeds");
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1 + WATCHES,
+        "{CONCURRENT} requests at once over the one HTTP/2 connection, beside the watches'"
+    );
+    let listed = configmaps.list(&ListParams::default()).await.expect("list");
+    let ours = listed
+        .items
+        .iter()
+        .filter(|configmap| {
+            configmap
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|name| name.starts_with('c'))
+        })
+        .count();
+    assert_eq!(ours, CONCURRENT);
+    drop(watches);
+}
