@@ -28,6 +28,10 @@ pub use index::{Index, Indexed, Maintained};
 pub use initial_list::InitialList;
 pub use sandbox_pod::SandboxPod;
 
+/// The annotation `kubectl apply` keeps a copy of the applied object in: the whole spec again.
+/// Not cached (`controllers::watches::forget_unread_metadata`).
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// Secrets are watched for their names and versions only (kube asks for metadata alone for
 /// a `PartialObjectMeta`): a Secret's data never reaches the operator through a watch (a pass
 /// reads the one it needs), and a namespace's many large Secrets (Helm releases,

@@ -29,9 +29,9 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use agentic_api::{AgentRun, AgentRunPhase, DEFAULT_SKILLS_LABEL, SkillCollection};
-use agentic_core::sandbox::{PARAMS_ANNOTATION, RUN_LABEL, SKILLS_MANIFEST_ANNOTATION};
+use agentic_core::sandbox::RUN_LABEL;
 use backon::BackoffBuilder as _;
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, ObjectMeta};
 use kube::runtime::utils::Backoff;
 use kube::{Api, Client};
 
@@ -41,8 +41,8 @@ use super::support::api_for;
 use super::watch_health::WatchHealth;
 use crate::caches::{
     Caches, Diverted, FinishedRunCache, FinishedRunsWatched, Guarded, Index, Indexed, InitialList,
-    KindCache, KindStore, Maintained, PrefetchCaches, SandboxPod, SecretMeta, finished_runs_of,
-    sandbox_resource,
+    KindCache, KindStore, LAST_APPLIED, Maintained, PrefetchCaches, SandboxPod, SecretMeta,
+    finished_runs_of, sandbox_resource,
 };
 use crate::context::{Context, SandboxBackend};
 use crate::error::Chain;
@@ -112,8 +112,8 @@ pub(super) struct Watches {
     /// sandbox from the cache. It reads a pod's metadata and status and a Sandbox's metadata
     /// only, so neither spec is kept: the pod template (containers, env, the skills' volumes)
     /// is most of their bytes, once per run. A pod's spec is not even decoded
-    /// ([`SandboxPod`]), and the skills manifest and params it carries as annotations for its
-    /// own files are dropped: nothing in the operator reads them back.
+    /// ([`SandboxPod`]), and only the annotations the operator reads back are kept
+    /// ([`SandboxPod::forget_unread`]).
     pub pods: SharedWatch<SandboxPod>,
     /// With the agent-sandbox backend only.
     pub sandboxes: Option<SharedWatch<DynamicObject>>,
@@ -265,12 +265,7 @@ impl Watches {
                 all().labels(&not_runs),
             ),
             pods: SharedWatch::new("Pod", api_for(client, namespace), all().labels(RUN_LABEL))
-                .trimmed(|pod: &mut SandboxPod| {
-                    if let Some(annotations) = pod.metadata.annotations.as_mut() {
-                        annotations.remove(SKILLS_MANIFEST_ANNOTATION);
-                        annotations.remove(PARAMS_ANNOTATION);
-                    }
-                }),
+                .trimmed(SandboxPod::forget_unread),
             sandboxes,
             default_collections,
             shards,
@@ -445,6 +440,20 @@ impl Watches {
         let (mut runs, listed): (Vec<_>, Vec<_>) = started.into_iter().unzip();
         runs.extend(after_the_live);
         (runs, listed)
+    }
+}
+
+/// What every cached object drops before it is cached: its managedFields (one entry per
+/// field manager, the creator's and ours for status, a large share of an object's bytes) and
+/// `kubectl apply`'s copy of the object it applied (the whole spec again). No reader looks at
+/// either, and nothing writes a cached object back: every write is a server-side apply.
+pub(crate) fn forget_unread_metadata(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
     }
 }
 
@@ -691,9 +700,8 @@ where
     K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
 {
-    /// The watch of the `K`s `api` can see that `config` selects, cached without
-    /// managedFields: nothing reads them, and with one entry per field manager (the creator's,
-    /// ours for status) they are a large share of a cached object's bytes.
+    /// The watch of the `K`s `api` can see that `config` selects, cached without what no
+    /// reader looks at ([`forget_unread_metadata`]).
     pub fn new(kind: &'static str, api: kube::Api<K>, config: watcher::Config) -> Self {
         Self::with_type(kind, api, config, Default::default())
     }
@@ -713,7 +721,7 @@ where
     ) -> Self {
         let events = watcher(api, config)
             .backoff(WatchBackoff::new())
-            .modify(|object| object.meta_mut().managed_fields = None)
+            .modify(|object| forget_unread_metadata(object.meta_mut()))
             .boxed();
         Self {
             kind,
@@ -972,7 +980,41 @@ fn expired(error: &watcher::Error) -> bool {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    #[test]
+    fn a_cached_object_keeps_no_managed_fields_and_no_copy_of_what_kubectl_applied() {
+        let mut meta = ObjectMeta {
+            name: Some("run-1".into()),
+            labels: Some([("team".to_string(), "a".to_string())].into()),
+            annotations: Some(
+                [
+                    (LAST_APPLIED.to_string(), r#"{"spec":{}}"#.to_string()),
+                    ("team.example/ticket".to_string(), "OPS-1".to_string()),
+                ]
+                .into(),
+            ),
+            managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+            ..ObjectMeta::default()
+        };
+        forget_unread_metadata(&mut meta);
+        assert_eq!(meta.managed_fields, None);
+        assert_eq!(
+            meta.annotations,
+            Some([("team.example/ticket".to_string(), "OPS-1".to_string())].into())
+        );
+        assert_eq!(
+            meta.labels,
+            Some([("team".to_string(), "a".to_string())].into())
+        );
+
+        let mut applied_only = ObjectMeta {
+            annotations: Some([(LAST_APPLIED.to_string(), "{}".to_string())].into()),
+            ..ObjectMeta::default()
+        };
+        forget_unread_metadata(&mut applied_only);
+        assert_eq!(applied_only.annotations, None);
+    }
 
     fn config_map(name: &str) -> ConfigMap {
         ConfigMap {

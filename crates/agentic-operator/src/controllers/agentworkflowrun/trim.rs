@@ -3,8 +3,7 @@
 
 use agentic_api::{AgentWorkflowRun, AgentWorkflowRunSpec, AgentWorkflowRunStatus};
 
-/// The annotation `kubectl apply` keeps a copy of the applied object in: the whole spec again.
-pub(super) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+use crate::caches::LAST_APPLIED;
 
 /// Trims a finished workflow run, before it is cached, to what its readers still need:
 ///
