@@ -446,7 +446,8 @@ impl Watches {
 /// What every cached object drops before it is cached: its managedFields (one entry per
 /// field manager, the creator's and ours for status, a large share of an object's bytes) and
 /// `kubectl apply`'s copy of the object it applied (the whole spec again). No reader looks at
-/// either, and nothing writes a cached object back: every write is a server-side apply.
+/// either, and no write sends a cached object back: writes are server-side applies and
+/// patches of the fields they change.
 pub(crate) fn forget_unread_metadata(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
