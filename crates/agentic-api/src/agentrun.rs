@@ -268,8 +268,10 @@ pub struct PinnedSkill {
     /// (its SkillCard's `status.verification` then); absent when none did. A policy's
     /// `status.blastRadius` is read from it. (An agentic-operator extension of the Konveyor
     /// API.)
+    // Boxed: most runs mount skills no policy selects, and a run's status is cached for as
+    // long as it runs; inline, the absent record would cost each pinned skill 128 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verification: Option<crate::SkillVerification>,
+    pub verification: Option<Box<crate::SkillVerification>>,
     /// How many times the agent loaded this skill (its SKILL.md or one of its files), read
     /// from the agent's own OpenTelemetry spans (`execute_tool` spans of `load_skill`, or
     /// with `gen_ai.skill.name`). Absent while the harness reported no load. (An

@@ -292,7 +292,7 @@ impl MountedSkill {
             name: self.name.clone(),
             image: self.source.pin(),
             skill_type: self.skill_type,
-            verification: self.verification.clone(),
+            verification: self.verification.clone().map(Box::new),
             loads: None,
             first_loaded_at: None,
         }

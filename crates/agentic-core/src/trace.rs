@@ -343,10 +343,10 @@ mod tests {
             PinnedSkill {
                 name: "java".into(),
                 image: format!("r.example/skills/java@{digest}"),
-                verification: Some(agentic_api::SkillVerification {
+                verification: Some(Box::new(agentic_api::SkillVerification {
                     state: agentic_api::VerificationState::Verified,
                     ..Default::default()
-                }),
+                })),
                 ..PinnedSkill::default()
             },
             pinned("configmap:notes-skill"),

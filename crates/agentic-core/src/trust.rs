@@ -780,7 +780,7 @@ where
                     .as_deref()
                     .or(status.resolved_source.as_deref());
                 (pinned == Some(image.as_str()))
-                    .then(|| status.verification.clone())
+                    .then(|| status.verification.clone().map(Box::new))
                     .flatten()
             });
             Some(PinnedSkill {

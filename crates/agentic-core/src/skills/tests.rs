@@ -375,7 +375,7 @@ fn mounted_skill_records_the_cards_verification() {
     let resolved = resolve(&[("java-card", Some(&card))]).expect("usable");
     let mounted = MountedSkill::from_agent_skill(&resolved.skills[0], Lookup::Found(&card))
         .expect("mountable");
-    assert_eq!(mounted.pinned().verification, Some(verification));
+    assert_eq!(mounted.pinned().verification, Some(Box::new(verification)));
 
     // No policy selected the card: nothing is recorded.
     let plain = image_card("plain-card", "plain");

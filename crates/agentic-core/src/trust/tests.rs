@@ -520,7 +520,7 @@ fn mounted(name: &str, image: &str, verification: Option<SkillVerification>) -> 
     PinnedSkill {
         name: name.into(),
         image: image.into(),
-        verification,
+        verification: verification.map(Box::new),
         ..PinnedSkill::default()
     }
 }
