@@ -38,10 +38,63 @@ impl<K> Clone for Index<K> {
 /// An object's namespace (empty for a cluster-scoped one) and name.
 type Named = (String, String);
 
+/// The names under one key. Most keys name one object (a run's sandbox, the Secret of one
+/// pod's proxy), and a B-tree set of one name costs a whole node, about 300 bytes for each
+/// live run.
+#[derive(Debug)]
+enum Names {
+    One(String),
+    Many(BTreeSet<String>),
+}
+
+impl Names {
+    fn insert(&mut self, name: String) {
+        match self {
+            Self::One(one) if *one == name => {}
+            Self::One(one) => {
+                let one = std::mem::take(one);
+                *self = Self::Many(BTreeSet::from([one, name]));
+            }
+            Self::Many(names) => {
+                names.insert(name);
+            }
+        }
+    }
+
+    /// Takes `name` out; false when no name is left.
+    fn remove(&mut self, name: &str) -> bool {
+        match self {
+            Self::One(one) => one.as_str() != name,
+            Self::Many(names) => {
+                names.remove(name);
+                if names.len() > 1 {
+                    return true;
+                }
+                match names.pop_first() {
+                    Some(last) => {
+                        *self = Self::One(last);
+                        true
+                    }
+                    None => false,
+                }
+            }
+        }
+    }
+
+    /// In name order.
+    fn iter(&self) -> impl Iterator<Item = &String> {
+        let (one, many) = match self {
+            Self::One(one) => (Some(one), None),
+            Self::Many(names) => (None, Some(names.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+}
+
 #[derive(Default)]
 struct Entries {
     /// Namespace → key → names.
-    by_key: HashMap<String, HashMap<String, BTreeSet<String>>>,
+    by_key: HashMap<String, HashMap<String, Names>>,
     /// The keys each indexed object is under, to take it out when it changes or goes.
     keys_of: HashMap<Named, Vec<String>>,
 }
@@ -54,11 +107,10 @@ impl Entries {
         let (namespace, name) = named;
         if let Some(in_namespace) = self.by_key.get_mut(namespace) {
             for key in keys {
-                if let Some(names) = in_namespace.get_mut(&key) {
-                    names.remove(name);
-                    if names.is_empty() {
-                        in_namespace.remove(&key);
-                    }
+                if let Some(names) = in_namespace.get_mut(&key)
+                    && !names.remove(name)
+                {
+                    in_namespace.remove(&key);
                 }
             }
             if in_namespace.is_empty() {
@@ -77,10 +129,12 @@ impl Entries {
         let (namespace, name) = &named;
         let in_namespace = self.by_key.entry(namespace.clone()).or_default();
         for key in &keys {
-            in_namespace
-                .entry(key.clone())
-                .or_default()
-                .insert(name.clone());
+            match in_namespace.get_mut(key) {
+                Some(names) => names.insert(name.clone()),
+                None => {
+                    in_namespace.insert(key.clone(), Names::One(name.clone()));
+                }
+            }
         }
         self.keys_of.insert(named, keys);
     }
@@ -306,6 +360,25 @@ mod tests {
         .expect_err("malformed"));
         index.applied(&malformed);
         assert!(index.is_empty());
+        assert!(index.read().by_key.is_empty());
+    }
+
+    #[test]
+    fn a_key_goes_from_one_name_to_many_and_back_in_name_order() {
+        let index = Index::new(references);
+        index.applied(&config_map("a", "m", &["k"]));
+        assert!(matches!(index.read().by_key["a"]["k"], Names::One(_)));
+        index.applied(&config_map("a", "z", &["k"]));
+        index.applied(&config_map("a", "b", &["k"]));
+        assert_eq!(index.get("a", "k"), ["b", "m", "z"]);
+        index.deleted(&config_map("a", "m", &[]));
+        assert_eq!(index.get("a", "k"), ["b", "z"]);
+        index.deleted(&config_map("a", "z", &[]));
+        assert_eq!(index.get("a", "k"), ["b"]);
+        assert!(matches!(index.read().by_key["a"]["k"], Names::One(_)));
+        index.applied(&config_map("a", "b", &["k"]));
+        assert_eq!(index.get("a", "k"), ["b"]);
+        index.deleted(&config_map("a", "b", &[]));
         assert!(index.read().by_key.is_empty());
     }
 
