@@ -410,6 +410,8 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             cpu: cpu_seconds(replica.pid)?,
             peak_rss: peak_rss_mb(replica.pid)?,
             rss: status_mb(replica.pid, "VmRSS")?,
+            rss_anon: status_mb(replica.pid, "RssAnon")?,
+            rss_file: status_mb(replica.pid, "RssFile")?,
             served: (args.replicas > 1)
                 .then(|| std::fs::read_to_string(replica.log.path()).map(|l| spread::served(&l)))
                 .transpose()?,
@@ -518,6 +520,10 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             replicas[0].peak_rss(end),
             end.rss
         );
+        println!(
+            "    at the end: {:.1} MB anonymous (heap, stacks), {:.1} MB file-backed (code)",
+            end.rss_anon, end.rss_file
+        );
         if let Some(at) = &replicas[0].at_ready {
             println!(
                 "    peak RSS by ready {:.1} MB, from ready on {:.1} MB",
@@ -595,6 +601,14 @@ struct ReplicaEnd {
     peak_rss: f64,
     /// Its RSS now, in MB.
     rss: f64,
+    /// Of `rss`, its anonymous memory (heap, stacks) and its file-backed pages (the binary
+    /// and the C library as mapped), in MB. The file-backed part is not the operator's to
+    /// choose: on recent kernels (6.18 here) one touch maps the whole page-cache folio around
+    /// it, and the folios a binary's
+    /// pages sit in depend on how the kernel read the file, so the same binary maps a
+    /// megabyte or two more or less from one copy of it to the next (docs/performance.md).
+    rss_anon: f64,
+    rss_file: f64,
     served: Option<spread::Served>,
 }
 
