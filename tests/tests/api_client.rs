@@ -52,15 +52,8 @@ async fn get(client: &Client, uri: &str) -> http::Response<Body> {
 async fn requests_share_one_http2_connection_and_each_watch_has_its_own() {
     let env = env().await;
     let ns = env.namespace("api-client").await.expect("namespace");
-    let apiserver: SocketAddr = env
-        .apiserver_url()
-        .trim_start_matches("https://")
-        .parse()
-        .expect("the API server's address");
-    let (proxy, accepted) = counting_proxy(apiserver).await;
-    let mut config = env.kube_config();
-    config.cluster_url = format!("https://{proxy}").parse().expect("a URL");
-    let client = api_client::connect(config).expect("a client");
+    let (proxy, accepted) = counting_proxy(env.apiserver_addr()).await;
+    let client = api_client::connect(env.kube_config_via(proxy)).expect("a client");
 
     let list = format!("/api/v1/namespaces/{ns}/configmaps");
     let response = get(&client, &list).await;

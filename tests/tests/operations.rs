@@ -881,15 +881,9 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_a_standby_takes_over(
     let env = env().await;
     let ns = env.namespace("ops-cutoff").await.expect("namespace");
     let client = env.client();
-    let apiserver: SocketAddr = env
-        .apiserver_url()
-        .trim_start_matches("https://")
-        .parse()
-        .expect("the API server's address");
-    let (proxy, cut) = cuttable_proxy(apiserver).await;
-    let mut config = env.kube_config();
-    config.cluster_url = format!("https://{proxy}").parse().expect("a URL");
-    let behind_proxy = Client::try_from(config).expect("a client through the proxy");
+    let (proxy, cut) = cuttable_proxy(env.apiserver_addr()).await;
+    let behind_proxy =
+        Client::try_from(env.kube_config_via(proxy)).expect("a client through the proxy");
 
     let (a, _stop_a) = replica(&behind_proxy, &ns, "replica-a").await;
     wait_lease_holder(&client, &ns, Some("replica-a")).await;

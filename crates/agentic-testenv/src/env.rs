@@ -260,6 +260,24 @@ impl TestEnv {
         &self.apiserver_url
     }
 
+    /// The API server's `127.0.0.1:PORT`, for a proxy put in front of it.
+    #[allow(clippy::expect_used)] // The URL was formatted from this very address.
+    pub fn apiserver_addr(&self) -> SocketAddr {
+        self.apiserver_url
+            .trim_start_matches("https://")
+            .parse()
+            .expect("the API server's URL is https://127.0.0.1:PORT")
+    }
+
+    /// [`TestEnv::kube_config`] with the API server reached through `proxy`, a loopback
+    /// proxy in front of [`TestEnv::apiserver_addr`].
+    #[allow(clippy::expect_used)] // `https://` and a socket address always make a URI.
+    pub fn kube_config_via(&self, proxy: SocketAddr) -> kube::Config {
+        let mut config = self.config.clone();
+        config.cluster_url = format!("https://{proxy}").parse().expect("a proxy's URL");
+        config
+    }
+
     /// `127.0.0.1:PORT` of the registry, if one was started.
     pub fn registry_addr(&self) -> Option<String> {
         self.registry.as_ref().map(Registry::addr)
