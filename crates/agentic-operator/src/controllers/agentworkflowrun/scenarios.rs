@@ -141,6 +141,7 @@ async fn the_watch_caches_a_finished_run_trimmed_and_a_live_one_whole_but_kubect
     let live: AgentWorkflowRun = api.get(NS, "live").expect("the live run");
     let store = watched(&api, &context(&api)).await;
     let mut trimmed = finished.clone();
+    forget_unread_metadata(&mut trimmed.metadata);
     trim_if_settled(&mut trimmed);
     assert_eq!(served(&cached_run(&store, "nightly")), served(&trimmed));
     assert_ne!(served(&trimmed), served(&finished));

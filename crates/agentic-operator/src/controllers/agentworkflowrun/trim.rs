@@ -3,13 +3,12 @@
 
 use agentic_api::{AgentWorkflowRun, AgentWorkflowRunSpec, AgentWorkflowRunStatus};
 
-use crate::caches::LAST_APPLIED;
-
 /// Trims a finished workflow run, before it is cached, to what its readers still need:
 ///
 /// - its metadata: the controller's key (the stages' runs wake it by their owner reference),
 ///   the orphan sweep's UIDs, the shard filter's namespace, the UID precondition of its
-///   deletion. Not `kubectl apply`'s copy of the object.
+///   deletion. (`kubectl apply`'s copy of the object is gone already: the watch drops it from
+///   every object it caches, [`forget_unread_metadata`](crate::controllers::watches::forget_unread_metadata).)
 /// - `spec.ttlSecondsAfterFinished`, `status.phase` and `status.completionTime`: its expiry
 ///   (`apply::expire_finished`); the phase is also what the census counts it by and what
 ///   keeps it out of the runs waiting on their workflow.
@@ -47,9 +46,6 @@ pub(super) fn trim_finished(run: &mut AgentWorkflowRun) {
             ..AgentWorkflowRunStatus::default()
         });
     }
-    if let Some(annotations) = run.metadata.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
-    }
 }
 
 #[cfg(test)]
@@ -64,11 +60,12 @@ mod tests {
     };
     use crate::controllers::agentworkflowrun::waits_on_workflow;
     use crate::controllers::scenario::object;
-    use crate::controllers::watches::trim_if_settled;
+    use crate::controllers::watches::{forget_unread_metadata, trim_if_settled};
 
     /// `run` as its watch caches it.
     fn cached(run: &AgentWorkflowRun) -> AgentWorkflowRun {
         let mut cached = run.clone();
+        forget_unread_metadata(&mut cached.metadata);
         trim_if_settled(&mut cached);
         cached
     }
@@ -117,10 +114,17 @@ mod tests {
     }
 
     #[test]
-    fn a_live_run_is_cached_whole() {
+    fn a_live_run_is_cached_whole_but_kubectls_copy() {
         for phase in ["Pending", "Running"] {
             let live = workflow_run(phase, 3);
-            assert_eq!(served(&cached(&live)), served(&live), "{phase}");
+            let mut whole = live.clone();
+            forget_unread_metadata(&mut whole.metadata);
+            assert_ne!(
+                served(&whole),
+                served(&live),
+                "the fixture has kubectl's copy"
+            );
+            assert_eq!(served(&cached(&live)), served(&whole), "{phase}");
         }
         let unstarted: AgentWorkflowRun = object(json!({
             "metadata": {"name": "fresh"}, "spec": {"workflowRef": "flow", "params": [{"name": "p", "value": "v"}]},
