@@ -35,7 +35,7 @@ impl<K> Clone for Index<K> {
     }
 }
 
-/// An object's namespace (empty for a cluster-scoped one) and name.
+/// An object's namespace (empty for a cluster-scoped one) and name, owned.
 type Named = (String, String);
 
 /// The names under one key. Most keys name one object (a run's sandbox, the Secret of one
@@ -91,59 +91,52 @@ impl Names {
     }
 }
 
+/// Namespace → key → names. Which keys an object is under is not kept beside them: it is
+/// what the index's function gives the object the cache held before the change, so
+/// taking an object out costs no second map of every object's keys.
 #[derive(Default)]
-struct Entries {
-    /// Namespace → key → names.
-    by_key: HashMap<String, HashMap<String, Names>>,
-    /// The keys each indexed object is under, to take it out when it changes or goes.
-    keys_of: HashMap<Named, Vec<String>>,
-}
+struct Entries(HashMap<String, HashMap<String, Names>>);
 
 impl Entries {
-    fn remove(&mut self, named: &Named) {
-        let Some(keys) = self.keys_of.remove(named) else {
+    /// `name` of `namespace` under `keys` (sorted, without repeats) no more.
+    fn remove(&mut self, (namespace, name): (&str, &str), keys: &[String]) {
+        let Some(in_namespace) = self.0.get_mut(namespace) else {
             return;
         };
-        let (namespace, name) = named;
-        if let Some(in_namespace) = self.by_key.get_mut(namespace) {
-            for key in keys {
-                if let Some(names) = in_namespace.get_mut(&key)
-                    && !names.remove(name)
-                {
-                    in_namespace.remove(&key);
-                }
+        for key in keys {
+            if let Some(names) = in_namespace.get_mut(key)
+                && !names.remove(name)
+            {
+                in_namespace.remove(key);
             }
-            if in_namespace.is_empty() {
-                self.by_key.remove(namespace);
-            }
+        }
+        if in_namespace.is_empty() {
+            self.0.remove(namespace);
         }
     }
 
-    fn insert(&mut self, named: Named, mut keys: Vec<String>) {
-        self.remove(&named);
-        keys.sort_unstable();
-        keys.dedup();
+    /// `name` of `namespace` under `keys` (sorted, without repeats) too.
+    fn insert(&mut self, (namespace, name): (&str, &str), keys: Vec<String>) {
         if keys.is_empty() {
             return;
         }
-        let (namespace, name) = &named;
-        let in_namespace = self.by_key.entry(namespace.clone()).or_default();
-        for key in &keys {
-            match in_namespace.get_mut(key) {
-                Some(names) => names.insert(name.clone()),
+        let in_namespace = self.0.entry(namespace.to_string()).or_default();
+        for key in keys {
+            match in_namespace.get_mut(&key) {
+                Some(names) => names.insert(name.to_string()),
                 None => {
-                    in_namespace.insert(key.clone(), Names::One(name.clone()));
+                    in_namespace.insert(key, Names::One(name.to_string()));
                 }
             }
         }
-        self.keys_of.insert(named, keys);
     }
 }
 
-fn named(meta: &ObjectMeta) -> Named {
+/// An object's namespace (empty for a cluster-scoped one) and name.
+fn named(meta: &ObjectMeta) -> (&str, &str) {
     (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
     )
 }
 
@@ -169,7 +162,7 @@ impl<K> Index<K> {
     pub fn get(&self, namespace: &str, key: &str) -> Vec<String> {
         let names: Vec<String> = self
             .read()
-            .by_key
+            .0
             .get(namespace)
             .and_then(|in_namespace| in_namespace.get(key))
             .map(|names| names.iter().cloned().collect())
@@ -182,7 +175,7 @@ impl<K> Index<K> {
     pub fn everywhere(&self, key: &str) -> Vec<Named> {
         let mut named: Vec<Named> = self
             .read()
-            .by_key
+            .0
             .iter()
             .filter_map(|(namespace, in_namespace)| Some((namespace, in_namespace.get(key)?)))
             .flat_map(|(namespace, names)| {
@@ -200,13 +193,26 @@ impl<K> Index<K> {
     }
 
     /// How many objects are under at least one key.
-    pub fn len(&self) -> usize {
-        self.read().keys_of.len()
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        let entries = self.read();
+        let named: BTreeSet<(&String, &String)> = entries
+            .0
+            .iter()
+            .flat_map(|(namespace, in_namespace)| {
+                in_namespace
+                    .values()
+                    .flat_map(Names::iter)
+                    .map(move |name| (namespace, name))
+            })
+            .collect();
+        named.len()
     }
 
     /// Whether no object is under a key.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.read().0.is_empty()
     }
 }
 
@@ -243,24 +249,42 @@ impl Indexed for SandboxPod {
 }
 
 impl<K> Index<K> {
-    /// `object`, created or changed: under the keys it gives now, and no others.
-    pub fn applied<C: Indexed<Object = K>>(&self, object: &C) {
-        let keys = object.object().map(self.keys).unwrap_or_default();
-        self.write().insert(named(object.metadata()), keys);
+    /// The keys `object` is under: those its valid object gives, sorted, without repeats.
+    fn keys_of<C: Indexed<Object = K>>(&self, object: &C) -> Vec<String> {
+        let mut keys = object.object().map(self.keys).unwrap_or_default();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
     }
 
-    /// `object`, deleted: under no key.
-    pub fn deleted<C: Indexed<Object = K>>(&self, object: &C) {
-        self.write().remove(&named(object.metadata()));
+    /// `object`, created or changed from `before` (as the cache held it, if it did): under
+    /// the keys it gives now, and no others.
+    pub fn applied<C: Indexed<Object = K>>(&self, before: Option<&C>, object: &C) {
+        let old = before.map(|before| self.keys_of(before)).unwrap_or_default();
+        let new = self.keys_of(object);
+        if old == new {
+            return;
+        }
+        let mut entries = self.write();
+        if let Some(before) = before {
+            entries.remove(named(before.metadata()), &old);
+        }
+        entries.insert(named(object.metadata()), new);
+    }
+
+    /// An object deleted, as the cache held it: under no key.
+    pub fn deleted<C: Indexed<Object = K>>(&self, before: &C) {
+        let keys = self.keys_of(before);
+        if !keys.is_empty() {
+            self.write().remove(named(before.metadata()), &keys);
+        }
     }
 
     /// The index of exactly `objects`, as a watch holds them after it has listed.
     pub fn relisted<C: Indexed<Object = K>>(&self, objects: &[Arc<C>]) {
         let mut rebuilt = Entries::default();
         for object in objects {
-            if let Some(valid) = object.object() {
-                rebuilt.insert(named(object.metadata()), (self.keys)(valid));
-            }
+            rebuilt.insert(named(object.metadata()), self.keys_of(object.as_ref()));
         }
         *self.write() = rebuilt;
     }
@@ -268,8 +292,8 @@ impl<K> Index<K> {
 
 /// What a watch keeps up to date as its cache changes, whatever the index's key type.
 pub trait Maintained<C>: Send + Sync {
-    fn applied(&self, object: &C);
-    fn deleted(&self, object: &C);
+    fn applied(&self, before: Option<&C>, object: &C);
+    fn deleted(&self, before: &C);
     fn relisted(&self, objects: &[Arc<C>]);
 }
 
@@ -278,12 +302,12 @@ where
     C: Indexed,
     C::Object: 'static,
 {
-    fn applied(&self, object: &C) {
-        Index::applied(self, object);
+    fn applied(&self, before: Option<&C>, object: &C) {
+        Index::applied(self, before, object);
     }
 
-    fn deleted(&self, object: &C) {
-        Index::deleted(self, object);
+    fn deleted(&self, before: &C) {
+        Index::deleted(self, before);
     }
 
     fn relisted(&self, objects: &[Arc<C>]) {
@@ -320,12 +344,44 @@ mod tests {
         map.data.iter().flatten().map(|(_, v)| v.clone()).collect()
     }
 
+    /// An index kept as a watch keeps it: each change handed over with what its cache held
+    /// of the object before.
+    struct Watched {
+        index: Index<ConfigMap>,
+        cache: HashMap<Named, Guarded<ConfigMap>>,
+    }
+
+    impl Watched {
+        fn new() -> Self {
+            Self {
+                index: Index::new(references),
+                cache: HashMap::new(),
+            }
+        }
+
+        fn apply(&mut self, object: Guarded<ConfigMap>) {
+            let (namespace, name) = named(object.metadata());
+            let key = (namespace.to_string(), name.to_string());
+            self.index.applied(self.cache.get(&key), &object);
+            self.cache.insert(key, object);
+        }
+
+        fn delete(&mut self, namespace: &str, name: &str) {
+            let before = self
+                .cache
+                .remove(&(namespace.to_string(), name.to_string()))
+                .expect("cached");
+            self.index.deleted(&before);
+        }
+    }
+
     #[test]
     fn an_object_is_found_under_the_keys_it_gives_now_and_only_those() {
-        let index = Index::new(references);
-        index.applied(&config_map("a", "x", &["one", "two"]));
-        index.applied(&config_map("a", "y", &["two"]));
-        index.applied(&config_map("b", "z", &["two"]));
+        let mut watched = Watched::new();
+        watched.apply(config_map("a", "x", &["one", "two"]));
+        watched.apply(config_map("a", "y", &["two"]));
+        watched.apply(config_map("b", "z", &["two"]));
+        let index = &watched.index;
         assert_eq!(index.get("a", "two"), ["x", "y"]);
         assert_eq!(index.get("a", "one"), ["x"]);
         assert_eq!(index.get("b", "one"), Vec::<String>::new());
@@ -335,22 +391,26 @@ mod tests {
                 .map(|(namespace, name)| (namespace.to_string(), name.to_string()))
         );
 
-        index.applied(&config_map("a", "x", &["three"]));
+        watched.apply(config_map("a", "x", &["three", "three"]));
+        let index = &watched.index;
         assert_eq!(index.get("a", "one"), Vec::<String>::new());
         assert_eq!(index.get("a", "two"), ["y"]);
         assert_eq!(index.get("a", "three"), ["x"]);
 
-        index.deleted(&config_map("a", "y", &[]));
-        assert_eq!(index.get("a", "two"), Vec::<String>::new());
-        assert_eq!(index.len(), 2);
+        watched.delete("a", "y");
+        assert_eq!(watched.index.get("a", "two"), Vec::<String>::new());
+        assert_eq!(watched.index.len(), 2);
+        watched.delete("a", "x");
+        watched.delete("b", "z");
+        assert!(watched.index.is_empty());
     }
 
     #[test]
     fn an_object_without_keys_or_that_did_not_deserialize_holds_no_entry() {
-        let index = Index::new(references);
-        index.applied(&config_map("a", "x", &[]));
-        assert!(index.is_empty());
-        index.applied(&config_map("a", "x", &["one"]));
+        let mut watched = Watched::new();
+        watched.apply(config_map("a", "x", &[]));
+        assert!(watched.index.is_empty());
+        watched.apply(config_map("a", "x", &["one"]));
         let mut malformed = config_map("a", "x", &[]);
         malformed.0 = Err(serde_json::from_str::<Guarded<ConfigMap>>(
             r#"{"metadata":{"name":"x","namespace":"a"},"data":7}"#,
@@ -358,36 +418,39 @@ mod tests {
         .expect("a guard")
         .0
         .expect_err("malformed"));
-        index.applied(&malformed);
-        assert!(index.is_empty());
-        assert!(index.read().by_key.is_empty());
+        watched.apply(malformed);
+        assert!(watched.index.is_empty());
+        watched.delete("a", "x");
+        assert!(watched.index.is_empty());
     }
 
     #[test]
     fn a_key_goes_from_one_name_to_many_and_back_in_name_order() {
-        let index = Index::new(references);
-        index.applied(&config_map("a", "m", &["k"]));
-        assert!(matches!(index.read().by_key["a"]["k"], Names::One(_)));
-        index.applied(&config_map("a", "z", &["k"]));
-        index.applied(&config_map("a", "b", &["k"]));
-        assert_eq!(index.get("a", "k"), ["b", "m", "z"]);
-        index.deleted(&config_map("a", "m", &[]));
-        assert_eq!(index.get("a", "k"), ["b", "z"]);
-        index.deleted(&config_map("a", "z", &[]));
-        assert_eq!(index.get("a", "k"), ["b"]);
-        assert!(matches!(index.read().by_key["a"]["k"], Names::One(_)));
-        index.applied(&config_map("a", "b", &["k"]));
-        assert_eq!(index.get("a", "k"), ["b"]);
-        index.deleted(&config_map("a", "b", &[]));
-        assert!(index.read().by_key.is_empty());
+        let mut watched = Watched::new();
+        watched.apply(config_map("a", "m", &["k"]));
+        assert!(matches!(watched.index.read().0["a"]["k"], Names::One(_)));
+        watched.apply(config_map("a", "z", &["k"]));
+        watched.apply(config_map("a", "b", &["k"]));
+        assert_eq!(watched.index.get("a", "k"), ["b", "m", "z"]);
+        watched.delete("a", "m");
+        assert_eq!(watched.index.get("a", "k"), ["b", "z"]);
+        watched.delete("a", "z");
+        assert_eq!(watched.index.get("a", "k"), ["b"]);
+        assert!(matches!(watched.index.read().0["a"]["k"], Names::One(_)));
+        watched.apply(config_map("a", "b", &["k"]));
+        assert_eq!(watched.index.get("a", "k"), ["b"]);
+        watched.delete("a", "b");
+        assert!(watched.index.is_empty());
     }
 
     #[test]
     fn a_relist_keeps_exactly_what_was_listed() {
-        let index = Index::new(references);
-        index.applied(&config_map("a", "gone", &["one"]));
-        index.relisted(&[Arc::new(config_map("a", "kept", &["one"]))]);
-        assert_eq!(index.get("a", "one"), ["kept"]);
-        assert_eq!(index.len(), 1);
+        let mut watched = Watched::new();
+        watched.apply(config_map("a", "gone", &["one"]));
+        watched
+            .index
+            .relisted(&[Arc::new(config_map("a", "kept", &["one"]))]);
+        assert_eq!(watched.index.get("a", "one"), ["kept"]);
+        assert_eq!(watched.index.len(), 1);
     }
 }

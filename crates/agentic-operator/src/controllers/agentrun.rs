@@ -146,6 +146,13 @@ impl Reconciled for AgentRun {
         run_events(old, new)
     }
 
+    /// A run's labels are its author's (a Hub's task, a team): the operator selects no run
+    /// by them and copies none to what it creates, and a map of one label costs a run a
+    /// whole B-tree node, half a kilobyte.
+    fn forget_unread(&mut self) {
+        self.metadata.labels = None;
+    }
+
     fn written(&self, ctx: &Context, old: &AgentRunStatus, new: &AgentRunStatus) {
         ctx.metrics.run_transitioned(self, old, new);
         if let Some(export) = &ctx.settings.trace_export {

@@ -124,6 +124,11 @@ pub trait Reconciled:
         false
     }
 
+    /// Drops from every object what no reader of the kind's cache looks at, before it is
+    /// cached (runs: their labels). Nothing by default. Only status is ever written back
+    /// from a cached object, so what is dropped here is never lost on the server.
+    fn forget_unread(&mut self) {}
+
     /// Drops from a settled object what no reader of the cache needs, before it is cached:
     /// for a kind whose settled objects are many, kept for days and read for little
     /// (finished workflow runs). Nothing by default. Its passes then see the trimmed object,

@@ -340,7 +340,7 @@ impl Watches {
             .settling(|object| object.0.as_ref().is_ok_and(K::settled))
             .trimmed(|object: &mut Guarded<K>| {
                 if let Ok(object) = &mut object.0 {
-                    trim_if_settled(object);
+                    trim_for_cache(object);
                 }
             });
         let subscriptions = watch.subscriptions();
@@ -458,9 +458,11 @@ pub(crate) fn forget_unread_metadata(meta: &mut ObjectMeta) {
     }
 }
 
-/// `object` as the cache of its kind keeps it: trimmed once settled (a finished workflow
-/// run: [`Reconciled::trim_settled`]), whole while it may still change.
-pub(super) fn trim_if_settled<K: Reconciled>(object: &mut K) {
+/// `object` as the cache of its kind keeps it: without what no reader looks at
+/// ([`Reconciled::forget_unread`]), and trimmed once settled (a finished workflow run:
+/// [`Reconciled::trim_settled`]), whole while it may still change.
+pub(super) fn trim_for_cache<K: Reconciled>(object: &mut K) {
+    object.forget_unread();
     if object.settled() {
         object.trim_settled();
     }
@@ -813,7 +815,7 @@ where
         let Self {
             kind,
             events,
-            writer,
+            mut writer,
             dyntype,
             subscribed,
             listed,
@@ -828,14 +830,17 @@ where
                 .boxed(),
             None => events,
         };
-        let mut events = reflector::reflector(writer, events).boxed();
+        let mut events = events;
         async move {
             let watching = async {
                 while let Some(event) = events.next().await {
                     match event {
                         Ok(event) => {
                             let list_ended = matches!(event, watcher::Event::InitDone);
-                            fan_out(event, &cache, &dyntype, settled, &mut subscribed);
+                            let before = cached_before(&event, &cache, &dyntype);
+                            writer.apply_watcher_event(&event);
+                            let changed = Changed { event, before };
+                            fan_out(changed, &cache, &dyntype, settled, &mut subscribed);
                             if list_ended {
                                 listed.send_replace(true);
                             }
@@ -909,12 +914,38 @@ fn kept<K: Resource>(shards: &ShardFilter, event: &watcher::Result<watcher::Even
     }
 }
 
+/// A watch event, and what the cache held of its object before it: the indexes take an
+/// object out from under the keys it gave then.
+struct Changed<K> {
+    event: watcher::Event<K>,
+    before: Option<Arc<K>>,
+}
+
+/// What `cache` holds of the object of `event`, before it takes the event (nothing for the
+/// events of a list, which the cache takes whole at its end).
+fn cached_before<K>(
+    event: &watcher::Event<K>,
+    cache: &Store<K>,
+    dyntype: &K::DynamicType,
+) -> Option<Arc<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    match event {
+        watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
+            cache.get(&reflector::ObjectRef::from_obj_with(object, dyntype.clone()))
+        }
+        _ => None,
+    }
+}
+
 /// Hands the objects of one event, already applied to `cache`, to the subscribers that want
 /// them; a subscriber whose controller has stopped is dropped. A created or changed object
 /// is handed on as the cache holds it; a listed one when the list is complete, which is
 /// when the cache takes the list, the `settled` ones last.
 fn fan_out<K>(
-    event: watcher::Event<K>,
+    Changed { event, before }: Changed<K>,
     cache: &Store<K>,
     dyntype: &K::DynamicType,
     settled: fn(&K) -> bool,
@@ -939,16 +970,18 @@ fn fan_out<K>(
             let key = reflector::ObjectRef::from_obj_with(&object, dyntype.clone());
             let object = cache.get(&key).unwrap_or_else(|| Arc::new(object));
             for index in &subscribers.indexes {
-                index.applied(&object);
+                index.applied(before.as_deref(), &object);
             }
             subscribers.applied_or_touched(&object);
             subscribers.changed.retain(sender(&object));
         }
         watcher::Event::Delete(object) => {
-            let object = Arc::new(object);
-            for index in &subscribers.indexes {
-                index.deleted(&object);
+            if let Some(before) = &before {
+                for index in &subscribers.indexes {
+                    index.deleted(before);
+                }
             }
+            let object = Arc::new(object);
             let send = sender(&object);
             subscribers.touched.retain(&send);
             subscribers.deleted.retain(send);
@@ -1112,14 +1145,16 @@ mod tests {
         );
     }
 
-    /// Applies `event` to the cache as the reflector does, then hands it on.
+    /// Applies `event` to the cache as the watch does, then hands it on.
     fn deliver(
         event: watcher::Event<ConfigMap>,
         writer: &mut Writer<ConfigMap>,
         subscribers: &mut Subscribed<ConfigMap>,
     ) {
+        let cache = writer.as_reader();
+        let before = cached_before(&event, &cache, &());
         writer.apply_watcher_event(&event);
-        fan_out(event, &writer.as_reader(), &(), settled, subscribers);
+        fan_out(Changed { event, before }, &cache, &(), settled, subscribers);
     }
 
     /// [`deliver`] to subscribers of applied objects only.

@@ -4,7 +4,12 @@ use agentic_api::{AgentRun, AgentRunPhase, Gateway};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use serde_json::json;
 
+use std::sync::Arc;
+
 use super::reconcile;
+use crate::caches::Guarded;
+use crate::controllers::pipeline::guarded;
+use crate::controllers::watches::trim_for_cache;
 use super::wakes::{runs_waiting_on_agent, runs_waiting_on_secret};
 use crate::controllers::agentworkflow::scenarios::ready_agent;
 use crate::controllers::fake_api::FakeApi;
@@ -82,6 +87,44 @@ async fn a_run_of_a_ready_agent_gets_its_sandbox_objects_and_records_them() {
         ],
         "{:?}",
         api.writes().iter().map(|w| &w.body).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn a_run_is_cached_without_its_labels_and_a_pass_over_that_copy_loses_none() {
+    let api = FakeApi::default();
+    ready_agent_with_gateway(&api);
+    let mut labelled = run("fix-bug", "coder");
+    let labels: std::collections::BTreeMap<String, String> =
+        [("hub.konveyor.io/task".to_string(), "42".to_string())].into();
+    labelled.metadata.labels = Some(labels.clone());
+    api.put(&labelled);
+    let mut cached = labelled.clone();
+    trim_for_cache(&mut cached);
+    assert_eq!(cached.metadata.labels, None);
+    cached.metadata.labels = Some(labels.clone());
+    assert_eq!(
+        serde_json::to_value(&cached).expect("json"),
+        serde_json::to_value(&labelled).expect("json"),
+        "nothing but the labels is dropped"
+    );
+    trim_for_cache(&mut cached);
+
+    guarded(Arc::new(Guarded(Ok(cached))), context(&api), reconcile)
+        .await
+        .expect("a pass");
+    let served: AgentRun = api.get(NS, "fix-bug").expect("the run");
+    assert_eq!(served.metadata.labels, Some(labels));
+    assert_eq!(
+        served.status.and_then(|s| s.sandbox_name).as_deref(),
+        Some("fix-bug")
+    );
+    let pod: Pod = api.get(NS, "fix-bug").expect("the sandbox pod");
+    assert!(
+        !pod.metadata
+            .labels
+            .expect("labels")
+            .contains_key("hub.konveyor.io/task")
     );
 }
 

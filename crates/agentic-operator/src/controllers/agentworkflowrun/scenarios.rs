@@ -23,7 +23,7 @@ use crate::controllers::pipeline::guarded;
 use crate::controllers::scenario::{NS, context, object, pass, store_of};
 use crate::controllers::watch_health::WatchHealth;
 use crate::controllers::watches::{
-    Stop, WatchOptions, Watches, forget_unread_metadata, kind_cache, trim_if_settled,
+    Stop, WatchOptions, Watches, forget_unread_metadata, kind_cache, trim_for_cache,
 };
 
 fn workflow_run() -> AgentWorkflowRun {
@@ -142,7 +142,7 @@ async fn the_watch_caches_a_finished_run_trimmed_and_a_live_one_whole_but_kubect
     let store = watched(&api, &context(&api)).await;
     let mut trimmed = finished.clone();
     forget_unread_metadata(&mut trimmed.metadata);
-    trim_if_settled(&mut trimmed);
+    trim_for_cache(&mut trimmed);
     assert_eq!(served(&cached_run(&store, "nightly")), served(&trimmed));
     assert_ne!(served(&trimmed), served(&finished));
     let mut expected = live.clone();

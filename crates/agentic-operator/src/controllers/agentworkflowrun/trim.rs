@@ -60,13 +60,13 @@ mod tests {
     };
     use crate::controllers::agentworkflowrun::waits_on_workflow;
     use crate::controllers::scenario::object;
-    use crate::controllers::watches::{forget_unread_metadata, trim_if_settled};
+    use crate::controllers::watches::{forget_unread_metadata, trim_for_cache};
 
     /// `run` as its watch caches it.
     fn cached(run: &AgentWorkflowRun) -> AgentWorkflowRun {
         let mut cached = run.clone();
         forget_unread_metadata(&mut cached.metadata);
-        trim_if_settled(&mut cached);
+        trim_for_cache(&mut cached);
         cached
     }
 
