@@ -1,15 +1,13 @@
 //! A run's pod as the watch cache keeps it: its metadata and status, not its spec.
 
-use agentic_core::sandbox::{
-    CREDENTIAL_SECRET_ANNOTATION, CREDENTIAL_VERSION_ANNOTATION, PINNED_SKILLS_ANNOTATION,
-};
+use agentic_core::sandbox::{CREDENTIAL_SECRET_ANNOTATION, CREDENTIAL_VERSION_ANNOTATION};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
 use serde::Deserialize;
 
 /// A Pod read without its spec. The AgentRun controller reads a pod's metadata (its owner,
-/// the pinned skills annotation) and status (phase, container states) only, and the spec
+/// its credential proxy's annotations) and status (phase, container states) only, and the spec
 /// (containers, env, the skills' volumes) is most of a pod's bytes: decoded into a `Pod`
 /// and then dropped, it still cost every pod event its decoding, and every cached pod the
 /// 1.4 kB of an empty `Option<PodSpec>` (a `Pod` takes 2.4 kB before any of its strings).
@@ -20,20 +18,18 @@ pub struct SandboxPod {
     pub status: Option<PodStatus>,
 }
 
-/// The annotations of a run's pod that the operator reads: the skills it mounts, and the
-/// Secret its credential proxy mounts with the version the kubelet was last told of.
-const READ_ANNOTATIONS: [&str; 3] = [
-    PINNED_SKILLS_ANNOTATION,
-    CREDENTIAL_SECRET_ANNOTATION,
-    CREDENTIAL_VERSION_ANNOTATION,
-];
+/// The annotations of a run's pod that the operator reads from its cache: the Secret its
+/// credential proxy mounts, with the version the kubelet was last told of. The skills it
+/// mounts are read once, from the API server, when a run adopts its pod.
+const READ_ANNOTATIONS: [&str; 2] = [CREDENTIAL_SECRET_ANNOTATION, CREDENTIAL_VERSION_ANNOTATION];
 
 impl SandboxPod {
     /// Drops, before the pod is cached, what no reader of the cache looks at: its labels (the
     /// watch selects by them, nothing reads them back) and every annotation but
-    /// [`READ_ANNOTATIONS`] (the skills manifest and params it carries for its own files, the
-    /// trace context, whatever admission webhooks add). A map with one entry costs a whole
-    /// B-tree node, so a pod with none is cheaper by far than one with a few.
+    /// [`READ_ANNOTATIONS`] (the skills manifest, params and pinned skills it carries for its
+    /// own files and for an adoption, the trace context, whatever admission webhooks add). A
+    /// map with one entry costs a whole B-tree node, so a pod with none is cheaper by far
+    /// than one with a few.
     pub fn forget_unread(&mut self) {
         self.metadata.labels = None;
         if let Some(annotations) = self.metadata.annotations.as_mut() {
@@ -78,7 +74,8 @@ impl Metadata for SandboxPod {
 #[cfg(test)]
 mod tests {
     use agentic_core::sandbox::{
-        PARAMS_ANNOTATION, RUN_LABEL, SKILLS_MANIFEST_ANNOTATION, credential_secret, pinned_skills,
+        PARAMS_ANNOTATION, PINNED_SKILLS_ANNOTATION, RUN_LABEL, SKILLS_MANIFEST_ANNOTATION,
+        credential_secret, pinned_skills,
     };
 
     use super::*;
@@ -139,18 +136,12 @@ mod tests {
             .collect();
         assert_eq!(
             kept,
-            [
-                CREDENTIAL_SECRET_ANNOTATION,
-                CREDENTIAL_VERSION_ANNOTATION,
-                PINNED_SKILLS_ANNOTATION
-            ]
+            [CREDENTIAL_SECRET_ANNOTATION, CREDENTIAL_VERSION_ANNOTATION]
         );
+        // The skills it mounts are the server's copy's to tell, for an adoption.
+        assert_eq!(pinned_skills(&whole.metadata).len(), 1);
+        assert!(pinned_skills(&cached.metadata).is_empty());
         // What the run's pass reads of its pod is the same as from the whole pod.
-        assert_eq!(pinned_skills(&cached.metadata).len(), 1);
-        assert_eq!(
-            pinned_skills(&cached.metadata),
-            pinned_skills(&whole.metadata)
-        );
         assert_eq!(
             credential_secret(&cached.metadata, cached.status.as_ref()),
             Some("llm-key")

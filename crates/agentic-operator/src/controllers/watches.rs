@@ -227,8 +227,16 @@ impl Watches {
                 Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
                 None => Api::all_with(client.clone(), &resource),
             };
-            SharedWatch::<DynamicObject>::with_type("Sandbox", api, all(), resource)
-                .trimmed(|sandbox| sandbox.data = serde_json::Value::Null)
+            // A cached Sandbox is read for its name, owner and age: its spec (the pod
+            // template), labels and annotations (the pinned skills an adoption reads from
+            // the API server) are dropped.
+            SharedWatch::<DynamicObject>::with_type("Sandbox", api, all(), resource).trimmed(
+                |sandbox| {
+                    sandbox.data = serde_json::Value::Null;
+                    sandbox.metadata.labels = None;
+                    sandbox.metadata.annotations = None;
+                },
+            )
         });
         let shards = ctx.shards().cloned();
         // Watching another namespace, or a shard without it: the defaults' own watch.

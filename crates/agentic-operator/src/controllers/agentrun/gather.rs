@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use agentic_api::CONDITION_READY;
 use agentic_api::{Agent, AgentRun, Gateway, SkillCard};
 use agentic_core::conditions::find_condition;
+use agentic_core::owners::is_controlled_by;
 use agentic_core::pin::Pin;
 use agentic_core::reasons::{AgentRunReason, ErrorReason};
 use agentic_core::sandbox::{
@@ -81,6 +82,7 @@ pub(super) async fn gather(run: &AgentRun, namespace: &str, ctx: &Context) -> Re
         ctx,
         namespace,
         &agentic_core::names::sandbox_name(&run.name_any()),
+        run.metadata.uid.as_deref().unwrap_or_default(),
     )
     .await?;
     let agent_ref = &run.spec.agent_ref;
@@ -185,11 +187,15 @@ fn sandbox_kind(ctx: &Context) -> &'static str {
 /// The metadata of the object named `name` of the sandbox backend's kind, if there is one.
 /// From the cache once it has listed: absent there is absent, but for a sandbox this process
 /// created a moment ago that its watch has not brought yet. Creating that one again meets
-/// 409, and the create hands back the existing sandbox with its pinned skills.
+/// 409, and the create hands back the existing sandbox with its pinned skills. Another's
+/// holder is the cache's; the run's own (`run_uid` controls it), which the run adopts with
+/// the skills it mounts, is read from the API server: the caches keep no sandbox's
+/// pinned-skills annotation, a kilobyte a run that only an adoption reads.
 async fn holder_of_sandbox_name(
     ctx: &Context,
     namespace: &str,
     name: &str,
+    run_uid: &str,
 ) -> Result<Option<ObjectMeta>> {
     if let Some(caches) = ctx.caches(namespace) {
         let cached = match (ctx.settings.sandbox_backend, &caches.sandboxes) {
@@ -206,7 +212,11 @@ async fn holder_of_sandbox_name(
             }),
             (SandboxBackend::AgentSandbox, None) => None,
         };
-        if let Some(metadata) = cached {
+        if let Some(metadata) = cached
+            && !metadata
+                .as_ref()
+                .is_some_and(|holder| is_controlled_by(holder, run_uid))
+        {
             return Ok(metadata);
         }
     }

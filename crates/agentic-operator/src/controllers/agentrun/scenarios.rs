@@ -7,7 +7,10 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::reconcile;
-use crate::caches::Guarded;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher::Event;
+
+use crate::caches::{Caches, Guarded, SandboxPod};
 use crate::controllers::pipeline::guarded;
 use crate::controllers::watches::trim_for_cache;
 use super::wakes::{runs_waiting_on_agent, runs_waiting_on_secret};
@@ -370,6 +373,60 @@ fn proxied_pod(told: Option<&str>) -> Pod {
         },
         "status": {"phase": "Running"},
     }))
+}
+
+/// A run whose status was lost after its pod was made (the operator stopped in between)
+/// adopts the pod with the skills it mounts. The pods' cache keeps no pinned-skills
+/// annotation, so those come from the one read of the server's copy.
+#[tokio::test]
+async fn a_run_adopts_its_cached_pod_with_the_skills_the_servers_copy_names() {
+    let api = FakeApi::default();
+    ready_agent_with_gateway(&api);
+    api.put(&run("fix-bug", "coder"));
+    let pinned = r#"[{"name":"review","image":"registry.test/skills@sha256:0123","type":"skill"}]"#;
+    let pod: Pod = object(json!({
+        "metadata": {
+            "name": "fix-bug", "uid": "uid-pod-fix-bug",
+            "annotations": {"konveyor.io/pinned-skills": pinned},
+            "ownerReferences": [{
+                "apiVersion": "konveyor.io/v1alpha1", "kind": "AgentRun", "name": "fix-bug",
+                "uid": "uid-run-fix-bug", "controller": true
+            }],
+        },
+        "status": {"phase": "Pending"},
+    }));
+    api.put(&pod);
+    let mut cached: SandboxPod =
+        serde_json::from_value(serde_json::to_value(&pod).expect("JSON")).expect("a pod");
+    cached.forget_unread();
+    assert_eq!(cached.metadata.annotations, None);
+    let mut pods = Writer::<SandboxPod>::default();
+    for event in [Event::Init, Event::InitApply(cached), Event::InitDone] {
+        pods.apply_watcher_event(&event);
+    }
+    let ctx = context(&api);
+    ctx.register_caches(Some(NS), Caches::new(pods.as_reader(), None));
+
+    let status = status_after_pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile).await;
+    assert_eq!(status.sandbox_name.as_deref(), Some("fix-bug"));
+    let skills: Vec<(&str, &str)> = status
+        .skills
+        .iter()
+        .map(|s| (s.name.as_str(), s.image.as_str()))
+        .collect();
+    assert_eq!(skills, [("review", "registry.test/skills@sha256:0123")]);
+    let pod_path = format!("/api/v1/namespaces/{NS}/pods/fix-bug");
+    let reads = api.reads();
+    assert_eq!(
+        reads.iter().filter(|path| **path == pod_path).count(),
+        1,
+        "{reads:?}"
+    );
+    assert!(
+        api.writes().iter().all(|w| !w.path.ends_with("/pods")),
+        "no second pod: {:?}",
+        api.writes()
+    );
 }
 
 /// The Secret's change reaches the live run's pod as one annotation, applied under the
