@@ -5,6 +5,7 @@
 // Test code: a failed expectation panics, and that is how a test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod loopback_proxy;
 pub mod sharding_support;
 pub mod support;
 pub mod trace_json;

@@ -2,11 +2,8 @@
 //! API server through a loopback proxy that counts connections: requests multiplexed over one
 //! HTTP/2 connection, each watch on an HTTP/1.1 connection of its own.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use agentic_integration_tests::env;
+use agentic_integration_tests::loopback_proxy::LoopbackProxy;
 use agentic_operator::api_client;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -20,27 +17,6 @@ const CONCURRENT: usize = 64;
 /// Watches held open while those requests go.
 const WATCHES: usize = 3;
 
-/// A TCP proxy to `target` on loopback; the counter is the connections it accepted.
-async fn counting_proxy(target: SocketAddr) -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind the proxy");
-    let addr = listener.local_addr().expect("the proxy's address");
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = accepted.clone();
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-            });
-        }
-    });
-    (addr, accepted)
-}
-
 async fn get(client: &Client, uri: &str) -> http::Response<Body> {
     let request = http::Request::get(uri)
         .body(Body::empty())
@@ -52,14 +28,14 @@ async fn get(client: &Client, uri: &str) -> http::Response<Body> {
 async fn requests_share_one_http2_connection_and_each_watch_has_its_own() {
     let env = env().await;
     let ns = env.namespace("api-client").await.expect("namespace");
-    let (proxy, accepted) = counting_proxy(env.apiserver_addr()).await;
-    let client = api_client::connect(env.kube_config_via(proxy)).expect("a client");
+    let proxy = LoopbackProxy::start(env.apiserver_addr()).await;
+    let client = api_client::connect(env.kube_config_via(proxy.addr)).expect("a client");
 
     let list = format!("/api/v1/namespaces/{ns}/configmaps");
     let response = get(&client, &list).await;
     assert!(response.status().is_success(), "{:?}", response.status());
     assert_eq!(response.version(), http::Version::HTTP_2, "a request");
-    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(proxy.accepted(), 1);
 
     // Watches, held open (their bodies kept) while the requests below go.
     let mut watches = Vec::new();
@@ -69,7 +45,7 @@ async fn requests_share_one_http2_connection_and_each_watch_has_its_own() {
         assert_eq!(watch.version(), http::Version::HTTP_11, "a watch");
         watches.push(watch);
     }
-    assert_eq!(accepted.load(Ordering::SeqCst), 1 + WATCHES);
+    assert_eq!(proxy.accepted(), 1 + WATCHES);
 
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let creates = (0..CONCURRENT).map(|i| {
@@ -87,7 +63,7 @@ async fn requests_share_one_http2_connection_and_each_watch_has_its_own() {
         created.expect("every create of the burst succeeds");
     }
     assert_eq!(
-        accepted.load(Ordering::SeqCst),
+        proxy.accepted(),
         1 + WATCHES,
         "{CONCURRENT} requests at once over the one HTTP/2 connection, beside the watches'"
     );

@@ -12,8 +12,8 @@ use agentic_api::{
 };
 use agentic_integration_tests::{
     CONVERGE, apply, env, events_about, eventually, has_condition, http_get, llm_gateway,
-    operator_binary, operator_command, push, registry, run_options, stop_cleanly, wait_agent_ready,
-    wait_for, wait_for_sandbox, wait_phase, write_skill,
+    loopback_proxy::LoopbackProxy, operator_binary, operator_command, push, registry, run_options,
+    stop_cleanly, wait_agent_ready, wait_for, wait_for_sandbox, wait_phase, write_skill,
 };
 use agentic_oci::{RegistryClient, RegistryOptions};
 use agentic_operator::caches::{FinishedRunsWatched, InitialList, LIVE_RUNS, finished_runs_of};
@@ -844,52 +844,20 @@ async fn one_replica_leads_hands_over_on_shutdown_and_stops_when_its_lease_is_ta
     );
 }
 
-/// A TCP proxy to `target` on loopback that can be cut: from then on its connections stay
-/// open and carry nothing, and new ones are accepted and ignored, as behind a partition.
-async fn cuttable_proxy(target: SocketAddr) -> (SocketAddr, watch::Sender<bool>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind the proxy");
-    let addr = listener.local_addr().expect("the proxy's address");
-    let (cut, cut_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            let mut cut_rx = cut_rx.clone();
-            tokio::spawn(async move {
-                if *cut_rx.borrow() {
-                    return std::future::pending::<()>().await;
-                }
-                let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
-                    return;
-                };
-                let was_cut = tokio::select! {
-                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => false,
-                    _ = cut_rx.wait_for(|cut| *cut) => true,
-                };
-                if was_cut {
-                    // Both sockets stay open and carry nothing from now on.
-                    std::future::pending::<()>().await;
-                }
-            });
-        }
-    });
-    (addr, cut)
-}
-
 #[tokio::test]
 async fn a_leader_cut_off_from_the_api_server_stops_before_a_standby_takes_over() {
     let env = env().await;
     let ns = env.namespace("ops-cutoff").await.expect("namespace");
     let client = env.client();
-    let (proxy, cut) = cuttable_proxy(env.apiserver_addr()).await;
+    let proxy = LoopbackProxy::start(env.apiserver_addr()).await;
     let behind_proxy =
-        Client::try_from(env.kube_config_via(proxy)).expect("a client through the proxy");
+        Client::try_from(env.kube_config_via(proxy.addr)).expect("a client through the proxy");
 
     let (a, _stop_a) = replica(&behind_proxy, &ns, "replica-a").await;
     wait_lease_holder(&client, &ns, Some("replica-a")).await;
     let (_b, _stop_b) = replica(&client, &ns, "replica-b").await;
 
-    let _ = cut.send(true);
+    proxy.cut();
     let a_stopped = tokio::spawn(async move {
         let outcome = a.finished().await;
         (tokio::time::Instant::now(), outcome)

@@ -260,7 +260,9 @@ impl<K> Index<K> {
     /// `object`, created or changed from `before` (as the cache held it, if it did): under
     /// the keys it gives now, and no others.
     pub fn applied<C: Indexed<Object = K>>(&self, before: Option<&C>, object: &C) {
-        let old = before.map(|before| self.keys_of(before)).unwrap_or_default();
+        let old = before
+            .map(|before| self.keys_of(before))
+            .unwrap_or_default();
         let new = self.keys_of(object);
         if old == new {
             return;

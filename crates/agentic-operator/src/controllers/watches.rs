@@ -941,9 +941,9 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     match event {
-        watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
-            cache.get(&reflector::ObjectRef::from_obj_with(object, dyntype.clone()))
-        }
+        watcher::Event::Apply(object) | watcher::Event::Delete(object) => cache.get(
+            &reflector::ObjectRef::from_obj_with(object, dyntype.clone()),
+        ),
         _ => None,
     }
 }

@@ -10,15 +10,15 @@ use super::reconcile;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
 
-use crate::caches::{Caches, Guarded, SandboxPod};
-use crate::controllers::pipeline::guarded;
-use crate::controllers::watches::trim_for_cache;
 use super::wakes::{runs_waiting_on_agent, runs_waiting_on_secret};
+use crate::caches::{Caches, Guarded, SandboxPod};
 use crate::controllers::agentworkflow::scenarios::ready_agent;
 use crate::controllers::fake_api::FakeApi;
+use crate::controllers::pipeline::guarded;
 use crate::controllers::scenario::{
     NS, caches_with, context, object, pass, ready, secret_meta, secrets_writer, status_after_pass,
 };
+use crate::controllers::watches::trim_for_cache;
 
 fn run(name: &str, agent: &str) -> AgentRun {
     object(json!({
