@@ -35,7 +35,7 @@ impl<K> Clone for Index<K> {
     }
 }
 
-/// An object's namespace (empty for a cluster-scoped one) and name, owned.
+/// An object's namespace (empty for a cluster-scoped one) and name.
 type Named = (String, String);
 
 /// The names under one key. Most keys name one object (a run's sandbox, the Secret of one

@@ -832,13 +832,12 @@ where
         let mut subscribed =
             std::mem::take(&mut *subscribed.lock().unwrap_or_else(PoisonError::into_inner));
         let cache = writer.as_reader();
-        let events = match subscribed.diverted.clone() {
+        let mut events = match subscribed.diverted.clone() {
             Some(diverted) => events
                 .filter_map(move |event| std::future::ready(divert(diverted.as_ref(), event)))
                 .boxed(),
             None => events,
         };
-        let mut events = events;
         async move {
             let watching = async {
                 while let Some(event) = events.next().await {
