@@ -24,18 +24,33 @@ use crate::metrics::Metrics;
 /// The namespace every scenario plays in.
 pub const NS: &str = "team";
 
+/// The writer of a cache that has listed `objects`, as a watch leaves it, for a scenario to
+/// change them later.
+pub fn listed_writer<K>(objects: Vec<K>) -> Writer<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let mut writer = Writer::<K>::default();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    writer
+}
+
 /// A store holding `objects`, listed, as a watch leaves it.
 pub fn store_of<K>(objects: Vec<K>) -> Store<Guarded<K>>
 where
     K: kube::Resource<DynamicType = ()> + Clone + 'static,
 {
-    let mut writer = Writer::<Guarded<K>>::default();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for object in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply(Guarded(Ok(object))));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    writer.as_reader()
+    listed_writer(
+        objects
+            .into_iter()
+            .map(|object| Guarded(Ok(object)))
+            .collect(),
+    )
+    .as_reader()
 }
 
 /// The metadata of the Secret `name` of the scenario's namespace at `version`, as the
@@ -49,18 +64,6 @@ pub fn secret_meta(name: &str, version: &str) -> SecretMeta {
         ..Default::default()
     }
     .into_response_partial::<k8s_openapi::api::core::v1::Secret>()
-}
-
-/// The writer of a Secret metadata cache that has listed `secrets`, for a scenario to change
-/// them later.
-pub fn secrets_writer(secrets: Vec<SecretMeta>) -> Writer<SecretMeta> {
-    let mut writer = Writer::<SecretMeta>::default();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for secret in secrets {
-        writer.apply_watcher_event(&watcher::Event::InitApply(secret));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    writer
 }
 
 /// Watch caches holding these kinds' caches and no sandbox: the passes read any other kind

@@ -1,22 +1,19 @@
 //! The AgentRun controller's real pass against the fake API server (the `pod` backend).
 
+use std::sync::Arc;
+
 use agentic_api::{AgentRun, AgentRunPhase, Gateway};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use serde_json::json;
 
-use std::sync::Arc;
-
 use super::reconcile;
-use kube::runtime::reflector::store::Writer;
-use kube::runtime::watcher::Event;
-
 use super::wakes::{runs_waiting_on_agent, runs_waiting_on_secret};
 use crate::caches::{Caches, Guarded, SandboxPod};
 use crate::controllers::agentworkflow::scenarios::ready_agent;
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::pipeline::guarded;
 use crate::controllers::scenario::{
-    NS, caches_with, context, object, pass, ready, secret_meta, secrets_writer, status_after_pass,
+    NS, caches_with, context, listed_writer, object, pass, ready, secret_meta, status_after_pass,
 };
 use crate::controllers::watches::trim_for_cache;
 
@@ -400,12 +397,9 @@ async fn a_run_adopts_its_cached_pod_with_the_skills_the_servers_copy_names() {
         serde_json::from_value(serde_json::to_value(&pod).expect("JSON")).expect("a pod");
     cached.forget_unread();
     assert_eq!(cached.metadata.annotations, None);
-    let mut pods = Writer::<SandboxPod>::default();
-    for event in [Event::Init, Event::InitApply(cached), Event::InitDone] {
-        pods.apply_watcher_event(&event);
-    }
     let ctx = context(&api);
-    ctx.register_caches(Some(NS), Caches::new(pods.as_reader(), None));
+    let pods = listed_writer(vec![cached]).as_reader();
+    ctx.register_caches(Some(NS), Caches::new(pods, None));
 
     let status = status_after_pass::<AgentRun, _>(&api, &ctx, "fix-bug", reconcile).await;
     assert_eq!(status.sandbox_name.as_deref(), Some("fix-bug"));
@@ -443,7 +437,7 @@ async fn a_live_runs_pod_is_told_each_new_version_of_its_proxys_secret_once() {
     api.put(&live);
     api.put(&proxied_pod(None));
     let ctx = context(&api);
-    let mut secrets = secrets_writer(vec![secret_meta("llm-key", "7")]);
+    let mut secrets = listed_writer(vec![secret_meta("llm-key", "7")]);
     ctx.register_caches(
         Some(NS),
         caches_with(Vec::new()).with_secrets(secrets.as_reader()),

@@ -461,10 +461,8 @@ pub fn runs_of_pod<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::scenario::{NS, object, store_of};
+    use crate::controllers::scenario::{NS, listed_writer, object, store_of};
     use agentic_core::sandbox::{CREDENTIAL_SECRET_ANNOTATION, SANDBOX_API_VERSION, SANDBOX_KIND};
-    use kube::runtime::reflector::store::Writer;
-    use kube::runtime::watcher;
     use serde_json::{Value, json};
 
     fn run(name: &str, spec: Value, status: Value) -> AgentRun {
@@ -529,16 +527,6 @@ mod tests {
         .expect("a pod")
     }
 
-    fn pod_store(pods: Vec<SandboxPod>) -> Store<SandboxPod> {
-        let mut writer = Writer::<SandboxPod>::default();
-        writer.apply_watcher_event(&watcher::Event::Init);
-        for pod in pods {
-            writer.apply_watcher_event(&watcher::Event::InitApply(pod));
-        }
-        writer.apply_watcher_event(&watcher::Event::InitDone);
-        writer.as_reader()
-    }
-
     fn pod_of_sandbox(sandbox: &str) -> SandboxPod {
         SandboxPod {
             metadata: serde_json::from_value(json!({
@@ -576,7 +564,7 @@ mod tests {
         }
         let store = store_of(runs);
         let indexes = RunIndexes::of(&store.state());
-        let pods = pod_store(pods);
+        let pods = listed_writer(pods).as_reader();
         let by_secret = Index::new(proxied_secret);
         by_secret.relisted(&pods.state());
         let proxied = ProxiedPods { pods, by_secret };

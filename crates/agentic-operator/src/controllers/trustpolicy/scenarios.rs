@@ -23,8 +23,8 @@ use crate::context::Context;
 use crate::controllers::fake_api::FakeApi;
 use crate::controllers::fake_registry::FakeRegistry;
 use crate::controllers::scenario::{
-    NS, caches_with, context_reading, object, pass, ready, ready_message, secret_meta,
-    secrets_writer, store_of,
+    NS, caches_with, context_reading, listed_writer, object, pass, ready, ready_message,
+    secret_meta, store_of,
 };
 use crate::controllers::watches::kind_cache;
 use crate::controllers::{agent, agentrun, skillcard};
@@ -530,7 +530,7 @@ async fn a_policys_key_secret_is_read_once_until_its_resource_version_changes() 
             json!({"keys": [{"secretKeyRef": {"name": "signing-key", "key": "cosign.pub"}}]}),
         ),
     );
-    let mut secrets = secrets_writer(vec![secret_meta("signing-key", "1")]);
+    let mut secrets = listed_writer(vec![secret_meta("signing-key", "1")]);
     let caches = policy_caches(Vec::new(), vec![policy]).with_secrets(secrets.as_reader());
     scene.ctx.register_caches(Some(NS), caches);
     let key_reads = || {
